@@ -1,0 +1,121 @@
+"""Atomic outputs: write to a temporary sibling, then rename over the target.
+
+A crash, ``kill -9`` or Ctrl-C at any point leaves either the old file or the
+new one, never a torn mix. ``os.replace`` is atomic within one file system,
+which a sibling temp file guarantees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_TMP_MARK = ".tmp-"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success rename it onto ``path``.
+
+    The caller writes the temporary path however it likes (pyarrow, torch,
+    plain ``open``). On any exception the temporary file is removed and the
+    previous ``path`` is untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}{_TMP_MARK}", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        _fsync_file(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Atomically replace ``path`` with ``data``."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Atomically replace ``path`` with ``text`` encoded as UTF-8."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2) -> None:
+    """Atomically write ``obj`` as JSON with sorted keys (byte-stable output)."""
+    write_text(path, dumps_json(obj, indent=indent) + "\n")
+
+
+def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
+    """The one JSON serialisation of the project: sorted keys, UTF-8, no NaN."""
+    separators = (",", ": ") if indent is not None else (",", ":")
+    return json.dumps(
+        obj, sort_keys=True, ensure_ascii=False, indent=indent, separators=separators, allow_nan=False
+    )
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield an empty staging directory; on success swap it in place of ``path``.
+
+    The swap is two renames (old → backup, staging → target). If the process
+    dies between them, :func:`recover_dir` (called first thing here) restores
+    the backup, so a directory output is always either wholly old or wholly new.
+    """
+    target = Path(path)
+    recover_dir(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{_TMP_MARK}", dir=target.parent))
+    try:
+        yield staging
+        backup = _backup_of(target)
+        if target.exists():
+            os.replace(target, backup)
+        os.replace(staging, target)
+        shutil.rmtree(backup, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def recover_dir(path: str | os.PathLike[str]) -> None:
+    """Finish or undo a directory swap that a crash interrupted."""
+    target = Path(path)
+    backup = _backup_of(target)
+    if backup.exists():
+        if target.exists():
+            shutil.rmtree(backup)
+        else:
+            os.replace(backup, target)
+
+
+def remove_stale_temporaries(directory: str | os.PathLike[str]) -> None:
+    """Delete temp files and staging dirs left behind by killed writers."""
+    root = Path(directory)
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if entry.name.startswith(".") and _TMP_MARK in entry.name:
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def _backup_of(target: Path) -> Path:
+    return target.with_name(f".{target.name}.old")
+
+
+def _fsync_file(path: Path) -> None:
+    if path.is_file():
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())

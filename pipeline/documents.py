@@ -1,0 +1,87 @@
+"""Prepared documents on disk: Arrow IPC stream files with one ``text`` column.
+
+The prepare stage writes them and every later stage streams them back in
+record batches, so no stage holds the corpus in memory and document
+boundaries are kept exactly (a document may contain any character).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.errors import DataError
+
+SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False)])
+BATCH_DOCUMENTS = 4096
+
+
+class DocumentWriter:
+    """Appends documents to an Arrow stream, flushing a record batch every ``batch_size``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, batch_size: int = BATCH_DOCUMENTS):
+        self._sink = pa.OSFile(str(path), "wb")
+        self._writer = pa.ipc.new_stream(self._sink, SCHEMA)
+        self._pending: list[str] = []
+        self._batch_size = batch_size
+
+    def write(self, text: str) -> None:
+        self._pending.append(text)
+        if len(self._pending) >= self._batch_size:
+            self._flush()
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+        self._sink.close()
+
+    def __enter__(self) -> DocumentWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _flush(self) -> None:
+        if self._pending:
+            column = pa.array(self._pending, type=pa.large_string())
+            self._writer.write_batch(pa.record_batch([column], schema=SCHEMA))
+            self._pending = []
+
+
+def write_documents(path: str | os.PathLike[str], texts: Iterable[str]) -> None:
+    with DocumentWriter(path) as writer:
+        for text in texts:
+            writer.write(text)
+
+
+def iter_document_batches(path: str | os.PathLike[str]) -> Iterator[list[str]]:
+    """Yield the documents of a prepared file, one record batch at a time."""
+    try:
+        reader = pa.ipc.open_stream(pa.memory_map(str(path)))
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"{path}: not a prepared document file ({exc}); re-run 'lmprep run prepare'") from exc
+    if reader.schema.field("text").type != pa.large_string():
+        raise DataError(f"{path}: expected a 'text' column of large_string")
+    for batch in reader:
+        yield batch.column(0).to_pylist()
+
+
+def iter_documents(path: str | os.PathLike[str]) -> Iterator[str]:
+    for batch in iter_document_batches(path):
+        yield from batch
+
+
+def count_bytes(path: str | os.PathLike[str]) -> int:
+    """UTF-8 bytes of text in a prepared file, read from the Arrow buffers without decoding."""
+    total = 0
+    for batch in pa.ipc.open_stream(pa.memory_map(str(path))):
+        offsets = batch.column(0).offsets
+        total += offsets[-1].as_py() - offsets[0].as_py() if len(offsets) else 0
+    return total
+
+
+def prepared_path(directory: str | os.PathLike[str], split: str) -> Path:
+    return Path(directory) / f"{split}.arrow"

@@ -1,0 +1,41 @@
+"""The exception hierarchy: one root, one subclass per domain.
+
+Every message names the file, key, value or ID at fault and, where there is one,
+the fix. The CLI prints ``str(error)`` on one line and exits with status 2.
+"""
+
+
+class PipelineError(Exception):
+    """Root of every error a user can cause and fix."""
+
+
+class ConfigError(PipelineError):
+    """A config file, key or value is invalid."""
+
+
+class DataError(PipelineError):
+    """Raw or prepared data cannot be read (bad UTF-8, bad JSON line, missing column)."""
+
+
+class TokenizerError(PipelineError):
+    """Bad input to a tokenizer: an invalid ID, undecodable bytes, a bad pattern."""
+
+
+class TokenizerFormatError(TokenizerError):
+    """A tokenizer file is malformed or uses a component lmprep does not implement."""
+
+
+class ShardError(PipelineError):
+    """A shard set is missing, incomplete, corrupt or inconsistent."""
+
+
+class TokenizerMismatchError(PipelineError):
+    """An artefact was made with another tokenizer than the one it is used with."""
+
+
+class CheckpointError(PipelineError):
+    """A checkpoint is missing, malformed or unsafe to load."""
+
+
+class RunnerError(PipelineError):
+    """The stage runner cannot proceed (another run holds the lock, a cycle, an unknown stage)."""
