@@ -1,0 +1,48 @@
+# lmprep: `make` runs the whole pipeline on data/raw/, `make test` runs the test suite.
+# Both create .venv and install the pinned dependencies first when missing or when
+# pyproject.toml changed. Pick another config with CONFIG=configs/x.yaml make ...
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+CONFIG ?= configs/default.yaml
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+TEST_INSTALLED := $(VENV)/.installed-test
+PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
+LMPREP := $(BIN)/lmprep
+
+.DEFAULT_GOAL := all
+.PHONY: all prepare tokenize train status test clean help
+
+all: prepare tokenize train ## Run every stage that is stale (same as `make prepare tokenize train`)
+
+prepare: $(INSTALLED) ## Read, clean, de-duplicate and split data/raw/
+	$(LMPREP) run prepare --config $(CONFIG)
+
+tokenize: $(INSTALLED) ## Train (or reuse) the tokenizer, then encode the corpus into Arrow shards
+	$(LMPREP) run tokenizer encode --config $(CONFIG)
+
+train: $(INSTALLED) ## Train the tiny model on the shards and save a checkpoint
+	$(LMPREP) run train --config $(CONFIG)
+
+status: $(INSTALLED) ## Show which stages are up to date and why the others are not
+	$(LMPREP) status --config $(CONFIG)
+
+test: $(TEST_INSTALLED) ## Run the test suite
+	$(BIN)/python -m pytest
+
+clean: $(INSTALLED) ## Delete derived data (never data/raw/ or checkpoints/)
+	$(LMPREP) clean --config $(CONFIG)
+
+help: ## List the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+
+$(INSTALLED): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -e .
+	touch $@
+
+$(TEST_INSTALLED): $(INSTALLED)
+	$(PIP) install -e '.[test]'
+	touch $@
