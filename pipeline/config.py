@@ -1,0 +1,394 @@
+"""The run configuration: a YAML file read into typed, frozen dataclasses.
+
+The dataclasses below *are* the schema. A generic builder walks their type
+hints, so a new option is one annotated field: its type, default and bounds
+drive validation, ``--set`` overrides and ``lmprep config show``. Every error
+names the key path, the value at fault and what is allowed, and an unknown key
+comes with a did-you-mean suggestion, because a typo in a config file should
+never silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+import yaml
+
+from pipeline.errors import ConfigError
+
+BYTE_ALPHABET = 256
+
+
+def _bounded(default: Any, *, low: float | None = None, high: float | None = None,
+             high_inclusive: bool = True) -> Any:
+    """A field with a default and an allowed range, checked at load time."""
+    return field(default=default, metadata={"low": low, "high": high, "high_inclusive": high_inclusive})
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """One glob of raw files. ``separator`` applies to .txt files: ``document``
+    (a file is one document), ``blank_line``, ``line``, or any other string,
+    which is used literally (for example ``<|endoftext|>``)."""
+
+    glob: str
+    format: Literal["auto", "txt", "jsonl", "parquet"] = "auto"
+    separator: str = "document"
+    field: str = "text"
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    sources: tuple[SourceConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    normalize: Literal["NFC", "NFKC", "none"] = "NFC"
+    min_chars: int = _bounded(1, low=0)
+    max_chars: int | None = _bounded(None, low=1)
+    on_decode_error: Literal["error", "replace", "skip"] = "error"
+    val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
+    seed: int = 0
+    output_dir: str = "data/prepared"
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    path: str | None = None
+    kind: Literal["byte", "char"] = "byte"
+    vocab_size: int = _bounded(2048, low=1)
+    pattern: str | None = None
+    merge_newlines: bool | None = None
+    min_frequency: int = _bounded(2, low=1)
+    special_tokens: tuple[str, ...] = ("<|endoftext|>",)
+    workers: int = _bounded(0, low=0)
+    output: str = "data/tokenizer/tokenizer.json"
+
+
+@dataclass(frozen=True)
+class EncodeConfig:
+    eos_token: str | None = "<|endoftext|>"
+    bos_token: str | None = None
+    shard_tokens: int = _bounded(1_000_000, low=1)
+    workers: int = _bounded(0, low=0)
+    output_dir: str = "data/shards"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    dim: int = _bounded(64, low=1)
+    tie_weights: bool = False
+    context: int = _bounded(64, low=1)
+    batch_size: int = _bounded(32, low=1)
+    steps: int = _bounded(300, low=0)
+    lr: float = _bounded(1e-2, low=0.0)
+    weight_decay: float = _bounded(0.0, low=0.0)
+    eval_every: int = _bounded(100, low=1)
+    eval_batches: int = _bounded(8, low=1)
+    seed: int = 1337
+    output_dir: str = "checkpoints/default"
+
+
+@dataclass(frozen=True)
+class Config:
+    data: DataConfig = DataConfig()
+    prepare: PrepareConfig = PrepareConfig()
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    encode: EncodeConfig = EncodeConfig()
+    train: TrainConfig = TrainConfig()
+    state_dir: str = ".lmprep"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole config as plain JSON-able data (tuples become lists)."""
+        return _plain(self)
+
+    def value(self, key_path: str) -> Any:
+        """JSON-able value of a key or a section, e.g. ``"train"`` or ``"tokenizer.vocab_size"``."""
+        node: Any = self.to_dict()
+        for part in _split_key(key_path):
+            node = _child(node, part, key_path)
+        return node
+
+
+def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Config:
+    """Read ``path`` (YAML), apply ``key.path=value`` overrides, validate, freeze."""
+    raw = _read_yaml(path)
+    for override in overrides:
+        _apply_override(raw, override)
+    config = _build(Config, raw, "", str(path))
+    _check_consistency(config, str(path))
+    return config
+
+
+def parse_config(raw: Mapping[str, Any], *, origin: str = "<config>") -> Config:
+    """Validate an already-parsed mapping (as found in a YAML file)."""
+    config = _build(Config, dict(raw), "", origin)
+    _check_consistency(config, origin)
+    return config
+
+
+def dump_yaml(config: Config) -> str:
+    """The effective config as YAML, in schema order."""
+    return yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True)
+
+
+# -- reading ---------------------------------------------------------------
+
+
+def _read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        text = open(path, encoding="utf-8").read()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {os.fspath(path)} not found; pass --config PATH") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{os.fspath(path)}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{os.fspath(path)}: the top level must be a mapping of sections, got {_kind(raw)}")
+    return raw
+
+
+def _apply_override(raw: dict[str, Any], override: str) -> None:
+    """Set ``key.path=value`` in the raw mapping; the value is parsed as a YAML scalar or flow value."""
+    key_path, sep, text = override.partition("=")
+    if not sep or not key_path.strip():
+        raise ConfigError(f"--set {override!r}: expected KEY=VALUE, for example train.steps=500")
+    parts = _split_key(key_path.strip())
+    _check_key_path(parts)
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    node = raw
+    for part in parts[:-1]:
+        node = _descend_for_override(node, part, key_path)
+    _assign(node, parts[-1], value, key_path)
+
+
+def _descend_for_override(node: Any, part: str, key_path: str) -> Any:
+    if isinstance(node, list):
+        return node[_list_index(node, part, key_path)]
+    if not isinstance(node.get(part), (dict, list)):
+        node[part] = {}
+    return node[part]
+
+
+def _assign(node: Any, part: str, value: Any, key_path: str) -> None:
+    if isinstance(node, list):
+        node[_list_index(node, part, key_path)] = value
+    else:
+        node[part] = value
+
+
+def _list_index(items: list, part: str, key_path: str) -> int:
+    if not part.isdigit() or int(part) >= len(items):
+        raise ConfigError(f"--set {key_path}: {part!r} is not an index of a list of {len(items)} items")
+    return int(part)
+
+
+def _check_key_path(parts: list[str]) -> None:
+    """Fail with did-you-mean if ``parts`` does not name a field of the schema."""
+    cls: Any = Config
+    for depth, part in enumerate(parts):
+        where = ".".join(parts[:depth])
+        if _sequence_item_type(cls) is not None:
+            if not part.isdigit():
+                raise ConfigError(f"--set: {where} is a list; address an item by index, e.g. {where}.0")
+            cls = _sequence_item_type(cls)
+            continue
+        if not _is_dataclass_type(cls):
+            raise ConfigError(f"--set: {where} is a value, it has no key {part!r}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        if part not in names:
+            raise ConfigError(_unknown_key_message(_join(where, part), part, names, "--set"))
+        cls = _field_types(cls)[part]
+
+
+# -- building --------------------------------------------------------------
+
+
+def _build(cls: type, raw: Any, path: str, origin: str) -> Any:
+    """Make a ``cls`` instance from ``raw`` (a mapping), validating every field."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin}: {path or 'the config'} must be a mapping, got {_kind(raw)} {raw!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in fields:
+            raise ConfigError(_unknown_key_message(_join(path, str(key)), str(key), list(fields), origin))
+    missing = [name for name, f in fields.items() if _has_no_default(f) and name not in raw]
+    if missing:
+        raise ConfigError(f"{origin}: {_join(path, missing[0])} is required")
+    hints = _field_types(cls)
+    values = {name: _convert(hints[name], raw[name], _join(path, name), origin, fields[name])
+              for name in fields if name in raw}
+    return cls(**values)
+
+
+def _convert(hint: Any, value: Any, key: str, origin: str, spec: dataclasses.Field | None = None) -> Any:
+    """Check ``value`` against the type ``hint`` and the field's bounds; return the typed value."""
+    if _is_dataclass_type(hint):
+        return _build(hint, value, key, origin)
+    item_type = _sequence_item_type(hint)
+    if item_type is not None:
+        return _convert_sequence(item_type, value, key, origin)
+    if typing.get_origin(hint) is Literal:
+        return _convert_choice(typing.get_args(hint), value, key, origin)
+    allowed = _union_members(hint)
+    if value is None:
+        if type(None) in allowed:
+            return None
+        raise ConfigError(f"{origin}: {key} must be {_describe(hint, spec)}, got null")
+    scalar = next(t for t in allowed if t is not type(None))
+    converted = _convert_scalar(scalar, value, key, origin, _describe(hint, spec))
+    _check_bounds(converted, key, origin, spec, _describe(hint, spec))
+    return converted
+
+
+def _convert_sequence(item_type: Any, value: Any, key: str, origin: str) -> tuple:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{origin}: {key} must be a list, got {_kind(value)} {value!r}")
+    return tuple(_convert(item_type, item, f"{key}[{i}]", origin) for i, item in enumerate(value))
+
+
+def _convert_choice(choices: tuple, value: Any, key: str, origin: str) -> Any:
+    if value in choices and type(value) is type(next(c for c in choices if c == value)):
+        return value
+    allowed = ", ".join(repr(c) for c in choices)
+    hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+    suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+    raise ConfigError(f"{origin}: {key} must be one of {allowed}; got {value!r}{suggestion}")
+
+
+def _convert_scalar(scalar: type, value: Any, key: str, origin: str, wanted: str) -> Any:
+    if scalar is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, scalar) and not (scalar is int and isinstance(value, bool)):
+        return value
+    raise ConfigError(f"{origin}: {key} must be {wanted}, got {_kind(value)} {value!r}")
+
+
+def _check_bounds(value: Any, key: str, origin: str, spec: dataclasses.Field | None, wanted: str) -> None:
+    if spec is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    low, high = spec.metadata.get("low"), spec.metadata.get("high")
+    too_high = high is not None and (value > high if spec.metadata.get("high_inclusive") else value >= high)
+    if (low is not None and value < low) or too_high:
+        raise ConfigError(f"{origin}: {key} must be {wanted}, got {value!r}")
+
+
+def _check_consistency(config: Config, origin: str) -> None:
+    """Rules that involve more than one key."""
+    prepare, tok, encode = config.prepare, config.tokenizer, config.encode
+    if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
+        raise ConfigError(f"{origin}: prepare.max_chars ({prepare.max_chars}) is below "
+                          f"prepare.min_chars ({prepare.min_chars})")
+    if "" in tok.special_tokens or len(set(tok.special_tokens)) != len(tok.special_tokens):
+        raise ConfigError(f"{origin}: tokenizer.special_tokens must be distinct non-empty strings, "
+                          f"got {list(tok.special_tokens)}")
+    floor = (BYTE_ALPHABET if tok.kind == "byte" else 1) + len(tok.special_tokens)
+    if tok.vocab_size < floor:
+        raise ConfigError(f"{origin}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
+                          f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
+    if tok.path is None:
+        for key in ("eos_token", "bos_token"):
+            token = getattr(encode, key)
+            if token is not None and token not in tok.special_tokens:
+                raise ConfigError(f"{origin}: encode.{key} {token!r} is not one of tokenizer.special_tokens "
+                                  f"{list(tok.special_tokens)}; add it there or set encode.{key}: null")
+
+
+# -- schema helpers --------------------------------------------------------
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_dataclass_type(hint: Any) -> bool:
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def _sequence_item_type(hint: Any) -> Any:
+    """``X`` for ``tuple[X, ...]``, else None."""
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return args[0]
+    return None
+
+
+def _union_members(hint: Any) -> tuple:
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _has_no_default(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _describe(hint: Any, spec: dataclasses.Field | None) -> str:
+    members = _union_members(hint)
+    words = " or ".join(_TYPE_WORDS.get(t, "null") for t in members if t is not type(None))
+    if spec is not None:
+        low, high = spec.metadata.get("low"), spec.metadata.get("high")
+        if low is not None:
+            words += f" >= {low}"
+        if high is not None:
+            words += f" and {'<=' if spec.metadata.get('high_inclusive') else '<'} {high}"
+    return words + (" (or null)" if type(None) in members else "")
+
+
+def _unknown_key_message(key: str, name: str, known: list[str], origin: str) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" did you mean {_join(key.rpartition('.')[0], close[0])!r}?" if close else ""
+    return f"{origin}: unknown key {key!r};{hint} allowed here: {', '.join(known)}"
+
+
+def _child(node: Any, part: str, key_path: str) -> Any:
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return node[int(part)]
+    if isinstance(node, dict) and part in node:
+        return node[part]
+    known = list(node) if isinstance(node, dict) else []
+    raise ConfigError(_unknown_key_message(key_path, part, known, "config"))
+
+
+def _split_key(key_path: str) -> list[str]:
+    parts = key_path.split(".")
+    if any(not p for p in parts):
+        raise ConfigError(f"{key_path!r} is not a key path; use dots between names, e.g. train.steps")
+    return parts
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,119 @@
+"""Config loading: defaults, overrides, and errors that name the key, the value and the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.config import Config, TrainConfig, dump_yaml, load_config, parse_config
+from pipeline.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_of(tmp_path: Path, text: str, overrides: tuple[str, ...] = ()) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(tmp_path, text), overrides)
+    return str(info.value)
+
+
+def test_shipped_configs_load():
+    for path in sorted((REPO / "configs").glob("*.yaml")):
+        config = load_config(path)
+        assert config.data.sources, path
+
+
+def test_empty_file_gives_all_defaults(tmp_path):
+    config = load_config(write_config(tmp_path, ""))
+    assert config == Config()
+    assert config.train.steps == 300 and config.tokenizer.special_tokens == ("<|endoftext|>",)
+
+
+def test_config_is_frozen_and_typed(tmp_path):
+    config = load_config(write_config(tmp_path, "train: {lr: 1, steps: 5}\n"))
+    assert config.train.lr == 1.0 and isinstance(config.train.lr, float)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.train.steps = 6  # type: ignore[misc]
+
+
+def test_sources_parse(tmp_path):
+    config = load_config(write_config(tmp_path, "data:\n  sources:\n    - {glob: 'a/*.txt', separator: line}\n"))
+    (source,) = config.data.sources
+    assert (source.glob, source.format, source.separator, source.field) == ("a/*.txt", "auto", "line", "text")
+
+
+def test_value_and_to_dict_are_json_able(tmp_path):
+    config = load_config(write_config(tmp_path, "tokenizer: {vocab_size: 300}\n"))
+    assert config.value("tokenizer.vocab_size") == 300
+    assert config.value("tokenizer")["special_tokens"] == ["<|endoftext|>"]
+    assert config.value("train") == dataclasses.asdict(TrainConfig())
+    assert parse_config(config.to_dict()) == config
+    assert parse_config(yaml.safe_load(dump_yaml(config))) == config
+
+
+def test_value_of_unknown_key_suggests(tmp_path):
+    with pytest.raises(ConfigError, match="did you mean 'train.steps'"):
+        Config().value("train.stepz")
+
+
+def test_overrides_parse_yaml_scalars(tmp_path):
+    path = write_config(tmp_path, "data:\n  sources:\n    - {glob: 'a/*.txt'}\n")
+    config = load_config(path, ["train.steps=500", "tokenizer.path=null", "prepare.max_chars=10",
+                                "data.sources.0.separator=line", "encode.bos_token=<|endoftext|>"])
+    assert config.train.steps == 500 and config.prepare.max_chars == 10
+    assert config.data.sources[0].separator == "line"
+    assert config.encode.bos_token == "<|endoftext|>"
+
+
+@pytest.mark.parametrize(
+    "text, overrides, expected",
+    [
+        ("train:\n  step: 3\n", (), "unknown key 'train.step'; did you mean 'train.steps'?"),
+        ("trian: {}\n", (), "unknown key 'trian'; did you mean 'train'?"),
+        ("", ("train.stesp=3",), "--set: unknown key 'train.stesp'; did you mean 'train.steps'?"),
+        ("", ("data.sources.0.sep=x",), "unknown key 'data.sources.0.sep'"),
+        ("", ("train.steps",), "expected KEY=VALUE"),
+        ("train: {steps: abc}\n", (), "train.steps must be an integer >= 0, got a string 'abc'"),
+        ("train: {steps: 1.5}\n", (), "train.steps must be an integer"),
+        ("train: {steps: true}\n", (), "train.steps must be an integer >= 0, got a boolean True"),
+        ("", ("train.batch_size=0",), "train.batch_size must be an integer >= 1, got 0"),
+        ("", ("prepare.val_fraction=1",), "prepare.val_fraction must be a number >= 0.0 and < 1.0, got 1.0"),
+        ("", ("prepare.normalize=NFD",), "prepare.normalize must be one of 'NFC', 'NFKC', 'none'; got 'NFD'"),
+        ("", ("tokenizer.kind=bytes",), "did you mean 'byte'?"),
+        ("", ("tokenizer.vocab_size=200",), "tokenizer.vocab_size must be at least 257"),
+        ("", ("prepare.min_chars=5", "prepare.max_chars=4"), "prepare.max_chars (4) is below"),
+        ("", ("encode.eos_token=<eos>",), "encode.eos_token '<eos>' is not one of tokenizer.special_tokens"),
+        ("", ("tokenizer.special_tokens=[a, a]",), "tokenizer.special_tokens must be distinct"),
+        ("data: {sources: x}\n", (), "data.sources must be a list, got a string 'x'"),
+        ("data: {sources: [{format: txt}]}\n", (), "data.sources[0].glob is required"),
+        ("train: 3\n", (), "train must be a mapping, got an integer 3"),
+        ("- a\n", (), "the top level must be a mapping"),
+        ("train: [\n", (), "not valid YAML"),
+    ],
+)
+def test_errors_name_key_value_and_allowed(tmp_path, text, overrides, expected):
+    assert expected in error_of(tmp_path, text, overrides)
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_char_tokenizer_allows_small_vocab(tmp_path):
+    config = load_config(write_config(tmp_path, "tokenizer: {kind: char, vocab_size: 40}\n"))
+    assert config.tokenizer.vocab_size == 40
+
+
+def test_frozen_tokenizer_path_skips_special_token_check(tmp_path):
+    config = load_config(write_config(tmp_path, "tokenizer: {path: t.json, special_tokens: []}\n"))
+    assert config.tokenizer.special_tokens == () and config.encode.eos_token == "<|endoftext|>"
