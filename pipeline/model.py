@@ -1,0 +1,108 @@
+"""A tiny bigram language model: the smallest model that can consume the shards.
+
+Each token's embedding (``vocab_size × dim``) is projected by an output head
+(``dim × vocab_size``) to logits over the next token, so the model learns
+P(next | current) and nothing more. With ``tie_weights`` the head reuses the
+embedding matrix, halving the parameters (2 × 2048 × 64 = 262k untied,
+131k tied). It exists to prove the pipeline end to end, not to write prose.
+
+torch is imported here at module level; nothing outside the model, checkpoint
+and training modules imports this module eagerly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from pipeline.errors import CheckpointError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything needed to rebuild the model's shape; stored in every checkpoint."""
+
+    vocab_size: int
+    dim: int
+    tie_weights: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ModelConfig:
+        """Rebuild from checkpoint metadata, refusing missing or mistyped fields."""
+        try:
+            config = cls(
+                vocab_size=data["vocab_size"], dim=data["dim"], tie_weights=data["tie_weights"]
+            )
+        except (KeyError, TypeError) as exc:
+            raise CheckpointError(f"model config {data!r} is incomplete: {exc}") from None
+        if not (_is_positive_int(config.vocab_size) and _is_positive_int(config.dim)):
+            raise CheckpointError(f"model config {data!r} needs positive integer vocab_size and dim")
+        if not isinstance(config.tie_weights, bool):
+            raise CheckpointError(f"model config {data!r}: tie_weights must be true or false")
+        return config
+
+
+class BigramLM(nn.Module):
+    """Token embedding followed by a linear head: logits for the next token."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.dim)
+        self.head = None if config.tie_weights else nn.Linear(config.dim, config.vocab_size, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids`` [batch, time] → logits [batch, time, vocab_size]."""
+        head = self.embed.weight if self.head is None else self.head.weight
+        return F.linear(self.embed(ids), head)
+
+    def loss(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of predicting ``targets`` from ``ids`` (same shape)."""
+        logits = self(ids)
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def generate(
+    model: BigramLM,
+    prompt_ids: list[int],
+    *,
+    max_tokens: int,
+    temperature: float = 1.0,
+    stop_ids: Collection[int] = (),
+    generator: torch.Generator | None = None,
+) -> Iterator[int]:
+    """Yield up to ``max_tokens`` new IDs after ``prompt_ids``, ending after a stop ID.
+
+    The stop ID itself is yielded so the caller can see why generation ended.
+    ``temperature`` 0 picks the most likely token (greedy); higher is more random.
+    A bigram model needs only the last ID, so the prompt must not be empty.
+    """
+    if not prompt_ids:
+        raise ValueError("generate needs at least one prompt ID")
+    current = prompt_ids[-1]
+    with torch.no_grad():
+        for _ in range(max_tokens):
+            logits = model(torch.tensor([[current]]))[0, -1]
+            current = _pick(logits, temperature, generator)
+            yield current
+            if current in stop_ids:
+                return
+
+
+def _pick(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
+    if temperature <= 0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

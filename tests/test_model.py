@@ -1,0 +1,63 @@
+"""The bigram model: shapes, weight tying, generation stops, config validation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline.errors import CheckpointError
+from pipeline.model import BigramLM, ModelConfig, generate
+
+
+def test_logits_shape_and_parameter_count():
+    untied = BigramLM(ModelConfig(vocab_size=10, dim=3))
+    tied = BigramLM(ModelConfig(vocab_size=10, dim=3, tie_weights=True))
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    assert untied(ids).shape == (2, 3, 10)
+    assert tied(ids).shape == (2, 3, 10)
+    assert sum(p.numel() for p in untied.parameters()) == 2 * 10 * 3
+    assert sum(p.numel() for p in tied.parameters()) == 10 * 3
+    assert list(tied.state_dict()) == ["embed.weight"]
+
+
+def test_training_learns_a_deterministic_bigram():
+    torch.manual_seed(0)
+    model = BigramLM(ModelConfig(vocab_size=4, dim=8))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    ids = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 3]])
+    for _ in range(100):
+        optimizer.zero_grad()
+        loss = model.loss(ids[:, :-1], ids[:, 1:])
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.05
+    assert list(generate(model, [0], max_tokens=6, temperature=0)) == [1, 2, 3, 0, 1, 2]
+
+
+def test_generation_stops_after_a_stop_id_and_is_seeded():
+    torch.manual_seed(0)
+    model = BigramLM(ModelConfig(vocab_size=50, dim=4))
+    greedy = list(generate(model, [3], max_tokens=20, temperature=0))
+    stop = greedy[2]
+    assert list(generate(model, [3], max_tokens=20, temperature=0, stop_ids={stop})) == greedy[: greedy.index(stop) + 1]
+
+    def sample(seed):
+        return list(generate(model, [3], max_tokens=20, generator=torch.Generator().manual_seed(seed)))
+
+    assert sample(1) == sample(1)
+    assert len(sample(1)) == 20
+
+
+def test_generate_needs_a_prompt():
+    with pytest.raises(ValueError):
+        list(generate(BigramLM(ModelConfig(vocab_size=5, dim=2)), [], max_tokens=3))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"vocab_size": 5, "dim": 2}, {"vocab_size": 0, "dim": 2, "tie_weights": False},
+     {"vocab_size": 5, "dim": "2", "tie_weights": False}, {"vocab_size": 5, "dim": 2, "tie_weights": 1}],
+)
+def test_model_config_from_dict_refuses_bad_metadata(data):
+    with pytest.raises(CheckpointError):
+        ModelConfig.from_dict(data)
