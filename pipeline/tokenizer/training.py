@@ -1,0 +1,190 @@
+"""Byte-pair-encoding training: learn an ordered list of merges from texts.
+
+Tie-break rule: each step merges the pair with the highest count; among pairs with equal counts, the
+smallest ``(left_id, right_id)`` pair wins. With the byte kind this reproduces ``rustbpe`` merge for
+merge (it keeps a max-heap ordered the same way), and it reproduces the classic worked examples:
+``"aaabdaaabac"`` gives (97, 97) -> 256, (97, 98) -> 257, (256, 257) -> 258.
+
+Kinds:
+
+- ``byte``: ids 0..255 are byte values, chunks are UTF-8 encoded, merges get 256, 257, ...
+- ``char``: id 0 is "unknown", the distinct characters of the training chunks follow from id 1 in
+  code-point order (the ``alphabet``), merges get ``len(alphabet) + 1``, ...
+
+Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once):
+
+1. Count distinct pre-split chunks in worker processes (``_train_count``).
+2. Keep each distinct chunk's current symbols as a ``str`` whose characters are token ids
+   (``chr(id)``), so that finding and merging a pair is one C-level ``str.replace``.
+3. Keep pair -> count, pair -> chunks that contained it, and a max-heap of (count, pair) with lazy
+   refresh: a popped entry whose count went stale is pushed back with the current count. Only a merge
+   creates pairs (all of them contain the new id), so an old pair's count never grows and the pair ->
+   chunks index never needs more than the chunks listed when the pair was born.
+4. A merge visits only the chunks listed for its pair and updates counts around each merged
+   occurrence, summed per distinct neighbouring pair.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import regex
+
+from pipeline.errors import TokenizerError
+from pipeline.tokenizer import _train_pairs as pairs
+from pipeline.tokenizer._train_count import count_chunks
+
+KINDS = ("byte", "char")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What training learned.
+
+    ``merges[i]`` is the pair merged at step ``i``; it creates id ``first_merge_id + i``, where the first
+    merge id is 256 for the byte kind and ``len(alphabet) + 1`` for the char kind.
+    """
+
+    merges: list[tuple[int, int]]
+    alphabet: list[str]
+    stop_reason: str | None
+
+
+def train_merges(
+    texts: Iterable[str],
+    *,
+    kind: str,
+    pattern: str,
+    num_merges: int,
+    min_frequency: int = 2,
+    merge_newlines: bool = True,
+    workers: int = 0,
+    progress: bool = False,
+) -> TrainResult:
+    """Learn up to ``num_merges`` merges from ``texts`` (each text is one training sequence).
+
+    ``pattern`` pre-splits each text into chunks (``""``: the whole text is one chunk); pairs never
+    cross texts or chunks. Training stops early, with ``stop_reason`` saying why, when no allowed pair
+    occurs at least ``min_frequency`` times. ``merge_newlines=False`` forbids every pair that contains
+    the newline symbol, so no learned token contains ``"\\n"``. ``workers=0`` uses all cores.
+    """
+    _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
+    chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
+    words, counts, alphabet = _base_words(chunk_counts, kind)
+    del chunk_counts
+    first_id = 256 if kind == "byte" else len(alphabet) + 1
+    _check_id_range(first_id + num_merges)
+    newline_id = None if merge_newlines else _newline_id(kind, alphabet)
+    trainer = _Trainer(words, counts, first_id=first_id, min_frequency=min_frequency, forbidden=newline_id)
+    merges, stop_reason = trainer.run(num_merges, progress=progress)
+    return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason)
+
+
+def _check_options(*, kind: str, pattern: str, num_merges: int, min_frequency: int, workers: int) -> None:
+    if kind not in KINDS:
+        raise TokenizerError(f"unknown tokenizer kind {kind!r}; use one of {', '.join(KINDS)}")
+    if num_merges < 0:
+        raise TokenizerError(f"number of merges must be >= 0, got {num_merges}; raise the vocabulary size")
+    if min_frequency < 1:
+        raise TokenizerError(f"min_frequency must be >= 1, got {min_frequency}")
+    if workers < 0:
+        raise TokenizerError(f"workers must be >= 0 (0 = all cores), got {workers}")
+    if pattern:
+        try:
+            regex.compile(pattern)
+        except regex.error as error:
+            raise TokenizerError(f"invalid split pattern {pattern!r}: {error}; fix the regex") from None
+
+
+def _check_id_range(end_id: int) -> None:
+    """Ids are stored as characters below the separator code point, so they must stay under it."""
+    if end_id >= pairs.SEPARATOR_ID:
+        raise TokenizerError(
+            f"vocabulary would need ids up to {end_id - 1}, above the supported maximum {pairs.SEPARATOR_ID - 1}; "
+            "lower the vocabulary size"
+        )
+
+
+def _newline_id(kind: str, alphabet: list[str]) -> int | None:
+    if kind == "byte":
+        return ord("\n")
+    return alphabet.index("\n") + 1 if "\n" in alphabet else None
+
+
+def _base_words(chunk_counts: dict[str, int], kind: str) -> tuple[list[str], list[int], list[str]]:
+    """Each distinct chunk as a string of base ids (one character per id), its count, and the alphabet."""
+    chunks = list(chunk_counts)
+    counts = list(chunk_counts.values())
+    if kind == "byte":
+        return pairs.utf8_words(chunks), counts, []
+    alphabet = sorted(set().union(*map(set, chunks))) if chunks else []
+    table = {ord(char): i + 1 for i, char in enumerate(alphabet)}
+    return [chunk.translate(table) for chunk in chunks], counts, alphabet
+
+
+class _Trainer:
+    """The merge loop over distinct chunks: pair counts, pair -> chunks index and a lazy max-heap."""
+
+    def __init__(self, words: list[str], counts: list[int], *, first_id: int, min_frequency: int, forbidden: int | None):
+        self.words = words
+        self.counts = counts
+        self.first_id = first_id
+        self.min_frequency = min_frequency
+        self.forbidden = forbidden
+        self.pair_counts, self.where = pairs.initial_pairs(words, np.asarray(counts, dtype=np.int64), base=first_id)
+        self.heap = [(-count, code) for code, count in self.pair_counts.items() if self._eligible(code, count)]
+        heapq.heapify(self.heap)
+
+    def run(self, num_merges: int, *, progress: bool) -> tuple[list[tuple[int, int]], str | None]:
+        merges: list[tuple[int, int]] = []
+        bar = _merge_bar(num_merges) if progress else None
+        while len(merges) < num_merges:
+            code = self._pop_best()
+            if code is None:
+                return merges, f"no pair occurs at least {self.min_frequency} times after {len(merges)} merges"
+            merges.append(pairs.unpack(code))
+            self._merge(code, self.first_id + len(merges) - 1)
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
+        return merges, None
+
+    def _eligible(self, code: int, count: int) -> bool:
+        if count < self.min_frequency:
+            return False
+        return self.forbidden is None or self.forbidden not in pairs.unpack(code)
+
+    def _pop_best(self) -> int | None:
+        """The pair with the highest current count (smallest pair on ties), refreshing stale entries."""
+        heap, pair_counts = self.heap, self.pair_counts
+        while heap:
+            negative_count, code = heapq.heappop(heap)
+            current = pair_counts.get(code, 0)
+            if current == -negative_count:
+                return code
+            if current >= self.min_frequency:
+                heapq.heappush(heap, (-current, code))
+        return None
+
+    def _merge(self, code: int, new_id: int) -> None:
+        """Replace the pair by ``new_id`` in every chunk listed for it and update counts, index and heap."""
+        chunk_ids = self.where.pop(code)
+        deltas, born_in = pairs.merge_chunks(self.words, self.counts, chunk_ids, code, new_id)
+        del self.pair_counts[code]
+        pair_counts = self.pair_counts
+        for pair_code, delta in deltas.items():
+            count = pair_counts.get(pair_code, 0) + delta
+            pair_counts[pair_code] = count
+            if delta > 0 and self._eligible(pair_code, count):
+                heapq.heappush(self.heap, (-count, pair_code))
+                self.where[pair_code] = born_in[pair_code]
+
+
+def _merge_bar(total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="merging", unit="merge")
