@@ -1,0 +1,464 @@
+"""Token shards: Arrow IPC stream files of token IDs, one row per document.
+
+A shard set for one split is ``{split}-00000.arrow``, ``{split}-00001.arrow``, …
+plus ``{split}.manifest.json``. Each shard holds one record batch with a single
+column ``input_ids`` of ``list<uint16>`` (``list<uint32>`` when the vocabulary
+exceeds 65,536 IDs), uncompressed, so that it memory-maps: the list's values
+buffer *is* the flat token stream and its offsets are the document boundaries,
+and both are exposed as numpy views without a copy. The same files open with
+``pyarrow.ipc.open_stream``, ``polars.read_ipc_stream`` and
+``datasets.Dataset.from_file``.
+
+Every shard carries its provenance in the schema metadata (tokenizer
+fingerprint, vocab size, dtype, special IDs, split, rows, tokens, prepared-data
+fingerprint, format version); the manifest repeats it, because HF ``datasets``
+drops custom schema metadata, and adds the sha256 of each shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline import atomic, hashing
+from pipeline.errors import ShardError, TokenizerMismatchError
+
+if TYPE_CHECKING:
+    from pipeline.tokenizer import Tokenizer
+
+FORMAT_VERSION = 1
+COLUMN = "input_ids"
+UINT16_VOCAB_LIMIT = 1 << 16
+METADATA_PREFIX = "lmprep."
+_MAX_SHARD_TOKENS = (1 << 31) - 1  # Arrow ``list`` offsets are int32
+
+
+def ids_dtype(vocab_size: int) -> np.dtype:
+    """The narrowest unsigned dtype that holds every ID of a ``vocab_size`` vocabulary."""
+    return np.dtype(np.uint16) if vocab_size <= UINT16_VOCAB_LIMIT else np.dtype(np.uint32)
+
+
+def shard_schema(dtype: np.dtype, metadata: Mapping[str, str] | None = None) -> pa.Schema:
+    """The explicit shard schema: one non-null ``input_ids`` list column of ``dtype``."""
+    column = pa.field(COLUMN, pa.list_(pa.from_numpy_dtype(dtype)), nullable=False)
+    return pa.schema([column], metadata=metadata)
+
+
+def shard_name(split: str, index: int) -> str:
+    return f"{split}-{index:05d}.arrow"
+
+
+def manifest_path(directory: str | os.PathLike[str], split: str) -> Path:
+    return Path(directory) / f"{split}.manifest.json"
+
+
+@dataclass(frozen=True)
+class ShardStamp:
+    """What every shard and manifest of a set records about how it was made.
+
+    ``special_ids`` maps a role (``"bos"``, ``"eos"``) to the ID added to each
+    document in that role, or ``None`` when none is added.
+    """
+
+    split: str
+    tokenizer_fingerprint: str
+    vocab_size: int
+    special_ids: Mapping[str, int | None]
+    prepared_fingerprint: str
+
+    @property
+    def dtype(self) -> np.dtype:
+        return ids_dtype(self.vocab_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "split": self.split,
+            "tokenizer_fingerprint": self.tokenizer_fingerprint,
+            "vocab_size": self.vocab_size,
+            "dtype": self.dtype.name,
+            "special_ids": dict(self.special_ids),
+            "prepared_fingerprint": self.prepared_fingerprint,
+        }
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard as the manifest lists it."""
+
+    file: str
+    rows: int
+    tokens: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The sidecar of a shard set: the stamp, per-shard entries and totals."""
+
+    stamp: ShardStamp
+    shards: tuple[ShardEntry, ...]
+    max_id: int
+
+    @property
+    def rows(self) -> int:
+        return sum(entry.rows for entry in self.shards)
+
+    @property
+    def tokens(self) -> int:
+        return sum(entry.tokens for entry in self.shards)
+
+    def to_dict(self) -> dict[str, Any]:
+        shards = [vars(entry) for entry in self.shards]
+        totals = {"rows": self.rows, "tokens": self.tokens, "max_id": self.max_id}
+        return {**self.stamp.to_dict(), **totals, "shards": shards}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        """Parse a manifest; KeyError/TypeError/ValueError on a malformed one."""
+        if data["format_version"] != FORMAT_VERSION:
+            raise ValueError(f"format_version {data['format_version']!r}, expected {FORMAT_VERSION}")
+        stamp = ShardStamp(
+            split=str(data["split"]),
+            tokenizer_fingerprint=str(data["tokenizer_fingerprint"]),
+            vocab_size=int(data["vocab_size"]),
+            special_ids=dict(data["special_ids"]),
+            prepared_fingerprint=str(data["prepared_fingerprint"]),
+        )
+        entries = tuple(ShardEntry(**entry) for entry in data["shards"])
+        return cls(stamp=stamp, shards=entries, max_id=int(data["max_id"]))
+
+
+def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
+    path = manifest_path(directory, split)
+    try:
+        return Manifest.from_dict(json.loads(path.read_text("utf-8")))
+    except FileNotFoundError:
+        raise ShardError(
+            f"{path}: no shard set for split {split!r} (manifest missing); run 'lmprep run encode'"
+        ) from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ShardError(f"{path}: malformed shard manifest ({exc!r}); re-run 'lmprep run encode'") from exc
+
+
+# --------------------------------------------------------------------------- writing
+
+
+class ShardWriter:
+    """Cuts a stream of document batches into shards of about ``shard_tokens`` tokens.
+
+    A document never straddles two shards: a shard is closed after the first
+    document that brings it to ``shard_tokens`` or more. A pending shard is
+    buffered (it is small) because its row and token counts go into the schema
+    metadata, which an Arrow stream writes first. Each shard file is written
+    atomically; the manifest is written last, by :meth:`close`.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], stamp: ShardStamp, *, shard_tokens: int):
+        if not 0 < shard_tokens <= _MAX_SHARD_TOKENS:
+            raise ShardError(f"shard_tokens must be between 1 and {_MAX_SHARD_TOKENS}, got {shard_tokens}")
+        self.directory = Path(directory)
+        self.stamp = stamp
+        self._shard_tokens = shard_tokens
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_tokens = 0
+        self._entries: list[ShardEntry] = []
+        self._max_id = -1
+
+    def write(self, ids: np.ndarray, offsets: np.ndarray) -> None:
+        """Append documents: ``ids`` flat, ``offsets`` of length documents + 1.
+
+        Document ``i`` is ``ids[offsets[i]:offsets[i + 1]]``; ``offsets[0]`` may be non-zero.
+        """
+        ids, offsets = self._checked(ids, offsets)
+        while len(offsets) > 1:
+            need = self._shard_tokens - self._pending_tokens
+            cut = int(np.searchsorted(offsets, offsets[0] + need, side="left"))
+            if cut >= len(offsets):
+                self._append(ids, offsets)
+                return
+            cut = int(np.searchsorted(offsets, offsets[cut], side="right")) - 1  # keep empty documents here
+            self._append(ids, offsets[: cut + 1])
+            self._flush()
+            offsets = offsets[cut:]
+
+    def close(self) -> Manifest:
+        """Write the last partial shard and the manifest; return the manifest."""
+        self._flush()
+        manifest = Manifest(stamp=self.stamp, shards=tuple(self._entries), max_id=self._max_id)
+        atomic.write_json(manifest_path(self.directory, self.stamp.split), manifest.to_dict())
+        return manifest
+
+    def _checked(self, ids: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if len(offsets) == 0 or np.any(np.diff(offsets) < 0) or offsets[-1] > len(ids) or offsets[0] < 0:
+            raise ShardError("document offsets must be non-decreasing and within the ID array")
+        chunk = ids[offsets[0] : offsets[-1]]
+        if len(chunk):
+            batch_max = int(chunk.max())
+            if batch_max >= self.stamp.vocab_size:
+                raise ShardError(
+                    f"token ID {batch_max} is outside the vocabulary of {self.stamp.vocab_size} "
+                    f"(split {self.stamp.split!r}); the IDs were not made by this tokenizer"
+                )
+            self._max_id = max(self._max_id, batch_max)
+        return ids, offsets
+
+    def _append(self, ids: np.ndarray, offsets: np.ndarray) -> None:
+        if len(offsets) > 1:
+            self._pending.append((ids[offsets[0] : offsets[-1]], offsets - offsets[0]))
+            self._pending_tokens += int(offsets[-1] - offsets[0])
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        values, offsets = _concatenate(self._pending, self.stamp.dtype)
+        name = shard_name(self.stamp.split, len(self._entries))
+        metadata = _shard_metadata(self.stamp, rows=len(offsets) - 1, tokens=len(values))
+        digest = _write_shard(self.directory / name, values, offsets, metadata)
+        self._entries.append(ShardEntry(file=name, rows=len(offsets) - 1, tokens=len(values), sha256=digest))
+        self._pending, self._pending_tokens = [], 0
+
+
+def _concatenate(chunks: list[tuple[np.ndarray, np.ndarray]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Join (ids, zero-based offsets) chunks into one values array and int32 offsets."""
+    values = np.concatenate([ids for ids, _ in chunks]).astype(dtype, copy=False)
+    if len(values) > _MAX_SHARD_TOKENS:
+        raise ShardError(f"a shard would hold {len(values)} tokens, over Arrow's list limit of {_MAX_SHARD_TOKENS}")
+    shifts = np.cumsum([0] + [len(ids) for ids, _ in chunks[:-1]])
+    parts = [offsets[:-1] + shift for (_, offsets), shift in zip(chunks, shifts)]
+    offsets = np.concatenate([*parts, [len(values)]]).astype(np.int32)
+    return values, offsets
+
+
+def _shard_metadata(stamp: ShardStamp, *, rows: int, tokens: int) -> dict[str, str]:
+    fields = {**stamp.to_dict(), "rows": rows, "tokens": tokens}
+    return {METADATA_PREFIX + key: atomic.dumps_json(value, indent=None) for key, value in fields.items()}
+
+
+def _write_shard(path: Path, values: np.ndarray, offsets: np.ndarray, metadata: dict[str, str]) -> str:
+    """Write one shard atomically and return its sha256."""
+    schema = shard_schema(values.dtype, metadata)
+    column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values), type=schema.field(COLUMN).type)
+    with atomic.atomic_path(path) as tmp:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+            writer.write_batch(pa.record_batch([column], schema=schema))
+        digest = hashing.sha256_file(tmp)
+    return digest
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One memory-mapped shard: ``tokens`` and ``offsets`` are views into the mapping."""
+
+    path: Path
+    tokens: np.ndarray
+    offsets: np.ndarray
+    metadata: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+    def document(self, index: int) -> np.ndarray:
+        return self.tokens[self.offsets[index] : self.offsets[index + 1]]
+
+
+def open_shard(path: str | os.PathLike[str]) -> Shard:
+    """Memory-map one shard file; ShardError if it is not a well-formed shard."""
+    path = Path(path)
+    try:
+        reader = pa.ipc.open_stream(pa.memory_map(str(path)))
+        batches = list(reader)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ShardError(f"{path}: cannot read shard ({exc}); re-run 'lmprep run encode'") from exc
+    column = _single_list_column(path, reader.schema, batches)
+    offsets = column.offsets.to_numpy(zero_copy_only=True)
+    tokens = column.values.to_numpy(zero_copy_only=True)[offsets[0] : offsets[-1]]
+    return Shard(path=path, tokens=tokens, offsets=offsets, metadata=_parse_metadata(reader.schema))
+
+
+def _single_list_column(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.ListArray:
+    expected = {shard_schema(np.dtype(dtype)) for dtype in (np.uint16, np.uint32)}
+    if schema.remove_metadata() not in expected:
+        raise ShardError(f"{path}: schema {schema.remove_metadata()} is not a token shard schema")
+    if len(batches) != 1 or batches[0].column(0).offset != 0:
+        raise ShardError(f"{path}: expected exactly one record batch, found {len(batches)}")
+    column = batches[0].column(0)
+    if column.null_count or column.values.null_count:
+        raise ShardError(f"{path}: the input_ids column contains nulls")
+    return column
+
+
+def _parse_metadata(schema: pa.Schema) -> dict[str, Any]:
+    raw = schema.metadata or {}
+    prefix = METADATA_PREFIX.encode()
+    return {key[len(prefix) :].decode(): json.loads(value) for key, value in raw.items() if key.startswith(prefix)}
+
+
+class ShardSet:
+    """A memory-mapped, verified shard set for one split."""
+
+    def __init__(self, directory: Path, manifest: Manifest, shards: list[Shard]):
+        self.directory = directory
+        self.manifest = manifest
+        self.shards = shards
+        self._shard_sizes = np.array([shard.num_tokens for shard in shards], dtype=np.int64)
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        split: str,
+        *,
+        tokenizer: Tokenizer | None = None,
+        verify: bool = True,
+    ) -> ShardSet:
+        """Open ``directory``'s shard set for ``split``.
+
+        Always checks each shard's metadata against the manifest and, given a
+        ``tokenizer``, its fingerprint and vocab size (TokenizerMismatchError).
+        ``verify`` also checks every shard's sha256 and that no ID reaches the
+        vocab size: one read of the files, ~0.1 s per 100 MB from the page cache.
+        """
+        directory = Path(directory)
+        manifest = read_manifest(directory, split)
+        if tokenizer is not None:
+            _check_tokenizer(manifest, tokenizer, manifest_path(directory, split))
+        shards = [open_shard(directory / entry.file) for entry in manifest.shards]
+        for shard, entry in zip(shards, manifest.shards):
+            _check_shard_metadata(shard, entry, manifest)
+            if verify:
+                _verify_shard(shard, entry, manifest.stamp.vocab_size)
+        return cls(directory, manifest, shards)
+
+    @property
+    def split(self) -> str:
+        return self.manifest.stamp.split
+
+    @property
+    def tokenizer_fingerprint(self) -> str:
+        return self.manifest.stamp.tokenizer_fingerprint
+
+    @property
+    def vocab_size(self) -> int:
+        return self.manifest.stamp.vocab_size
+
+    @property
+    def special_ids(self) -> Mapping[str, int | None]:
+        return self.manifest.stamp.special_ids
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.manifest.stamp.dtype
+
+    @property
+    def fingerprint(self) -> str:
+        """Content hash of the set: the canonical hash of its manifest (which lists each shard's sha256)."""
+        return hashing.canonical_hash(self.manifest.to_dict())
+
+    @property
+    def num_tokens(self) -> int:
+        return self.manifest.tokens
+
+    @property
+    def num_documents(self) -> int:
+        return self.manifest.rows
+
+    @property
+    def max_id(self) -> int:
+        return self.manifest.max_id
+
+    def documents(self) -> Iterator[np.ndarray]:
+        """Yield each document's IDs, in order, as views into the mapped shards."""
+        for shard in self.shards:
+            for index in range(shard.num_documents):
+                yield shard.document(index)
+
+    def sample_batch(self, rng: np.random.Generator, batch_size: int, context: int) -> np.ndarray:
+        """``batch_size`` random windows of ``context + 1`` tokens, as int64 ``[batch, context + 1]``.
+
+        Windows are uniform over every position of the token stream where a
+        whole window fits inside one shard (they may span documents, as in
+        nanoGPT). Slicing the mapped views per window and joining them once is
+        faster than building a ``batch × context`` index array for a fancy
+        gather (~23k vs ~20k batches/s at 64 × 256 over 27 shards).
+        """
+        if batch_size < 1 or context < 1:
+            raise ValueError(f"batch_size and context must be positive, got {batch_size} and {context}")
+        width = context + 1
+        windows = np.maximum(self._shard_sizes - context, 0)
+        ends = np.cumsum(windows)
+        if len(ends) == 0 or ends[-1] == 0:
+            raise ShardError(
+                f"{self.directory}: no shard of split {self.split!r} holds a window of {width} tokens; "
+                f"lower train.context or raise encode.shard_tokens"
+            )
+        picks = rng.integers(0, ends[-1], size=batch_size)
+        which = np.searchsorted(ends, picks, side="right")
+        starts = picks - (ends[which] - windows[which])
+        views = [self.shards[k].tokens[s : s + width] for k, s in zip(which.tolist(), starts.tolist())]
+        return np.concatenate(views).reshape(batch_size, width).astype(np.int64)
+
+
+def _check_tokenizer(manifest: Manifest, tokenizer: Tokenizer, path: Path) -> None:
+    stamp = manifest.stamp
+    if stamp.tokenizer_fingerprint != tokenizer.fingerprint:
+        raise TokenizerMismatchError(
+            f"{path}: shards were encoded with tokenizer {stamp.tokenizer_fingerprint}, but the given "
+            f"tokenizer is {tokenizer.fingerprint}; re-encode with 'lmprep run encode' or use the tokenizer "
+            f"that made them"
+        )
+    if stamp.vocab_size != tokenizer.vocab_size:
+        raise TokenizerMismatchError(
+            f"{path}: shards record vocab size {stamp.vocab_size}, the tokenizer has {tokenizer.vocab_size}"
+        )
+
+
+def _check_shard_metadata(shard: Shard, entry: ShardEntry, manifest: Manifest) -> None:
+    """Each shard must carry the same stamp as its manifest, and its own row/token counts."""
+    expected = {**manifest.stamp.to_dict(), "rows": entry.rows, "tokens": entry.tokens}
+    missing = sorted(set(expected) - set(shard.metadata))
+    if missing:
+        raise TokenizerMismatchError(
+            f"{shard.path}: shard metadata lacks {', '.join(missing)}, so the tokenizer that made it is "
+            f"unknown; re-encode with 'lmprep run encode'"
+        )
+    if shard.metadata["tokenizer_fingerprint"] != manifest.stamp.tokenizer_fingerprint:
+        raise TokenizerMismatchError(
+            f"{shard.path}: shard was encoded with tokenizer {shard.metadata['tokenizer_fingerprint']}, "
+            f"but its manifest says {manifest.stamp.tokenizer_fingerprint}; re-encode with 'lmprep run encode'"
+        )
+    wrong = [key for key in expected if shard.metadata[key] != expected[key]]
+    if wrong or (shard.num_documents, shard.num_tokens) != (entry.rows, entry.tokens):
+        raise ShardError(
+            f"{shard.path}: shard does not match its manifest ({', '.join(wrong) or 'rows/tokens'}); "
+            f"re-encode with 'lmprep run encode'"
+        )
+
+
+def _verify_shard(shard: Shard, entry: ShardEntry, vocab_size: int) -> None:
+    digest = hashing.sha256_file(shard.path)
+    if digest != entry.sha256:
+        raise ShardError(
+            f"{shard.path}: checksum {digest} differs from the manifest's {entry.sha256}; "
+            f"the file is corrupt or was changed, re-encode with 'lmprep run encode'"
+        )
+    if shard.num_tokens and int(shard.tokens.max()) >= vocab_size:
+        raise ShardError(
+            f"{shard.path}: token ID {int(shard.tokens.max())} is outside the vocabulary of {vocab_size}"
+        )
