@@ -1,0 +1,402 @@
+"""The Tokenizer: a BPE vocabulary (byte or char kind), its merges, special tokens and split pattern.
+
+IDs are laid out as the trainer makes them (byte kind: 0–255 raw bytes, then
+one ID per merge; char kind: 0 unknown, then the alphabet in code-point order,
+then merges; special tokens last), but any layout that a valid HF byte-level
+``tokenizer.json`` uses loads too: the class only requires that the IDs be
+``0..vocab_size-1``, each used once, and that every merge produce a token whose
+bytes are its two parts joined.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+import regex
+
+from pipeline.errors import TokenizerError, TokenizerFormatError
+from pipeline.hashing import canonical_hash
+from pipeline.tokenizer import patterns
+from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder
+
+KINDS = ("byte", "char")
+UNKNOWN_TEXT = "\ufffd"
+FINGERPRINT_VERSION = 1
+
+
+class Tokenizer:
+    """Exact, fast BPE: ``encode`` replays the merges in training order; ``decode`` joins token bytes."""
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        pattern: str,
+        tokens: Mapping[int, bytes],
+        merges: Sequence[tuple[int, int]],
+        special_tokens: Mapping[str, int] = {},
+        unk_id: int | None = None,
+        merge_newlines: bool = True,
+    ):
+        """``tokens`` maps every non-special ID to its bytes (the char kind's ``unk_id`` to U+FFFD)."""
+        _check_kind(kind)
+        patterns.compile_checked(pattern) if pattern else None
+        self.kind = kind
+        self.pattern = pattern
+        self.merge_newlines = merge_newlines
+        self.unk_id = unk_id
+        self.special_tokens = dict(special_tokens)
+        self.merges = [(int(a), int(b)) for a, b in merges]
+        self.stop_reason: str | None = None
+        self._token_bytes = _token_table(tokens, self.special_tokens)
+        self._merge_results = _merge_results(self._token_bytes, self.merges, tokens, unk_id)
+        self._encoder = self._build_encoder()
+        self._special_splitters: dict[frozenset[str], regex.Pattern] = {}
+        self.fingerprint = self._compute_fingerprint()
+
+    # ---- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_merges(
+        cls,
+        *,
+        kind: str,
+        pattern: str,
+        merges: Sequence[tuple[int, int]],
+        alphabet: Sequence[str] = (),
+        special_tokens: Sequence[str] = (),
+        merge_newlines: bool = True,
+    ) -> Tokenizer:
+        """A tokenizer in the trainer's ID layout: base tokens, merges in order, then special tokens."""
+        _check_kind(kind)
+        if kind == "byte":
+            tokens = {i: bytes([i]) for i in range(256)}
+        else:
+            tokens = {0: UNKNOWN_TEXT.encode()} | {i: c.encode() for i, c in enumerate(alphabet, start=1)}
+        for new_id, (a, b) in enumerate(merges, start=len(tokens)):
+            if a not in tokens or b not in tokens:
+                raise TokenizerFormatError(f"merge #{new_id - len(tokens)} ({a}, {b}) uses an ID not defined before it")
+            tokens[new_id] = tokens[a] + tokens[b]
+        specials = {token: len(tokens) + i for i, token in enumerate(_check_special_names(special_tokens))}
+        unk_id = 0 if kind == "char" else None
+        return cls(kind=kind, pattern=pattern, tokens=tokens, merges=merges, special_tokens=specials,
+                   unk_id=unk_id, merge_newlines=merge_newlines)
+
+    @classmethod
+    def train(
+        cls,
+        texts: Iterable[str],
+        *,
+        vocab_size: int,
+        kind: str = "byte",
+        pattern: str | None = None,
+        special_tokens: Sequence[str] = (),
+        min_frequency: int = 2,
+        merge_newlines: bool | None = None,
+        workers: int = 0,
+        progress: bool = False,
+    ) -> Tokenizer:
+        """Learn merges from ``texts`` (each one training sequence) up to ``vocab_size`` IDs in all.
+
+        ``vocab_size`` counts base tokens, merges and special tokens; it is an upper bound:
+        training stops early when no pair occurs ``min_frequency`` times, and the returned
+        tokenizer's ``stop_reason`` says so. ``merge_newlines`` defaults to False for the char
+        kind (newline stays a token of its own, so it can end generation) and True for bytes.
+        """
+        from pipeline.tokenizer.training import train_merges
+
+        _check_kind(kind)
+        regex_ = patterns.resolve_pattern(pattern, kind=kind)
+        specials = _check_special_names(special_tokens)
+        newlines = (kind == "byte") if merge_newlines is None else merge_newlines
+        reserved = (256 if kind == "byte" else 1) + len(specials)
+        if vocab_size < reserved:
+            raise TokenizerError(
+                f"vocab_size {vocab_size} is too small: {kind} kind needs at least {reserved} IDs "
+                f"for its base tokens and {len(specials)} special tokens; raise --vocab-size"
+            )
+        result = train_merges(texts, kind=kind, pattern=regex_, num_merges=vocab_size - reserved,
+                              min_frequency=min_frequency, merge_newlines=newlines, workers=workers, progress=progress)
+        merges, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
+        tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=merges, alphabet=result.alphabet,
+                                    special_tokens=specials, merge_newlines=newlines)
+        tokenizer.stop_reason = stop_reason
+        return tokenizer
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Tokenizer:
+        """Read and validate a HF ``tokenizer.json`` (TokenizerFormatError names what is wrong)."""
+        from pipeline.tokenizer import hf_json
+
+        return hf_json.load(path)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write a HF ``tokenizer.json`` atomically; the same tokenizer always gives the same bytes."""
+        from pipeline.tokenizer import hf_json
+
+        hf_json.save(self, path)
+
+    def export_tiktoken(self, path: str | os.PathLike[str]) -> None:
+        """Write tiktoken's ranks file (``base64(token) rank`` per line); byte kind only."""
+        from pipeline.tokenizer import tiktoken_export
+
+        tiktoken_export.write_ranks(self, path)
+
+    # ---- properties -----------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._token_bytes)
+
+    @property
+    def id_dtype(self) -> np.dtype:
+        """The smallest unsigned dtype holding every ID."""
+        return np.dtype(np.uint16) if self.vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+    @property
+    def alphabet(self) -> list[str]:
+        """Char kind: the characters of the base tokens in ID order (empty for the byte kind)."""
+        if self.kind != "char":
+            return []
+        merged = set(self._merge_results)
+        return [b.decode() for i, b in enumerate(self._token_bytes)
+                if i != self.unk_id and i not in merged and i not in self.special_tokens.values()]
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one token (a special token's are its UTF-8 string, the unknown token's U+FFFD)."""
+        self._check_ids([token_id])
+        return self._token_bytes[token_id]
+
+    # ---- encoding -------------------------------------------------------------------------------
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """IDs of ``text``; special-token strings in it are ordinary text."""
+        return self._encode_checked(self._encoder.ids, text)
+
+    def encode(self, text: str, *, allowed_special: Collection[str] | Literal["all"] = ()) -> list[int]:
+        """IDs of ``text``; only special tokens named in ``allowed_special`` (or ``"all"``) become their IDs.
+
+        By default special-token strings are plain text, so untrusted input can never forge one.
+        """
+        allowed = self._allowed_specials(allowed_special)
+        if not allowed:
+            return self.encode_ordinary(text)
+        ids: list[int] = []
+        pieces = self._special_splitter(allowed).split(text)
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                ids.append(self.special_tokens[piece])
+            elif piece:
+                ids.extend(self.encode_ordinary(piece))
+        return ids
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """IDs of ``text`` (ordinary) as a numpy array of :attr:`id_dtype`."""
+        return self._encode_checked(self._encoder.array, text).astype(self.id_dtype)
+
+    def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
+        return [self.encode_ordinary(text) for text in texts]
+
+    def encode_batch_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' IDs concatenated (``np.uint32``) and ``len(texts) + 1`` document offsets (``np.int64``)."""
+        return self._encode_checked(self._encoder.flat, texts)
+
+    # ---- decoding -------------------------------------------------------------------------------
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The raw bytes of ``ids`` joined (may end inside a character)."""
+        ids = self._check_ids(ids)
+        table = self._token_bytes
+        return b"".join([table[i] for i in ids])
+
+    def decode(self, ids: Iterable[int], *, errors: Literal["strict", "replace"] = "strict") -> str:
+        """The text of ``ids``. Bytes that are not UTF-8 raise unless ``errors="replace"``."""
+        if errors not in ("strict", "replace"):
+            raise TokenizerError(f"errors must be 'strict' or 'replace', got {errors!r}")
+        data = self.decode_bytes(ids)
+        try:
+            return data.decode("utf-8", errors)
+        except UnicodeDecodeError as exc:
+            raise TokenizerError(
+                f"the IDs decode to bytes that are not valid UTF-8 (at byte offset {exc.start}: "
+                f"{data[exc.start:exc.end]!r}); pass errors='replace' or use decode_bytes"
+            ) from None
+
+    # ---- internals ------------------------------------------------------------------------------
+
+    def _build_encoder(self) -> ChunkEncoder:
+        rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
+        cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results)
+        return ChunkEncoder(patterns.splitter(self.pattern), cache)
+
+    def _base_ids_function(self):
+        merged = set(self._merge_results)
+        specials = set(self.special_tokens.values())
+        base = [i for i in range(self.vocab_size) if i not in merged and i not in specials and i != self.unk_id]
+        if self.kind == "char":
+            char_id = {self._token_bytes[i].decode(): i for i in base}
+            unk = self.unk_id
+            return lambda chunk: [char_id.get(c, unk) for c in chunk]
+        byte_id = {self._token_bytes[i][0]: i for i in base}
+        if all(byte_id[b] == b for b in range(256)):
+            return lambda chunk: list(chunk.encode("utf-8"))
+        lookup = [byte_id[b] for b in range(256)]
+        return lambda chunk: [lookup[b] for b in chunk.encode("utf-8")]
+
+    def _encode_checked(self, function, argument):
+        try:
+            return function(argument)
+        except UnicodeEncodeError as exc:
+            raise TokenizerError(
+                f"text contains {exc.object[exc.start:exc.end]!r} at character {exc.start}, "
+                "which is not encodable as UTF-8 (a lone surrogate); clean the text first"
+            ) from None
+
+    def _allowed_specials(self, allowed_special: Collection[str] | Literal["all"]) -> frozenset[str]:
+        if allowed_special == "all":
+            return frozenset(self.special_tokens)
+        if isinstance(allowed_special, str):
+            raise TokenizerError(f"allowed_special must be 'all' or a collection of tokens, got {allowed_special!r}")
+        unknown = [token for token in allowed_special if token not in self.special_tokens]
+        if unknown:
+            raise TokenizerError(
+                f"allowed_special names {unknown[0]!r}, which is not a special token of this tokenizer "
+                f"(it has {sorted(self.special_tokens)})"
+            )
+        return frozenset(allowed_special)
+
+    def _special_splitter(self, allowed: frozenset[str]) -> regex.Pattern:
+        """A regex whose capturing ``split`` isolates the allowed special tokens (longest first)."""
+        if allowed not in self._special_splitters:
+            alternatives = "|".join(regex.escape(t) for t in sorted(allowed, key=lambda t: (-len(t), t)))
+            self._special_splitters[allowed] = regex.compile(f"({alternatives})")
+        return self._special_splitters[allowed]
+
+    def _check_ids(self, ids: Iterable[int]) -> Sequence[int]:
+        """Return ``ids`` as a list of ints, or raise naming the first invalid ID and its position."""
+        if isinstance(ids, np.ndarray):
+            return _check_id_array(ids, self.vocab_size)
+        ids = list(ids)
+        size = self.vocab_size
+        for position, token_id in enumerate(ids):
+            if not _is_int(token_id) or not 0 <= token_id < size:
+                raise TokenizerError(
+                    f"invalid token ID {token_id!r} at position {position}: IDs are integers in 0..{size - 1}"
+                )
+        return [int(i) for i in ids]
+
+    def _compute_fingerprint(self) -> str:
+        """sha256 of everything that decides encoding and decoding, not of any file's bytes."""
+        return canonical_hash({
+            "version": FINGERPRINT_VERSION,
+            "kind": self.kind,
+            "pattern": self.pattern,
+            "vocab": [b.hex() for b in self._token_bytes],
+            "merges": [list(pair) for pair in self.merges],
+            "special_tokens": self.special_tokens,
+            "unk_id": self.unk_id,
+        })
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size}, merges={len(self.merges)}, "
+                f"pattern={patterns.pattern_name(self.pattern)!r}, special_tokens={self.special_tokens!r})")
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise TokenizerError(f"unknown tokenizer kind {kind!r}; use one of {', '.join(KINDS)}")
+
+
+def _check_special_names(special_tokens: Sequence[str]) -> list[str]:
+    names = list(special_tokens)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TokenizerError(f"special token {name!r} must be a non-empty string")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise TokenizerError(f"special token {duplicates[0]!r} is given more than once")
+    return names
+
+
+def _fit_merges(result, *, kind: str, vocab_size: int, reserved: int) -> tuple[list[tuple[int, int]], str | None]:
+    """The char kind learns its alphabet while training: keep only the merges that fit ``vocab_size``."""
+    if kind == "byte":
+        return list(result.merges), result.stop_reason
+    room = vocab_size - reserved - len(result.alphabet)
+    if room < 0:
+        raise TokenizerError(
+            f"vocab_size {vocab_size} is smaller than the {len(result.alphabet)} characters of the training "
+            f"text plus the unknown token and special tokens ({reserved + len(result.alphabet)}); raise --vocab-size"
+        )
+    if len(result.merges) > room:
+        return list(result.merges[:room]), None
+    return list(result.merges), result.stop_reason
+
+
+def _token_table(tokens: Mapping[int, bytes], special_tokens: Mapping[str, int]) -> list[bytes]:
+    """Bytes of every ID in ID order; IDs must be exactly ``0..n-1`` with no ID used twice."""
+    table: dict[int, bytes] = dict(tokens)
+    for name, token_id in special_tokens.items():
+        if token_id in table:
+            raise TokenizerFormatError(f"special token {name!r} reuses ID {token_id}, which is already a token")
+        table[token_id] = name.encode("utf-8")
+    missing = sorted(set(range(len(table))) - set(table))
+    if missing:
+        raise TokenizerFormatError(
+            f"token IDs are not contiguous: ID {missing[0]} is missing (there are {len(table)} tokens)"
+        )
+    return [table[i] for i in range(len(table))]
+
+
+def _merge_results(table: list[bytes], merges: list[tuple[int, int]], tokens: Mapping[int, bytes],
+                   unk_id: int | None) -> list[int]:
+    """The ID each merge produces: the regular token whose bytes are the two parts joined."""
+    by_bytes: dict[bytes, int] = {}
+    for token_id, data in tokens.items():
+        if token_id == unk_id:
+            continue
+        if data in by_bytes:
+            raise TokenizerFormatError(f"IDs {by_bytes[data]} and {token_id} are the same token {data!r}")
+        by_bytes[data] = token_id
+    results: list[int] = []
+    for rank, (a, b) in enumerate(merges):
+        if a not in tokens or b not in tokens or unk_id in (a, b):
+            raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) uses an ID that is not a regular token")
+        joined = table[a] + table[b]
+        if joined not in by_bytes:
+            raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) makes {joined!r}, which is not in the vocabulary")
+        results.append(by_bytes[joined])
+    if len(set(results)) != len(results):
+        raise TokenizerFormatError("two merges make the same token; each merge must create a new token")
+    _check_merge_order(merges, results, tokens)
+    return results
+
+
+def _check_merge_order(merges: list[tuple[int, int]], results: list[int], tokens: Mapping[int, bytes]) -> None:
+    """Replaying merges in order needs each part to exist before the merge that uses it."""
+    available = set(tokens) - set(results)
+    for rank, (pair, result) in enumerate(zip(merges, results)):
+        late = [part for part in pair if part not in available]
+        if late:
+            raise TokenizerFormatError(f"merge #{rank} {pair} uses token {late[0]} before the merge that makes it")
+        available.add(result)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_id_array(ids: np.ndarray, size: int) -> list[int]:
+    if ids.dtype.kind not in "iu":
+        raise TokenizerError(f"token IDs must be integers, got an array of {ids.dtype}")
+    flat = ids.ravel()
+    bad = np.flatnonzero((flat < 0) | (flat >= size))
+    if bad.size:
+        position = int(bad[0])
+        raise TokenizerError(
+            f"invalid token ID {int(flat[position])} at position {position}: IDs are integers in 0..{size - 1}"
+        )
+    return flat.tolist()

@@ -1,0 +1,75 @@
+"""The one table of pre-split patterns, and the split itself.
+
+A pattern cuts text into chunks before BPE; merges never cross a chunk. The
+named patterns are written so that Python's ``regex`` module, HF tokenizers'
+Oniguruma and tiktoken's fancy-regex all cut text identically:
+
+- ``gpt4``: the cl100k pattern as minbpe and nanochat write it (numbers in runs
+  of at most three digits, possessive quantifiers). Default for the byte kind.
+- ``gpt2``: the GPT-2 pattern (the one HF's ``ByteLevel(use_regex=True)`` applies).
+- ``none``: no pre-split; each document is one sequence. Default for the char kind.
+
+A custom regex is completed with ``|[\\s\\S]`` so that text it does not match
+becomes one-character chunks instead of being dropped: every consumer
+(training, our encoder, HF ``Split``, tiktoken) then sees the same chunks and
+every text round-trips.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import regex
+
+from pipeline.errors import TokenizerError
+
+GPT4 = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|"""
+    r""" ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4, "gpt2": GPT2, "none": ""}
+DEFAULT_PATTERN_NAME = {"byte": "gpt4", "char": "none"}
+_CATCH_ALL = r"|[\s\S]"
+
+
+def resolve_pattern(name_or_regex: str | None, *, kind: str) -> str:
+    """The regex for a pattern name (``gpt4``, ``gpt2``, ``none``), a custom regex, or ``None`` (kind default).
+
+    >>> resolve_pattern("none", kind="byte")
+    ''
+    """
+    if name_or_regex is None:
+        return NAMED_PATTERNS[DEFAULT_PATTERN_NAME[kind]]
+    if name_or_regex in NAMED_PATTERNS:
+        return NAMED_PATTERNS[name_or_regex]
+    if name_or_regex in NAMED_PATTERNS.values() or name_or_regex.endswith(_CATCH_ALL):
+        return compile_checked(name_or_regex).pattern
+    return compile_checked(name_or_regex + _CATCH_ALL).pattern
+
+
+def pattern_name(pattern: str) -> str:
+    """``gpt4``/``gpt2``/``none`` for a named pattern, ``custom`` otherwise (for display)."""
+    return next((name for name, regex_ in NAMED_PATTERNS.items() if regex_ == pattern), "custom")
+
+
+@functools.lru_cache(maxsize=32)
+def compile_checked(pattern: str) -> regex.Pattern:
+    """Compile ``pattern`` with the ``regex`` module, or raise a TokenizerError naming it."""
+    try:
+        return regex.compile(pattern)
+    except (regex.error, TypeError, ValueError) as exc:
+        raise TokenizerError(
+            f"invalid split pattern {pattern!r}: {exc}; use gpt4, gpt2, none or a valid regex"
+        ) from None
+
+
+def splitter(pattern: str) -> Callable[[str], list[str]]:
+    """A function cutting a text into its non-empty chunks (the whole text when ``pattern`` is empty)."""
+    if not pattern:
+        return lambda text: [text] if text else []
+    findall = compile_checked(pattern).findall
+    if pattern in NAMED_PATTERNS.values():
+        return findall  # every alternative consumes a character: no empty chunks to drop
+    return lambda text: [chunk for chunk in findall(text) if chunk]
