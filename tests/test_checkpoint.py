@@ -4,40 +4,14 @@ from __future__ import annotations
 
 import os
 import pickle
-from dataclasses import dataclass, field
-
 import pytest
 import torch
+from conftest import FakeTokenizer
 from safetensors.torch import save_file
 
 from pipeline import checkpoint as ckpt
 from pipeline.errors import CheckpointError, TokenizerMismatchError
-from pipeline.hashing import canonical_hash
 from pipeline.model import BigramLM, ModelConfig
-
-
-@dataclass
-class FakeTokenizer:
-    """The attributes the guard reads, for a byte-level BPE with the given merges."""
-
-    merges: list[tuple[int, int]]
-    kind: str = "byte"
-    pattern: str = ""
-    special_tokens: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def vocab_size(self) -> int:
-        return 256 + len(self.merges) + len(self.special_tokens)
-
-    @property
-    def fingerprint(self) -> str:
-        return canonical_hash([self.kind, self.pattern, self.special_tokens, self.merges])
-
-    def token_bytes(self, id: int) -> bytes:
-        if id < 256:
-            return bytes([id])
-        a, b = self.merges[id - 256]
-        return self.token_bytes(a) + self.token_bytes(b)
 
 
 # "th" then "the" vs "he" then "the": same vocab size, different meanings.

@@ -1,0 +1,343 @@
+"""Train the bigram model on the shards, resuming where that is sound.
+
+Batches are random windows drawn from the memory-mapped shards by a numpy
+generator seeded from ``train.seed``; the model is initialised after
+``torch.manual_seed(train.seed)``. Both RNG states and the AdamW state go into
+the checkpoint, so a run of 300 steps and a run of 100 resumed to 300 end with
+the same weights, bit for bit, on the same CPU.
+
+Validation uses its own generator, reseeded for every evaluation, so every
+evaluation scores the same val windows and evaluating never shifts the
+training batches.
+
+A checkpoint directory is resumed only when it was trained with the same
+tokenizer fingerprint and model config and fewer steps than configured. When
+the tokenizer or model changed it is renamed aside (``default-<fp12>``), never
+deleted, and training starts from scratch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+
+from pipeline import atomic
+from pipeline.checkpoint import Checkpoint, TokenizerLike, checkpoint_file, read_checkpoint, save_checkpoint
+from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError
+from pipeline.model import BigramLM, ModelConfig
+
+if TYPE_CHECKING:
+    from pipeline.config import TrainConfig
+    from pipeline.shards import ShardSet
+
+METRICS_FILE = "metrics.jsonl"
+LOSS_PLOT_FILE = "loss.png"
+
+Notify = Callable[[str], None]
+
+
+def _ignore(message: str) -> None:
+    """The default ``notify``: library code prints nothing unless asked."""
+
+
+@dataclass(frozen=True)
+class TrainSummary:
+    """What a training run did, for the CLI and the benchmark."""
+
+    checkpoint: Path
+    start_step: int
+    step: int
+    tokens: int = 0
+    seconds: float = 0.0
+    data_seconds: float = 0.0
+    train_loss: float | None = None
+    val_loss: float | None = None
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+    @property
+    def data_share(self) -> float:
+        """Fraction of step time spent sampling batches from the shards."""
+        return self.data_seconds / self.seconds if self.seconds else 0.0
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What to do with an existing checkpoint directory, and why."""
+
+    action: Literal["fresh", "resume", "done", "set_aside"]
+    reason: str
+    checkpoint: Checkpoint | None = None
+
+
+def model_config_for(settings: TrainConfig, tokenizer: TokenizerLike) -> ModelConfig:
+    """The model shape: vocab size from the tokenizer, the rest from ``train``."""
+    return ModelConfig(vocab_size=tokenizer.vocab_size, dim=settings.dim, tie_weights=settings.tie_weights)
+
+
+def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_set: ShardSet) -> None:
+    """Refuse to train unless tokenizer, shard set and model agree on IDs."""
+    where = f"shard set {shard_set.directory} (split {shard_set.split!r})"
+    if shard_set.tokenizer_fingerprint != tokenizer.fingerprint:
+        raise TokenizerMismatchError(
+            f"{where} was encoded with tokenizer {shard_set.tokenizer_fingerprint}, but the tokenizer is "
+            f"{tokenizer.fingerprint}; re-encode with `lmprep run encode`"
+        )
+    if shard_set.vocab_size != tokenizer.vocab_size:
+        raise TokenizerMismatchError(
+            f"{where} records vocab size {shard_set.vocab_size}, the tokenizer has {tokenizer.vocab_size}"
+        )
+    if model_config.vocab_size != tokenizer.vocab_size:
+        raise TokenizerMismatchError(
+            f"the model has vocab size {model_config.vocab_size}, the tokenizer {tokenizer.vocab_size}"
+        )
+    if shard_set.num_tokens and shard_set.max_id >= model_config.vocab_size:
+        raise ShardError(
+            f"{where} holds token ID {shard_set.max_id}, outside the model's vocab size "
+            f"{model_config.vocab_size}; re-encode with `lmprep run encode`"
+        )
+
+
+def plan_resume(
+    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, model_config: ModelConfig, steps: int
+) -> ResumePlan:
+    """Decide whether the checkpoint in ``directory`` can be continued."""
+    if not checkpoint_file(directory).exists():
+        return ResumePlan("fresh", "no previous checkpoint")
+    try:
+        checkpoint = read_checkpoint(directory)
+    except CheckpointError as exc:
+        return ResumePlan("set_aside", f"the previous checkpoint is unreadable ({exc})")
+    if checkpoint.tokenizer.fingerprint != tokenizer.fingerprint:
+        return ResumePlan(
+            "set_aside",
+            f"the tokenizer changed ({checkpoint.tokenizer.fingerprint[:12]} → {tokenizer.fingerprint[:12]})",
+            checkpoint,
+        )
+    if checkpoint.model_config != model_config:
+        return ResumePlan("set_aside", f"the model changed ({checkpoint.model_config} → {model_config})", checkpoint)
+    if checkpoint.step >= steps:
+        return ResumePlan(
+            "done", f"the checkpoint is at step {checkpoint.step} ≥ train.steps={steps}; raise it to continue",
+            checkpoint,
+        )
+    return ResumePlan("resume", f"resuming from step {checkpoint.step}", checkpoint)
+
+
+def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
+    """Rename ``directory`` to a free sibling ``<name>-<tag>`` and return the new path."""
+    directory = Path(directory)
+    candidate = directory.with_name(f"{directory.name}-{tag}")
+    number = 2
+    while candidate.exists():
+        candidate = directory.with_name(f"{directory.name}-{tag}-{number}")
+        number += 1
+    os.replace(directory, candidate)
+    return candidate
+
+
+def train_checkpoint_dir(
+    settings: TrainConfig,
+    *,
+    tokenizer: TokenizerLike,
+    train_set: ShardSet,
+    val_set: ShardSet | None,
+    progress: bool = False,
+    notify: Notify = _ignore,
+) -> TrainSummary:
+    """Train into ``settings.output_dir``: resume, set aside or start fresh, then swap in atomically.
+
+    Training writes into a staging directory, so an interrupted run leaves the
+    previous checkpoint directory as it was.
+    """
+    directory = Path(settings.output_dir)
+    plan = plan_resume(directory, tokenizer=tokenizer, model_config=model_config_for(settings, tokenizer),
+                       steps=settings.steps)
+    if plan.action == "done":
+        notify(f"nothing to train: {plan.reason}")
+        step = plan.checkpoint.step
+        return TrainSummary(checkpoint=plan.checkpoint.path, start_step=step, step=step)
+    if plan.action == "set_aside":
+        tag = plan.checkpoint.tokenizer.fingerprint[:12] if plan.checkpoint else "unreadable"
+        notify(f"{plan.reason}: moved the old checkpoint to {set_aside(directory, tag)}; training from scratch")
+    elif plan.action == "resume":
+        notify(plan.reason)
+    resume = plan.checkpoint if plan.action == "resume" else None
+    with atomic.atomic_dir(directory) as staging:
+        summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
+                        output_dir=staging, resume=resume, progress=progress, notify=notify)
+    return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
+
+
+@dataclass
+class _Run:
+    """The mutable state of one training run."""
+
+    model: BigramLM
+    optimizer: torch.optim.Optimizer
+    rng: np.random.Generator
+    step: int
+    metrics: list[dict[str, Any]]
+
+
+def train(
+    settings: TrainConfig,
+    *,
+    tokenizer: TokenizerLike,
+    train_set: ShardSet,
+    val_set: ShardSet | None,
+    output_dir: str | os.PathLike[str],
+    resume: Checkpoint | None = None,
+    progress: bool = False,
+    notify: Notify = _ignore,
+) -> TrainSummary:
+    """Train to ``settings.steps`` and write checkpoint, metrics and loss plot into ``output_dir``."""
+    model_config = model_config_for(settings, tokenizer)
+    for shard_set in (train_set, val_set):
+        if shard_set is not None:
+            check_agreement(tokenizer, model_config, shard_set)
+    if val_set is None or not _holds_window(val_set, settings.context):
+        notify(f"the val split has no window of {settings.context + 1} tokens; skipping validation")
+        val_set = None
+    with _deterministic():
+        run = _start(settings, model_config, resume)
+        summary = _loop(run, settings, train_set, val_set, progress=progress)
+        output_dir = Path(output_dir)
+        path = save_checkpoint(
+            output_dir, model=run.model, step=run.step, tokenizer=tokenizer,
+            shard_fingerprint=train_set.fingerprint, train_config=dataclasses.asdict(settings),
+            optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
+        )
+    _write_metrics(output_dir, run.metrics)
+    return dataclasses.replace(summary, checkpoint=path)
+
+
+def _start(settings: TrainConfig, model_config: ModelConfig, resume: Checkpoint | None) -> _Run:
+    torch.manual_seed(settings.seed)
+    model = BigramLM(model_config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    rng = np.random.default_rng(settings.seed)
+    if resume is None:
+        return _Run(model, optimizer, rng, step=0, metrics=[])
+    model.load_state_dict(resume.model.state_dict())
+    if resume.optimizer_state is not None:
+        optimizer.load_state_dict(resume.optimizer_state)
+    for group in optimizer.param_groups:  # settings may have changed since the checkpoint
+        group.update(lr=settings.lr, weight_decay=settings.weight_decay)
+    if resume.numpy_rng_state is not None:
+        rng.bit_generator.state = resume.numpy_rng_state
+    if resume.torch_rng_state is not None:
+        torch.set_rng_state(resume.torch_rng_state)
+    return _Run(model, optimizer, rng, step=resume.step, metrics=_read_metrics(resume.path.parent, resume.step))
+
+
+def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardSet | None, *,
+          progress: bool) -> TrainSummary:
+    from tqdm.auto import tqdm
+
+    start_step, tokens_per_step = run.step, settings.batch_size * settings.context
+    data_seconds = train_loss = val_loss = 0.0
+    began = time.perf_counter()
+    with tqdm(total=settings.steps, initial=run.step, disable=not progress, unit="step", desc="train") as bar:
+        while run.step < settings.steps:
+            tick = time.perf_counter()
+            batch = torch.from_numpy(train_set.sample_batch(run.rng, settings.batch_size, settings.context))
+            data_seconds += time.perf_counter() - tick
+            train_loss = _step(run, batch)
+            record: dict[str, Any] = {"step": run.step, "train_loss": train_loss}
+            if val_set is not None and (run.step % settings.eval_every == 0 or run.step == settings.steps):
+                record["val_loss"] = val_loss = _evaluate(run.model, val_set, settings)
+            run.metrics.append(record)
+            rate = (run.step - start_step) * tokens_per_step / (time.perf_counter() - began)
+            bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+            bar.update()
+    return TrainSummary(
+        checkpoint=Path(), start_step=start_step, step=run.step,
+        tokens=(run.step - start_step) * tokens_per_step, seconds=time.perf_counter() - began,
+        data_seconds=data_seconds, train_loss=train_loss if run.step > start_step else None,
+        val_loss=val_loss if val_set is not None and run.step > start_step else None,
+    )
+
+
+def _step(run: _Run, batch: torch.Tensor) -> float:
+    loss = run.model.loss(batch[:, :-1], batch[:, 1:])
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    run.optimizer.step()
+    run.step += 1
+    return loss.item()
+
+
+def _evaluate(model: BigramLM, val_set: ShardSet, settings: TrainConfig) -> float:
+    """Mean loss over the same ``eval_batches`` val windows at every evaluation."""
+    rng = np.random.default_rng([settings.seed, 1])
+    with torch.no_grad():
+        losses = [
+            model.loss(batch[:, :-1], batch[:, 1:]).item()
+            for batch in (
+                torch.from_numpy(val_set.sample_batch(rng, settings.batch_size, settings.context))
+                for _ in range(settings.eval_batches)
+            )
+        ]
+    return float(np.mean(losses))
+
+
+def _holds_window(shard_set: ShardSet, context: int) -> bool:
+    return any(shard.num_tokens > context for shard in shard_set.shards)
+
+
+@contextlib.contextmanager
+def _deterministic() -> Iterator[None]:
+    """Ask torch for deterministic kernels for the run, then restore the caller's setting."""
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous)
+
+
+def _read_metrics(directory: Path, up_to_step: int) -> list[dict[str, Any]]:
+    """The metrics a resumed run inherits: the previous log up to the checkpoint's step."""
+    try:
+        lines = (directory / METRICS_FILE).read_text("utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    records = [json.loads(line) for line in lines if line.strip()]
+    return [record for record in records if record.get("step", 0) <= up_to_step]
+
+
+def _write_metrics(directory: Path, metrics: list[dict[str, Any]]) -> None:
+    lines = "".join(atomic.dumps_json(record, indent=None) + "\n" for record in metrics)
+    atomic.write_text(directory / METRICS_FILE, lines)
+    if metrics:
+        _plot_losses(directory / LOSS_PLOT_FILE, metrics)
+
+
+def _plot_losses(path: Path, metrics: list[dict[str, Any]]) -> None:
+    """Train and val loss against step, drawn with Agg (no display, no pyplot state)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6, 4), dpi=100)
+    axes = figure.add_subplot()
+    train = [(r["step"], r["train_loss"]) for r in metrics if "train_loss" in r]
+    val = [(r["step"], r["val_loss"]) for r in metrics if "val_loss" in r]
+    axes.plot(*zip(*train), label="train", linewidth=1)
+    if val:
+        axes.plot(*zip(*val), marker="o", label="val")
+    axes.set(xlabel="step", ylabel="cross-entropy loss", title="training loss")
+    axes.legend()
+    with atomic.atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png")

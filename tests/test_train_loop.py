@@ -1,0 +1,162 @@
+"""The training loop: agreement checks, determinism, resume, setting aside, outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import FakeTokenizer
+
+from pipeline import training
+from pipeline.checkpoint import read_checkpoint
+from pipeline.config import TrainConfig
+from pipeline.errors import ShardError, TokenizerMismatchError
+from pipeline.shards import ShardSet, ShardStamp, ShardWriter
+
+TOKENIZER = FakeTokenizer(merges=[(97, 98), (256, 99)], special_tokens={"<|endoftext|>": 258})
+RETRAINED = FakeTokenizer(merges=[(98, 99), (97, 256)], special_tokens={"<|endoftext|>": 258})
+SETTINGS = TrainConfig(dim=8, context=8, batch_size=4, steps=6, lr=0.05, eval_every=3, eval_batches=2, seed=3)
+
+
+def write_shards(directory, split, docs, *, tokenizer=TOKENIZER, vocab_size=None):
+    stamp = ShardStamp(
+        split=split,
+        tokenizer_fingerprint=tokenizer.fingerprint,
+        vocab_size=vocab_size or tokenizer.vocab_size,
+        special_ids={"bos": None, "eos": 258},
+        prepared_fingerprint="p" * 64,
+    )
+    writer = ShardWriter(directory, stamp, shard_tokens=64)
+    ids = np.array([i for doc in docs for i in doc], dtype=np.uint32)
+    offsets = np.concatenate([[0], np.cumsum([len(doc) for doc in docs])]).astype(np.int64)
+    writer.write(ids, offsets)
+    writer.close()
+    return ShardSet.open(directory, split)
+
+
+DOCS = [[257, 32, 100, 101, 258] * 6 for _ in range(10)]
+
+
+@pytest.fixture
+def shards(tmp_path):
+    return write_shards(tmp_path / "shards", "train", DOCS), write_shards(tmp_path / "shards", "val", DOCS[:3])
+
+
+def run(tmp_path, shards, settings=SETTINGS, tokenizer=TOKENIZER, notes=None):
+    settings = dataclasses.replace(settings, output_dir=str(tmp_path / "ckpt"))
+    return training.train_checkpoint_dir(
+        settings, tokenizer=tokenizer, train_set=shards[0], val_set=shards[1],
+        notify=(notes.append if notes is not None else print),
+    )
+
+
+def weights(path):
+    return read_checkpoint(path).model.state_dict()
+
+
+def test_training_writes_checkpoint_metrics_and_plot(tmp_path, shards):
+    summary = run(tmp_path, shards)
+    directory = tmp_path / "ckpt"
+    assert summary.checkpoint == directory / "checkpoint.safetensors"
+    assert (summary.start_step, summary.step, summary.tokens) == (0, 6, 6 * 4 * 8)
+    assert 0 <= summary.data_share <= 1
+    checkpoint = read_checkpoint(directory)
+    assert checkpoint.step == 6
+    assert checkpoint.shard_fingerprint == shards[0].fingerprint
+    assert checkpoint.tokenizer.fingerprint == TOKENIZER.fingerprint
+    assert checkpoint.train_config["dim"] == 8
+    records = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in records if "val_loss" in r] == [3, 6]
+    assert (directory / "loss.png").read_bytes().startswith(b"\x89PNG")
+    assert records[-1]["train_loss"] < records[0]["train_loss"]
+
+
+def test_same_seed_gives_identical_weights(tmp_path, shards):
+    run(tmp_path / "a", shards)
+    run(tmp_path / "b", shards)
+    first, second = weights(tmp_path / "a" / "ckpt"), weights(tmp_path / "b" / "ckpt")
+    assert all(torch.equal(first[name], second[name]) for name in first)
+    run(tmp_path / "c", shards, dataclasses.replace(SETTINGS, seed=4))
+    assert not torch.equal(first["embed.weight"], weights(tmp_path / "c" / "ckpt")["embed.weight"])
+
+
+def test_resume_continues_to_the_same_weights(tmp_path, shards):
+    run(tmp_path / "whole", shards)
+    notes = []
+    run(tmp_path / "split", shards, dataclasses.replace(SETTINGS, steps=2))
+    summary = run(tmp_path / "split", shards, notes=notes)
+    assert (summary.start_step, summary.step) == (2, 6)
+    assert notes == ["resuming from step 2"]
+    whole, split = weights(tmp_path / "whole" / "ckpt"), weights(tmp_path / "split" / "ckpt")
+    assert all(torch.equal(whole[name], split[name]) for name in whole)
+    losses = [
+        [record["train_loss"] for record in map(json.loads, (path / "ckpt" / "metrics.jsonl").open())]
+        for path in (tmp_path / "whole", tmp_path / "split")
+    ]
+    assert losses[0] == losses[1] and len(losses[0]) == 6
+
+
+def test_nothing_to_train_when_steps_are_reached(tmp_path, shards):
+    run(tmp_path, shards)
+    before = (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes()
+    notes = []
+    summary = run(tmp_path, shards, notes=notes)
+    assert summary.step == summary.start_step == 6
+    assert "nothing to train" in notes[0] and "raise it to continue" in notes[0]
+    assert (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes() == before
+
+
+def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
+    run(tmp_path, shards)
+    old = (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes()
+    retrained = (write_shards(tmp_path / "new", "train", DOCS, tokenizer=RETRAINED), None)
+    notes = []
+    summary = run(tmp_path, retrained, tokenizer=RETRAINED, notes=notes)
+    aside = tmp_path / f"ckpt-{TOKENIZER.fingerprint[:12]}"
+    assert summary.start_step == 0
+    assert (aside / "checkpoint.safetensors").read_bytes() == old
+    assert any("tokenizer changed" in note and str(aside) in note for note in notes)
+    assert any("skipping validation" in note for note in notes)
+    assert read_checkpoint(tmp_path / "ckpt").tokenizer.fingerprint == RETRAINED.fingerprint
+
+
+def test_changed_model_config_also_sets_aside(tmp_path, shards):
+    run(tmp_path, shards)
+    run(tmp_path, shards, dataclasses.replace(SETTINGS, dim=4, steps=8))
+    assert read_checkpoint(tmp_path / f"ckpt-{TOKENIZER.fingerprint[:12]}").model_config.dim == 8
+    assert read_checkpoint(tmp_path / "ckpt").model_config.dim == 4
+
+
+def test_interrupted_training_keeps_the_previous_checkpoint(tmp_path, shards, monkeypatch):
+    run(tmp_path, shards)
+    before = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+
+    def interrupt(run, batch):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "_step", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=9))
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == before
+    assert read_checkpoint(tmp_path / "ckpt").step == 6
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
+
+
+def test_shards_from_another_tokenizer_are_refused(tmp_path, shards):
+    with pytest.raises(TokenizerMismatchError, match=f"{TOKENIZER.fingerprint}.*{RETRAINED.fingerprint}"):
+        run(tmp_path, shards, tokenizer=RETRAINED)
+
+
+def test_vocab_size_and_max_id_disagreements_are_refused(tmp_path):
+    wider = (write_shards(tmp_path / "a", "train", DOCS, vocab_size=300), None)
+    with pytest.raises(TokenizerMismatchError, match="records vocab size 300, the tokenizer has 259"):
+        run(tmp_path, wider)
+    model_config = training.model_config_for(SETTINGS, TOKENIZER)
+    out_of_range = write_shards(tmp_path / "b", "train", [[1, 2, 3]])
+    out_of_range.manifest = dataclasses.replace(out_of_range.manifest, max_id=259)
+    with pytest.raises(ShardError, match="token ID 259, outside the model's vocab size 259"):
+        training.check_agreement(TOKENIZER, model_config, out_of_range)
