@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from pipeline.errors import DataError
@@ -78,9 +79,15 @@ def count_bytes(path: str | os.PathLike[str]) -> int:
     """UTF-8 bytes of text in a prepared file, read from the Arrow buffers without decoding."""
     total = 0
     for batch in pa.ipc.open_stream(pa.memory_map(str(path))):
-        offsets = batch.column(0).offsets
-        total += offsets[-1].as_py() - offsets[0].as_py() if len(offsets) else 0
+        offsets = text_offsets(batch.column(0))
+        total += int(offsets[-1] - offsets[0])
     return total
+
+
+def text_offsets(column: pa.LargeStringArray) -> np.ndarray:
+    """The ``len(column) + 1`` byte offsets of a text column into its data buffer, as a zero-copy view."""
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)
+    return offsets[column.offset : column.offset + len(column) + 1]
 
 
 def prepared_path(directory: str | os.PathLike[str], split: str) -> Path:
