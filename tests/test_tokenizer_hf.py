@@ -1,0 +1,154 @@
+"""tokenizer.json: HF tokenizers loads our files with identical IDs; our loader validates and reads HF's files."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import tokenizers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import TokenizerFormatError
+from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import hf_json
+
+MULTILINGUAL = [
+    "Déjà, l’élève québécois écrit à l’hôpital.",
+    "日本語のテキスト、中文，한국어 문장",
+    "emoji 😀👍🏽 family 👨‍👩‍👧 flag 🇫🇷",
+    "combining e\u0301 a\u0308\u0304 Z\u0335\u0321a\u0336",
+    "windows\r\nlines\r\n\r\n and\ttabs\t\t and NUL \x00 here",
+    " " * 40 + "x" * 200 + "\n" * 30 + "!!!???" * 20,
+    "numbers 1234567890 3.14159 1,000,000 ١٢٣ ٤٥",
+    "It's we'LL they'VE I'm don't",
+    "mixed\u00a0nbsp\u2028line\u2029para\u200bzero",
+    "<|endoftext|> in the middle <|endoftext|>",
+    "",
+]
+
+
+@pytest.fixture(scope="session")
+def hf_pairs(trained_tokenizers, tmp_path_factory):
+    """(ours, HF's loading of our saved file) for every trained tokenizer."""
+    directory = tmp_path_factory.mktemp("hf")
+    pairs = []
+    for i, tok in enumerate(trained_tokenizers):
+        path = directory / f"{i}.json"
+        tok.save(path)
+        pairs.append((tok, tokenizers.Tokenizer.from_file(str(path))))
+    return pairs
+
+
+def test_hf_gives_identical_ids_on_multilingual_text(hf_pairs):
+    for ours, theirs in hf_pairs:
+        for text in MULTILINGUAL:
+            assert theirs.encode(text).ids == ours.encode(text, allowed_special="all"), (ours, text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
+def test_hf_gives_identical_ids_on_any_text(hf_pairs, text):
+    for ours, theirs in hf_pairs:
+        assert theirs.encode(text).ids == ours.encode(text, allowed_special="all")
+
+
+def test_hf_decodes_byte_kind_like_us(hf_pairs):
+    ours, theirs = hf_pairs[0]
+    text = "".join(MULTILINGUAL)
+    assert theirs.decode(ours.encode(text), skip_special_tokens=False) == text
+
+
+def test_save_load_round_trip_keeps_everything(trained_tokenizers, tmp_path):
+    for tok in trained_tokenizers:
+        tok.save(tmp_path / "t.json")
+        loaded = Tokenizer.load(tmp_path / "t.json")
+        assert (loaded.fingerprint, loaded.kind, loaded.merges, loaded.special_tokens, loaded.merge_newlines) == (
+            tok.fingerprint, tok.kind, tok.merges, tok.special_tokens, tok.merge_newlines)
+
+
+def test_saving_is_deterministic(byte_tokenizer, tmp_path):
+    byte_tokenizer.save(tmp_path / "a.json")
+    Tokenizer.load(tmp_path / "a.json").save(tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_fingerprint_survives_reindenting(byte_tokenizer, tmp_path):
+    byte_tokenizer.save(tmp_path / "a.json")
+    data = json.loads((tmp_path / "a.json").read_text("utf-8"))
+    (tmp_path / "b.json").write_text(json.dumps(data, indent=7), "utf-8")
+    assert Tokenizer.load(tmp_path / "b.json").fingerprint == byte_tokenizer.fingerprint
+
+
+def test_fingerprint_changes_with_one_merge_or_special_id(byte_tokenizer):
+    data = hf_json.to_dict(byte_tokenizer)
+    swapped = copy.deepcopy(data)
+    swapped["model"]["merges"][-1] = swapped["model"]["merges"][-1][::-1]
+    vocab = swapped["model"]["vocab"]
+    last_id = max(vocab.values())
+    del vocab[next(k for k, v in vocab.items() if v == last_id)]
+    vocab["".join(swapped["model"]["merges"][-1])] = last_id
+    moved = copy.deepcopy(data)
+    moved["added_tokens"][0]["content"] = "<|other|>"
+    prints = {hf_json.from_dict(d).fingerprint for d in (data, swapped, moved)}
+    assert len(prints) == 3
+
+
+# ---- validation -------------------------------------------------------------------------------
+
+
+def _broken(byte_tokenizer, edit):
+    data = hf_json.to_dict(byte_tokenizer)
+    edit(data)
+    return data
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["model"].update(type="WordPiece"), "model type 'WordPiece'"),
+    (lambda d: d.update(normalizer={"type": "NFKC"}), "normalizer 'NFKC'"),
+    (lambda d: d.update(post_processor={"type": "TemplateProcessing"}), "post_processor 'TemplateProcessing'"),
+    (lambda d: d.update(pre_tokenizer={"type": "Whitespace"}), "pre_tokenizer Whitespace"),
+    (lambda d: d["model"]["merges"].append(["zzzq", "h"]), "part 'zzzq' is not in the vocab"),
+    (lambda d: d["model"]["merges"].append(["a"]), "exactly two parts"),
+    (lambda d: d["model"]["vocab"].update(extra=3), "duplicate ID 3"),
+    (lambda d: d["model"]["vocab"].update(extra=100000), "not contiguous"),
+    (lambda d: d["model"].update(dropout=0.1), "dropout"),
+    (lambda d: d["model"].update(byte_fallback=True), "byte_fallback"),
+    (lambda d: d["added_tokens"][0].update(special=False), "not special"),
+    (lambda d: d["model"]["lmprep"].update(format_version=99), "format version 99"),
+    (lambda d: d["model"].pop("vocab"), "model.vocab"),
+    (lambda d: d.pop("model"), "no 'model'"),
+])
+def test_loader_names_what_is_wrong(byte_tokenizer, edit, message):
+    with pytest.raises(TokenizerFormatError, match=message):
+        hf_json.from_dict(_broken(byte_tokenizer, edit))
+
+
+def test_load_reports_path_and_bad_json(tmp_path):
+    (tmp_path / "t.json").write_text("{nope", "utf-8")
+    with pytest.raises(TokenizerFormatError, match="t.json is not valid JSON"):
+        Tokenizer.load(tmp_path / "t.json")
+    with pytest.raises(TokenizerFormatError, match="does not exist"):
+        Tokenizer.load(tmp_path / "missing.json")
+
+
+def test_loads_a_gpt2_style_tokenizer_written_by_hf(tokenizer_corpus, tmp_path):
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|endoftext|>"], show_progress=False)
+    hf.train_from_iterator(tokenizer_corpus, trainer)
+    hf.save(str(tmp_path / "hf.json"))
+    ours = Tokenizer.load(tmp_path / "hf.json")
+    assert ours.kind == "byte" and ours.special_tokens == {"<|endoftext|>": 0}
+    for text in [*MULTILINGUAL, *tokenizer_corpus]:
+        assert ours.encode(text, allowed_special="all") == hf.encode(text).ids
+        assert ours.decode(ours.encode(text)) == text
+    ours.save(tmp_path / "again.json")
+    again = tokenizers.Tokenizer.from_file(str(tmp_path / "again.json"))
+    assert again.encode(tokenizer_corpus[0]).ids == hf.encode(tokenizer_corpus[0]).ids
