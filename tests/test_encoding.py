@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -131,3 +132,59 @@ def test_an_eos_id_outside_the_vocabulary_is_refused(tmp_path, prepared, tokeniz
     with ThreadPoolExecutor(1) as executor, pytest.raises(TokenizerError, match="eos ID 100000"):
         encode_split(documents.prepared_path(prepared, "val"), tmp_path, "val", tokenizer_path=tokenizer_path,
                      executor=executor, shard_tokens=10, eos_id=100_000)
+
+
+# --- the tokenizer and encode stages
+
+
+def stage_config(tmp_path: Path, prepared: Path, **sections):
+    from pipeline.config import parse_config
+
+    raw = {
+        "prepare": {"output_dir": str(prepared)},
+        "tokenizer": {"vocab_size": 300, "special_tokens": ["<|endoftext|>"], "workers": 1,
+                      "output": str(tmp_path / "tok" / "tokenizer.json")},
+        "encode": {"shard_tokens": 500, "workers": 1, "output_dir": str(tmp_path / "shards")},
+    }
+    for name, values in sections.items():
+        raw[name] = {**raw[name], **values}
+    return parse_config(raw)
+
+
+def test_stages_train_a_tokenizer_then_encode(tmp_path, prepared):
+    from stages import encode as encode_stage
+    from stages import tokenize as tokenize_stage
+
+    config = stage_config(tmp_path, prepared)
+    tokenizer_stage = tokenize_stage.build(config)
+    assert tokenizer_stage.deps == (str(prepared / "train.arrow"),)
+    assert "tokenizer.workers" not in tokenizer_stage.params and "tokenizer.vocab_size" in tokenizer_stage.params
+    tokenizer_stage.run()
+    stage = encode_stage.build(config)
+    assert stage.deps == (str(prepared), config.tokenizer.output) and stage.outs == (str(tmp_path / "shards"),)
+    assert "encode.workers" not in stage.params
+    stage.run()
+    tokenizer = Tokenizer.load(config.tokenizer.output)
+    assert ShardSet.open(tmp_path / "shards", "val", tokenizer=tokenizer).num_documents == 42
+
+
+def test_a_frozen_tokenizer_is_copied_and_does_not_depend_on_the_data(tmp_path, prepared, tokenizer_path):
+    from stages import tokenize as tokenize_stage
+
+    config = stage_config(tmp_path, prepared, tokenizer={"path": str(tokenizer_path)})
+    stage = tokenize_stage.build(config)
+    assert stage.deps == (str(tokenizer_path),) and stage.outs == (config.tokenizer.output,)
+    stage.run()
+    assert Path(config.tokenizer.output).read_bytes() == tokenizer_path.read_bytes()
+
+
+def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, tokenizer_path):
+    from pipeline.errors import ConfigError
+    from stages import encode as encode_stage
+
+    config = stage_config(tmp_path, prepared, tokenizer={"path": str(tokenizer_path)},
+                          encode={"eos_token": "<|eot|>"})
+    Path(config.tokenizer.output).parent.mkdir()
+    Path(config.tokenizer.output).write_bytes(tokenizer_path.read_bytes())
+    with pytest.raises(ConfigError, match=re.escape("encode.eos_token '<|eot|>' is not a special token"))::
+        encode_stage.run(config, progress=False)

@@ -1,0 +1,58 @@
+"""The ``encode`` stage: prepared documents + tokenizer → ``encode.output_dir`` token shards.
+
+All splits are written into one staging directory that replaces the old
+shard directory in a single swap, so an interrupted run leaves the previous
+shards untouched (and the stage stale).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+import click
+
+from pipeline import documents, encoding
+from pipeline.config import Config
+from pipeline.errors import ConfigError
+from pipeline.runner import Stage
+from pipeline.tokenizer import Tokenizer
+
+PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
+
+
+def build(config: Config) -> Stage:
+    return Stage(name="encode", deps=(config.prepare.output_dir, config.tokenizer.output),
+                 outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config))
+
+
+def run(config: Config, *, progress: bool = True) -> None:
+    settings, tokenizer_path = config.encode, config.tokenizer.output
+    tokenizer = Tokenizer.load(tokenizer_path)
+    bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
+    eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
+    splits = [split for split in encoding.SPLITS
+              if split == "train" or documents.prepared_path(config.prepare.output_dir, split).exists()]
+    workers = settings.workers or os.cpu_count() or 1
+    with ProcessPoolExecutor(workers) as executor:
+        manifests = encoding.encode_corpus(
+            config.prepare.output_dir, settings.output_dir, splits=splits, tokenizer_path=tokenizer_path,
+            executor=executor, shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
+            max_in_flight=2 * workers + 2, progress=progress,
+        )
+    for manifest in manifests:
+        click.echo(f"encode: {manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
+                   f"in {len(manifest.shards)} shards → {settings.output_dir}", err=True)
+
+
+def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) -> int | None:
+    """The ID of a configured special token; ConfigError naming the key if the tokenizer lacks it."""
+    if token is None:
+        return None
+    if token not in tokenizer.special_tokens:
+        raise ConfigError(
+            f"{key} {token!r} is not a special token of {path} (it has {sorted(tokenizer.special_tokens)}); "
+            f"add it to tokenizer.special_tokens and retrain, or set {key}: null"
+        )
+    return tokenizer.special_tokens[token]

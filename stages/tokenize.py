@@ -1,0 +1,72 @@
+"""The ``tokenizer`` stage: train a BPE tokenizer on the prepared train split, or reuse a frozen one.
+
+Either way its output is ``tokenizer.output``, the file every later stage
+reads. With ``tokenizer.path`` set the stage only copies that file there
+(after validating it), and depends on that file alone, not on the prepared
+data: a data change then re-runs prepare, encode and train but never this
+stage, the fingerprint stays the same, and training can resume.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import click
+
+from pipeline import atomic, documents
+from pipeline.config import Config
+from pipeline.errors import ConfigError
+from pipeline.runner import Stage
+from pipeline.tokenizer import Tokenizer
+
+TRAINING_KEYS = ("kind", "vocab_size", "pattern", "merge_newlines", "min_frequency", "special_tokens")
+
+
+def build(config: Config) -> Stage:
+    settings = config.tokenizer
+    if settings.path is not None:
+        return Stage(name="tokenizer", deps=(settings.path,), outs=(settings.output,),
+                     params=("tokenizer.path", "tokenizer.output"), run=functools.partial(reuse, config))
+    return Stage(
+        name="tokenizer",
+        deps=(str(training_file(config)),),
+        outs=(settings.output,),
+        params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS)),
+        run=functools.partial(train, config),
+    )
+
+
+def training_file(config: Config) -> os.PathLike[str]:
+    return documents.prepared_path(config.prepare.output_dir, "train")
+
+
+def train(config: Config, *, progress: bool = True) -> None:
+    settings = config.tokenizer
+    tokenizer = Tokenizer.train(
+        documents.iter_documents(training_file(config)),
+        vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
+        special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
+        merge_newlines=settings.merge_newlines, workers=settings.workers, progress=progress,
+    )
+    tokenizer.save(settings.output)
+    stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""
+    _say(f"trained vocab {tokenizer.vocab_size}{stopped}, fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
+
+
+def reuse(config: Config) -> None:
+    """Validate the frozen tokenizer and copy its exact bytes to ``tokenizer.output``."""
+    source, output = config.tokenizer.path, config.tokenizer.output
+    if os.path.abspath(source) == os.path.abspath(output):
+        raise ConfigError(
+            f"tokenizer.path and tokenizer.output are both {source!r}; point tokenizer.output elsewhere "
+            f"(it is a derived file the pipeline rewrites)"
+        )
+    tokenizer = Tokenizer.load(source)
+    with open(source, "rb") as handle:
+        atomic.write_bytes(output, handle.read())
+    _say(f"reusing {source} (vocab {tokenizer.vocab_size}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
+
+
+def _say(message: str) -> None:
+    click.echo(f"tokenizer: {message}", err=True)
