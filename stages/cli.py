@@ -37,3 +37,9 @@ def cli() -> None:
 
 def main() -> None:
     cli(prog_name="lmprep")
+
+
+from stages.cli_pipeline import config_group, run, status  # noqa: E402
+
+for _command in (run, status, config_group):
+    cli.add_command(_command)

@@ -1,0 +1,67 @@
+"""``lmprep run``, ``lmprep status`` and ``lmprep config show``: the pipeline as a whole."""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.config import Config, dump_yaml
+from pipeline.errors import RunnerError
+from pipeline.runner import Pipeline
+from stages.options import config_options
+from stages.registry import PIPELINE, build_stages, unavailable_stages
+
+
+def make_pipeline(config: Config) -> Pipeline:
+    return Pipeline(build_stages(config), param_value=config.value, state_dir=config.state_dir, log=click.echo)
+
+
+@click.command()
+@click.argument("stages", nargs=-1, metavar="[STAGE]...")
+@click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
+@config_options
+def run(stages: tuple[str, ...], force: bool, config: Config) -> None:
+    """Run the stale stages (all, or STAGE... and what they depend on), in order."""
+    _check_available(stages)
+    make_pipeline(config).run(list(stages) or None, force=force)
+    if not stages:
+        for name in unavailable_stages():
+            click.echo(f"'{name}' is not available yet (skipped)")
+
+
+@click.command()
+@click.option("--check", is_flag=True, help="Exit with status 1 if any stage is stale.")
+@config_options
+def status(check: bool, config: Config) -> None:
+    """Show, per stage, whether it is up to date and if not, what changed."""
+    report = make_pipeline(config).status()
+    for stage in report:
+        if stage.reasons in ((), ("never run",)):
+            click.echo(f"{stage.name}: {stage.describe()}")
+            continue
+        click.echo(f"{stage.name}: stale")
+        for reason in stage.reasons:
+            click.echo(f"    {reason}")
+    for name in unavailable_stages():
+        click.echo(f"{name}: not available yet")
+    if check and any(stage.stale for stage in report):
+        raise SystemExit(1)
+
+
+@click.group(name="config")
+def config_group() -> None:
+    """Inspect the configuration."""
+
+
+@config_group.command(name="show")
+@config_options
+def show(config: Config) -> None:
+    """Print the effective config (file + --set overrides + defaults) as YAML."""
+    click.echo(dump_yaml(config), nl=False)
+
+
+def _check_available(stages: tuple[str, ...]) -> None:
+    for name in stages:
+        if name not in PIPELINE:
+            raise RunnerError(f"unknown stage '{name}'; stages: {', '.join(PIPELINE)}")
+        if name in unavailable_stages():
+            raise RunnerError(f"stage '{name}' is not available yet in this version of lmprep")

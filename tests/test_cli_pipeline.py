@@ -1,0 +1,99 @@
+"""``lmprep run``, ``status`` and ``config show`` through click's CliRunner, in a temp project."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from stages.cli import cli
+from stages.registry import available_stages, unavailable_stages
+
+REPO = Path(__file__).resolve().parents[1]
+
+CONFIG = """\
+data:
+  sources:
+    - {glob: "raw/*.txt", separator: blank_line}
+prepare: {output_dir: out/prepared, val_fraction: 0.2}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300}
+encode: {output_dir: out/shards}
+train: {output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
+state_dir: state
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
+    (tmp_path / "lmprep.yaml").write_text(CONFIG)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def lmprep(*args: str):
+    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
+
+
+def test_run_prepare_then_nothing_to_do(project):
+    result = lmprep("run", "prepare")
+    assert result.exit_code == 0, result.output
+    assert "running 'prepare': never run" in result.output and "kept 40 documents" in result.output
+    assert (project / "out" / "prepared" / "stats.json").exists()
+    again = lmprep("run", "prepare")
+    assert again.exit_code == 0 and "'prepare' is up to date" in again.output
+
+
+def test_status_names_what_changed_and_check_exits_1(project):
+    assert "prepare: never run" in lmprep("status").output
+    assert lmprep("status", "--check").exit_code == 1
+    lmprep("run", "prepare")
+    assert lmprep("status", "--check").exit_code == (1 if len(available_stages()) > 1 else 0)
+    (project / "raw" / "b.txt").write_text("another document")
+    result = lmprep("status", "--set", "prepare.seed=4")
+    assert "prepare: stale" in result.output
+    assert "param prepare.seed changed 0 → 4" in result.output
+    assert "dependency 'raw/b.txt' added" in result.output
+
+
+def test_config_show_prints_effective_yaml(project):
+    result = lmprep("config", "show", "--set", "train.steps=7")
+    assert result.exit_code == 0
+    assert "  steps: 7\n" in result.output and "glob: raw/*.txt" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("status", "--set", "train.stepz=1"), "error: --set: unknown key 'train.stepz'; did you mean 'train.steps'?"),
+        (("run", "nonsense"), "error: unknown stage 'nonsense'; stages: prepare, tokenizer, encode, train"),
+        (("config", "show", "--set", "prepare.val_fraction=2"), "error: lmprep.yaml: prepare.val_fraction must be"),
+    ],
+)
+def test_errors_are_one_line_with_exit_2(project, args, message):
+    result = lmprep(*args)
+    assert result.exit_code == 2
+    assert result.output.startswith(message) and result.output.count("\n") == 1
+
+
+def test_missing_raw_data_is_named(project):
+    shutil.rmtree(project / "raw")
+    result = lmprep("status")
+    assert result.exit_code == 2 and "glob 'raw/*.txt' matches no files" in result.output
+
+
+def test_stage_not_built_yet_says_so(project):
+    if not unavailable_stages():
+        pytest.skip("every stage is built")
+    result = lmprep("run", unavailable_stages()[0])
+    assert result.exit_code == 2 and "is not available yet" in result.output
+
+
+def test_default_config_path_is_the_shipped_one(project):
+    result = CliRunner().invoke(cli, ["config", "show"])
+    assert result.exit_code == 2 and "configs/default.yaml not found" in result.output
+    shutil.copytree(REPO / "configs", project / "configs")
+    assert CliRunner().invoke(cli, ["config", "show"]).exit_code == 0

@@ -1,0 +1,160 @@
+"""Raw-file readers: every format, gzip, separators, sorted globs and errors that name file and place."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.config import SourceConfig
+from pipeline.errors import DataError
+from pipeline.sources import TextDecoder, expand_sources, read_documents
+
+
+def read_all(root: Path, *sources: SourceConfig, on_error: str = "error") -> list[str]:
+    decoder = TextDecoder(on_error)
+    return [text for file in expand_sources(sources, root=root) for text in read_documents(file, decoder)]
+
+
+def write(path: Path, data: bytes | str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    path.write_bytes(gzip.compress(raw, mtime=0) if path.suffix == ".gz" else raw)
+    return path
+
+
+@pytest.mark.parametrize("name", ["a.txt", "a.txt.gz"])
+@pytest.mark.parametrize(
+    "separator, content, expected",
+    [
+        ("document", "one\ntwo\n\nthree", ["one\ntwo\n\nthree"]),
+        ("line", "one\r\ntwo\n\nthree", ["one", "two", "", "three"]),
+        ("blank_line", "Q: a\nA: b\n\n \t\n\nQ: c\r\nA: d\r\n", ["Q: a\nA: b", "Q: c\r\nA: d"]),
+        ("<|endoftext|>", "x<|endoftext|>y\n<|endoftext|><|endoftext|>", ["x", "y\n", ""]),
+    ],
+)
+def test_txt_separators(tmp_path, name, separator, content, expected):
+    write(tmp_path / name, content)
+    assert read_all(tmp_path, SourceConfig(name, separator=separator)) == expected
+
+
+@given(pieces=st.lists(st.text(st.characters(blacklist_characters="|"), max_size=30), min_size=1, max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_literal_separator_round_trips(tmp_path_factory, pieces):
+    root = tmp_path_factory.mktemp("lit")
+    write(root / "a.txt", "<|sep|>".join(pieces))
+    got = read_all(root, SourceConfig("a.txt", separator="<|sep|>"))
+    assert got == (pieces if pieces[-1] else pieces[:-1])
+
+
+def test_literal_separator_across_chunk_boundary(tmp_path, monkeypatch):
+    import pipeline.sources as sources
+
+    monkeypatch.setattr(sources, "_CHUNK", 4)
+    write(tmp_path / "a.txt", "abc<|SEP|>defgh<|SEP|>i")
+    assert read_all(tmp_path, SourceConfig("a.txt", separator="<|SEP|>")) == ["abc", "defgh", "i"]
+
+
+@pytest.mark.parametrize("name", ["d.jsonl", "d.jsonl.gz"])
+def test_jsonl_reads_field_and_skips_blank_lines(tmp_path, name):
+    lines = [json.dumps({"body": "héllo", "id": 1}), "", json.dumps({"body": "a\nb"})]
+    write(tmp_path / name, "\n".join(lines) + "\n")
+    assert read_all(tmp_path, SourceConfig(name, field="body")) == ["héllo", "a\nb"]
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"text": "ok"', "d.jsonl:2: bad JSON line"),
+        ('{"txt": "x"}', "d.jsonl:2: no field 'text' (fields: txt); set field: in data.sources"),
+        ('{"text": 3}', "d.jsonl:2: field 'text' must be a string, got int"),
+        ('["text"]', "d.jsonl:2: expected a JSON object, got list"),
+    ],
+)
+def test_jsonl_errors_name_file_and_line(tmp_path, line, message):
+    write(tmp_path / "d.jsonl", '{"text": "fine"}\n' + line + "\n")
+    with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_all(tmp_path, SourceConfig("d.jsonl"))
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=2)
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("name", ["t.parquet", "t.parquet.gz"])
+def test_parquet_column_in_batches(tmp_path, name):
+    texts = ["alpha", None, "gamma", "delta", "ε"]
+    write(tmp_path / name, parquet_bytes(pa.table({"id": list(range(5)), "content": texts})))
+    assert read_all(tmp_path, SourceConfig(name, field="content")) == ["alpha", "", "gamma", "delta", "ε"]
+
+
+def test_parquet_missing_or_non_string_column(tmp_path):
+    write(tmp_path / "t.parquet", parquet_bytes(pa.table({"id": [1], "text2": ["x"]})))
+    with pytest.raises(DataError, match=r"t.parquet: no column 'text' \(columns: id, text2\)"):
+        read_all(tmp_path, SourceConfig("t.parquet"))
+    with pytest.raises(DataError, match="column 'id' must hold strings, got int64"):
+        read_all(tmp_path, SourceConfig("t.parquet", field="id"))
+
+
+def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
+    write(tmp_path / "a.txt", b"good line\nbad \xff line\nlast\n")
+    with pytest.raises(DataError, match=r"a.txt: invalid UTF-8 at byte offset 14; .*'replace' or 'skip'"):
+        read_all(tmp_path, SourceConfig("a.txt", separator="line"))
+    assert read_all(tmp_path, SourceConfig("a.txt", separator="line"), on_error="replace")[1] == "bad \ufffd line"
+    assert read_all(tmp_path, SourceConfig("a.txt", separator="line"), on_error="skip") == ["good line", "last"]
+
+
+def test_invalid_utf8_in_gzip_and_jsonl(tmp_path):
+    write(tmp_path / "a.txt.gz", b"abc\xc3")
+    with pytest.raises(DataError, match="byte offset 3 of the decompressed data"):
+        read_all(tmp_path, SourceConfig("a.txt.gz"))
+    write(tmp_path / "d.jsonl", b'{"text": "a"}\n{"text": "\xe9"}\n')
+    with pytest.raises(DataError, match="d.jsonl: invalid UTF-8 at byte offset 24"):
+        read_all(tmp_path, SourceConfig("d.jsonl"))
+    decoder = TextDecoder("skip")
+    (file,) = expand_sources([SourceConfig("d.jsonl")], root=tmp_path)
+    assert list(read_documents(file, decoder)) == ["a"] and decoder.skipped == 1
+
+
+def test_corrupt_gzip_is_a_data_error(tmp_path):
+    write(tmp_path / "a.txt.gz", b"hello world")
+    (tmp_path / "a.txt.gz").write_bytes((tmp_path / "a.txt.gz").read_bytes()[:-6])
+    with pytest.raises(DataError, match="a.txt.gz: corrupt gzip data"):
+        read_all(tmp_path, SourceConfig("a.txt.gz"))
+
+
+def test_globs_expand_sorted_and_recursive(tmp_path):
+    for name in ["b/2.txt", "a/1.txt", "a/deep/0.txt", "a/.hidden.txt"]:
+        write(tmp_path / name, name)
+    files = expand_sources([SourceConfig("**/*.txt")], root=tmp_path)
+    assert [f.path.relative_to(tmp_path).as_posix() for f in files] == ["a/1.txt", "a/deep/0.txt", "b/2.txt"]
+
+
+def test_glob_matching_nothing_is_named(tmp_path):
+    with pytest.raises(DataError, match="glob 'raw/\\*.txt' matches no files"):
+        expand_sources([SourceConfig("raw/*.txt")], root=tmp_path)
+    with pytest.raises(DataError, match="data.sources is empty"):
+        expand_sources([], root=tmp_path)
+
+
+def test_unknown_extension_needs_an_explicit_format(tmp_path):
+    write(tmp_path / "notes.md", "# hi")
+    with pytest.raises(DataError, match="notes.md: cannot tell the format"):
+        expand_sources([SourceConfig("*.md")], root=tmp_path)
+    assert read_all(tmp_path, SourceConfig("*.md", format="txt")) == ["# hi"]
+
+
+def test_progress_reports_compressed_bytes(tmp_path):
+    path = write(tmp_path / "a.txt.gz", "x\n" * 10_000)
+    seen = []
+    (file,) = expand_sources([SourceConfig("a.txt.gz", separator="line")], root=tmp_path)
+    assert len(list(read_documents(file, TextDecoder(), progress=seen.append))) == 10_000
+    assert sum(seen) == path.stat().st_size
