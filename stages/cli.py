@@ -44,6 +44,10 @@ from stages.cli_pipeline import config_group, run, status  # noqa: E402
 for _command in (run, status, config_group):
     cli.add_command(_command)
 
+from stages.cli_tokenizer import tokenizer_group  # noqa: E402
+
+cli.add_command(tokenizer_group)
+
 from stages.cli_data import export_command, stats_command  # noqa: E402
 
 cli.add_command(export_command)

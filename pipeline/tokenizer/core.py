@@ -157,6 +157,11 @@ class Tokenizer:
         return np.dtype(np.uint16) if self.vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
     @property
+    def merge_results(self) -> list[int]:
+        """The ID each merge makes, in merge order (``256 + rank`` for a byte tokenizer lmprep trained)."""
+        return list(self._merge_results)
+
+    @property
     def alphabet(self) -> list[str]:
         """Char kind: the characters of the base tokens in ID order (empty for the byte kind)."""
         if self.kind != "char":

@@ -46,6 +46,7 @@ def resolve_pattern(name_or_regex: str | None, *, kind: str) -> str:
         return NAMED_PATTERNS[name_or_regex]
     if name_or_regex in NAMED_PATTERNS.values() or name_or_regex.endswith(_CATCH_ALL):
         return compile_checked(name_or_regex).pattern
+    compile_checked(name_or_regex)  # report the user's regex, not our completion of it
     return compile_checked(name_or_regex + _CATCH_ALL).pattern
 
 

@@ -45,6 +45,6 @@ def _check_exportable(tokenizer: Tokenizer) -> None:
             f"tiktoken export needs a byte-level tokenizer; this one is {tokenizer.kind}-level "
             "(tiktoken has no unknown token); use the tokenizer.json instead"
         )
-    results = tokenizer._merge_results
+    results = tokenizer.merge_results
     if any(later <= earlier for earlier, later in zip(results, results[1:])):
         raise TokenizerError("tiktoken export needs merges that make increasing IDs; this tokenizer's do not")

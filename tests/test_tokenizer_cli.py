@@ -1,0 +1,136 @@
+"""``lmprep tokenizer …`` through click's CliRunner."""
+
+from __future__ import annotations
+
+import pytest
+import rustbpe
+from click.testing import CliRunner
+
+from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer.patterns import GPT4
+from stages.cli import cli
+
+
+@pytest.fixture
+def run():
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def corpus_files(tmp_path, tokenizer_corpus):
+    paths = []
+    for i, text in enumerate(tokenizer_corpus):
+        path = tmp_path / f"doc{i}.txt"
+        path.write_text(text * 3, "utf-8")
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture
+def trained(run, tmp_path, corpus_files):
+    out = tmp_path / "tok.json"
+    result = run("tokenizer", "train", *corpus_files, "--vocab-size", 300, "--special", "<|endoftext|>",
+                 "--out", out, "--workers", 1)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_train_matches_rustbpe_on_the_files(trained, corpus_files):
+    ours = Tokenizer.load(trained)
+    oracle = rustbpe.Tokenizer()
+    oracle.train_from_iterator([p.read_text("utf-8") for p in corpus_files], vocab_size=299, pattern=GPT4)
+    ranks = sorted(oracle.get_mergeable_ranks(), key=lambda item: item[1])
+    assert [bytes(token) for token, _ in ranks] == [ours.token_bytes(i) for i in range(299)]
+
+
+def test_encode_decode_round_trip(run, trained):
+    encoded = run("tokenizer", "encode", "héllo wörld <|endoftext|>", "--tokenizer", trained)
+    assert encoded.exit_code == 0
+    ids = encoded.output.split()
+    assert str(Tokenizer.load(trained).special_tokens["<|endoftext|>"]) not in ids
+    decoded = run("tokenizer", "decode", *ids, "--tokenizer", trained)
+    assert decoded.output == "héllo wörld <|endoftext|>\n"
+
+
+def test_encode_file(run, trained, corpus_files):
+    result = run("tokenizer", "encode", "--file", corpus_files[0], "--tokenizer", trained)
+    assert result.output.split() == [str(i) for i in Tokenizer.load(trained).encode(corpus_files[0].read_text())]
+
+
+def test_fingerprint_and_inspect(run, trained):
+    fingerprint = run("tokenizer", "fingerprint", trained).output.strip()
+    assert fingerprint == Tokenizer.load(trained).fingerprint
+    shown = run("tokenizer", "inspect", trained, "--merges", 3).output
+    assert "kind: byte" in shown and fingerprint in shown and "vocab size: 300" in shown
+    assert shown.count(" -> ") == 3
+
+
+def test_export_tiktoken(run, trained, tmp_path):
+    result = run("tokenizer", "export", trained, "--format", "tiktoken", "--out", tmp_path / "t.tiktoken")
+    assert result.exit_code == 0 and (tmp_path / "t.tiktoken").read_text().startswith("AA== 0\n")
+
+
+def test_eval_table(run, trained, tmp_path, corpus_files):
+    other = tmp_path / "other.json"
+    run("tokenizer", "train", *corpus_files, "--vocab-size", 260, "--out", other, "--workers", 1)
+    result = run("tokenizer", "eval", *corpus_files[:2], "--tokenizer", trained, "--tokenizer", other)
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert "bytes/tok" in lines[0] and lines[-1].startswith("total") and "%" in lines[-1]
+
+
+def test_char_kind_training_stops_early_with_a_message(run, tmp_path):
+    (tmp_path / "a.txt").write_text("abab\n", "utf-8")
+    result = run("tokenizer", "train", tmp_path / "a.txt", "--kind", "char", "--vocab-size", 100,
+                 "--out", tmp_path / "c.json", "--workers", 1)
+    assert result.exit_code == 0 and "stopped early" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["decode", "1", "-5", "2"], "invalid token ID -5 at position 1"),
+    (["decode", "1", "x7"], "invalid token ID 'x7' at position 1"),
+    (["decode", "99999"], "invalid token ID 99999 at position 0"),
+    (["decode", "195"], "not valid UTF-8"),
+    (["encode"], "either TEXT or --file"),
+])
+def test_errors_exit_2_with_one_line(run, trained, args, message):
+    result = run("tokenizer", *args, "--tokenizer", trained)
+    assert result.exit_code == 2 and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_invalid_utf8_training_file_names_file_and_offset(run, tmp_path):
+    (tmp_path / "bad.txt").write_bytes(b"ok text \xff more")
+    result = run("tokenizer", "train", tmp_path / "bad.txt", "--out", tmp_path / "t.json")
+    assert result.exit_code == 2
+    assert "bad.txt is not valid UTF-8: byte 0xff at byte offset 8" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_bad_pattern_and_missing_tokenizer(run, tmp_path, corpus_files):
+    result = run("tokenizer", "train", corpus_files[0], "--pattern", "([a-", "--out", tmp_path / "t.json")
+    assert result.exit_code == 2 and "invalid split pattern '([a-'" in result.output
+    result = run("tokenizer", "fingerprint", tmp_path / "nope.json")
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_char_export_is_an_error(run, tmp_path):
+    (tmp_path / "a.txt").write_text("hello hello\n", "utf-8")
+    run("tokenizer", "train", tmp_path / "a.txt", "--kind", "char", "--vocab-size", 20, "--out", tmp_path / "c.json")
+    result = run("tokenizer", "export", tmp_path / "c.json", "--format", "tiktoken", "--out", tmp_path / "x")
+    assert result.exit_code == 2 and "byte-level" in result.output
+
+
+def test_tokenizer_cli_does_not_import_torch(tmp_path, trained):
+    import subprocess
+    import sys
+
+    code = ("import sys; from stages.cli import cli; "
+            f"cli(['tokenizer', 'encode', 'hi', '--tokenizer', {str(trained)!r}], standalone_mode=False); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
