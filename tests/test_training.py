@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import TokenizerError
-from pipeline.tokenizer import _train_pairs
+from pipeline.tokenizer import _train_count, _train_pairs
 from pipeline.tokenizer.training import train_merges
 
 GPT4_PATTERN = (
@@ -246,3 +246,17 @@ def test_utf8_words_fall_back_when_a_chunk_holds_the_separator():
     chunks = ["a\U0010ffffb", "\u00e9"]
     assert _train_pairs.utf8_words(chunks) == [c.encode().decode("latin-1") for c in chunks]
     assert _train_pairs.utf8_words(["x", "\u00e9"]) == ["x", "\xc3\xa9"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(alphabet=" \n\r\t\u00a0a.\u00e9'1s", max_size=30), max_size=6))
+def test_segment_counting_equals_whole_text_counting(texts):
+    assert GPT4_PATTERN in _train_count.LINE_SAFE_PATTERNS
+    whole = Counter(chunk for text in texts for chunk in regex.findall(GPT4_PATTERN, text))
+    assert _train_count._count_block(GPT4_PATTERN, texts) == whole
+
+
+def test_segment_counting_on_real_text():
+    texts = stdlib_texts(100_000) + ["a\n\nb", "x \nfoo", "  \n  \n x", "foo.\n\nbar\n", "\r\n\tx\n"]
+    whole = Counter(chunk for text in texts for chunk in regex.findall(GPT4_PATTERN, text))
+    assert _train_count._count_block(GPT4_PATTERN, texts) == whole

@@ -20,6 +20,13 @@ from functools import partial
 import regex
 
 BLOCK_CHARS = 4_000_000
+_SEGMENT_END = regex.compile(r"\n(?=\S)")
+# The GPT-4 split pattern (nanochat's form): every chunk that contains a newline ends with it, and
+# whitespace alternatives holding a newline are tried first, so a newline followed by a non-space
+# character is always a chunk boundary. Not true of the GPT-2 pattern (its ``\s+(?!\S)`` looks past it).
+LINE_SAFE_PATTERNS = frozenset({
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
+})
 
 
 def count_chunks(
@@ -43,12 +50,40 @@ def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
     """Split one block of texts and count its chunks (runs in a worker process)."""
     if not pattern:
         counts = Counter(texts)
+    elif pattern in LINE_SAFE_PATTERNS:
+        counts = _count_by_segment(regex.compile(pattern).findall, texts)
     else:
         findall = regex.compile(pattern).findall
         counts = Counter()
         for text in texts:
             counts.update(findall(text))
     counts.pop("", None)
+    return counts
+
+
+def _count_by_segment(findall, texts: list[str]) -> Counter[str]:
+    """Split each distinct segment once: about half of a block's text repeats a segment seen before.
+
+    Segments end at a newline followed by a non-space character, which the patterns in
+    ``LINE_SAFE_PATTERNS`` always treat as a chunk boundary (no match crosses it, no lookahead sees
+    past it), so counting per segment gives exactly the counts of splitting whole texts.
+    """
+    split_segments = _SEGMENT_END.split
+    lines: Counter[str] = Counter()  # segments that ended with the (removed) newline
+    tails: Counter[str] = Counter()  # the last segment of each text
+    for text in texts:
+        pieces = split_segments(text)
+        tails[pieces.pop()] += 1
+        lines.update(pieces)
+    counts: Counter[str] = Counter()
+    for segments, ending in ((lines, "\n"), (tails, "")):
+        for segment, repeats in segments.items():
+            chunks = findall(segment + ending)
+            if repeats == 1:
+                counts.update(chunks)
+            else:
+                for chunk in chunks:
+                    counts[chunk] += repeats
     return counts
 
 
