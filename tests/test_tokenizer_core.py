@@ -237,3 +237,12 @@ def test_fingerprint_depends_on_merges_and_specials_not_only_size():
     assert a.vocab_size == b.vocab_size == c.vocab_size == d.vocab_size
     assert len({a.fingerprint, b.fingerprint, c.fingerprint, d.fingerprint}) == 4
     assert len(a.fingerprint) == 64
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_twins_split_like_the_unicode_patterns(text):
+    import regex
+
+    for pattern in patterns.ASCII_TWINS:
+        assert patterns.splitter(pattern)(text) == regex.compile(pattern).findall(text)

@@ -18,6 +18,7 @@ every text round-trips.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 
 import regex
@@ -29,6 +30,13 @@ GPT4 = (
     r""" ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# The same patterns for pure-ASCII text, where \p{L} is [A-Za-z], \p{N} is [0-9] and \s is the same
+# six characters in both engines. The standard library's ``re`` runs them ~2.5x faster than
+# ``regex`` runs the Unicode forms, and the split is the bulk of encoding time.
+ASCII_TWINS = {
+    GPT4: r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]+|[0-9]{1,3}| ?[^\sA-Za-z0-9]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
+    GPT2: r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""",
+}
 NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4, "gpt2": GPT2, "none": ""}
 DEFAULT_PATTERN_NAME = {"byte": "gpt4", "char": "none"}
 _CATCH_ALL = r"|[\s\S]"
@@ -71,6 +79,7 @@ def splitter(pattern: str) -> Callable[[str], list[str]]:
     if not pattern:
         return lambda text: [text] if text else []
     findall = compile_checked(pattern).findall
-    if pattern in NAMED_PATTERNS.values():
-        return findall  # every alternative consumes a character: no empty chunks to drop
+    if pattern in ASCII_TWINS:  # every alternative consumes a character: no empty chunks to drop
+        ascii_findall = re.compile(ASCII_TWINS[pattern], re.ASCII).findall
+        return lambda text: ascii_findall(text) if text.isascii() else findall(text)
     return lambda text: [chunk for chunk in findall(text) if chunk]
