@@ -85,13 +85,13 @@ class Pipeline:
         """
         lock = self._read_lock()
         cache = self._hash_cache()
-        stale: set[str] = set()
+        stale: list[str] = []
         report = []
         for stage in self._selected(targets):
             reasons = self._reasons(stage, lock.get(stage.name), cache) or [
-                f"upstream '{name}' is stale" for name in sorted(self._upstream[stage.name] & stale)]
+                f"upstream '{name}' is stale" for name in stale[::-1] if name in self._upstream[stage.name]][:1]
             if reasons:
-                stale.add(stage.name)
+                stale.append(stage.name)
             report.append(StageStatus(stage.name, tuple(reasons)))
         cache.save()
         return report

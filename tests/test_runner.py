@@ -260,3 +260,30 @@ def test_lock_is_released_after_a_failed_run(ws):
         ws.pipeline(prepare=failing).run()
     with open(ws.root / ".state" / "run.lock") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_kill_9_mid_stage_keeps_previous_state_and_next_run_recovers(ws):
+    ws.pipeline().run()
+    lock_before = (ws.root / ".state" / "lock.json").read_bytes()
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from pipeline import atomic
+        from pipeline.runner import Pipeline, Stage
+        root = Path({str(ws.root)!r})
+
+        def die_midway():
+            with atomic.atomic_dir(root / "report") as staging:
+                (staging / "report.txt").write_text("partial")
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        stages = [Stage("report", ("count.txt",), ("report",), ("report.title",), die_midway)]
+        Pipeline(stages, param_value=lambda key: "changed", state_dir=".state", root=root).run()
+    """)
+    killed = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1])
+    assert killed.returncode == -9
+    assert ws.read("report/report.txt") == "n=2"
+    assert (ws.root / ".state" / "lock.json").read_bytes() == lock_before
+    assert any(".tmp-" in p.name for p in ws.root.iterdir())  # the killed writer's staging dir
+    assert ws.pipeline().run() == []  # nothing changed from this pipeline's point of view
+    assert not any(".tmp-" in p.name for p in ws.root.iterdir())
