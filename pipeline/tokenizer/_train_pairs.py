@@ -83,11 +83,16 @@ def merge_chunks(
     Returns the count change of every neighbouring pair (summed per pair) and, for each pair born in
     this merge, the chunks that now contain it. The merged pair's own count drops to zero; it is not
     reported. Occurrences are replaced left to right without overlap (``"aaa"`` -> ``[N, a]``).
+
+    Hot loop: per occurrence it only sums chunk counts per neighbouring symbol; pairs are built once
+    per distinct neighbour afterwards (``_pair_deltas``).
     """
     left, right = unpack(code)
     pair, new = chr(left) + chr(right), chr(new_id)
-    deltas: dict[int, int] = {}
-    born_in: dict[int, list[int]] = {}
+    before: dict[str, int] = {}  # symbol x -> summed count of occurrences preceded by x
+    after: dict[str, int] = {}  # symbol y -> summed count of occurrences followed by y (y != new)
+    before_in: dict[str, list[int]] = {}
+    after_in: dict[str, list[int]] = {}
     if isinstance(chunk_ids, np.ndarray):
         chunk_ids = chunk_ids.tolist()
     for index in chunk_ids:
@@ -96,42 +101,53 @@ def merge_chunks(
         if merged is old:
             continue
         words[index] = merged
-        _occurrence_deltas(merged, new, left, right, counts[index], index, deltas, born_in)
-    return deltas, born_in
+        if len(merged) == 1:
+            continue
+        count = counts[index]
+        position = merged.find(new)
+        while position != -1:
+            if position:
+                x = merged[position - 1]
+                before[x] = before.get(x, 0) + count
+                holders = before_in.get(x)
+                if holders is None:
+                    before_in[x] = [index]
+                elif holders[-1] != index:
+                    holders.append(index)
+            position += 1
+            y = merged[position : position + 1]
+            if y and y != new:
+                after[y] = after.get(y, 0) + count
+                holders = after_in.get(y)
+                if holders is None:
+                    after_in[y] = [index]
+                elif holders[-1] != index:
+                    holders.append(index)
+            position = merged.find(new, position)
+    return _pair_deltas(left, right, new_id, before, after, before_in, after_in)
 
 
-def _occurrence_deltas(
-    merged: str, new: str, left: int, right: int, count: int, index: int,
-    deltas: dict[int, int], born_in: dict[int, list[int]],
-) -> None:
-    """Add the pair-count changes around each occurrence of ``new`` in one merged chunk.
+def _pair_deltas(left, right, new_id, before, after, before_in, after_in):
+    """Turn neighbour sums into pair-count changes.
 
-    Left of an occurrence, pair (x, left) becomes (x, new) -- where x is ``new`` itself when two merges
-    touch, the old pair was (right, left). Right of it, (right, y) becomes (new, y), unless y is the next
-    occurrence (that pair is handled as the next occurrence's left side).
+    Left of an occurrence, pair (x, left) becomes (x, new) -- where x is the new symbol itself when two
+    merges touch, the old pair was (right, left). Right of it, (right, y) becomes (new, y); when y is
+    the next occurrence, that pair is counted as the next occurrence's left side.
     """
-    new_id = ord(new)
-    last = len(merged) - 1
-    position = merged.find(new)
-    while position != -1:
-        if position:
-            x = ord(merged[position - 1])
-            _add(deltas, born_in, x << SHIFT | new_id, count, index)
-            removed = (right if x == new_id else x) << SHIFT | left
-            deltas[removed] = deltas.get(removed, 0) - count
-        if position < last:
-            y = ord(merged[position + 1])
-            if y != new_id:
-                _add(deltas, born_in, new_id << SHIFT | y, count, index)
-                removed = right << SHIFT | y
-                deltas[removed] = deltas.get(removed, 0) - count
-        position = merged.find(new, position + 1)
-
-
-def _add(deltas: dict[int, int], born_in: dict[int, list[int]], code: int, count: int, index: int) -> None:
-    deltas[code] = deltas.get(code, 0) + count
-    holders = born_in.get(code)
-    if holders is None:
-        born_in[code] = [index]
-    elif holders[-1] != index:
-        holders.append(index)
+    deltas: dict[int, int] = {}
+    born_in: dict[int, list[int]] = {}
+    for x, total in before.items():
+        x_id = ord(x)
+        born = x_id << SHIFT | new_id
+        deltas[born] = total
+        born_in[born] = before_in[x]
+        removed = (right if x_id == new_id else x_id) << SHIFT | left
+        deltas[removed] = deltas.get(removed, 0) - total
+    for y, total in after.items():
+        y_id = ord(y)
+        born = new_id << SHIFT | y_id
+        deltas[born] = deltas.get(born, 0) + total
+        born_in[born] = after_in[y]
+        removed = right << SHIFT | y_id
+        deltas[removed] = deltas.get(removed, 0) - total
+    return deltas, born_in
