@@ -43,10 +43,6 @@ class SourceFile:
     separator: str
     field: str
 
-    @property
-    def compressed(self) -> bool:
-        return self.path.suffix == ".gz"
-
 
 class TextDecoder:
     """The one UTF-8 decoding policy: ``error``, ``replace`` or ``skip``; counts skipped documents."""
