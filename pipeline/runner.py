@@ -22,6 +22,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,22 @@ class Pipeline:
         with self._exclusive():
             self._recover_outputs(selected)
             return [stage.name for stage in selected if self._run_if_stale(stage, stage.name in forced)]
+
+    def clean(self, names: Sequence[str]) -> list[str]:
+        """Delete the outputs of the named stages and forget their lock entries.
+
+        Returns the paths removed. Dependencies that no stage produces (the raw
+        data) are never touched.
+        """
+        removed = []
+        with self._exclusive():
+            lock = self._read_lock()
+            for stage in self.stages:
+                if stage.name in names:
+                    removed += [out for out in stage.outs if _remove(self.root / out)]
+                    lock.pop(stage.name, None)
+            atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
+        return removed
 
     # -- internals --------------------------------------------------------
 
@@ -231,6 +248,16 @@ class Pipeline:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove(path: Path) -> bool:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+    else:
+        return False
+    return True
 
 
 def _busy_message(path: Path) -> str:

@@ -39,9 +39,9 @@ def main() -> None:
     cli(prog_name="lmprep")
 
 
-from stages.cli_pipeline import config_group, run, status  # noqa: E402
+from stages.cli_pipeline import clean, config_group, run, status  # noqa: E402
 
-for _command in (run, status, config_group):
+for _command in (run, status, clean, config_group):
     cli.add_command(_command)
 
 from stages.cli_tokenizer import tokenizer_group  # noqa: E402

@@ -8,7 +8,7 @@ from pipeline.config import Config, dump_yaml
 from pipeline.errors import RunnerError
 from pipeline.runner import Pipeline
 from stages.options import config_options
-from stages.registry import PIPELINE, build_stages, unavailable_stages
+from stages.registry import CHECKPOINT_STAGES, PIPELINE, available_stages, build_stages, unavailable_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
@@ -45,6 +45,18 @@ def status(check: bool, config: Config) -> None:
         click.echo(f"{name}: not available yet")
     if check and any(stage.stale for stage in report):
         raise SystemExit(1)
+
+
+@click.command()
+@click.option("--checkpoints", is_flag=True, help="Also delete the trained checkpoints.")
+@config_options
+def clean(checkpoints: bool, config: Config) -> None:
+    """Delete derived data (prepared text, tokenizer, shards); never the raw data."""
+    names = [name for name in available_stages() if checkpoints or name not in CHECKPOINT_STAGES]
+    removed = make_pipeline(config).clean(names)
+    click.echo("\n".join(f"removed {path}" for path in removed) or "nothing to remove")
+    if not checkpoints:
+        click.echo("checkpoints kept (use --checkpoints to delete them too)")
 
 
 @click.group(name="config")

@@ -15,6 +15,8 @@ from pipeline.runner import Stage
 
 # stage name → module under stages/, in pipeline order
 PIPELINE = {"prepare": "prepare", "tokenizer": "tokenize", "encode": "encode", "train": "train"}
+# stages whose outputs are trained checkpoints: `lmprep clean` keeps them unless asked
+CHECKPOINT_STAGES = ("train",)
 
 
 def available_stages() -> list[str]:

@@ -287,3 +287,13 @@ def test_kill_9_mid_stage_keeps_previous_state_and_next_run_recovers(ws):
     assert any(".tmp-" in p.name for p in ws.root.iterdir())  # the killed writer's staging dir
     assert ws.pipeline().run() == []  # nothing changed from this pipeline's point of view
     assert not any(".tmp-" in p.name for p in ws.root.iterdir())
+
+
+def test_clean_removes_outputs_of_named_stages_and_forgets_them(ws):
+    pipeline = ws.pipeline()
+    pipeline.run()
+    assert pipeline.clean(["prepare", "count"]) == ["out/upper.txt", "count.txt"]
+    assert (ws.root / "raw.txt").exists() and (ws.root / "report" / "report.txt").exists()
+    assert not (ws.root / "count.txt").exists()
+    assert reasons(pipeline)["prepare"] == ("never run",)
+    assert pipeline.clean(["prepare"]) == []
