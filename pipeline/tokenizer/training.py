@@ -154,8 +154,9 @@ class _Trainer:
         return merges, None
 
     def _eligible(self, code: int, count: int) -> bool:
-        if count < self.min_frequency:
-            return False
+        return count >= self.min_frequency and self._allowed(code)
+
+    def _allowed(self, code: int) -> bool:
         return self.forbidden is None or self.forbidden not in pairs.unpack(code)
 
     def _pop_best(self) -> int | None:
@@ -174,14 +175,16 @@ class _Trainer:
         """Replace the pair by ``new_id`` in every chunk listed for it and update counts, index and heap."""
         chunk_ids = self.where.pop(code)
         deltas, born_in = pairs.merge_chunks(self.words, self.counts, chunk_ids, code, new_id)
-        del self.pair_counts[code]
-        pair_counts = self.pair_counts
+        pair_counts, heap, where = self.pair_counts, self.heap, self.where
         for pair_code, delta in deltas.items():
-            count = pair_counts.get(pair_code, 0) + delta
-            pair_counts[pair_code] = count
-            if delta > 0 and self._eligible(pair_code, count):
-                heapq.heappush(self.heap, (-count, pair_code))
-                self.where[pair_code] = born_in[pair_code]
+            if delta > 0:  # a pair born in this merge: it had no count before
+                pair_counts[pair_code] = delta
+                if delta >= self.min_frequency and self._allowed(pair_code):
+                    heapq.heappush(heap, (-delta, pair_code))
+                    where[pair_code] = born_in[pair_code]
+            elif delta:
+                pair_counts[pair_code] += delta
+        del pair_counts[code]  # every occurrence is merged (deltas may mention it when runs repeat)
 
 
 def _merge_bar(total: int):
