@@ -61,3 +61,11 @@ def test_generate_needs_a_prompt():
 def test_model_config_from_dict_refuses_bad_metadata(data):
     with pytest.raises(CheckpointError):
         ModelConfig.from_dict(data)
+
+
+def test_loss_equals_plain_cross_entropy():
+    torch.manual_seed(0)
+    model = BigramLM(ModelConfig(vocab_size=30, dim=5))
+    ids, targets = torch.randint(0, 30, (4, 9)), torch.randint(0, 30, (4, 9))
+    expected = torch.nn.functional.cross_entropy(model(ids).reshape(-1, 30), targets.reshape(-1))
+    assert torch.allclose(model.loss(ids, targets), expected, atol=1e-6)

@@ -1,0 +1,54 @@
+"""The ``train`` stage: shards + tokenizer → ``checkpoints/<name>/`` (checkpoint, metrics, loss plot).
+
+torch is imported only when the stage runs, so listing or checking the
+pipeline never pays for it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+from pipeline.config import Config
+from pipeline.runner import Stage
+from pipeline.shards import ShardSet, manifest_path
+from pipeline.tokenizer import Tokenizer
+
+
+def build(config: Config) -> Stage:
+    return Stage(
+        name="train",
+        deps=(config.encode.output_dir, tokenizer_path(config)),
+        outs=(config.train.output_dir,),
+        params=("train",),
+        run=functools.partial(run, config),
+    )
+
+
+def tokenizer_path(config: Config) -> str:
+    """The tokenizer file the shards were encoded with (the tokenizer stage's output)."""
+    return config.tokenizer.output
+
+
+def run(config: Config, *, progress: bool = True) -> None:
+    from pipeline import training
+
+    tokenizer = Tokenizer.load(tokenizer_path(config))
+    shard_dir = config.encode.output_dir
+    train_set = ShardSet.open(shard_dir, "train", tokenizer=tokenizer)
+    val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if manifest_path(shard_dir, "val").exists() else None
+    summary = training.train_checkpoint_dir(
+        config.train, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
+        progress=progress, notify=_say,
+    )
+    if summary.step > summary.start_step:
+        _say(
+            f"trained steps {summary.start_step}→{summary.step}: train loss {summary.train_loss:.4f}"
+            + (f", val loss {summary.val_loss:.4f}" if summary.val_loss is not None else "")
+            + f", {summary.tokens_per_second:,.0f} tokens/s → {summary.checkpoint}"
+        )
+
+
+def _say(message: str) -> None:
+    click.echo(f"train: {message}", err=True)
