@@ -52,3 +52,8 @@ from stages.cli_data import export_command, stats_command  # noqa: E402
 
 cli.add_command(export_command)
 cli.add_command(stats_command)
+
+from stages.cli_model import check, sample  # noqa: E402
+
+cli.add_command(sample)
+cli.add_command(check)
