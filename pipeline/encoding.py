@@ -122,9 +122,13 @@ def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_i
 
 
 def _text_columns(source: Path) -> Iterator[pa.LargeStringArray]:
-    """The ``text`` column of each record batch, memory-mapped (no decoding, no copy)."""
+    """The ``text`` column of each record batch, undecoded.
+
+    Read, not memory-mapped: mapped pages stay in the resident set until the
+    file is closed, which would make peak RSS grow with the corpus.
+    """
     next(documents.iter_document_batches(source), None)  # validates the file, naming it on error
-    for batch in pa.ipc.open_stream(pa.memory_map(str(source))):
+    for batch in pa.ipc.open_stream(pa.OSFile(str(source))):
         yield batch.column(0)
 
 
