@@ -1,0 +1,127 @@
+"""``lmprep sample`` and ``lmprep check`` through click's CliRunner, on a tiny trained model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pipeline import training
+from pipeline.config import TrainConfig
+from pipeline.shards import ShardSet, ShardStamp, ShardWriter
+from pipeline.tokenizer import Tokenizer
+from stages.cli import cli
+
+EOS = "<|endoftext|>"
+SETTINGS = TrainConfig(dim=16, context=8, batch_size=16, steps=60, lr=0.1, eval_every=60, eval_batches=1)
+STORY = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog met"] * 5
+OTHER_STORY = ["zebras zig and zag", "quick quiet quails", "jazz quizzes fizz"] * 5
+
+
+def make_tokenizer(path, texts, **options):
+    tokenizer = Tokenizer.train(texts, special_tokens=(EOS,), **options)
+    tokenizer.save(path)
+    return tokenizer
+
+
+def train_model(directory, tokenizer, texts):
+    """Encode ``texts`` (EOS after each) into shards, train, return the checkpoint directory."""
+    eos = tokenizer.special_tokens[EOS]
+    docs = [tokenizer.encode(text) + [eos] for text in texts]
+    stamp = ShardStamp(split="train", tokenizer_fingerprint=tokenizer.fingerprint,
+                       vocab_size=tokenizer.vocab_size, special_ids={"bos": None, "eos": eos},
+                       prepared_fingerprint="p" * 64)
+    writer = ShardWriter(directory / "shards", stamp, shard_tokens=10_000)
+    writer.write(np.array([i for doc in docs for i in doc], dtype=np.uint32),
+                 np.cumsum([0] + [len(doc) for doc in docs], dtype=np.int64))
+    writer.close()
+    settings = dataclasses.replace(SETTINGS, output_dir=str(directory / "ckpt"))
+    training.train_checkpoint_dir(settings, tokenizer=tokenizer, val_set=None,
+                                  train_set=ShardSet.open(directory / "shards", "train"))
+    return directory / "ckpt"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A byte tokenizer, a model trained with it, and a same-size tokenizer trained on other text."""
+    root = tmp_path_factory.mktemp("model")
+    tokenizer = make_tokenizer(root / "tok.json", STORY, vocab_size=270, min_frequency=1)
+    other = make_tokenizer(root / "other.json", OTHER_STORY, vocab_size=270, min_frequency=1)
+    assert other.vocab_size == tokenizer.vocab_size and other.fingerprint != tokenizer.fingerprint
+    config = root / "config.yaml"
+    config.write_text("encode:\n  eos_token: '<|endoftext|>'\n")
+    return root, train_model(root, tokenizer, STORY), config
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def sample_args(trained, tokenizer="tok.json", *extra):
+    root, checkpoint, config = trained
+    return ("sample", "--config", config, "--checkpoint", checkpoint, "--tokenizer", root / tokenizer, *extra)
+
+
+def test_sample_continues_the_prompt_until_end_of_text(trained):
+    result = invoke(*sample_args(trained, "tok.json", "--prompt", "the ", "--temperature", "0.5", "--seed", "1"))
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("the ")
+    assert EOS not in result.output
+    again = invoke(*sample_args(trained, "tok.json", "--prompt", "the ", "--temperature", "0.5", "--seed", "1"))
+    assert again.output == result.output
+
+
+def test_sample_respects_max_tokens_and_an_empty_prompt(trained):
+    result = invoke(*sample_args(trained, "tok.json", "--prompt", "", "--max-tokens", "1", "--temperature", "0"))
+    assert result.exit_code == 0, result.output
+    assert 0 < len(result.output.rstrip("\n").encode()) <= 6  # one token of STORY's vocabulary
+
+
+def test_sample_refuses_a_tokenizer_of_equal_size_with_exit_2(trained):
+    result = invoke(*sample_args(trained, "other.json", "--prompt", "the"))
+    assert result.exit_code == 2
+    assert result.output.startswith("error: checkpoint ")
+    assert "vocab size 270" in result.output and "first differing merge is #0" in result.output
+
+
+def test_check_answers_with_exit_status(trained):
+    root, checkpoint, config = trained
+    good = invoke("check", checkpoint, "--tokenizer", root / "tok.json", "--config", config)
+    assert good.exit_code == 0 and good.output.startswith("compatible: ")
+    bad = invoke("check", checkpoint, "--tokenizer", root / "other.json", "--config", config)
+    assert bad.exit_code == 1 and bad.output.startswith("incompatible: ")
+    fingerprints = [Tokenizer.load(root / name).fingerprint for name in ("tok.json", "other.json")]
+    assert all(fingerprint in bad.output for fingerprint in fingerprints)
+
+
+def test_check_refuses_a_pickled_checkpoint_without_running_it(trained, tmp_path):
+    root, _, config = trained
+    pickled = tmp_path / "evil.safetensors"
+    torch.save({"weights": torch.zeros(1)}, pickled)
+    result = invoke("check", pickled, "--tokenizer", root / "tok.json", "--config", config)
+    assert result.exit_code == 2
+    assert "unpickling can run arbitrary code" in result.output
+
+
+def test_char_mode_generation_ends_at_a_newline(tmp_path):
+    lines = ["ab\n" * 20] * 10
+    tokenizer = make_tokenizer(tmp_path / "tok.json", lines, vocab_size=100, kind="char", min_frequency=10**9)
+    checkpoint = train_model(tmp_path, tokenizer, lines)
+    (tmp_path / "config.yaml").write_text("encode:\n  eos_token: '<|endoftext|>'\n")
+    result = invoke(*sample_args((tmp_path, checkpoint, tmp_path / "config.yaml"), "tok.json",
+                                 "--prompt", "a", "--temperature", "0", "--max-tokens", "50"))
+    assert result.exit_code == 0, result.output
+    assert result.output == "ab\n"
+
+
+def test_building_the_pipeline_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from stages.registry import build_stages; from pipeline.config import parse_config; "
+            "build_stages(parse_config({})); import stages.cli; "
+            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
