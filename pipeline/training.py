@@ -10,10 +10,13 @@ Validation uses its own generator, reseeded for every evaluation, so every
 evaluation scores the same val windows and evaluating never shifts the
 training batches.
 
-A checkpoint directory is resumed only when it was trained with the same
-tokenizer fingerprint and model config and fewer steps than configured. When
-the tokenizer or model changed it is renamed aside (``default-<fp12>``), never
-deleted, and training starts from scratch.
+``train.steps`` counts the steps to train on the current shards. A checkpoint
+directory is resumed when it was trained with the same tokenizer fingerprint
+and model config: on the same shards up to ``train.steps`` (raising it
+continues training), on changed shards (new data, frozen tokenizer) for
+``train.steps`` more steps, counted from the step where the data changed.
+When the tokenizer or model changed the directory is renamed aside
+(``default-<fp12>``), never deleted, and training starts from scratch.
 """
 
 from __future__ import annotations
@@ -111,9 +114,10 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
 
 
 def plan_resume(
-    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, model_config: ModelConfig, steps: int
+    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, model_config: ModelConfig, steps: int,
+    shard_fingerprint: str,
 ) -> ResumePlan:
-    """Decide whether the checkpoint in ``directory`` can be continued."""
+    """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``."""
     if not checkpoint_file(directory).exists():
         return ResumePlan("fresh", "no previous checkpoint")
     try:
@@ -128,12 +132,25 @@ def plan_resume(
         )
     if checkpoint.model_config != model_config:
         return ResumePlan("set_aside", f"the model changed ({checkpoint.model_config} → {model_config})", checkpoint)
-    if checkpoint.step >= steps:
+    start = data_start_step(checkpoint, shard_fingerprint)
+    if checkpoint.step >= start + steps:
         return ResumePlan(
-            "done", f"the checkpoint is at step {checkpoint.step} ≥ train.steps={steps}; raise it to continue",
-            checkpoint,
+            "done", f"the checkpoint already has {checkpoint.step - start} steps on these shards "
+            f"(train.steps={steps}); raise train.steps to continue", checkpoint,
         )
-    return ResumePlan("resume", f"resuming from step {checkpoint.step}", checkpoint)
+    if checkpoint.shard_fingerprint != shard_fingerprint:
+        return ResumePlan("resume", f"the shards changed; continuing from step {checkpoint.step} for "
+                          f"{steps} steps on the new shards", checkpoint)
+    return ResumePlan("resume", f"resuming from step {checkpoint.step} to step {start + steps}", checkpoint)
+
+
+def data_start_step(checkpoint: Checkpoint | None, shard_fingerprint: str) -> int:
+    """The step at which training on the shards ``shard_fingerprint`` began (or begins now)."""
+    if checkpoint is None:
+        return 0
+    if checkpoint.shard_fingerprint != shard_fingerprint:
+        return checkpoint.step
+    return int(checkpoint.extra.get("data_start_step", 0))
 
 
 def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
@@ -164,7 +181,7 @@ def train_checkpoint_dir(
     """
     directory = Path(settings.output_dir)
     plan = plan_resume(directory, tokenizer=tokenizer, model_config=model_config_for(settings, tokenizer),
-                       steps=settings.steps)
+                       steps=settings.steps, shard_fingerprint=train_set.fingerprint)
     if plan.action == "done":
         notify(f"nothing to train: {plan.reason}")
         step = plan.checkpoint.step
@@ -203,7 +220,8 @@ def train(
     progress: bool = False,
     notify: Notify = _ignore,
 ) -> TrainSummary:
-    """Train to ``settings.steps`` and write checkpoint, metrics and loss plot into ``output_dir``."""
+    """Train ``settings.steps`` steps on ``train_set`` (counting those ``resume`` already did on it)
+    and write checkpoint, metrics and loss plot into ``output_dir``."""
     model_config = model_config_for(settings, tokenizer)
     for shard_set in (train_set, val_set):
         if shard_set is not None:
@@ -211,14 +229,16 @@ def train(
     if val_set is None or not _holds_window(val_set, settings.context):
         notify(f"the val split has no window of {settings.context + 1} tokens; skipping validation")
         val_set = None
+    data_start = data_start_step(resume, train_set.fingerprint)
     with _deterministic():
         run = _start(settings, model_config, resume)
-        summary = _loop(run, settings, train_set, val_set, progress=progress)
+        summary = _loop(run, settings, train_set, val_set, target=data_start + settings.steps, progress=progress)
         output_dir = Path(output_dir)
         path = save_checkpoint(
             output_dir, model=run.model, step=run.step, tokenizer=tokenizer,
             shard_fingerprint=train_set.fingerprint, train_config=dataclasses.asdict(settings),
             optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
+            extra={"data_start_step": data_start},
         )
     _write_metrics(output_dir, run.metrics)
     return dataclasses.replace(summary, checkpoint=path)
@@ -244,20 +264,20 @@ def _start(settings: TrainConfig, model_config: ModelConfig, resume: Checkpoint 
 
 
 def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardSet | None, *,
-          progress: bool) -> TrainSummary:
+          target: int, progress: bool) -> TrainSummary:
     from tqdm.auto import tqdm
 
     start_step, tokens_per_step = run.step, settings.batch_size * settings.context
     data_seconds = train_loss = val_loss = 0.0
     began = time.perf_counter()
-    with tqdm(total=settings.steps, initial=run.step, disable=not progress, unit="step", desc="train") as bar:
-        while run.step < settings.steps:
+    with tqdm(total=target, initial=run.step, disable=not progress, unit="step", desc="train") as bar:
+        while run.step < target:
             tick = time.perf_counter()
             batch = torch.from_numpy(train_set.sample_batch(run.rng, settings.batch_size, settings.context))
             data_seconds += time.perf_counter() - tick
             train_loss = _step(run, batch)
             record: dict[str, Any] = {"step": run.step, "train_loss": train_loss}
-            if val_set is not None and (run.step % settings.eval_every == 0 or run.step == settings.steps):
+            if val_set is not None and (run.step % settings.eval_every == 0 or run.step == target):
                 record["val_loss"] = val_loss = _evaluate(run.model, val_set, settings)
             run.metrics.append(record)
             rate = (run.step - start_step) * tokens_per_step / (time.perf_counter() - began)

@@ -90,7 +90,7 @@ def test_resume_continues_to_the_same_weights(tmp_path, shards):
     run(tmp_path / "split", shards, dataclasses.replace(SETTINGS, steps=2))
     summary = run(tmp_path / "split", shards, notes=notes)
     assert (summary.start_step, summary.step) == (2, 6)
-    assert notes == ["resuming from step 2"]
+    assert notes == ["resuming from step 2 to step 6"]
     whole, split = weights(tmp_path / "whole" / "ckpt"), weights(tmp_path / "split" / "ckpt")
     assert all(torch.equal(whole[name], split[name]) for name in whole)
     losses = [
@@ -106,8 +106,21 @@ def test_nothing_to_train_when_steps_are_reached(tmp_path, shards):
     notes = []
     summary = run(tmp_path, shards, notes=notes)
     assert summary.step == summary.start_step == 6
-    assert "nothing to train" in notes[0] and "raise it to continue" in notes[0]
+    assert notes == ["nothing to train: the checkpoint already has 6 steps on these shards (train.steps=6); raise train.steps to continue"]
     assert (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes() == before
+
+
+def test_changed_shards_continue_for_another_round_of_steps(tmp_path, shards):
+    run(tmp_path, shards)
+    new_data = (write_shards(tmp_path / "new", "train", DOCS[:5] + [[97, 98, 99, 258] * 8]), None)
+    notes = []
+    summary = run(tmp_path, new_data, notes=notes)
+    assert (summary.start_step, summary.step) == (6, 12)
+    assert notes[0] == "the shards changed; continuing from step 6 for 6 steps on the new shards"
+    assert read_checkpoint(tmp_path / "ckpt").shard_fingerprint == new_data[0].fingerprint
+    more = run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8), notes=notes)
+    assert (more.start_step, more.step) == (12, 14)
+    assert run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8)).step == 14
 
 
 def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
