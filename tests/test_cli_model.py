@@ -125,3 +125,12 @@ def test_building_the_pipeline_does_not_import_torch():
             "stages.train.build(parse_config({})); "
             "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_train_stage_declares_shards_and_tokenizer_as_inputs():
+    from pipeline.config import parse_config
+    from stages import train
+
+    stage = train.build(parse_config({"train": {"output_dir": "checkpoints/small"}}))
+    assert (stage.name, stage.params, stage.outs) == ("train", ("train",), ("checkpoints/small",))
+    assert stage.deps == ("data/shards", "data/tokenizer/tokenizer.json")

@@ -173,3 +173,12 @@ def test_vocab_size_and_max_id_disagreements_are_refused(tmp_path):
     out_of_range.manifest = dataclasses.replace(out_of_range.manifest, max_id=259)
     with pytest.raises(ShardError, match="token ID 259, outside the model's vocab size 259"):
         training.check_agreement(TOKENIZER, model_config, out_of_range)
+
+
+def test_unreadable_checkpoint_is_set_aside_not_deleted(tmp_path, shards):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "checkpoint.safetensors").write_bytes(b"not a checkpoint")
+    notes = []
+    assert run(tmp_path, shards, notes=notes).step == 6
+    assert (tmp_path / "ckpt-unreadable" / "checkpoint.safetensors").read_bytes() == b"not a checkpoint"
+    assert notes[0].startswith("the previous checkpoint is unreadable")
