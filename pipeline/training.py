@@ -180,7 +180,9 @@ def train_checkpoint_dir(
     previous checkpoint directory as it was.
     """
     directory = Path(settings.output_dir)
-    plan = plan_resume(directory, tokenizer=tokenizer, model_config=model_config_for(settings, tokenizer),
+    model_config = model_config_for(settings, tokenizer)
+    _check_inputs(tokenizer, model_config, train_set, val_set)  # before anything is moved aside
+    plan = plan_resume(directory, tokenizer=tokenizer, model_config=model_config,
                        steps=settings.steps, shard_fingerprint=train_set.fingerprint)
     if plan.action == "done":
         notify(f"nothing to train: {plan.reason}")
@@ -223,9 +225,7 @@ def train(
     """Train ``settings.steps`` steps on ``train_set`` (counting those ``resume`` already did on it)
     and write checkpoint, metrics and loss plot into ``output_dir``."""
     model_config = model_config_for(settings, tokenizer)
-    for shard_set in (train_set, val_set):
-        if shard_set is not None:
-            check_agreement(tokenizer, model_config, shard_set)
+    _check_inputs(tokenizer, model_config, train_set, val_set)
     if val_set is None or not _holds_window(val_set, settings.context):
         notify(f"the val split has no window of {settings.context + 1} tokens; skipping validation")
         val_set = None
@@ -242,6 +242,13 @@ def train(
         )
     _write_metrics(output_dir, run.metrics)
     return dataclasses.replace(summary, checkpoint=path)
+
+
+def _check_inputs(tokenizer: TokenizerLike, model_config: ModelConfig, train_set: ShardSet,
+                  val_set: ShardSet | None) -> None:
+    for shard_set in (train_set, val_set):
+        if shard_set is not None:
+            check_agreement(tokenizer, model_config, shard_set)
 
 
 def _start(settings: TrainConfig, model_config: ModelConfig, resume: Checkpoint | None) -> _Run:

@@ -159,9 +159,11 @@ def test_interrupted_training_keeps_the_previous_checkpoint(tmp_path, shards, mo
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
 
 
-def test_shards_from_another_tokenizer_are_refused(tmp_path, shards):
+def test_shards_from_another_tokenizer_are_refused_before_anything_moves(tmp_path, shards):
+    run(tmp_path, shards)
     with pytest.raises(TokenizerMismatchError, match=f"{TOKENIZER.fingerprint}.*{RETRAINED.fingerprint}"):
         run(tmp_path, shards, tokenizer=RETRAINED)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
 
 
 def test_vocab_size_and_max_id_disagreements_are_refused(tmp_path):
