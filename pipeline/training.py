@@ -186,18 +186,25 @@ def train_checkpoint_dir(
                        steps=settings.steps, shard_fingerprint=train_set.fingerprint)
     if plan.action == "done":
         notify(f"nothing to train: {plan.reason}")
-        step = plan.checkpoint.step
-        return TrainSummary(checkpoint=plan.checkpoint.path, start_step=step, step=step)
-    if plan.action == "set_aside":
-        tag = plan.checkpoint.tokenizer.fingerprint[:12] if plan.checkpoint else "unreadable"
-        notify(f"{plan.reason}: moved the old checkpoint to {set_aside(directory, tag)}; training from scratch")
-    elif plan.action == "resume":
-        notify(plan.reason)
-    resume = plan.checkpoint if plan.action == "resume" else None
+        return TrainSummary(checkpoint=plan.checkpoint.path, start_step=plan.checkpoint.step,
+                            step=plan.checkpoint.step)
+    resume = _carry_out(plan, directory, notify)
     with atomic.atomic_dir(directory) as staging:
         summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
                         output_dir=staging, resume=resume, progress=progress, notify=notify)
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
+
+
+def _carry_out(plan: ResumePlan, directory: Path, notify: Notify) -> Checkpoint | None:
+    """Set the old checkpoint aside if the plan says so; return the checkpoint to resume, if any."""
+    if plan.action == "set_aside":
+        tag = plan.checkpoint.tokenizer.fingerprint[:12] if plan.checkpoint else "unreadable"
+        notify(f"{plan.reason}: moved the old checkpoint to {set_aside(directory, tag)}; training from scratch")
+        return None
+    if plan.action == "resume":
+        notify(plan.reason)
+        return plan.checkpoint
+    return None
 
 
 @dataclass
