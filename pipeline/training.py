@@ -245,7 +245,7 @@ def train(
             output_dir, model=run.model, step=run.step, tokenizer=tokenizer,
             shard_fingerprint=train_set.fingerprint, train_config=dataclasses.asdict(settings),
             optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
-            extra={"data_start_step": data_start},
+            extra={"data_start_step": data_start, "special_ids": dict(train_set.special_ids)},
         )
     _write_metrics(output_dir, run.metrics)
     return dataclasses.replace(summary, checkpoint=path)

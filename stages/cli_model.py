@@ -35,7 +35,7 @@ def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoi
 
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     checkpoint = load_checkpoint(checkpoint_path or config.train.output_dir, tokenizer)
-    eos_id = tokenizer.special_tokens.get(config.encode.eos_token or "")
+    eos_id = end_of_text_id(checkpoint.extra, tokenizer, config)
     prompt_ids = tokenizer.encode(prompt) or ([eos_id] if eos_id is not None else [])
     if not prompt_ids:
         raise click.UsageError("--prompt is empty and the tokenizer has no end-of-text token to start from")
@@ -44,6 +44,12 @@ def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoi
         stop_ids=stop_ids(tokenizer, eos_id), generator=torch.Generator().manual_seed(seed),
     ))
     click.echo(prompt + continuation(tokenizer, new_ids, eos_id))
+
+
+def end_of_text_id(extra: dict, tokenizer: Tokenizer, config: Config) -> int | None:
+    """The EOS the training shards carried, else ``encode.eos_token``'s ID."""
+    recorded = extra.get("special_ids", {}).get("eos")
+    return recorded if recorded is not None else tokenizer.special_tokens.get(config.encode.eos_token or "")
 
 
 def stop_ids(tokenizer: Tokenizer, eos_id: int | None) -> set[int]:

@@ -134,3 +134,13 @@ def test_train_stage_declares_shards_and_tokenizer_as_inputs():
     stage = train.build(parse_config({"train": {"output_dir": "checkpoints/small"}}))
     assert (stage.name, stage.params, stage.outs) == ("train", ("train",), ("checkpoints/small",))
     assert stage.deps == ("data/shards", "data/tokenizer/tokenizer.json")
+
+
+def test_sample_stops_at_the_eos_the_shards_carried_even_if_the_config_names_none(trained, tmp_path):
+    root, checkpoint, _ = trained
+    config = tmp_path / "no_eos.yaml"
+    config.write_text("encode:\n  eos_token: null\n")
+    result = invoke("sample", "--config", config, "--checkpoint", checkpoint, "--tokenizer", root / "tok.json",
+                    "--prompt", "", "--temperature", "0", "--max-tokens", "500")
+    assert result.exit_code == 0, result.output
+    assert EOS not in result.output and len(result.output) < 400
