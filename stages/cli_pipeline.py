@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 
 from pipeline.config import Config, dump_yaml
-from pipeline.errors import RunnerError
 from pipeline.runner import Pipeline
 from stages.options import config_options
-from stages.registry import CHECKPOINT_STAGES, PIPELINE, available_stages, build_stages, unavailable_stages
+from stages.registry import CHECKPOINT_STAGES, build_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
@@ -21,11 +20,7 @@ def make_pipeline(config: Config) -> Pipeline:
 @config_options
 def run(stages: tuple[str, ...], force: bool, config: Config) -> None:
     """Run the stale stages (all, or STAGE... and what they depend on), in order."""
-    _check_available(stages)
     make_pipeline(config).run(list(stages) or None, force=force)
-    if not stages:
-        for name in unavailable_stages():
-            click.echo(f"'{name}' is not available yet (skipped)")
 
 
 @click.command()
@@ -41,8 +36,6 @@ def status(check: bool, config: Config) -> None:
         click.echo(f"{stage.name}: stale")
         for reason in stage.reasons:
             click.echo(f"    {reason}")
-    for name in unavailable_stages():
-        click.echo(f"{name}: not available yet")
     if check and any(stage.stale for stage in report):
         raise SystemExit(1)
 
@@ -52,8 +45,9 @@ def status(check: bool, config: Config) -> None:
 @config_options
 def clean(checkpoints: bool, config: Config) -> None:
     """Delete derived data (prepared text, tokenizer, shards); never the raw data."""
-    names = [name for name in available_stages() if checkpoints or name not in CHECKPOINT_STAGES]
-    removed = make_pipeline(config).clean(names)
+    pipeline = make_pipeline(config)
+    names = [stage.name for stage in pipeline.stages if checkpoints or stage.name not in CHECKPOINT_STAGES]
+    removed = pipeline.clean(names)
     click.echo("\n".join(f"removed {path}" for path in removed) or "nothing to remove")
     if not checkpoints:
         click.echo("checkpoints kept (use --checkpoints to delete them too)")
@@ -70,10 +64,3 @@ def show(config: Config) -> None:
     """Print the effective config (file + --set overrides + defaults) as YAML."""
     click.echo(dump_yaml(config), nl=False)
 
-
-def _check_available(stages: tuple[str, ...]) -> None:
-    for name in stages:
-        if name not in PIPELINE:
-            raise RunnerError(f"unknown stage '{name}'; stages: {', '.join(PIPELINE)}")
-        if name in unavailable_stages():
-            raise RunnerError(f"stage '{name}' is not available yet in this version of lmprep")

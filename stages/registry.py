@@ -1,42 +1,20 @@
-"""The concrete pipeline: which stages exist, in order.
+"""The concrete pipeline: its stages, in order.
 
-Each stage lives in its own module ``stages/<module>.py`` exposing
-``build(config) -> Stage``. A stage whose module is not there yet is listed
-as unavailable, as are the stages after it, so the CLI can say so instead of pretending.
+Each stage lives in its own module under ``stages/`` exposing
+``build(config) -> Stage``; this is the one place that lists them.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-
 from pipeline.config import Config
 from pipeline.runner import Stage
+from stages import encode, prepare, tokenize, train
 
-# stage name → module under stages/, in pipeline order
-PIPELINE = {"prepare": "prepare", "tokenizer": "tokenize", "encode": "encode", "train": "train"}
+STAGE_MODULES = (prepare, tokenize, encode, train)
 # stages whose outputs are trained checkpoints: `lmprep clean` keeps them unless asked
 CHECKPOINT_STAGES = ("train",)
 
 
-def available_stages() -> list[str]:
-    """The stages up to the first one not built yet (a later stage would lack its inputs)."""
-    names = []
-    for name, module in PIPELINE.items():
-        if not _module_exists(module):
-            break
-        names.append(name)
-    return names
-
-
-def unavailable_stages() -> list[str]:
-    return [name for name in PIPELINE if name not in available_stages()]
-
-
 def build_stages(config: Config) -> list[Stage]:
-    """The available stages, built from ``config``, in pipeline order."""
-    return [importlib.import_module(f"stages.{PIPELINE[name]}").build(config) for name in available_stages()]
-
-
-def _module_exists(module: str) -> bool:
-    return importlib.util.find_spec(f"stages.{module}") is not None
+    """Every stage, built from ``config``, in pipeline order."""
+    return [module.build(config) for module in STAGE_MODULES]
