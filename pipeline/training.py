@@ -11,12 +11,22 @@ evaluation scores the same val windows and evaluating never shifts the
 training batches.
 
 ``train.steps`` counts the steps to train on the current shards. A checkpoint
-directory is resumed when it was trained with the same tokenizer fingerprint
-and model config: on the same shards up to ``train.steps`` (raising it
-continues training), on changed shards (new data, frozen tokenizer) for
-``train.steps`` more steps, counted from the step where the data changed.
-When the tokenizer or model changed the directory is renamed aside
-(``default-<fp12>``), never deleted, and training starts from scratch.
+directory is resumed only when the weights in it are what the current settings
+would have produced so far: same tokenizer fingerprint (hence vocab size) and
+same weight-shaping settings, i.e. every ``train`` key except ``steps``,
+``eval_every``, ``eval_batches`` and ``output_dir`` (so ``dim``, ``tie_weights``,
+``context``, ``batch_size``, ``lr``, ``weight_decay``, ``seed``). Then it continues on the same
+shards up to ``train.steps`` (raising it continues training), or on changed
+shards (new data, frozen tokenizer) for ``train.steps`` more steps, counted from
+the step where the data changed; a checkpoint that already has ``train.steps``
+steps on these shards is left as it is.
+
+Otherwise the directory is renamed aside, never deleted, and training starts
+from scratch. The suffix says why: ``default-<fp12>`` holds the checkpoint of the
+previous tokenizer (its fingerprint's first 12 hex digits), ``default-old-lr-seed``
+one trained with the previous ``train.lr`` and ``train.seed``,
+``default-old-steps`` one that already had more steps on these shards than
+``train.steps`` now asks for, and ``default-unreadable`` one that could not be read.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -47,6 +57,9 @@ METRICS_FILE = "metrics.jsonl"
 LOSS_PLOT_FILE = "loss.png"
 
 Notify = Callable[[str], None]
+
+NOT_WEIGHT_SHAPING = frozenset({"steps", "eval_every", "eval_batches", "output_dir"})
+"""``train`` keys a checkpoint may be resumed across; any other change means training from scratch."""
 
 
 def _ignore(message: str) -> None:
@@ -83,6 +96,7 @@ class ResumePlan:
     action: Literal["fresh", "resume", "done", "set_aside"]
     reason: str
     checkpoint: Checkpoint | None = None
+    tag: str = ""  # the suffix the directory gets when set aside
 
 
 def model_config_for(settings: TrainConfig, tokenizer: TokenizerLike) -> ModelConfig:
@@ -114,8 +128,7 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
 
 
 def plan_resume(
-    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, model_config: ModelConfig, steps: int,
-    shard_fingerprint: str,
+    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, settings: TrainConfig, shard_fingerprint: str,
 ) -> ResumePlan:
     """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``."""
     if not checkpoint_file(directory).exists():
@@ -123,21 +136,38 @@ def plan_resume(
     try:
         checkpoint = read_checkpoint(directory)
     except CheckpointError as exc:
-        return ResumePlan("set_aside", f"the previous checkpoint is unreadable ({exc})")
+        return ResumePlan("set_aside", f"the previous checkpoint is unreadable ({exc})", tag="unreadable")
+    old, new = checkpoint.tokenizer.fingerprint[:12], tokenizer.fingerprint[:12]
     if checkpoint.tokenizer.fingerprint != tokenizer.fingerprint:
-        return ResumePlan(
-            "set_aside",
-            f"the tokenizer changed ({checkpoint.tokenizer.fingerprint[:12]} → {tokenizer.fingerprint[:12]})",
-            checkpoint,
-        )
-    if checkpoint.model_config != model_config:
-        return ResumePlan("set_aside", f"the model changed ({checkpoint.model_config} → {model_config})", checkpoint)
+        return ResumePlan("set_aside", f"the tokenizer changed ({old} → {new})", checkpoint, tag=old)
+    changed = changed_settings(checkpoint.train_config, settings)
+    if changed:
+        described = ", ".join(f"train.{key} {old} → {new}" for key, (old, new) in changed.items())
+        return ResumePlan("set_aside", f"the train settings changed ({described})", checkpoint,
+                          tag="old-" + "-".join(changed))
+    return _plan_steps(checkpoint, settings.steps, shard_fingerprint)
+
+
+def changed_settings(recorded: Mapping[str, Any], settings: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """The weight-shaping ``train`` keys whose value differs from ``recorded``, as ``key: (old, new)``."""
+    current = dataclasses.asdict(settings)
+    return {
+        key: (recorded.get(key), value)
+        for key, value in current.items()
+        if key not in NOT_WEIGHT_SHAPING and recorded.get(key) != value
+    }
+
+
+def _plan_steps(checkpoint: Checkpoint, steps: int, shard_fingerprint: str) -> ResumePlan:
+    """Resume, keep or set aside a checkpoint trained with the current settings, by its steps on these shards."""
     start = data_start_step(checkpoint, shard_fingerprint)
-    if checkpoint.step >= start + steps:
-        return ResumePlan(
-            "done", f"the checkpoint already has {checkpoint.step - start} steps on these shards "
-            f"(train.steps={steps}); raise train.steps to continue", checkpoint,
-        )
+    done = checkpoint.step - start
+    if done > steps:
+        return ResumePlan("set_aside", f"train.steps was lowered (the checkpoint has {done} steps on these shards, "
+                          f"train.steps={steps})", checkpoint, tag="old-steps")
+    if done == steps:
+        return ResumePlan("done", f"the checkpoint already has {done} steps on these shards with these settings "
+                          f"(train.steps={steps})", checkpoint)
     if checkpoint.shard_fingerprint != shard_fingerprint:
         return ResumePlan("resume", f"the shards changed; continuing from step {checkpoint.step} for "
                           f"{steps} steps on the new shards", checkpoint)
@@ -182,8 +212,7 @@ def train_checkpoint_dir(
     directory = Path(settings.output_dir)
     model_config = model_config_for(settings, tokenizer)
     _check_inputs(tokenizer, model_config, train_set, val_set)  # before anything is moved aside
-    plan = plan_resume(directory, tokenizer=tokenizer, model_config=model_config,
-                       steps=settings.steps, shard_fingerprint=train_set.fingerprint)
+    plan = plan_resume(directory, tokenizer=tokenizer, settings=settings, shard_fingerprint=train_set.fingerprint)
     if plan.action == "done":
         notify(f"nothing to train: {plan.reason}")
         return TrainSummary(checkpoint=plan.checkpoint.path, start_step=plan.checkpoint.step,
@@ -198,8 +227,7 @@ def train_checkpoint_dir(
 def _carry_out(plan: ResumePlan, directory: Path, notify: Notify) -> Checkpoint | None:
     """Set the old checkpoint aside if the plan says so; return the checkpoint to resume, if any."""
     if plan.action == "set_aside":
-        tag = plan.checkpoint.tokenizer.fingerprint[:12] if plan.checkpoint else "unreadable"
-        notify(f"{plan.reason}: moved the old checkpoint to {set_aside(directory, tag)}; training from scratch")
+        notify(f"{plan.reason}: moved the old checkpoint to {set_aside(directory, plan.tag)}; training from scratch")
         return None
     if plan.action == "resume":
         notify(plan.reason)
@@ -268,8 +296,6 @@ def _start(settings: TrainConfig, model_config: ModelConfig, resume: Checkpoint 
     model.load_state_dict(resume.model.state_dict())
     if resume.optimizer_state is not None:
         optimizer.load_state_dict(resume.optimizer_state)
-    for group in optimizer.param_groups:  # settings may have changed since the checkpoint
-        group.update(lr=settings.lr, weight_decay=settings.weight_decay)
     if resume.numpy_rng_state is not None:
         rng.bit_generator.state = resume.numpy_rng_state
     if resume.torch_rng_state is not None:

@@ -106,8 +106,55 @@ def test_nothing_to_train_when_steps_are_reached(tmp_path, shards):
     notes = []
     summary = run(tmp_path, shards, notes=notes)
     assert summary.step == summary.start_step == 6
-    assert notes == ["nothing to train: the checkpoint already has 6 steps on these shards (train.steps=6); raise train.steps to continue"]
+    assert notes == ["nothing to train: the checkpoint already has 6 steps on these shards with these settings "
+                     "(train.steps=6)"]
     assert (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes() == before
+
+
+def test_evaluation_settings_alone_neither_retrain_nor_set_aside(tmp_path, shards):
+    run(tmp_path, shards)
+    before = (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes()
+    notes = []
+    summary = run(tmp_path, shards, dataclasses.replace(SETTINGS, eval_every=2, eval_batches=5), notes=notes)
+    assert summary.step == summary.start_step == 6
+    assert notes[0].startswith("nothing to train")
+    assert (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
+
+
+def test_changed_learning_rate_sets_aside_and_trains_from_scratch(tmp_path, shards):
+    faster = dataclasses.replace(SETTINGS, lr=0.1)
+    run(tmp_path / "direct", shards, faster)
+    run(tmp_path, shards)
+    old = (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes()
+    notes = []
+    summary = run(tmp_path, shards, faster, notes=notes)
+    aside = tmp_path / "ckpt-old-lr"
+    assert notes == [f"the train settings changed (train.lr 0.05 → 0.1): moved the old checkpoint to {aside}; "
+                     "training from scratch"]
+    assert (summary.start_step, summary.step) == (0, 6)
+    assert (aside / "checkpoint.safetensors").read_bytes() == old
+    direct, retrained = weights(tmp_path / "direct" / "ckpt"), weights(tmp_path / "ckpt")
+    assert all(torch.equal(direct[name], retrained[name]) for name in direct)
+    assert read_checkpoint(tmp_path / "ckpt").train_config["lr"] == 0.1
+
+
+def test_every_changed_setting_is_named_in_the_set_aside_directory(tmp_path, shards):
+    run(tmp_path, shards)
+    notes = []
+    run(tmp_path, shards, dataclasses.replace(SETTINGS, seed=4, batch_size=2, steps=7), notes=notes)
+    assert notes[0].startswith("the train settings changed (train.batch_size 4 → 2, train.seed 3 → 4)")
+    assert read_checkpoint(tmp_path / "ckpt-old-batch_size-seed").step == 6
+    assert read_checkpoint(tmp_path / "ckpt").step == 7
+
+
+def test_lowered_steps_set_aside_and_train_from_scratch(tmp_path, shards):
+    run(tmp_path, shards)
+    notes = []
+    summary = run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=2), notes=notes)
+    assert notes[0].startswith("train.steps was lowered (the checkpoint has 6 steps on these shards, train.steps=2)")
+    assert (summary.start_step, summary.step) == (0, 2)
+    assert read_checkpoint(tmp_path / "ckpt-old-steps").step == 6
 
 
 def test_changed_shards_continue_for_another_round_of_steps(tmp_path, shards):
@@ -140,7 +187,7 @@ def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
 def test_changed_model_config_also_sets_aside(tmp_path, shards):
     run(tmp_path, shards)
     run(tmp_path, shards, dataclasses.replace(SETTINGS, dim=4, steps=8))
-    assert read_checkpoint(tmp_path / f"ckpt-{TOKENIZER.fingerprint[:12]}").model_config.dim == 8
+    assert read_checkpoint(tmp_path / "ckpt-old-dim").model_config.dim == 8
     assert read_checkpoint(tmp_path / "ckpt").model_config.dim == 4
 
 
