@@ -249,7 +249,7 @@ def test_utf8_words_fall_back_when_a_chunk_holds_the_separator():
 
 
 @settings(max_examples=300, deadline=None)
-@given(texts=st.lists(st.text(alphabet=" \n\r\t\u00a0a.\u00e9'1s", max_size=30), max_size=6))
+@given(texts=st.lists(st.text(alphabet=" \n\r\t\x0b\x1c\u00a0aA.\u00e9'1s", max_size=30), max_size=6))
 def test_segment_counting_equals_whole_text_counting(texts):
     assert GPT4_PATTERN in _train_count.LINE_SAFE_PATTERNS
     whole = Counter(chunk for text in texts for chunk in regex.findall(GPT4_PATTERN, text))

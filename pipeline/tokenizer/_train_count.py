@@ -12,6 +12,7 @@ and keep peak memory low, while the number of round trips stays small.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -19,14 +20,14 @@ from functools import partial
 
 import regex
 
+from pipeline.tokenizer.patterns import ASCII_TWINS, GPT4
+
 BLOCK_CHARS = 4_000_000
 _SEGMENT_END = regex.compile(r"\n(?=\S)")
 # The GPT-4 split pattern (nanochat's form): every chunk that contains a newline ends with it, and
 # whitespace alternatives holding a newline are tried first, so a newline followed by a non-space
 # character is always a chunk boundary. Not true of the GPT-2 pattern (its ``\s+(?!\S)`` looks past it).
-LINE_SAFE_PATTERNS = frozenset({
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
-})
+LINE_SAFE_PATTERNS = frozenset({GPT4})
 
 
 def count_chunks(
@@ -51,7 +52,7 @@ def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
     if not pattern:
         counts = Counter(texts)
     elif pattern in LINE_SAFE_PATTERNS:
-        counts = _count_by_segment(regex.compile(pattern).findall, texts)
+        counts = _count_by_segment(pattern, texts)
     else:
         findall = regex.compile(pattern).findall
         counts = Counter()
@@ -61,30 +62,54 @@ def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
     return counts
 
 
-def _count_by_segment(findall, texts: list[str]) -> Counter[str]:
+def _count_by_segment(pattern: str, texts: list[str]) -> Counter[str]:
     """Split each distinct segment once: about half of a block's text repeats a segment seen before.
 
     Segments end at a newline followed by a non-space character, which the patterns in
     ``LINE_SAFE_PATTERNS`` always treat as a chunk boundary (no match crosses it, no lookahead sees
-    past it), so counting per segment gives exactly the counts of splitting whole texts.
+    past it), so counting per segment gives exactly the counts of splitting whole texts. A text's first
+    segment may start with a space and its last one has no newline, so those two are split one by one;
+    every other segment is split in one call per repeat count (``_count_joined``).
     """
     split_segments = _SEGMENT_END.split
-    lines: Counter[str] = Counter()  # segments that ended with the (removed) newline
-    tails: Counter[str] = Counter()  # the last segment of each text
+    inner: Counter[str] = Counter()  # segments after a boundary, without their (removed) newline
+    outer: Counter[str] = Counter()  # the first and last segment of each text, with their ending
     for text in texts:
         pieces = split_segments(text)
-        tails[pieces.pop()] += 1
-        lines.update(pieces)
+        outer[pieces.pop()] += 1
+        if pieces:
+            outer[pieces[0] + "\n"] += 1
+            inner.update(pieces[1:])
+    findall = regex.compile(pattern).findall
     counts: Counter[str] = Counter()
-    for segments, ending in ((lines, "\n"), (tails, "")):
-        for segment, repeats in segments.items():
-            chunks = findall(segment + ending)
-            if repeats == 1:
-                counts.update(chunks)
-            else:
-                for chunk in chunks:
-                    counts[chunk] += repeats
+    for segment, repeats in outer.items():
+        _add(counts, findall(segment), repeats)
+    _count_joined(counts, inner, findall, re.compile(ASCII_TWINS[pattern], re.ASCII).findall)
     return counts
+
+
+def _count_joined(counts: Counter[str], segments: Counter[str], findall, ascii_findall) -> None:
+    """Split the segments grouped by repeat count, each group joined by newlines into one string.
+
+    Every segment starts with a non-space character, so each joining newline is a chunk boundary. One
+    call per group instead of one per segment, and the stdlib ``re`` twin for pure-ASCII groups: on
+    20 MB of the benchmark corpus the split takes 0.33 s instead of 0.94 s (per-call overhead 0.3 s,
+    ``regex`` against ``re`` 0.3 s).
+    """
+    groups: dict[tuple[int, bool], list[str]] = {}
+    for segment, repeats in segments.items():
+        groups.setdefault((repeats, segment.isascii()), []).append(segment)
+    for (repeats, is_ascii), group in groups.items():
+        joined = "\n".join(group) + "\n"
+        _add(counts, (ascii_findall if is_ascii else findall)(joined), repeats)
+
+
+def _add(counts: Counter[str], chunks: list[str], repeats: int) -> None:
+    if repeats == 1:
+        counts.update(chunks)
+    else:
+        for chunk, count in Counter(chunks).items():
+            counts[chunk] += count * repeats
 
 
 def _fold(partials: Iterable[Counter[str]]) -> dict[str, int]:
