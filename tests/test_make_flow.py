@@ -1,0 +1,116 @@
+"""The README's flow, end to end: `make` in a fresh copy of the repository.
+
+Each test copies the tracked files into a temp directory and drives the real
+Makefile with the virtual environment running the tests (so nothing is
+reinstalled), on the shipped corpus and the shipped default config.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = Path(sys.prefix)
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("make") is None or not (VENV / "bin" / "lmprep").exists(),
+    reason="needs make and lmprep installed in the running virtual environment (run via `make test`)",
+)
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """A copy of the repository's tracked files: what a fresh clone holds."""
+    listing = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, listing.decode().split("\0")):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, tmp_path / name)
+    return tmp_path
+
+
+def make(checkout: Path, *targets: str) -> str:
+    """Run make as a user would; ``-o`` keeps it from reinstalling into the shared venv."""
+    command = ["make", f"VENV={VENV}", "-o", f"{VENV}/.installed", "-o", f"{VENV}/.installed-test", *targets]
+    result = subprocess.run(command, cwd=checkout, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout + result.stderr
+
+
+def lmprep(checkout: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(VENV / "bin" / "lmprep"), *args], cwd=checkout, capture_output=True, text=True)
+
+
+def ran(output: str) -> list[str]:
+    return re.findall(r"^running '(\w+)'", output, flags=re.MULTILINE)
+
+
+def fingerprint(checkout: Path) -> str:
+    return lmprep(checkout, "tokenizer", "fingerprint").stdout.strip()
+
+
+def edit_config(checkout: Path, old: str, new: str) -> None:
+    path = checkout / "configs" / "default.yaml"
+    text = path.read_text("utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), "utf-8")
+
+
+def add_documents(checkout: Path, creature: str) -> None:
+    with open(checkout / "data" / "raw" / "facts" / "facts.txt", "a", encoding="utf-8") as facts:
+        facts.writelines(f"The quizzical {creature} number {i} yodels beside the jukebox.\n" for i in range(400))
+
+
+def test_make_runs_every_stage_then_a_second_make_does_nothing(checkout):
+    first = make(checkout)
+    assert ran(first) == ["prepare", "tokenizer", "encode", "train"]
+    assert (checkout / "checkpoints" / "default" / "checkpoint.safetensors").is_file()
+    assert (checkout / "data" / "shards" / "train.manifest.json").is_file()
+
+    second = make(checkout, "prepare", "tokenize", "train")
+    assert ran(second) == []
+    assert "'train' is up to date" in second
+    status = make(checkout, "status")
+    assert all(f"{stage}: up to date" in status for stage in ("prepare", "tokenizer", "encode", "train"))
+
+
+def test_retraining_story(checkout):
+    make(checkout)
+    old_fingerprint = fingerprint(checkout)
+
+    # Only a train setting changes: only train re-runs, and it resumes.
+    edit_config(checkout, "steps: 300", "steps: 350")
+    output = make(checkout)
+    assert ran(output) == ["train"]
+    assert "param train.steps changed 300 → 350" in output and "resuming from step 300" in output
+
+    # A raw file changes: every stage re-runs, the tokenizer's fingerprint changes,
+    # the old checkpoint is set aside, and it refuses the new tokenizer.
+    add_documents(checkout, "xylophone")
+    output = make(checkout)
+    assert ran(output) == ["prepare", "tokenizer", "encode", "train"]
+    new_fingerprint = fingerprint(checkout)
+    assert new_fingerprint != old_fingerprint
+    old_checkpoint = checkout / "checkpoints" / f"default-{old_fingerprint[:12]}" / "checkpoint.safetensors"
+    assert old_checkpoint.is_file()
+    check = lmprep(checkout, "check", str(old_checkpoint))
+    assert check.returncode == 1
+    assert old_fingerprint[:12] in check.stdout + check.stderr and new_fingerprint[:12] in check.stdout + check.stderr
+    sample = lmprep(checkout, "sample", "--prompt", "Q:", "--checkpoint", str(old_checkpoint))
+    assert sample.returncode == 2 and sample.stderr.startswith("error: ") and sample.stderr.count("\n") == 1
+
+    # Freeze the tokenizer, then change the data: the tokenizer stage stays put
+    # and training continues from the checkpoint (same fingerprint).
+    shutil.copy(checkout / "data" / "tokenizer" / "tokenizer.json", checkout / "frozen.json")
+    edit_config(checkout, "path: null", "path: frozen.json")
+    assert ran(make(checkout)) == ["tokenizer"]
+    add_documents(checkout, "walrus")
+    output = make(checkout)
+    assert ran(output) == ["prepare", "encode", "train"]
+    assert "continuing from step 350" in output
+    assert fingerprint(checkout) == new_fingerprint
