@@ -133,6 +133,9 @@ def test_matches_naive_reference(texts, kind, pattern, num_merges, min_frequency
     assert result.merges == merges
     assert result.alphabet == alphabet
     assert (result.stop_reason is None) == (len(merges) == num_merges)
+    with pytest.MonkeyPatch.context() as patch:  # every merge through the numpy path
+        patch.setattr(_train_pairs, "BULK_CHUNKS", 1)
+        assert train_merges(texts, workers=1, **options).merges == merges
 
 
 # --- parity with rustbpe on real text ----------------------------------------------------------
@@ -160,6 +163,9 @@ def test_byte_merges_identical_to_rustbpe():
     expected = [token for token, _rank in sorted(oracle.get_mergeable_ranks(), key=lambda item: item[1])]
     assert result.stop_reason is None
     assert token_bytes(result.merges) == expected
+    with pytest.MonkeyPatch.context() as patch:  # every merge through the numpy path
+        patch.setattr(_train_pairs, "BULK_CHUNKS", 1)
+        assert train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256).merges == result.merges
 
 
 # --- determinism -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ MASK = (1 << SHIFT) - 1
 SEPARATOR_ID = 0x10FFFF  # the last code point: joins chunks in bulk operations, never a token id
 SEPARATOR = chr(SEPARATOR_ID)
 _UTF8_SEPARATOR = SEPARATOR.encode("utf-8")
+BULK_CHUNKS = 1000
 
 
 def pack(left: int, right: int) -> int:
@@ -76,13 +77,69 @@ def _group_starts(sorted_values: np.ndarray) -> np.ndarray:
 
 
 def merge_chunks(
-    words: list[str], counts: Sequence[int], chunk_ids, code: int, new_id: int
+    words: list[str], counts: Sequence[int], weights: np.ndarray, chunk_ids, code: int, new_id: int
 ) -> tuple[dict[int, int], dict[int, list[int]]]:
     """Merge pair ``code`` into ``new_id`` in the listed chunks (in place in ``words``).
 
+    ``counts`` and ``weights`` both hold each chunk's count (a list for the loop, an array for numpy).
     Returns the count change of every neighbouring pair (summed per pair) and, for each pair born in
     this merge, the chunks that now contain it. The merged pair's own count drops to zero; it is not
     reported. Occurrences are replaced left to right without overlap (``"aaa"`` -> ``[N, a]``).
+    """
+    if len(chunk_ids) >= BULK_CHUNKS:
+        return _merge_bulk(words, weights, chunk_ids, code, new_id)
+    return _merge_each(words, counts, chunk_ids, code, new_id)
+
+
+def _merge_bulk(words: list[str], weights: np.ndarray, chunk_ids, code: int, new_id: int):
+    """``merge_chunks`` for a pair listed in many chunks: one ``str.replace`` and numpy over all of them.
+
+    The listed chunks are joined by the separator, merged in one call and split back; the neighbours of
+    every occurrence of ``new_id`` are then read from the UTF-32 code units, weighted and grouped with
+    numpy. Merges listing >= 1,000 chunks are 367 of the 32,512 merges of the 100 MB benchmark but held
+    half of the 2.1 M chunk visits.
+    """
+    left, right = unpack(code)
+    chunk_ids = np.asarray(chunk_ids)
+    merged = SEPARATOR.join(map(words.__getitem__, chunk_ids.tolist())).replace(chr(left) + chr(right), chr(new_id))
+    symbols = np.frombuffer(merged.encode("utf-32-le"), dtype=np.uint32)
+    owner = np.cumsum(symbols == SEPARATOR_ID)
+    at = np.flatnonzero(symbols == new_id)
+    _store_changed(words, merged.split(SEPARATOR), chunk_ids, np.unique(owner[at]))
+    before = at[at > 0] - 1
+    before = before[symbols[before] != SEPARATOR_ID]
+    after = at[at < len(symbols) - 1] + 1
+    after = after[(symbols[after] != SEPARATOR_ID) & (symbols[after] != new_id)]
+    sums = [_neighbour_sums(symbols[side], chunk_ids[owner[side]], weights) for side in (before, after)]
+    return _pair_deltas(left, right, new_id, sums[0][0], sums[1][0], sums[0][1], sums[1][1])
+
+
+def _store_changed(words: list[str], merged: list[str], chunk_ids: np.ndarray, changed: np.ndarray) -> None:
+    """Write back only the chunks that held the pair: 44% of listed chunks lost it to earlier merges."""
+    for position, index in zip(changed.tolist(), chunk_ids[changed].tolist()):
+        words[index] = merged[position]
+
+
+def _neighbour_sums(neighbours: np.ndarray, holders: np.ndarray, weights: np.ndarray):
+    """Per distinct neighbour symbol: the summed weight of its occurrences and the chunks holding it.
+
+    ``holders`` come in chunk-list order, so a stable sort keeps each chunk's occurrences together.
+    """
+    if not len(neighbours):
+        return {}, {}
+    order = np.argsort(neighbours, kind="stable")
+    neighbours, holders = neighbours[order], holders[order]
+    starts = _group_starts(neighbours)
+    totals = np.add.reduceat(weights[holders], starts)
+    fresh = np.r_[True, (neighbours[1:] != neighbours[:-1]) | (holders[1:] != holders[:-1])]
+    neighbours, holders = neighbours[fresh], holders[fresh]
+    starts = _group_starts(neighbours)
+    symbols = [chr(symbol) for symbol in neighbours[starts].tolist()]
+    return dict(zip(symbols, totals.tolist())), dict(zip(symbols, np.split(holders, starts[1:])))
+
+
+def _merge_each(words: list[str], counts: Sequence[int], chunk_ids, code: int, new_id: int):
+    """``merge_chunks`` chunk by chunk, for pairs listed in few chunks.
 
     Hot loop: per occurrence it only sums chunk counts per neighbouring symbol; pairs are built once
     per distinct neighbour afterwards (``_pair_deltas``).

@@ -131,10 +131,11 @@ class _Trainer:
     def __init__(self, words: list[str], counts: list[int], *, first_id: int, min_frequency: int, forbidden: int | None):
         self.words = words
         self.counts = counts
+        self.weights = np.asarray(counts, dtype=np.int64)
         self.first_id = first_id
         self.min_frequency = min_frequency
         self.forbidden = forbidden
-        self.pair_counts, self.where = pairs.initial_pairs(words, np.asarray(counts, dtype=np.int64), base=first_id)
+        self.pair_counts, self.where = pairs.initial_pairs(words, self.weights, base=first_id)
         self.heap = [(-count, code) for code, count in self.pair_counts.items() if self._eligible(code, count)]
         heapq.heapify(self.heap)
 
@@ -174,7 +175,7 @@ class _Trainer:
     def _merge(self, code: int, new_id: int) -> None:
         """Replace the pair by ``new_id`` in every chunk listed for it and update counts, index and heap."""
         chunk_ids = self.where.pop(code)
-        deltas, born_in = pairs.merge_chunks(self.words, self.counts, chunk_ids, code, new_id)
+        deltas, born_in = pairs.merge_chunks(self.words, self.counts, self.weights, chunk_ids, code, new_id)
         pair_counts, heap, where = self.pair_counts, self.heap, self.where
         for pair_code, delta in deltas.items():
             if delta > 0:  # a pair born in this merge: it had no count before
