@@ -60,6 +60,16 @@ def test_hf_decodes_byte_kind_like_us(hf_pairs):
     assert theirs.decode(ours.encode(text), skip_special_tokens=False) == text
 
 
+def test_transformers_fast_tokenizer_reads_the_file(byte_tokenizer, tmp_path):
+    from transformers import PreTrainedTokenizerFast
+
+    byte_tokenizer.save(tmp_path / "tokenizer.json")
+    fast = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
+    for text in MULTILINGUAL:
+        assert fast(text, add_special_tokens=False)["input_ids"] == byte_tokenizer.encode(text, allowed_special="all")
+    assert len(fast) == byte_tokenizer.vocab_size
+
+
 def test_save_load_round_trip_keeps_everything(trained_tokenizers, tmp_path):
     for tok in trained_tokenizers:
         tok.save(tmp_path / "t.json")
