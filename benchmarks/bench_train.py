@@ -2,7 +2,8 @@
 
 Each trainer runs in a fresh subprocess on the same corpus (built by ``build_corpus.py``), the same
 GPT-4 split pattern, the same vocabulary size and the same number of threads/processes. The figures:
-wall time of training alone (reading the corpus file is excluded for everyone), peak RSS of the main
+wall time of training alone (reading the corpus file is excluded for everyone), CPU time of the
+process and its workers (steadier than wall time on a busy machine), peak RSS of the main
 process, and peak RSS of the largest worker process (lmprep counts chunks in worker processes; the
 Rust trainers use threads, so their figure is in the main process). lmprep's merges are checked to be
 identical to rustbpe's.
@@ -75,16 +76,23 @@ def run_one(name: str, vocab_size: int, threads: int) -> None:
     """Child mode: train once, print one JSON line of figures, save the vocabulary for the parity check."""
     texts = load_texts(CORPUS)
     train = {"lmprep": train_lmprep, "rustbpe": train_rustbpe, "hf": train_hf}[name]
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), cpu_seconds()
     vocab = train(texts, vocab_size, threads)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, cpu_seconds() - start_cpu
     if vocab:
         (DATA / f"vocab-{name}.json").write_text(json.dumps([token.hex() for token in vocab]))
     print(json.dumps({
         "wall": wall,
+        "cpu": cpu,
         "rss_main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }))
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all its threads) and of its finished worker processes."""
+    usages = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
 def measure(name: str, vocab_size: int, threads: int) -> dict:
@@ -96,13 +104,15 @@ def measure(name: str, vocab_size: int, threads: int) -> dict:
 
 def report(figures: dict[str, list[dict]]) -> None:
     base = min(run["wall"] for run in figures["rustbpe"])
-    print(f"{'trainer':<10} {'wall s (each run)':<22} {'vs rustbpe':>10} {'RSS main MB':>12} {'RSS worker MB':>14}")
+    print(f"{'trainer':<10} {'wall s (each run)':<22} {'vs rustbpe':>10} {'CPU s (each run)':<18} "
+          f"{'RSS main MB':>12} {'RSS worker MB':>14}")
     for name, runs in figures.items():
         walls = " ".join(f"{run['wall']:.1f}" for run in runs)
         best = min(run["wall"] for run in runs)
+        cpus = " ".join(f"{run['cpu']:.1f}" for run in runs)
         main_rss = max(run["rss_main_mb"] for run in runs)
         worker_rss = max(run["rss_worker_mb"] for run in runs)
-        print(f"{name:<10} {walls:<22} {best / base:>9.2f}x {main_rss:>12.0f} {worker_rss:>14.0f}")
+        print(f"{name:<10} {walls:<22} {best / base:>9.2f}x {cpus:<18} {main_rss:>12.0f} {worker_rss:>14.0f}")
 
 
 def check_parity() -> None:
