@@ -11,13 +11,12 @@ import functools
 import os
 from concurrent.futures import ProcessPoolExecutor
 
-import click
-
 from pipeline import documents, encoding
 from pipeline.config import Config
 from pipeline.errors import ConfigError
 from pipeline.runner import Stage
 from pipeline.tokenizer import Tokenizer
+from stages.console import say, show_progress
 
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
@@ -27,7 +26,7 @@ def build(config: Config) -> Stage:
                  outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config))
 
 
-def run(config: Config, *, progress: bool = True) -> None:
+def run(config: Config) -> None:
     settings, tokenizer_path = config.encode, config.tokenizer.output
     tokenizer = Tokenizer.load(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
@@ -39,11 +38,11 @@ def run(config: Config, *, progress: bool = True) -> None:
         manifests = encoding.encode_corpus(
             config.prepare.output_dir, settings.output_dir, splits=splits, tokenizer_path=tokenizer_path,
             executor=executor, shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
-            max_in_flight=2 * workers + 2, progress=progress,
+            max_in_flight=2 * workers + 2, progress=show_progress(),
         )
     for manifest in manifests:
-        click.echo(f"encode: {manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
-                   f"in {len(manifest.shards)} shards → {settings.output_dir}", err=True)
+        say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
+                   f"in {len(manifest.shards)} shards → {settings.output_dir}")
 
 
 def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) -> int | None:

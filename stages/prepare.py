@@ -7,7 +7,6 @@ editing a raw file makes it stale, as does any key under ``data`` or ``prepare``
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Sequence
 
 import click
@@ -16,6 +15,7 @@ from pipeline.config import Config
 from pipeline.prepare import prepare_corpus
 from pipeline.runner import Stage
 from pipeline.sources import SourceFile, expand_sources
+from stages.console import show_progress
 
 
 def build(config: Config) -> Stage:
@@ -30,5 +30,5 @@ def build(config: Config) -> Stage:
 
 
 def run(config: Config, files: Sequence[SourceFile]) -> None:
-    stats = prepare_corpus(files, config.prepare, config.prepare.output_dir, progress=sys.stderr.isatty())
+    stats = prepare_corpus(files, config.prepare, config.prepare.output_dir, progress=show_progress())
     click.echo(stats.summary())

@@ -12,13 +12,12 @@ from __future__ import annotations
 import functools
 import os
 
-import click
-
 from pipeline import atomic, documents
 from pipeline.config import Config
 from pipeline.errors import ConfigError
 from pipeline.runner import Stage
 from pipeline.tokenizer import Tokenizer
+from stages.console import say, show_progress
 
 TRAINING_KEYS = ("kind", "vocab_size", "pattern", "merge_newlines", "min_frequency", "special_tokens")
 
@@ -41,17 +40,17 @@ def training_file(config: Config) -> os.PathLike[str]:
     return documents.prepared_path(config.prepare.output_dir, "train")
 
 
-def train(config: Config, *, progress: bool = True) -> None:
+def train(config: Config) -> None:
     settings = config.tokenizer
     tokenizer = Tokenizer.train(
         documents.iter_documents(training_file(config)),
         vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
         special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
-        merge_newlines=settings.merge_newlines, workers=settings.workers, progress=progress,
+        merge_newlines=settings.merge_newlines, workers=settings.workers, progress=show_progress(),
     )
     tokenizer.save(settings.output)
     stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""
-    _say(f"trained vocab {tokenizer.vocab_size}{stopped}, fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
+    say("tokenizer", f"trained vocab {tokenizer.vocab_size}{stopped}, fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
 
 
 def reuse(config: Config) -> None:
@@ -65,8 +64,4 @@ def reuse(config: Config) -> None:
     tokenizer = Tokenizer.load(source)
     with open(source, "rb") as handle:
         atomic.write_bytes(output, handle.read())
-    _say(f"reusing {source} (vocab {tokenizer.vocab_size}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
-
-
-def _say(message: str) -> None:
-    click.echo(f"tokenizer: {message}", err=True)
+    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import functools
 
-import click
-
 from pipeline.config import Config
 from pipeline.runner import Stage
 from pipeline.shards import ShardSet, manifest_path
 from pipeline.tokenizer import Tokenizer
+from stages.console import say, show_progress
 
 
 def build(config: Config) -> Stage:
@@ -31,7 +30,7 @@ def tokenizer_path(config: Config) -> str:
     return config.tokenizer.output
 
 
-def run(config: Config, *, progress: bool = True) -> None:
+def run(config: Config) -> None:
     from pipeline import training
 
     tokenizer = Tokenizer.load(tokenizer_path(config))
@@ -40,15 +39,12 @@ def run(config: Config, *, progress: bool = True) -> None:
     val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if manifest_path(shard_dir, "val").exists() else None
     summary = training.train_checkpoint_dir(
         config.train, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
-        progress=progress, notify=_say,
+        progress=show_progress(), notify=functools.partial(say, "train"),
     )
     if summary.step > summary.start_step:
-        _say(
+        say(
+            "train",
             f"trained steps {summary.start_step}→{summary.step}: train loss {summary.train_loss:.4f}"
             + (f", val loss {summary.val_loss:.4f}" if summary.val_loss is not None else "")
             + f", {summary.tokens_per_second:,.0f} tokens/s → {summary.checkpoint}"
         )
-
-
-def _say(message: str) -> None:
-    click.echo(f"train: {message}", err=True)

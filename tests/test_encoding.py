@@ -187,4 +187,4 @@ def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, toke
     Path(config.tokenizer.output).parent.mkdir()
     Path(config.tokenizer.output).write_bytes(tokenizer_path.read_bytes())
     with pytest.raises(ConfigError, match=re.escape("encode.eos_token '<|eot|>' is not a special token")):
-        encode_stage.run(config, progress=False)
+        encode_stage.run(config)
