@@ -38,6 +38,10 @@ from pipeline.tokenizer import _train_pairs as pairs
 from pipeline.tokenizer._train_count import count_chunks
 
 KINDS = ("byte", "char")
+# Heap entries are one int, ``-count << KEY_SHIFT | pair_code``: ascending order is highest count, then
+# smallest pair, and int comparisons make heap operations cheaper than on (count, pair) tuples.
+KEY_SHIFT = 2 * pairs.SHIFT
+CODE_MASK = (1 << KEY_SHIFT) - 1
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ class _Trainer:
         self.min_frequency = min_frequency
         self.forbidden = forbidden
         self.pair_counts, self.where = pairs.initial_pairs(words, self.weights, base=first_id)
-        self.heap = [(-count, code) for code, count in self.pair_counts.items() if self._eligible(code, count)]
+        self.heap = [-count << KEY_SHIFT | code for code, count in self.pair_counts.items() if self._eligible(code, count)]
         heapq.heapify(self.heap)
 
     def run(self, num_merges: int, *, progress: bool) -> tuple[list[tuple[int, int]], str | None]:
@@ -164,24 +168,26 @@ class _Trainer:
         """The pair with the highest current count (smallest pair on ties), refreshing stale entries."""
         heap, pair_counts = self.heap, self.pair_counts
         while heap:
-            negative_count, code = heapq.heappop(heap)
+            key = heapq.heappop(heap)
+            code = key & CODE_MASK
             current = pair_counts.get(code, 0)
-            if current == -negative_count:
+            if current == -(key >> KEY_SHIFT):
                 return code
             if current >= self.min_frequency:
-                heapq.heappush(heap, (-current, code))
+                heapq.heappush(heap, -current << KEY_SHIFT | code)
         return None
 
     def _merge(self, code: int, new_id: int) -> None:
         """Replace the pair by ``new_id`` in every chunk listed for it and update counts, index and heap."""
         chunk_ids = self.where.pop(code)
         deltas, born_in = pairs.merge_chunks(self.words, self.counts, self.weights, chunk_ids, code, new_id)
-        pair_counts, heap, where = self.pair_counts, self.heap, self.where
+        pair_counts, heap, where, min_frequency = self.pair_counts, self.heap, self.where, self.min_frequency
+        anything_allowed = self.forbidden is None
         for pair_code, delta in deltas.items():
             if delta > 0:  # a pair born in this merge: it had no count before
                 pair_counts[pair_code] = delta
-                if delta >= self.min_frequency and self._allowed(pair_code):
-                    heapq.heappush(heap, (-delta, pair_code))
+                if delta >= min_frequency and (anything_allowed or self._allowed(pair_code)):
+                    heapq.heappush(heap, -delta << KEY_SHIFT | pair_code)
                     where[pair_code] = born_in[pair_code]
             elif delta:
                 pair_counts[pair_code] += delta
