@@ -78,13 +78,13 @@ def _group_starts(sorted_values: np.ndarray) -> np.ndarray:
 
 def merge_chunks(
     words: list[str], counts: Sequence[int], weights: np.ndarray, chunk_ids, code: int, new_id: int
-) -> tuple[dict[int, int], dict[int, list[int]]]:
+) -> tuple[dict[int, int], dict[int, int], dict[int, list[int]]]:
     """Merge pair ``code`` into ``new_id`` in the listed chunks (in place in ``words``).
 
     ``counts`` and ``weights`` both hold each chunk's count (a list for the loop, an array for numpy).
-    Returns the count change of every neighbouring pair (summed per pair) and, for each pair born in
-    this merge, the chunks that now contain it. The merged pair's own count drops to zero; it is not
-    reported. Occurrences are replaced left to right without overlap (``"aaa"`` -> ``[N, a]``).
+    Returns the counts of the pairs born in this merge, the count drop of every old neighbouring pair
+    (summed per pair), and the chunks that hold each born pair. The merged pair's own count drops to
+    zero; it is not reported (it may appear among the drops when runs repeat). Occurrences are replaced left to right without overlap (``"aaa"`` -> ``[N, a]``).
     """
     if len(chunk_ids) >= BULK_CHUNKS:
         return _merge_bulk(words, weights, chunk_ids, code, new_id)
@@ -185,26 +185,28 @@ def _merge_each(words: list[str], counts: Sequence[int], chunk_ids, code: int, n
 
 
 def _pair_deltas(left, right, new_id, before, after, before_in, after_in):
-    """Turn neighbour sums into pair-count changes.
+    """Turn neighbour sums into the counts of born pairs, the count drops of old ones, and born pairs' chunks.
 
     Left of an occurrence, pair (x, left) becomes (x, new) -- where x is the new symbol itself when two
     merges touch, the old pair was (right, left). Right of it, (right, y) becomes (new, y); when y is
-    the next occurrence, that pair is counted as the next occurrence's left side.
+    the next occurrence, that pair is counted as the next occurrence's left side. Born pairs hold
+    ``new_id`` and old ones do not, so the two dicts never share a key.
     """
-    deltas: dict[int, int] = {}
+    born: dict[int, int] = {}
+    dropped: dict[int, int] = {}
     born_in: dict[int, list[int]] = {}
     for x, total in before.items():
         x_id = ord(x)
-        born = x_id << SHIFT | new_id
-        deltas[born] = total
-        born_in[born] = before_in[x]
-        removed = (right if x_id == new_id else x_id) << SHIFT | left
-        deltas[removed] = deltas.get(removed, 0) - total
+        code = x_id << SHIFT | new_id
+        born[code] = total
+        born_in[code] = before_in[x]
+        old = (right if x_id == new_id else x_id) << SHIFT | left
+        dropped[old] = dropped.get(old, 0) + total
     for y, total in after.items():
         y_id = ord(y)
-        born = new_id << SHIFT | y_id
-        deltas[born] = deltas.get(born, 0) + total
-        born_in[born] = after_in[y]
-        removed = right << SHIFT | y_id
-        deltas[removed] = deltas.get(removed, 0) - total
-    return deltas, born_in
+        code = new_id << SHIFT | y_id  # y is never new_id, so no pair of the loop above
+        born[code] = total
+        born_in[code] = after_in[y]
+        old = right << SHIFT | y_id
+        dropped[old] = dropped.get(old, 0) + total
+    return born, dropped, born_in

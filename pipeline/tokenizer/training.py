@@ -180,18 +180,22 @@ class _Trainer:
     def _merge(self, code: int, new_id: int) -> None:
         """Replace the pair by ``new_id`` in every chunk listed for it and update counts, index and heap."""
         chunk_ids = self.where.pop(code)
-        deltas, born_in = pairs.merge_chunks(self.words, self.counts, self.weights, chunk_ids, code, new_id)
-        pair_counts, heap, where, min_frequency = self.pair_counts, self.heap, self.where, self.min_frequency
+        born, dropped, born_in = pairs.merge_chunks(self.words, self.counts, self.weights, chunk_ids, code, new_id)
+        pair_counts = self.pair_counts
+        for pair_code, drop in dropped.items():
+            pair_counts[pair_code] -= drop
+        del pair_counts[code]  # every occurrence is merged
+        pair_counts.update(born)  # born pairs had no count before
+        self._index_born(born, born_in)
+
+    def _index_born(self, born: dict[int, int], born_in: dict[int, list[int]]) -> None:
+        """Push the born pairs that may be merged onto the heap and keep their chunk lists."""
+        heap, where, min_frequency = self.heap, self.where, self.min_frequency
         anything_allowed = self.forbidden is None
-        for pair_code, delta in deltas.items():
-            if delta > 0:  # a pair born in this merge: it had no count before
-                pair_counts[pair_code] = delta
-                if delta >= min_frequency and (anything_allowed or self._allowed(pair_code)):
-                    heapq.heappush(heap, -delta << KEY_SHIFT | pair_code)
-                    where[pair_code] = born_in[pair_code]
-            elif delta:
-                pair_counts[pair_code] += delta
-        del pair_counts[code]  # every occurrence is merged (deltas may mention it when runs repeat)
+        for pair_code, count in born.items():
+            if count >= min_frequency and (anything_allowed or self._allowed(pair_code)):
+                heapq.heappush(heap, -count << KEY_SHIFT | pair_code)
+                where[pair_code] = born_in[pair_code]
 
 
 def _merge_bar(total: int):
