@@ -84,7 +84,8 @@ def merge_chunks(
     ``counts`` and ``weights`` both hold each chunk's count (a list for the loop, an array for numpy).
     Returns the counts of the pairs born in this merge, the count drop of every old neighbouring pair
     (summed per pair), and the chunks that hold each born pair. The merged pair's own count drops to
-    zero; it is not reported (it may appear among the drops when runs repeat). Occurrences are replaced left to right without overlap (``"aaa"`` -> ``[N, a]``).
+    zero; it is not reported (it may appear among the drops when runs repeat). Occurrences are replaced
+    left to right without overlap (``"aaa"`` -> ``[N, a]``).
     """
     if len(chunk_ids) >= BULK_CHUNKS:
         return _merge_bulk(words, weights, chunk_ids, code, new_id)
@@ -101,7 +102,8 @@ def _merge_bulk(words: list[str], weights: np.ndarray, chunk_ids, code: int, new
     """
     left, right = unpack(code)
     chunk_ids = np.asarray(chunk_ids)
-    merged = SEPARATOR.join(map(words.__getitem__, chunk_ids.tolist())).replace(chr(left) + chr(right), chr(new_id))
+    joined = SEPARATOR.join(map(words.__getitem__, chunk_ids.tolist()))
+    merged = joined.replace(chr(left) + chr(right), chr(new_id))
     symbols = np.frombuffer(merged.encode("utf-32-le"), dtype=np.uint32)
     owner = np.cumsum(symbols == SEPARATOR_ID)
     at = np.flatnonzero(symbols == new_id)
@@ -110,8 +112,9 @@ def _merge_bulk(words: list[str], weights: np.ndarray, chunk_ids, code: int, new
     before = before[symbols[before] != SEPARATOR_ID]
     after = at[at < len(symbols) - 1] + 1
     after = after[(symbols[after] != SEPARATOR_ID) & (symbols[after] != new_id)]
-    sums = [_neighbour_sums(symbols[side], chunk_ids[owner[side]], weights) for side in (before, after)]
-    return _pair_deltas(left, right, new_id, sums[0][0], sums[1][0], sums[0][1], sums[1][1])
+    before_sums, before_in = _neighbour_sums(symbols[before], chunk_ids[owner[before]], weights)
+    after_sums, after_in = _neighbour_sums(symbols[after], chunk_ids[owner[after]], weights)
+    return _pair_deltas(left, right, new_id, before_sums, after_sums, before_in, after_in)
 
 
 def _store_changed(words: list[str], merged: list[str], chunk_ids: np.ndarray, changed: np.ndarray) -> None:

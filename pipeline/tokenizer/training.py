@@ -21,7 +21,8 @@ Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once
    creates pairs (all of them contain the new id), so an old pair's count never grows and the pair ->
    chunks index never needs more than the chunks listed when the pair was born.
 4. A merge visits only the chunks listed for its pair and updates counts around each merged
-   occurrence, summed per distinct neighbouring pair.
+   occurrence, summed per distinct neighbouring pair; a pair listed in many chunks is merged in all
+   of them with one ``str.replace`` and numpy (``_train_pairs.merge_chunks``).
 """
 
 from __future__ import annotations
@@ -140,7 +141,9 @@ class _Trainer:
         self.min_frequency = min_frequency
         self.forbidden = forbidden
         self.pair_counts, self.where = pairs.initial_pairs(words, self.weights, base=first_id)
-        self.heap = [-count << KEY_SHIFT | code for code, count in self.pair_counts.items() if self._eligible(code, count)]
+        self.heap = [
+            -count << KEY_SHIFT | code for code, count in self.pair_counts.items() if self._eligible(code, count)
+        ]
         heapq.heapify(self.heap)
 
     def run(self, num_merges: int, *, progress: bool) -> tuple[list[tuple[int, int]], str | None]:
