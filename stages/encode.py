@@ -28,7 +28,7 @@ def build(config: Config) -> Stage:
 
 def run(config: Config) -> None:
     settings, tokenizer_path = config.encode, config.tokenizer.output
-    tokenizer = Tokenizer.load(tokenizer_path)
+    tokenizer = encoding.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
     splits = [split for split in encoding.SPLITS

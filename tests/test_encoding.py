@@ -188,3 +188,13 @@ def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, toke
     Path(config.tokenizer.output).write_bytes(tokenizer_path.read_bytes())
     with pytest.raises(ConfigError, match=re.escape("encode.eos_token '<|eot|>' is not a special token")):
         encode_stage.run(config)
+
+
+def test_share_tokenizer_reuses_an_unchanged_file_and_reloads_a_replaced_one(tmp_path):
+    path = str(tmp_path / "tokenizer.json")
+    Tokenizer.from_merges(kind="byte", pattern="", merges=[(97, 98)], special_tokens=["<s>"]).save(path)
+    first = encoding.share_tokenizer(path)
+    assert encoding.share_tokenizer(path) is first
+    Tokenizer.from_merges(kind="byte", pattern="", merges=[(98, 97)], special_tokens=["<s>"]).save(path)
+    replaced = encoding.share_tokenizer(path)
+    assert replaced.merges == [(98, 97)] and replaced.fingerprint != first.fingerprint
