@@ -287,11 +287,13 @@ def _decode_vocab(vocab: dict[str, int], *, kind: str, unk_token: Any) -> tuple[
         return {i: (UNKNOWN_TEXT if i == unk_id else name).encode("utf-8") for name, i in vocab.items()}, unk_id
     _require(unk_token is None, f"byte-level model must not have an unk_token (has {unk_token!r})")
     table = unicode_to_byte()
-    tokens = {}
-    for name, token_id in vocab.items():
-        bad = next((c for c in name if c not in table), None)
-        _require(bad is None, f"vocab token {name!r} (ID {token_id}) has {bad!r}, which is not a ByteLevel character")
-        tokens[token_id] = bytes(table[c] for c in name)
+    try:  # a C-level map per token (load of 32k IDs: 0.17-0.21 s -> 0.15 s); the except only names the culprit
+        tokens = {token_id: bytes(map(table.__getitem__, name)) for name, token_id in vocab.items()}
+    except KeyError:
+        name, bad = next((name, c) for name in vocab for c in name if c not in table)
+        raise TokenizerFormatError(
+            f"vocab token {name!r} (ID {vocab[name]}) has {bad!r}, which is not a ByteLevel character"
+        ) from None
     singles = {data for data in tokens.values() if len(data) == 1}
     _require(len(singles) == 256, f"byte-level vocab has {len(singles)} of the 256 single bytes; it cannot "
                                   "encode every text")
