@@ -5,7 +5,7 @@ shards) for a small byte-level tokenizer, then runs the real training loop
 (``pipeline.training.train``, validation off) for a few model shapes on the CPU
 and prints throughput and the data-loading share, whose target is < 10 %.
 
-    python benchmarks/bench_train_loop.py [--tokens 4000000] [--steps 200] [--threads N]
+    python benchmarks/bench_train_loop.py [--tokens 4000000] [--steps 200]
 """
 
 from __future__ import annotations
@@ -73,17 +73,14 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=4_000_000)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--vocab-size", type=int, default=2048)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     tokenizer = build_tokenizer(args.vocab_size)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         train_set = build_shards(work / "shards", tokenizer, args.tokens)
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, vocab {tokenizer.vocab_size}, "
+        print(f"torch {torch.__version__}, 1 thread (the training loop pins it), vocab {tokenizer.vocab_size}, "
               f"{train_set.num_tokens:,} tokens in {len(train_set.shards)} shards, {args.steps} steps")
         print(f"{'dim':>5} {'context':>7} {'batch':>5} {'tokens/s':>12} {'ms/step':>8} {'data share':>10} {'loss':>7}")
         bench_shape(train_set, tokenizer, SHAPES[0], 20, work)  # warm up torch's kernels and allocator

@@ -7,6 +7,19 @@ from dataclasses import dataclass, field
 import pytest
 
 
+def replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """Reference BPE step: replace every non-overlapping occurrence of ``pair``, left to right."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
 # --- model and checkpoint tests: a minimal stand-in for the tokenizer the guard reads
 
 

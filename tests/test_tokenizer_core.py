@@ -11,6 +11,7 @@ from pipeline.errors import TokenizerError
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encode import merge_long, merge_short
+from conftest import replace_pair
 
 SPECIAL = "<|endoftext|>"
 
@@ -25,21 +26,9 @@ def replay_merges(tokenizer: Tokenizer, text: str) -> list[int]:
             table = {c: i for i, c in enumerate(tokenizer.alphabet, start=1)}
             chunk_ids = [table.get(c, 0) for c in chunk]
         for rank, pair in enumerate(tokenizer.merges):
-            chunk_ids = _merge_everywhere(chunk_ids, pair, tokenizer._merge_results[rank])
+            chunk_ids = replace_pair(chunk_ids, pair, tokenizer._merge_results[rank])
         ids += chunk_ids
     return ids
-
-
-def _merge_everywhere(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
 
 
 # ---- goldens from the seeds -----------------------------------------------------------------

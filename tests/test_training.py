@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer import _train_count, _train_pairs
 from pipeline.tokenizer.training import train_merges
+from conftest import replace_pair
 
 GPT4_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
@@ -43,18 +44,6 @@ def replay(ids: list[int], merges: list[tuple[int, int]], first_id: int) -> list
     for offset, pair in enumerate(merges):
         ids = replace_pair(ids, pair, first_id + offset)
     return ids
-
-
-def replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
 
 
 def reference_merges(texts, *, kind, pattern, num_merges, min_frequency=2, merge_newlines=True):

@@ -43,7 +43,8 @@ class Tokenizer:
     ):
         """``tokens`` maps every non-special ID to its bytes (the char kind's ``unk_id`` to U+FFFD)."""
         _check_kind(kind)
-        patterns.compile_checked(pattern) if pattern else None
+        if pattern:
+            patterns.compile_checked(pattern)
         self.kind = kind
         self.pattern = pattern
         self.merge_newlines = merge_newlines
