@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import types
 import typing
@@ -24,6 +25,7 @@ import yaml
 from pipeline.errors import ConfigError
 
 BYTE_ALPHABET = 256
+MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
 
 
 def _bounded(default: Any, *, low: float | None = None, high: float | None = None,
@@ -56,7 +58,7 @@ class PrepareConfig:
     max_chars: int | None = _bounded(None, low=1)
     on_decode_error: Literal["error", "replace", "skip"] = "error"
     val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
-    seed: int = 0
+    seed: int = _bounded(0, low=0, high=MAX_SEED)
     output_dir: str = "data/prepared"
 
 
@@ -93,7 +95,7 @@ class TrainConfig:
     weight_decay: float = _bounded(0.0, low=0.0)
     eval_every: int = _bounded(100, low=1)
     eval_batches: int = _bounded(8, low=1)
-    seed: int = 1337
+    seed: int = _bounded(1337, low=0, high=MAX_SEED)
     output_dir: str = "checkpoints/default"
 
 
@@ -148,6 +150,8 @@ def _read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
         text = open(path, encoding="utf-8").read()
     except FileNotFoundError:
         raise ConfigError(f"config file {os.fspath(path)} not found; pass --config PATH") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {os.fspath(path)} cannot be read as UTF-8 text ({exc})") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -274,6 +278,8 @@ def _convert_choice(choices: tuple, value: Any, key: str, origin: str) -> Any:
 
 def _convert_scalar(scalar: type, value: Any, key: str, origin: str, wanted: str) -> Any:
     if scalar is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ConfigError(f"{origin}: {key} must be {wanted}, got {value!r}")
         return float(value)
     if isinstance(value, scalar) and not (scalar is int and isinstance(value, bool)):
         return value

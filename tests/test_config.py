@@ -98,6 +98,10 @@ def test_overrides_parse_yaml_scalars(tmp_path):
         ("train: 3\n", (), "train must be a mapping, got an integer 3"),
         ("- a\n", (), "the top level must be a mapping"),
         ("train: [\n", (), "not valid YAML"),
+        ("", ("train.lr=.nan",), "train.lr must be a number >= 0.0, got nan"),
+        ("", ("train.weight_decay=.inf",), "train.weight_decay must be a number >= 0.0, got inf"),
+        ("", ("train.seed=100000000000000000000000000",), "train.seed must be an integer >= 0 and <= 9223372036854775807"),
+        ("", ("prepare.seed=-1",), "prepare.seed must be an integer >= 0"),
     ],
 )
 def test_errors_name_key_value_and_allowed(tmp_path, text, overrides, expected):
@@ -107,6 +111,14 @@ def test_errors_name_key_value_and_allowed(tmp_path, text, overrides, expected):
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_unreadable_file_is_a_config_error(tmp_path):
+    (tmp_path / "latin1.yaml").write_bytes(b"train: {steps: 3}  # caf\xe9\n")
+    with pytest.raises(ConfigError, match="latin1.yaml cannot be read as UTF-8"):
+        load_config(tmp_path / "latin1.yaml")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_config(tmp_path)
 
 
 def test_char_tokenizer_allows_small_vocab(tmp_path):
