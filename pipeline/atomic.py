@@ -32,6 +32,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}{_TMP_MARK}", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
+    _apply_umask(tmp, 0o666)
     try:
         yield tmp
         _fsync_file(tmp)
@@ -76,6 +77,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     recover_dir(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{_TMP_MARK}", dir=target.parent))
+    _apply_umask(staging, 0o777)
     try:
         yield staging
         backup = _backup_of(target)
@@ -109,6 +111,17 @@ def remove_stale_temporaries(directory: str | os.PathLike[str]) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
+
+
+def _apply_umask(path: Path, mode: int) -> None:
+    """Give a temporary the mode a plain ``open``/``mkdir`` would have.
+
+    ``mkstemp``/``mkdtemp`` create private (0600/0700) entries, and the rename
+    would carry that onto the output, hiding artefacts from the rest of a team.
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(mode & ~umask)
 
 
 def _backup_of(target: Path) -> Path:
