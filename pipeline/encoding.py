@@ -16,12 +16,10 @@ later, a thread pool in tests.
 from __future__ import annotations
 
 import os
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,14 +27,12 @@ from tqdm import tqdm
 
 from pipeline import atomic, documents, hashing
 from pipeline.errors import TokenizerError, TokenizerMismatchError
+from pipeline.parallel import ordered_map
 from pipeline.shards import Manifest, ShardStamp, ShardWriter, ids_dtype
 from pipeline.tokenizer import Tokenizer
 
 TASK_BYTES = 1 << 20
 SPLITS = ("train", "val")
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -158,26 +154,6 @@ def _task_bounds(offsets: np.ndarray, task_bytes: int) -> Iterator[tuple[int, in
         end = min(max(end, start + 1), count)
         yield start, end
         start = end
-
-
-def ordered_map(executor: Executor, function: Callable[[_T], _R], items: Iterable[_T], *,
-                max_in_flight: int) -> Iterator[_R]:
-    """Like ``executor.map`` (results in input order) but with at most ``max_in_flight`` submitted items.
-
-    ``Executor.map`` submits every item up front, which would hold the whole
-    corpus in memory.
-    """
-    pending: deque[Future[_R]] = deque()
-    try:
-        for item in items:
-            pending.append(executor.submit(function, item))
-            if len(pending) >= max_in_flight:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        for future in pending:
-            future.cancel()
 
 
 def encode_split(source: str | os.PathLike[str], directory: str | os.PathLike[str], split: str, *,

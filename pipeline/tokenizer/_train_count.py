@@ -15,11 +15,12 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 
 import regex
 
+from pipeline.parallel import ordered_map
 from pipeline.tokenizer.patterns import ASCII_TWINS, GPT4
 
 BLOCK_CHARS = 4_000_000
@@ -46,7 +47,7 @@ def count_chunks(
     if processes == 1:
         return _fold(map(count_block, blocks))
     with ProcessPoolExecutor(processes) as pool:
-        return _fold(_map_bounded(pool, count_block, blocks, depth=2 * processes))
+        return _fold(ordered_map(pool, count_block, blocks, max_in_flight=2 * processes))
 
 
 def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
@@ -142,17 +143,6 @@ def _blocks(texts: Iterable[str], *, progress: bool) -> Iterator[list[str]]:
         yield block
         bar.update(size / 1e6)
     bar.close()
-
-
-def _map_bounded(pool: ProcessPoolExecutor, func, items: Iterator, *, depth: int) -> Iterator:
-    """``pool.map`` in input order that keeps at most ``depth`` items in flight (bounded memory)."""
-    pending: list[Future] = []
-    for item in items:
-        pending.append(pool.submit(func, item))
-        if len(pending) >= depth:
-            yield pending.pop(0).result()
-    for future in pending:
-        yield future.result()
 
 
 def _progress_bar(enabled: bool):
