@@ -22,7 +22,8 @@ PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode
 
 
 def build(config: Config) -> Stage:
-    return Stage(name="encode", deps=(config.prepare.output_dir, config.tokenizer.output),
+    prepared = tuple(str(documents.prepared_path(config.prepare.output_dir, split)) for split in encoding.SPLITS)
+    return Stage(name="encode", deps=(*prepared, config.tokenizer.output),
                  outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config))
 
 
@@ -31,12 +32,10 @@ def run(config: Config) -> None:
     tokenizer = encoding.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
-    splits = [split for split in encoding.SPLITS
-              if split == "train" or documents.prepared_path(config.prepare.output_dir, split).exists()]
     workers = settings.workers or os.cpu_count() or 1
     with ProcessPoolExecutor(workers) as executor:
         manifests = encoding.encode_corpus(
-            config.prepare.output_dir, settings.output_dir, splits=splits, tokenizer_path=tokenizer_path,
+            config.prepare.output_dir, settings.output_dir, tokenizer_path=tokenizer_path,
             executor=executor, shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
             max_in_flight=2 * workers + 2, progress=show_progress(),
         )

@@ -99,3 +99,12 @@ def test_clean_keeps_raw_data_and_checkpoints_unless_asked(project):
     assert (project / "raw" / "a.txt").exists() and (project / "out" / "ckpt").exists()
     assert not (project / "out" / "shards").exists()
     assert "removed out/ckpt" in lmprep("clean", "--checkpoints").output
+
+
+def test_a_duplicate_document_reruns_only_prepare(project):
+    assert lmprep("run").exit_code == 0
+    with open(project / "raw" / "a.txt", "a", encoding="utf-8") as raw:
+        raw.write("\n\nQ: what is 3?\nA: it is 3.")  # an exact duplicate: only the stats change
+    result = lmprep("run")
+    assert "running 'prepare'" in result.output and "dropped: 1 duplicate" in result.output
+    assert all(f"'{stage}' is up to date" in result.output for stage in ("tokenizer", "encode", "train"))

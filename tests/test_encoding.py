@@ -161,7 +161,8 @@ def test_stages_train_a_tokenizer_then_encode(tmp_path, prepared):
     assert "tokenizer.workers" not in tokenizer_stage.params and "tokenizer.vocab_size" in tokenizer_stage.params
     tokenizer_stage.run()
     stage = encode_stage.build(config)
-    assert stage.deps == (str(prepared), config.tokenizer.output) and stage.outs == (str(tmp_path / "shards"),)
+    assert stage.deps == (str(prepared / "train.arrow"), str(prepared / "val.arrow"), config.tokenizer.output)
+    assert stage.outs == (str(tmp_path / "shards"),)
     assert "encode.workers" not in stage.params
     stage.run()
     tokenizer = Tokenizer.load(config.tokenizer.output)
