@@ -54,21 +54,27 @@ def initial_pairs(words: Sequence[str], counts: np.ndarray, *, base: int) -> tup
     local = ids[:-1][inside].astype(np.int64) * base + ids[1:][inside]
     if not len(local):
         return {}, {}
-    order = np.argsort(local.astype(np.uint16) if base <= 256 else local, kind="stable")
-    local, owner = local[order], owner[order]
-    starts = _group_starts(local)
-    totals = np.add.reduceat(counts[owner], starts)
-    fresh = np.r_[True, (local[1:] != local[:-1]) | (owner[1:] != owner[:-1])]
-    local, owner = local[fresh], owner[fresh]
-    starts = _group_starts(local)
-    ends = np.r_[starts[1:], len(local)]
+    # values < 65536 sort the same as uint16, which argsort handles several times faster
+    keys, totals, holders = _grouped(local, owner, counts, sort_keys=local.astype(np.uint16) if base <= 256 else None)
     pair_counts: dict[int, int] = {}
     where: dict[int, np.ndarray] = {}
-    for start, end, value, total in zip(starts.tolist(), ends.tolist(), local[starts].tolist(), totals.tolist()):
+    for value, total, chunks in zip(keys.tolist(), totals.tolist(), holders):
         code = pack(value // base, value % base)
         pair_counts[code] = total
-        where[code] = owner[start:end]
+        where[code] = chunks
     return pair_counts, where
+
+
+def _grouped(keys: np.ndarray, holders: np.ndarray, weights: np.ndarray, *, sort_keys: np.ndarray | None = None):
+    """Group occurrences by key: per distinct key (ascending), the summed weight of its occurrences
+    and the distinct chunks holding it, in their original order (the sort is stable)."""
+    order = np.argsort(keys if sort_keys is None else sort_keys, kind="stable")
+    keys, holders = keys[order], holders[order]
+    totals = np.add.reduceat(weights[holders], _group_starts(keys))
+    fresh = np.r_[True, (keys[1:] != keys[:-1]) | (holders[1:] != holders[:-1])]
+    keys, holders = keys[fresh], holders[fresh]
+    starts = _group_starts(keys)
+    return keys[starts], totals, np.split(holders, starts[1:])
 
 
 def _group_starts(sorted_values: np.ndarray) -> np.ndarray:
@@ -130,15 +136,9 @@ def _neighbour_sums(neighbours: np.ndarray, holders: np.ndarray, weights: np.nda
     """
     if not len(neighbours):
         return {}, {}
-    order = np.argsort(neighbours, kind="stable")
-    neighbours, holders = neighbours[order], holders[order]
-    starts = _group_starts(neighbours)
-    totals = np.add.reduceat(weights[holders], starts)
-    fresh = np.r_[True, (neighbours[1:] != neighbours[:-1]) | (holders[1:] != holders[:-1])]
-    neighbours, holders = neighbours[fresh], holders[fresh]
-    starts = _group_starts(neighbours)
-    symbols = [chr(symbol) for symbol in neighbours[starts].tolist()]
-    return dict(zip(symbols, totals.tolist())), dict(zip(symbols, np.split(holders, starts[1:])))
+    keys, totals, chunks = _grouped(neighbours, holders, weights)
+    symbols = [chr(symbol) for symbol in keys.tolist()]
+    return dict(zip(symbols, totals.tolist())), dict(zip(symbols, chunks))
 
 
 def _merge_each(words: list[str], counts: Sequence[int], chunk_ids, code: int, new_id: int):
