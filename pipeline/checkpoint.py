@@ -242,7 +242,9 @@ def _piece(tokenizer: TokenizerLike, id: int) -> str:
 
 def _read_safetensors(file: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     if not file.is_file():
-        raise CheckpointError(f"no checkpoint at {file}; train one with `lmprep run train` or pass --checkpoint")
+        raise CheckpointError(
+            f"no checkpoint at {file}; train one with `lmprep run train` or give the path of an existing checkpoint"
+        )
     try:
         with safe_open(str(file), framework="pt") as handle:
             raw = (handle.metadata() or {}).get(_METADATA_KEY)

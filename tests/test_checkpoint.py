@@ -114,7 +114,8 @@ def test_malicious_pickle_is_refused_without_running(tmp_path, writer):
 
 
 def test_foreign_safetensors_and_missing_file_are_refused(tmp_path):
-    with pytest.raises(CheckpointError, match="no checkpoint at"):
+    with pytest.raises(CheckpointError, match="no checkpoint at .*; train one with `lmprep run train` or give "
+                       "the path of an existing checkpoint$"):
         ckpt.read_checkpoint(tmp_path / "absent")
     foreign = tmp_path / "other.safetensors"
     save_file({"w": torch.zeros(1)}, str(foreign))

@@ -144,3 +144,11 @@ def test_sample_stops_at_the_eos_the_shards_carried_even_if_the_config_names_non
                     "--prompt", "", "--temperature", "0", "--max-tokens", "500")
     assert result.exit_code == 0, result.output
     assert EOS not in result.output and len(result.output) < 400
+
+
+def test_check_of_a_missing_checkpoint_says_to_give_its_path(trained, tmp_path):
+    root, _, config = trained
+    result = invoke("check", tmp_path / "absent", "--tokenizer", root / "tok.json", "--config", config)
+    assert result.exit_code == 2
+    assert result.output == (f"error: no checkpoint at {tmp_path / 'absent' / 'checkpoint.safetensors'}; train one "
+                             "with `lmprep run train` or give the path of an existing checkpoint\n")
