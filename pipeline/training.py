@@ -21,9 +21,11 @@ shards (new data, frozen tokenizer) for ``train.steps`` more steps, counted from
 the step where the data changed; a checkpoint that already has ``train.steps``
 steps on these shards is left as it is.
 
-Otherwise the directory is renamed aside, never deleted, and training starts
-from scratch. The suffix says why: ``default-<fp12>`` holds the checkpoint of the
-previous tokenizer (its fingerprint's first 12 hex digits), ``default-old-lr-seed``
+Otherwise training starts from scratch, and only once it has succeeded is the
+old directory renamed aside (never deleted) and the new one swapped in; a run
+that fails or is interrupted leaves the old checkpoint where it was. The suffix
+says why: ``default-<fp12>`` holds the checkpoint of the previous tokenizer
+(its fingerprint's first 12 hex digits), ``default-old-lr-seed``
 one trained with the previous ``train.lr`` and ``train.seed``,
 ``default-old-steps`` one that already had more steps on these shards than
 ``train.steps`` now asks for, and ``default-unreadable`` one that could not be read.
@@ -204,30 +206,36 @@ def train_checkpoint_dir(
     progress: bool = False,
     notify: Notify = _ignore,
 ) -> TrainSummary:
-    """Train into ``settings.output_dir``: resume, set aside or start fresh, then swap in atomically.
+    """Train into ``settings.output_dir``: resume or start fresh, then swap in atomically.
 
-    Training writes into a staging directory, so an interrupted run leaves the
-    previous checkpoint directory as it was.
+    Training writes into a staging directory and the old checkpoint directory is
+    set aside only after training has succeeded, so a failed or interrupted run
+    leaves it where and as it was. Setting aside and swapping in are two renames
+    in a row; a crash between them would leave the old checkpoint under its
+    set-aside name and nothing at ``output_dir``.
     """
     directory = Path(settings.output_dir)
     model_config = model_config_for(settings, tokenizer)
-    _check_inputs(tokenizer, model_config, train_set, val_set)  # before anything is moved aside
+    _check_inputs(tokenizer, model_config, train_set, val_set)  # before anything is written
     plan = plan_resume(directory, tokenizer=tokenizer, settings=settings, shard_fingerprint=train_set.fingerprint)
     if plan.action == "done":
-        notify(f"nothing to train: {plan.reason}")
+        notify(f"nothing to train: {plan.reason}; raise train.steps to train further, "
+               f"or delete {directory} to retrain from scratch")
         return TrainSummary(checkpoint=plan.checkpoint.path, start_step=plan.checkpoint.step,
                             step=plan.checkpoint.step)
-    resume = _carry_out(plan, directory, notify)
+    resume = _announce(plan, notify)
     with atomic.atomic_dir(directory) as staging:
         summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
                         output_dir=staging, resume=resume, progress=progress, notify=notify)
+        if plan.action == "set_aside":
+            notify(f"moved the old checkpoint to {set_aside(directory, plan.tag)}")
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
 
 
-def _carry_out(plan: ResumePlan, directory: Path, notify: Notify) -> Checkpoint | None:
-    """Set the old checkpoint aside if the plan says so; return the checkpoint to resume, if any."""
+def _announce(plan: ResumePlan, notify: Notify) -> Checkpoint | None:
+    """Say what the run will do; return the checkpoint to resume, if any. Nothing is moved here."""
     if plan.action == "set_aside":
-        notify(f"{plan.reason}: moved the old checkpoint to {set_aside(directory, plan.tag)}; training from scratch")
+        notify(f"{plan.reason}; training from scratch")
         return None
     if plan.action == "resume":
         notify(plan.reason)
@@ -379,12 +387,27 @@ def _deterministic() -> Iterator[None]:
 
 def _read_metrics(directory: Path, up_to_step: int) -> list[dict[str, Any]]:
     """The metrics a resumed run inherits: the previous log up to the checkpoint's step."""
+    path = directory / METRICS_FILE
     try:
-        lines = (directory / METRICS_FILE).read_text("utf-8").splitlines()
+        lines = path.read_bytes().splitlines()
     except FileNotFoundError:
         return []
-    records = [json.loads(line) for line in lines if line.strip()]
-    return [record for record in records if record.get("step", 0) <= up_to_step]
+    records = [_parse_metrics_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()]
+    return [record for record in records if record["step"] <= up_to_step]
+
+
+def _parse_metrics_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
+    """One record of the metrics log; a damaged line stops the resume rather than being dropped silently."""
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except ValueError:  # not UTF-8 or not JSON
+        record = None
+    if not isinstance(record, dict) or type(record.get("step")) is not int:
+        raise CheckpointError(
+            f"{path} line {number} is not a metrics record ({line[:60].decode('utf-8', 'backslashreplace')!r}); "
+            "delete that line, or the whole file, to resume from the checkpoint beside it"
+        )
+    return record
 
 
 def _write_metrics(directory: Path, metrics: list[dict[str, Any]]) -> None:

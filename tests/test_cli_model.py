@@ -152,3 +152,49 @@ def test_check_of_a_missing_checkpoint_says_to_give_its_path(trained, tmp_path):
     assert result.exit_code == 2
     assert result.output == (f"error: no checkpoint at {tmp_path / 'absent' / 'checkpoint.safetensors'}; train one "
                              "with `lmprep run train` or give the path of an existing checkpoint\n")
+
+
+PROJECT_CONFIG = """\
+data: {sources: [{glob: "raw/*.txt", separator: blank_line}]}
+prepare: {output_dir: out/prepared, val_fraction: 0.2}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300}
+encode: {output_dir: out/shards}
+train: {output_dir: out/ckpt, steps: 3, eval_every: 3, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
+state_dir: state
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A tiny project whose whole pipeline has run once."""
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
+    (tmp_path / "lmprep.yaml").write_text(PROJECT_CONFIG)
+    monkeypatch.chdir(tmp_path)
+    assert invoke("run", "--config", "lmprep.yaml").exit_code == 0
+    return tmp_path
+
+
+def test_forced_train_with_a_complete_checkpoint_says_how_to_retrain(project):
+    result = invoke("run", "train", "--force", "--config", "lmprep.yaml")
+    assert result.exit_code == 0, result.output
+    assert ("train: nothing to train: the checkpoint already has 3 steps on these shards with these settings "
+            "(train.steps=3); raise train.steps to train further, or delete out/ckpt to retrain from scratch"
+            ) in result.output
+
+
+def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch):
+    before = (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes()
+
+    def interrupt(run, batch):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(training, "_step", interrupt)
+        interrupted = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
+    assert interrupted.exit_code == 1 and "Aborted!" in interrupted.output
+    assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
+    assert sorted(path.name for path in (project / "out").iterdir()) == ["ckpt", "prepared", "shards", "tokenizer.json"]
+    result = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
+    assert "train: moved the old checkpoint to out/ckpt-old-seed" in result.output
+    assert (project / "out" / "ckpt-old-seed" / "checkpoint.safetensors").read_bytes() == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from conftest import FakeTokenizer
 from pipeline import training
 from pipeline.checkpoint import read_checkpoint
 from pipeline.config import TrainConfig
-from pipeline.errors import ShardError, TokenizerMismatchError
+from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError
 from pipeline.shards import ShardSet, ShardStamp, ShardWriter
 
 TOKENIZER = FakeTokenizer(merges=[(97, 98), (256, 99)], special_tokens={"<|endoftext|>": 258})
@@ -107,7 +108,8 @@ def test_nothing_to_train_when_steps_are_reached(tmp_path, shards):
     summary = run(tmp_path, shards, notes=notes)
     assert summary.step == summary.start_step == 6
     assert notes == ["nothing to train: the checkpoint already has 6 steps on these shards with these settings "
-                     "(train.steps=6)"]
+                     f"(train.steps=6); raise train.steps to train further, or delete {tmp_path / 'ckpt'} "
+                     "to retrain from scratch"]
     assert (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes() == before
 
 
@@ -130,8 +132,8 @@ def test_changed_learning_rate_sets_aside_and_trains_from_scratch(tmp_path, shar
     notes = []
     summary = run(tmp_path, shards, faster, notes=notes)
     aside = tmp_path / "ckpt-old-lr"
-    assert notes == [f"the train settings changed (train.lr 0.05 → 0.1): moved the old checkpoint to {aside}; "
-                     "training from scratch"]
+    assert notes == ["the train settings changed (train.lr 0.05 → 0.1); training from scratch",
+                     f"moved the old checkpoint to {aside}"]
     assert (summary.start_step, summary.step) == (0, 6)
     assert (aside / "checkpoint.safetensors").read_bytes() == old
     direct, retrained = weights(tmp_path / "direct" / "ckpt"), weights(tmp_path / "ckpt")
@@ -179,7 +181,9 @@ def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
     aside = tmp_path / f"ckpt-{TOKENIZER.fingerprint[:12]}"
     assert summary.start_step == 0
     assert (aside / "checkpoint.safetensors").read_bytes() == old
-    assert any("tokenizer changed" in note and str(aside) in note for note in notes)
+    changed = f"the tokenizer changed ({TOKENIZER.fingerprint[:12]} → {RETRAINED.fingerprint[:12]})"
+    assert notes[0] == f"{changed}; training from scratch"
+    assert notes[-1] == f"moved the old checkpoint to {aside}"
     assert any("skipping validation" in note for note in notes)
     assert read_checkpoint(tmp_path / "ckpt").tokenizer.fingerprint == RETRAINED.fingerprint
 
@@ -191,19 +195,72 @@ def test_changed_model_config_also_sets_aside(tmp_path, shards):
     assert read_checkpoint(tmp_path / "ckpt").model_config.dim == 4
 
 
-def test_interrupted_training_keeps_the_previous_checkpoint(tmp_path, shards, monkeypatch):
+def interrupt_after(monkeypatch, steps):
+    """Make the training loop raise KeyboardInterrupt once ``steps`` steps have run."""
+    real_step, done = training._step, []
+
+    def step(run, batch):
+        if len(done) == steps:
+            raise KeyboardInterrupt
+        done.append(run.step)
+        return real_step(run, batch)
+
+    monkeypatch.setattr(training, "_step", step)
+
+
+def snapshot(directory):
+    return {path.name: path.read_bytes() for path in directory.iterdir()}
+
+
+def test_interrupted_resume_keeps_the_previous_checkpoint(tmp_path, shards, monkeypatch):
     run(tmp_path, shards)
-    before = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
-
-    def interrupt(run, batch):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(training, "_step", interrupt)
+    before = snapshot(tmp_path / "ckpt")
+    interrupt_after(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=9))
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == before
-    assert read_checkpoint(tmp_path / "ckpt").step == 6
+    assert snapshot(tmp_path / "ckpt") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
+
+
+@pytest.mark.parametrize("change", ["settings", "tokenizer"])
+def test_interrupted_retraining_leaves_the_old_checkpoint_in_place(tmp_path, shards, monkeypatch, change):
+    """Nothing is set aside until the new training succeeds: the output path always holds a checkpoint."""
+    run(tmp_path, shards)
+    before = snapshot(tmp_path / "ckpt")
+    if change == "settings":
+        retrain = {"shards": shards, "settings": dataclasses.replace(SETTINGS, seed=4)}
+    else:
+        retrained = (write_shards(tmp_path / "new", "train", DOCS, tokenizer=RETRAINED), None)
+        retrain = {"shards": retrained, "tokenizer": RETRAINED}
+    entries = sorted(p.name for p in tmp_path.iterdir())
+    notes = []
+    interrupt_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, notes=notes, **retrain)
+    assert notes[0].endswith("; training from scratch") and not any("moved" in note for note in notes)
+    assert snapshot(tmp_path / "ckpt") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == entries  # nothing set aside, no staging left
+    monkeypatch.undo()
+    run(tmp_path, **retrain)
+    aside = "ckpt-old-seed" if change == "settings" else f"ckpt-{TOKENIZER.fingerprint[:12]}"
+    assert snapshot(tmp_path / aside) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*entries, aside])
+
+
+@pytest.mark.parametrize("damage", [b'{"step": 1, "train_loss"\n', b"[1, 2]\n", b'{"train_loss": 1.0}\n', b"\xff\n"])
+def test_a_damaged_metrics_log_stops_the_resume_with_its_line(tmp_path, shards, damage):
+    run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=2))
+    metrics = tmp_path / "ckpt" / "metrics.jsonl"
+    metrics.write_bytes(metrics.read_bytes().splitlines(keepends=True)[0] + b"\n" + damage)
+    before = snapshot(tmp_path / "ckpt")
+    expected = (rf"^{re.escape(str(metrics))} line 3 is not a metrics record \(.*\); delete that line, "
+                "or the whole file, to resume from the checkpoint beside it$")
+    with pytest.raises(CheckpointError, match=expected):
+        run(tmp_path, shards)
+    assert snapshot(tmp_path / "ckpt") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
+    metrics.unlink()
+    assert run(tmp_path, shards).step == 6
 
 
 def test_shards_from_another_tokenizer_are_refused_before_anything_moves(tmp_path, shards):
