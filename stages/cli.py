@@ -1,15 +1,22 @@
 """The ``lmprep`` command: one thin click layer over the library and the stages.
 
-Every error a user can cause is a :class:`pipeline.errors.PipelineError`; it is
+Every error a user can cause is a :class:`pipeline.errors.PipelineError` or a
+click usage error (unknown option, bad value, missing argument); either is
 printed as one line on stderr with exit status 2 and no traceback. Anything
 else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from pipeline.errors import PipelineError
+
+ARGUMENTS = "lmprep.arguments"  # ctx.meta key: the root's command line, to name the command a parser error is about
 
 
 class UserError(click.ClickException):
@@ -21,15 +28,72 @@ class UserError(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
+class OneLineUsageError(click.UsageError):
+    """A click usage error shown as ``error: <message> (see 'lmprep <command> --help')``, exit status 2.
+
+    Click's own form is three lines (usage, hint, error); one line keeps every CLI error alike.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, command_path: str) -> None:
+        super().__init__(message)
+        self.command_path = command_path
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.message} (see '{self.command_path} --help')", err=True)
+
+
+@contextlib.contextmanager
+def one_line_usage_errors(root: click.Context | None) -> Iterator[None]:
+    """Turn click's usage errors into :class:`OneLineUsageError`; a bare group still prints its help."""
+    try:
+        yield
+    except (NoArgsIsHelpError, OneLineUsageError):
+        raise
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else named_command_path(root)
+        raise OneLineUsageError(" ".join(exc.format_message().split()), command_path=where) from None
+
+
+def named_command_path(root: click.Context | None) -> str:
+    """The command the arguments name, for the parser errors click raises without a context
+    (an option missing its value)."""
+    if root is None:
+        return "lmprep"
+    command, names = root.command, [root.command_path]
+    for arg in root.meta.get(ARGUMENTS, ()):
+        command = command.get_command(root, arg) if isinstance(command, click.Group) else None
+        if command is None:
+            break
+        names.append(arg)
+    return " ".join(names)
+
+
 class LmprepGroup(click.Group):
+    """The root group: parsing and every subcommand run inside it, so errors are mapped here once.
+
+    Click's standalone ``main`` is kept as it is (exit 0, ``--help``/``--version``, ``SystemExit``,
+    "Aborted!" on Ctrl-C); only the exceptions it shows are changed.
+    """
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        with one_line_usage_errors(None):
+            return super().make_context(info_name, args, parent, **extra)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[ARGUMENTS] = tuple(args)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except PipelineError as exc:
-            raise UserError(" ".join(str(exc).split())) from None
+        with one_line_usage_errors(ctx):
+            try:
+                return super().invoke(ctx)
+            except PipelineError as exc:
+                raise UserError(" ".join(str(exc).split())) from None
 
 
-@click.group(cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("lmprep", cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="lmprep")
 def cli() -> None:
     """Turn a folder of raw text into a tokenizer, Arrow token shards and a checkpoint."""

@@ -108,3 +108,45 @@ def test_a_duplicate_document_reruns_only_prepare(project):
     result = lmprep("run")
     assert "running 'prepare'" in result.output and "dropped: 1 duplicate" in result.output
     assert all(f"'{stage}' is up to date" in result.output for stage in ("tokenizer", "encode", "train"))
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--bogus"], "error: No such option '--bogus'. (see 'lmprep --help')"),
+        (["nonsense"], "error: No such command 'nonsense'. (see 'lmprep --help')"),
+        (["status", "--chek"],
+         "error: No such option '--chek'. (Did you mean one of: '--check', '--help'?) (see 'lmprep status --help')"),
+        (["tokenizer", "train", "a.txt", "--out"],
+         "error: Option '--out' requires an argument. (see 'lmprep tokenizer train --help')"),
+        (["config", "show", "--set"], "error: Option '--set' requires an argument. (see 'lmprep config show --help')"),
+        (["tokenizer", "train", "--kind", "word", "a.txt"],
+         "error: Invalid value for '--kind': 'word' is not one of 'byte', 'char'. (see 'lmprep tokenizer train --help')"),
+        (["tokenizer", "train"], "error: Missing argument 'FILES...'. (see 'lmprep tokenizer train --help')"),
+        (["tokenizer", "encode"], "error: give either TEXT or --file PATH (see 'lmprep tokenizer encode --help')"),
+    ],
+)
+def test_usage_errors_are_one_line_on_stderr_with_exit_2(project, args, line):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert result.stderr == line + "\n" and result.stdout == ""
+
+
+def test_help_and_version_exit_0(project):
+    for args in (["--help"], ["-h"], ["tokenizer", "train", "--help"], ["--version"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0 and result.stderr == "", args
+
+
+def test_a_bare_group_still_prints_its_help(project):
+    result = CliRunner().invoke(cli, ["tokenizer"])
+    assert "Usage: lmprep tokenizer" in result.stderr and "encode" in result.stderr
+
+
+def test_ctrl_c_keeps_clicks_abort(project, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("stages.cli_pipeline.make_pipeline", interrupted)
+    result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml"])
+    assert result.exit_code == 1 and "Aborted!" in result.stderr
