@@ -24,7 +24,7 @@ from stages.options import config_options
               help="Checkpoint file or directory [default: train.output_dir].")
 @click.option("--tokenizer", "tokenizer_path", metavar="PATH",
               help="tokenizer.json [default: tokenizer.output].")
-@config_options
+@config_options(optional=True)
 def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoint_path: str | None,
            tokenizer_path: str | None, config: Config) -> None:
     """Continue PROMPT with the trained model until end of text (a newline for char tokenizers)."""
@@ -70,7 +70,7 @@ def continuation(tokenizer: Tokenizer, ids: list[int], eos_id: int | None) -> st
 @click.argument("checkpoint_path", metavar="CHECKPOINT")
 @click.option("--tokenizer", "tokenizer_path", metavar="PATH",
               help="tokenizer.json to check against [default: tokenizer.output].")
-@config_options
+@config_options(optional=True)
 def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> None:
     """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not."""
     from pipeline.checkpoint import check_tokenizer, read_checkpoint

@@ -3,25 +3,51 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
-from pipeline.config import load_config
+from pipeline.config import Config, load_config, parse_config
 
 DEFAULT_CONFIG = "configs/default.yaml"
 
+Command = Callable[..., Any]
 
-def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--config``/``--set`` to a click command and pass it the loaded ``config: Config``."""
+
+def config_options(command: Command | None = None, *, optional: bool = False) -> Any:
+    """Add ``--config``/``--set`` to a click command and pass it the loaded ``config: Config``.
+
+    Use it bare (``@config_options``) or called (``@config_options(optional=True)``). With
+    ``optional``, a missing *default* config file means the built-in defaults, so the command also
+    works outside a project directory; a ``--config`` (or ``LMPREP_CONFIG``) naming a missing file
+    is still an error, and so is ``--set`` without a config file to override.
+    """
+    if command is None:
+        return functools.partial(config_options, optional=optional)
+
+    if_missing = " If the default one is missing, the built-in defaults apply." if optional else ""
 
     @click.option("--config", "config_path", default=DEFAULT_CONFIG, show_default=True, metavar="PATH",
-                  envvar="LMPREP_CONFIG", help="YAML config file.")
+                  envvar="LMPREP_CONFIG", help="YAML config file." + if_missing)
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                   help="Override a config key, e.g. --set train.steps=500 (repeatable).")
     @functools.wraps(command)
     def wrapper(*args: Any, config_path: str, overrides: tuple[str, ...], **kwargs: Any) -> Any:
+        if optional and _default_config_missing(config_path, overrides):
+            return command(*args, config=builtin_defaults(), **kwargs)
         return command(*args, config=load_config(config_path, overrides), **kwargs)
 
     return wrapper
+
+
+def builtin_defaults() -> Config:
+    """The config an empty config file gives."""
+    return parse_config({}, origin="built-in defaults")
+
+
+def _default_config_missing(config_path: str, overrides: tuple[str, ...]) -> bool:
+    source = click.get_current_context().get_parameter_source("config_path")
+    return source is ParameterSource.DEFAULT and not overrides and not os.path.exists(config_path)

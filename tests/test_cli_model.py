@@ -97,6 +97,15 @@ def test_check_answers_with_exit_status(trained):
     assert all(fingerprint in bad.output for fingerprint in fingerprints)
 
 
+def test_check_needs_no_config_file_outside_a_project(trained, tmp_path, monkeypatch):
+    root, checkpoint, _ = trained
+    monkeypatch.chdir(tmp_path)
+    result = invoke("check", checkpoint, "--tokenizer", root / "tok.json")
+    assert result.exit_code == 0 and result.output.startswith("compatible: ")
+    named = invoke("check", checkpoint, "--tokenizer", root / "tok.json", "--config", "nope.yaml")
+    assert named.exit_code == 2 and "config file nope.yaml not found" in named.output
+
+
 def test_check_refuses_a_pickled_checkpoint_without_running_it(trained, tmp_path):
     root, _, config = trained
     pickled = tmp_path / "evil.safetensors"

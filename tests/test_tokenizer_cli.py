@@ -134,3 +134,38 @@ def test_tokenizer_cli_does_not_import_torch(tmp_path, trained):
             f"cli(['tokenizer', 'encode', 'hi', '--tokenizer', {str(trained)!r}], standalone_mode=False); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_commands_work_outside_a_project(run, trained, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/default.yaml here: the built-in defaults apply
+    result = run("tokenizer", "encode", "--tokenizer", trained, "hi")
+    assert result.exit_code == 0 and result.output.split() == [str(i) for i in Tokenizer.load(trained).encode("hi")]
+    assert run("tokenizer", "fingerprint", trained).output.strip() == Tokenizer.load(trained).fingerprint
+    missing = run("tokenizer", "fingerprint")
+    assert missing.exit_code == 2 and "data/tokenizer/tokenizer.json does not exist" in missing.output
+
+
+def test_defaults_come_from_the_config(run, tmp_path, monkeypatch, corpus_files):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "char.yaml").write_text("tokenizer: {kind: char, vocab_size: 300, output: out/char.json}\n")
+    trained = run("tokenizer", "train", *corpus_files, "--config", "char.yaml", "--workers", 1)
+    assert trained.exit_code == 0 and "wrote out/char.json: char kind" in trained.output
+    char = Tokenizer.load(tmp_path / "out" / "char.json")
+    assert run("tokenizer", "fingerprint", "--config", "char.yaml").output.strip() == char.fingerprint
+    assert run("tokenizer", "encode", "ab", "--config", "char.yaml").output.split() == [str(i) for i in char.encode("ab")]
+    assert "kind: char" in run("tokenizer", "inspect", "--config", "char.yaml").output
+    given = run("tokenizer", "train", *corpus_files, "--config", "char.yaml", "--kind", "byte", "--out", "b.json")
+    assert given.exit_code == 0 and "wrote b.json: byte kind" in given.output
+    other = run("tokenizer", "fingerprint", "--config", "char.yaml", "--set", "tokenizer.output=b.json")
+    assert other.output.strip() == Tokenizer.load(tmp_path / "b.json").fingerprint
+
+
+def test_a_missing_config_is_an_error_when_named(run, trained, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    named = run("tokenizer", "encode", "hi", "--tokenizer", trained, "--config", "nope.yaml")
+    assert named.exit_code == 2 and "config file nope.yaml not found" in named.output
+    overridden = run("tokenizer", "fingerprint", "--set", "tokenizer.output=x.json")
+    assert overridden.exit_code == 2 and "config file configs/default.yaml not found" in overridden.output
+    monkeypatch.setenv("LMPREP_CONFIG", "nope.yaml")
+    from_env = run("tokenizer", "fingerprint", trained)
+    assert from_env.exit_code == 2 and "config file nope.yaml not found" in from_env.output
