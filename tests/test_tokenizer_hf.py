@@ -135,6 +135,14 @@ def test_loader_names_what_is_wrong(byte_tokenizer, edit, message):
         hf_json.from_dict(_broken(byte_tokenizer, edit))
 
 
+@pytest.mark.parametrize("unk_token", [["<unk>"], {"id": 0}, 0, None])
+def test_char_unk_token_that_is_not_a_string_is_a_format_error(char_tokenizer, unk_token):
+    data = hf_json.to_dict(char_tokenizer)
+    data["model"]["unk_token"] = unk_token
+    with pytest.raises(TokenizerFormatError, match="unk_token must be a string"):
+        hf_json.from_dict(data)
+
+
 def test_load_reports_path_and_bad_json(tmp_path):
     (tmp_path / "t.json").write_text("{nope", "utf-8")
     with pytest.raises(TokenizerFormatError, match="t.json is not valid JSON"):

@@ -282,6 +282,7 @@ def _read_vocab(model: Mapping[str, Any], *, special_ids: set[int]) -> dict[str,
 def _decode_vocab(vocab: dict[str, int], *, kind: str, unk_token: Any) -> tuple[dict[int, bytes], int | None]:
     """Token bytes by ID (ByteLevel spelling undone for the byte kind) and the unknown token's ID."""
     if kind == "char":
+        _require(isinstance(unk_token, str), f"char-level model's unk_token must be a string, got {unk_token!r}")
         _require(unk_token in vocab, f"char-level model needs its unk_token {unk_token!r} in the vocab")
         unk_id = vocab[unk_token]
         return {i: (UNKNOWN_TEXT if i == unk_id else name).encode("utf-8") for name, i in vocab.items()}, unk_id
