@@ -222,18 +222,18 @@ def _read_pre_tokenizer(component: Any) -> tuple[str, bool]:
     if kinds == []:
         return "", False
     if kinds == ["ByteLevel"]:
-        return _byte_level_pattern(steps[0], alone=True), True
+        return _byte_level_pattern(steps[0]), True
     if kinds == ["Split"]:
         return _split_pattern(steps[0]), False
     if kinds == ["Split", "ByteLevel"]:
-        _require(_byte_level_pattern(steps[1], alone=False) == "",
+        _require(_byte_level_pattern(steps[1]) == "",
                  "ByteLevel use_regex=true after a Split is not supported")
         return _split_pattern(steps[0]), True
     raise TokenizerFormatError(f"pre_tokenizer {' + '.join(map(str, kinds))} is not supported; "
                                "supported: Split, ByteLevel, or Split then ByteLevel(use_regex=false)")
 
 
-def _byte_level_pattern(step: Mapping[str, Any], *, alone: bool) -> str:
+def _byte_level_pattern(step: Mapping[str, Any]) -> str:
     _require(not step.get("add_prefix_space"), "ByteLevel add_prefix_space=true is not supported")
     return patterns.GPT2 if step.get("use_regex", True) else ""
 
