@@ -16,6 +16,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.documents import SPLITS
+
 # C0 and C1 control characters except tab and newline, plus lone surrogates
 # (which JSON "\ud800" escapes can produce and UTF-8 cannot store).
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -96,7 +98,7 @@ class PrepareStats:
                 "documents_kept": self.documents_kept, "characters_read": self.characters_read,
                 "dropped": dict(sorted(self.dropped.items())),
                 "splits": {split: {"documents": self.documents[split], "characters": self.characters[split]}
-                           for split in ("train", "val")}}
+                           for split in SPLITS}}
 
     def summary(self) -> str:
         """A few human lines for the end of a run."""
@@ -106,5 +108,5 @@ class PrepareStats:
                  f"dropped: {dropped}",
                  f"kept {self.documents_kept:,} documents"]
         lines += [f"  {split}: {self.documents[split]:,} documents, {self.characters[split]:,} characters"
-                  for split in ("train", "val")]
+                  for split in SPLITS]
         return "\n".join(lines)

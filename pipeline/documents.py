@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from pipeline.errors import DataError
 
+SPLITS = ("train", "val")
 SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False)])
 BATCH_DOCUMENTS = 4096
 

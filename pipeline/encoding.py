@@ -32,7 +32,6 @@ from pipeline.shards import Manifest, ShardStamp, ShardWriter, ids_dtype
 from pipeline.tokenizer import Tokenizer
 
 TASK_BYTES = 1 << 20
-SPLITS = ("train", "val")
 
 
 @dataclass(frozen=True)
@@ -178,7 +177,7 @@ def encode_split(source: str | os.PathLike[str], directory: str | os.PathLike[st
 
 
 def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
-                  splits: Iterable[str] = SPLITS, **options) -> list[Manifest]:
+                  splits: Iterable[str] = documents.SPLITS, **options) -> list[Manifest]:
     """Encode every split into a fresh shard directory swapped in atomically.
 
     An exception or a kill mid-way leaves the previous ``output_dir`` intact

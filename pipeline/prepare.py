@@ -15,10 +15,9 @@ from pathlib import Path
 from pipeline import atomic
 from pipeline.cleaning import Deduplicator, PrepareStats, clean_text, drop_reason, split_of
 from pipeline.config import PrepareConfig
-from pipeline.documents import DocumentWriter, prepared_path
+from pipeline.documents import SPLITS, DocumentWriter, prepared_path
 from pipeline.sources import SourceFile, TextDecoder, read_documents
 
-SPLITS = ("train", "val")
 STATS_FILE = "stats.json"
 
 

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import click
 
-from pipeline import export, shard_stats
+from pipeline import documents, export, shard_stats
 from pipeline.config import Config
 from pipeline.shards import ShardSet, manifest_path
 from pipeline.tokenizer import Tokenizer
 from stages.options import config_options
 
-SPLITS = ("train", "val")
 EXPORT_SUFFIX = {"parquet": ".parquet", "nanogpt": ".bin"}
 
 
@@ -20,7 +19,7 @@ def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     """The tokenizer and every split's verified shard set (train required, val when present)."""
     tokenizer = Tokenizer.load(config.tokenizer.output)
     directory = config.encode.output_dir
-    splits = [split for split in SPLITS if split == "train" or manifest_path(directory, split).exists()]
+    splits = [split for split in documents.SPLITS if split == "train" or manifest_path(directory, split).exists()]
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]
 
 

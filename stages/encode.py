@@ -22,7 +22,8 @@ PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode
 
 
 def build(config: Config) -> Stage:
-    prepared = tuple(str(documents.prepared_path(config.prepare.output_dir, split)) for split in encoding.SPLITS)
+    prepared = tuple(str(documents.prepared_path(config.prepare.output_dir, split))
+                     for split in documents.SPLITS)
     return Stage(name="encode", deps=(*prepared, config.tokenizer.output),
                  outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config))
 
