@@ -49,14 +49,6 @@ def split_stats(shard_set: ShardSet, tokenizer: Tokenizer, *, top: int = 10) -> 
     )
 
 
-def render_token(tokenizer: Tokenizer, token_id: int) -> str:
-    """A token's text for humans: specials by name, invalid UTF-8 as escapes, whitespace visible."""
-    names = {i: name for name, i in tokenizer.special_tokens.items()}
-    if token_id in names:
-        return names[token_id]
-    return repr(tokenizer.token_bytes(token_id).decode("utf-8", errors="backslashreplace"))
-
-
 def plot_document_lengths(lengths: Mapping[str, np.ndarray], path: str | os.PathLike[str]) -> None:
     """A PNG histogram of tokens per document, one series per split (matplotlib loaded only here)."""
     import matplotlib

@@ -63,4 +63,4 @@ def _print_stats(stats: shard_stats.SplitStats, tokenizer: Tokenizer) -> None:
                f"{stats.bytes_per_token:.2f} bytes per token")
     for token_id, count in stats.top_tokens:
         share = count / stats.tokens
-        click.echo(f"  {token_id:>7}  {count:>12,}  {share:6.2%}  {shard_stats.render_token(tokenizer, token_id)}")
+        click.echo(f"  {token_id:>7}  {count:>12,}  {share:6.2%}  {tokenizer.render_token(token_id)}")

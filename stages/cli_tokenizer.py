@@ -198,8 +198,5 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
     click.echo(f"fingerprint: {tokenizer.fingerprint}")
     for rank, (a, b) in enumerate(tokenizer.merges[:shown]):
         result = tokenizer.merge_results[rank]
-        click.echo(f"  {result}: {_show(tokenizer, a)} + {_show(tokenizer, b)} -> {_show(tokenizer, result)}")
-
-
-def _show(tokenizer: Tokenizer, token_id: int) -> str:
-    return repr(tokenizer.token_bytes(token_id).decode("utf-8", "backslashreplace"))
+        click.echo(f"  {result}: {tokenizer.render_token(a)} + {tokenizer.render_token(b)} -> "
+                   f"{tokenizer.render_token(result)}")

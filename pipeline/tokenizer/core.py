@@ -176,6 +176,13 @@ class Tokenizer:
         self._check_ids([token_id])
         return self._token_bytes[token_id]
 
+    def render_token(self, token_id: int) -> str:
+        """A token for humans: special tokens by name, others quoted with invalid UTF-8 as ``\\xNN``."""
+        for name, special_id in self.special_tokens.items():
+            if special_id == token_id:
+                return name
+        return repr(self.token_bytes(token_id).decode("utf-8", errors="backslashreplace"))
+
     # ---- encoding -------------------------------------------------------------------------------
 
     def encode_ordinary(self, text: str) -> list[int]:
