@@ -137,6 +137,10 @@ def _broken(byte_tokenizer, edit):
     (lambda d: d["model"]["vocab"].update(extra=-10 ** 400), "has ID <integer of 1329 bits>"),
     (lambda d: d["added_tokens"].append({"id": -10 ** 400, "content": "x" * 10 ** 5}), "malformed added token {"),
     (lambda d: d["model"]["merges"].append(1.5), r"merge #\d+ 1.5 does not have"),
+    (lambda d: d["added_tokens"][0].update(content="\ud800"), "malformed added token"),
+    (lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": "\ud800"}), "not a string of Unicode"),
+    (lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": "(?:" * 10 ** 5 + ")" * 10 ** 5}),
+     r"invalid split pattern '\(\?:.*…: maximum recursion depth"),
     (lambda d: d["added_tokens"][0].update(special=False), "not special"),
     (lambda d: d["model"]["lmprep"].update(format_version=99), "format version 99"),
     (lambda d: d["model"].pop("vocab"), "model.vocab"),
@@ -153,6 +157,16 @@ def test_char_unk_token_that_is_not_a_string_is_a_format_error(char_tokenizer, u
     data["model"]["unk_token"] = unk_token
     with pytest.raises(TokenizerFormatError, match="unk_token must be a string"):
         hf_json.from_dict(data)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}", "t.json nests JSON too deeply"),
+    ('{"model": {"vocab": {"a": ' + "9" * 5000 + "}}}", "t.json is not a tokenizer.json: Exceeds the limit .* 5000 digits$"),
+])
+def test_unreadable_json_is_one_format_error(tmp_path, text, message):
+    (tmp_path / "t.json").write_text(text, "utf-8")
+    with pytest.raises(TokenizerFormatError, match=message):
+        Tokenizer.load(tmp_path / "t.json")
 
 
 def test_load_reports_path_and_bad_json(tmp_path):

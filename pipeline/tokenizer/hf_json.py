@@ -165,8 +165,8 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
         raise TokenizerFormatError(f"{os.fspath(path)} is not valid JSON: {exc}") from None
     except RecursionError:
         raise TokenizerFormatError(f"{os.fspath(path)} nests JSON too deeply to be a tokenizer.json") from None
-    except ValueError as exc:  # an integer of more digits than Python converts
-        raise TokenizerFormatError(f"{os.fspath(path)} is not a tokenizer.json: {exc}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (the advice after ';' is for code)
+        raise TokenizerFormatError(f"{os.fspath(path)} is not a tokenizer.json: {str(exc).split(';')[0]}") from None
     try:
         return from_dict(data)
     except TokenizerFormatError as exc:
@@ -333,7 +333,7 @@ def _split_pattern(step: Mapping[str, Any]) -> str:
     _require(isinstance(spec, dict), f"Split pattern {_show(spec)} is not an object with a Regex")
     _require("String" not in spec, "Split with a String pattern is not supported; use a Regex pattern")
     regex_ = spec.get("Regex")
-    _require(isinstance(regex_, str), f"Split pattern Regex {_show(regex_)} is not a string")
+    _require(_is_text(regex_), f"Split pattern Regex {_show(regex_)} is not a string of Unicode characters")
     try:
         resolved = patterns.resolve_pattern(regex_, kind="byte")
     except TokenizerError as exc:
@@ -348,7 +348,7 @@ def _read_added_tokens(entries: Any) -> dict[str, int]:
     specials: dict[str, int] = {}
     for entry in entries:
         name = entry.get("content") if isinstance(entry, dict) else None
-        _require(isinstance(name, str) and _is_id(entry.get("id")), f"malformed added token {_show(entry)}")
+        _require(_is_text(name) and _is_id(entry.get("id")), f"malformed added token {_show(entry)}")
         _require(entry.get("special") is True, f"added token {_show(name)} is not special; only special added "
                                                "tokens are supported")
         for flag in ("single_word", "lstrip", "rstrip"):
@@ -357,6 +357,17 @@ def _read_added_tokens(entries: Any) -> dict[str, int]:
         _require(name not in specials, f"added token {_show(name)} appears twice")
         specials[name] = entry["id"]
     return specials
+
+
+def _is_text(value: Any) -> bool:
+    """A string that UTF-8 can encode (JSON escapes can spell lone surrogates, which it cannot)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_id(value: Any) -> bool:
@@ -380,6 +391,8 @@ def _decode_vocab(vocab: dict[str, int], *, kind: str, unk_token: Any) -> tuple[
         _require(isinstance(unk_token, str), f"char-level model's unk_token must be a string, got {_show(unk_token)}")
         _require(unk_token in vocab, f"char-level model needs its unk_token {_show(unk_token)} in the vocab")
         unk_id = vocab[unk_token]
+        bad = next((name for name, i in vocab.items() if i != unk_id and not _is_text(name)), None)
+        _require(bad is None, lambda: f"vocab token {_show(bad)} (ID {vocab[bad]}) is not valid Unicode text")
         return {i: (UNKNOWN_TEXT if i == unk_id else name).encode("utf-8") for name, i in vocab.items()}, unk_id
     _require(unk_token is None or isinstance(unk_token, str), f"unk_token {_show(unk_token)} is not a string")
     table = unicode_to_byte()

@@ -78,10 +78,9 @@ def compile_checked(pattern: str) -> regex.Pattern:
     """Compile ``pattern`` with the ``regex`` module, or raise a TokenizerError naming it."""
     try:
         return regex.compile(pattern)
-    except (regex.error, TypeError, ValueError) as exc:
-        raise TokenizerError(
-            f"invalid split pattern {pattern!r}: {exc}; use gpt4, gpt2, none or a valid regex"
-        ) from None
+    except (regex.error, TypeError, ValueError, RecursionError) as exc:
+        shown = repr(pattern[:200]) + ("…" if len(pattern) > 200 else "")
+        raise TokenizerError(f"invalid split pattern {shown}: {exc}; use gpt4, gpt2, none or a valid regex") from None
 
 
 def splitter(pattern: str) -> Callable[[str], list[str]]:
