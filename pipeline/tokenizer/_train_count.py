@@ -21,7 +21,7 @@ from functools import partial
 import regex
 
 from pipeline.parallel import ordered_map
-from pipeline.tokenizer.patterns import ASCII_TWINS, GPT4
+from pipeline.tokenizer.patterns import ASCII_TWINS, GPT4, splitter
 
 BLOCK_CHARS = 4_000_000
 JOIN_SEGMENTS = 2_000
@@ -57,10 +57,10 @@ def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
     elif pattern in LINE_SAFE_PATTERNS:
         counts = _count_by_segment(pattern, texts)
     else:
-        findall = regex.compile(pattern).findall
+        split = splitter(pattern)
         counts = Counter()
         for text in texts:
-            counts.update(findall(text))
+            counts.update(split(text))
     counts.pop("", None)
     return counts
 

@@ -20,7 +20,7 @@ import regex
 from pipeline.errors import TokenizerError, TokenizerFormatError
 from pipeline.hashing import canonical_hash
 from pipeline.tokenizer import patterns
-from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder
+from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder, apply_merges
 
 KINDS = ("byte", "char")
 UNKNOWN_TEXT = "\ufffd"
@@ -167,9 +167,7 @@ class Tokenizer:
         """Char kind: the characters of the base tokens in ID order (empty for the byte kind)."""
         if self.kind != "char":
             return []
-        merged = set(self._merge_results)
-        return [b.decode() for i, b in enumerate(self._token_bytes)
-                if i != self.unk_id and i not in merged and i not in self.special_tokens.values()]
+        return [self._token_bytes[i].decode() for i in self._base_ids()]
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (a special token's are its UTF-8 string, the unknown token's U+FFFD)."""
@@ -182,6 +180,25 @@ class Tokenizer:
             if special_id == token_id:
                 return name
         return repr(self.token_bytes(token_id).decode("utf-8", errors="backslashreplace"))
+
+    def first_token_merges_do_not_make(self) -> int | None:
+        """Byte kind: the lowest regular ID whose bytes, encoded alone, do not give that one ID; else None.
+
+        Such a token is either one that no merge makes (a vocabulary entry appended without a merge)
+        or one whose merges rank order never reaches. Encoders that look a whole chunk up in the
+        vocabulary before merging (tiktoken, HF with ``ignore_merges``) emit it where ``encode`` does
+        not; every token of a tokenizer lmprep trains passes.
+        """
+        rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
+        byte_id = [0] * 256
+        for i in self._base_ids():
+            byte_id[self._token_bytes[i][0]] = i
+        specials = set(self.special_tokens.values())
+        for token_id, data in enumerate(self._token_bytes):
+            if len(data) > 1 and token_id not in specials:
+                if apply_merges([byte_id[b] for b in data], rank_of, self._merge_results) != [token_id]:
+                    return token_id
+        return None
 
     # ---- encoding -------------------------------------------------------------------------------
 
@@ -245,10 +262,19 @@ class Tokenizer:
         cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results)
         return ChunkEncoder(patterns.splitter(self.pattern), cache)
 
-    def _base_ids_function(self):
-        merged = set(self._merge_results)
+    def _base_ids(self) -> list[int]:
+        """The IDs a chunk is first cut into: the regular tokens of one byte (byte kind) or one character.
+
+        A longer token that no merge makes (a vocabulary entry appended without a merge) is never
+        emitted, as in HF ``tokenizers``; it only decodes.
+        """
         specials = set(self.special_tokens.values())
-        base = [i for i in range(self.vocab_size) if i not in merged and i not in specials and i != self.unk_id]
+        unit = (lambda data: len(data) == 1) if self.kind == "byte" else (lambda data: len(data.decode()) == 1)
+        return [i for i, data in enumerate(self._token_bytes)
+                if unit(data) and i not in specials and i != self.unk_id]
+
+    def _base_ids_function(self):
+        base = self._base_ids()
         if self.kind == "char":
             char_id = {self._token_bytes[i].decode(): i for i in base}
             unk = self.unk_id
