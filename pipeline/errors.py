@@ -39,3 +39,7 @@ class CheckpointError(PipelineError):
 
 class RunnerError(PipelineError):
     """The stage runner cannot proceed (another run holds the lock, a cycle, an unknown stage)."""
+
+
+class TrainingError(PipelineError):
+    """Training cannot start or go on: the model would not fit in memory, or the loss diverged."""
