@@ -21,6 +21,15 @@ class TokenizerError(PipelineError):
     """Bad input to a tokenizer: an invalid ID, undecodable bytes, a bad pattern."""
 
 
+class InvalidUtf8Error(TokenizerError):
+    """Token IDs decode to bytes that are not UTF-8. ``problem`` is the message without the advice,
+    so that each interface (Python API, CLI) can name its own way out."""
+
+    def __init__(self, problem: str, advice: str) -> None:
+        super().__init__(f"{problem}; {advice}")
+        self.problem = problem
+
+
 class TokenizerFormatError(TokenizerError):
     """A tokenizer file is malformed or uses a component lmprep does not implement."""
 
