@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import os
 import re
@@ -150,7 +151,7 @@ def dump_yaml(config: Config) -> str:
 # -- reading ---------------------------------------------------------------
 
 MAX_CONFIG_BYTES = 1 << 20
-"""A config is a few kilobytes; pure-Python YAML parses about 1.5 MB/s, so a bigger file is refused."""
+"""A config is a few kilobytes; pure-Python YAML takes a second or more per megabyte, so a bigger file is refused."""
 MAX_NESTING = 32
 """Levels of YAML nesting (after expanding aliases); the schema needs four."""
 MAX_NODES = 100_000
@@ -441,6 +442,7 @@ def _check_consistency(config: Config, origin: str) -> None:
 # -- schema helpers --------------------------------------------------------
 
 
+@functools.cache
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
