@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from pipeline.config import Config, TokenizerConfig
-from pipeline.errors import DataError
+from pipeline.errors import DataError, InvalidUtf8Error
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import pattern_name
 from stages.options import config_options
@@ -109,7 +109,11 @@ def decode_command(ids, replace, tokenizer_path, config: Config) -> None:
     """Print the text of ID... (negative or unknown IDs are an error naming the first one)."""
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     values = [int(token) if _INTEGER.fullmatch(token) else token for token in ids]
-    click.echo(tokenizer.decode(values, errors="replace" if replace else "strict"))
+    try:
+        text = tokenizer.decode(values, errors="replace" if replace else "strict")
+    except InvalidUtf8Error as exc:
+        raise InvalidUtf8Error(exc.problem, "pass --replace to print U+FFFD for them") from None
+    click.echo(text)
 
 
 @tokenizer_group.command("fingerprint")

@@ -8,12 +8,12 @@ shards untouched (and the stage stale).
 from __future__ import annotations
 
 import functools
-import os
 from concurrent.futures import ProcessPoolExecutor
 
 from pipeline import documents, encoding
 from pipeline.config import Config
 from pipeline.errors import ConfigError
+from pipeline.parallel import worker_count
 from pipeline.runner import Stage
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
@@ -33,7 +33,7 @@ def run(config: Config) -> None:
     tokenizer = encoding.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
-    workers = settings.workers or os.cpu_count() or 1
+    workers = worker_count(settings.workers)
     with ProcessPoolExecutor(workers) as executor:
         manifests = encoding.encode_corpus(
             config.prepare.output_dir, settings.output_dir, tokenizer_path=tokenizer_path,

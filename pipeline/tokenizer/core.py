@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 import regex
 
-from pipeline.errors import TokenizerError, TokenizerFormatError
+from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
 from pipeline.hashing import canonical_hash
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder, apply_merges
@@ -250,9 +250,9 @@ class Tokenizer:
         try:
             return data.decode("utf-8", errors)
         except UnicodeDecodeError as exc:
-            raise TokenizerError(
+            raise InvalidUtf8Error(
                 f"the IDs decode to bytes that are not valid UTF-8 (at byte offset {exc.start}: "
-                f"{data[exc.start:exc.end]!r}); pass errors='replace' or use decode_bytes"
+                f"{data[exc.start:exc.end]!r})", "pass errors='replace' or use decode_bytes"
             ) from None
 
     # ---- internals ------------------------------------------------------------------------------
