@@ -1,9 +1,10 @@
 """A content-addressed stage runner, in the manner of DVC, that knows no stage by name.
 
 A :class:`Stage` declares its dependencies (files or directories), the config
-keys it reads and its outputs. After a stage succeeds the runner records a lock
-entry (``{state_dir}/lock.json``): the content hash of every dependency and
-output and the value of every key. A stage is stale when it never ran, a
+keys it reads, its outputs and the version of the code that makes them. After a
+stage succeeds the runner records a lock entry (``{state_dir}/lock.json``): the
+content hash of every dependency and output, the value of every key and the
+code version. A stage is stale when it never ran, its code version, a
 dependency's hash or a key's value differs from the entry, or an output is
 missing or differs. Because dependencies are compared by content, a re-run
 that rewrites byte-identical outputs leaves downstream stages up to date
@@ -37,13 +38,20 @@ LOCK_VERSION = 1
 
 @dataclass(frozen=True)
 class Stage:
-    """One step: ``run`` turns ``deps`` into ``outs`` reading the config keys ``params``."""
+    """One step: ``run`` turns ``deps`` into ``outs`` reading the config keys ``params``.
+
+    ``code_version`` stands for the code that shapes the outputs: whoever changes that
+    code so that the same deps and params would give different outputs bumps it, and
+    the stage re-runs where it ran with another version (an upgrade of the code is a
+    change of input like any other).
+    """
 
     name: str
     deps: tuple[str, ...]
     outs: tuple[str, ...]
     params: tuple[str, ...]
     run: Callable[[], None]
+    code_version: int = 1
 
 
 @dataclass(frozen=True)
@@ -149,13 +157,15 @@ class Pipeline:
             outs[out] = cache.tree_hash(self.root / out)
         cache.save()
         lock = self._read_lock()
-        lock[stage.name] = {"deps": deps, "outs": outs, "params": self._params(stage)}
+        lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
+                             "params": self._params(stage)}
         atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
 
     def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache) -> list[str]:
         if entry is None:
             return ["never run"]
-        return (_param_changes(entry.get("params", {}), self._params(stage))
+        return (_code_version_changes(entry.get("code_version"), stage.code_version)
+                + _param_changes(entry.get("params", {}), self._params(stage))
                 + self._dep_changes(stage, entry.get("deps", {}), cache)
                 + self._out_changes(stage, entry.get("outs", {}), cache))
 
@@ -289,6 +299,15 @@ def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
 def _within(path: str, directory: str) -> bool:
     path, directory = os.path.normpath(path), os.path.normpath(directory)
     return path == directory or path.startswith(directory + os.sep)
+
+
+def _code_version_changes(recorded: int | None, current: int) -> list[str]:
+    """``code version changed 3 → 4``; an entry from before versions were recorded re-runs too."""
+    if recorded == current:
+        return []
+    if recorded is None:
+        return [f"code version not recorded (now {current})"]
+    return [f"code version changed {recorded} → {current}"]
 
 
 def _param_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
