@@ -81,6 +81,7 @@ class Pipeline:
         self._param_value = param_value
         self._log = log
         self._upstream = _upstream_map(self.stages)
+        self._cache_warned = False
 
     @property
     def lock_path(self) -> Path:
@@ -102,7 +103,7 @@ class Pipeline:
             if reasons:
                 stale.append(stage.name)
             report.append(StageStatus(stage.name, tuple(reasons)))
-        cache.save()
+        self._save_cache(cache)
         return report
 
     def run(self, targets: Sequence[str] | None = None, *, force: bool = False) -> list[str]:
@@ -138,7 +139,7 @@ class Pipeline:
         lock = self._read_lock()
         cache = self._hash_cache()
         reasons = ["forced"] if forced else self._reasons(stage, lock.get(stage.name), cache)
-        cache.save()
+        self._save_cache(cache)
         if not reasons:
             self._log(f"'{stage.name}' is up to date")
             return False
@@ -155,7 +156,7 @@ class Pipeline:
             if not (self.root / out).exists():
                 raise RunnerError(f"stage '{stage.name}' finished but did not write its output '{out}'")
             outs[out] = cache.tree_hash(self.root / out)
-        cache.save()
+        self._save_cache(cache)
         lock = self._read_lock()
         lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
                              "params": self._params(stage)}
@@ -226,6 +227,18 @@ class Pipeline:
 
     def _hash_cache(self) -> HashCache:
         return HashCache(self.state_dir / "hashes.json")
+
+    def _save_cache(self, cache: HashCache) -> None:
+        """Save the hash cache if possible: it only saves time, so a full or read-only disk
+        must not fail a command (``status``, a run with nothing to do); say so once."""
+        try:
+            cache.save()
+        except OSError as exc:
+            if not self._cache_warned:
+                self._cache_warned = True
+                reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+                self._log(f"warning: could not save the hash cache {cache.path} ({reason}); "
+                          "files will be hashed again next time")
 
     def _read_lock(self) -> dict[str, Any]:
         try:

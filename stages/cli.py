@@ -1,14 +1,18 @@
 """The ``lmprep`` command: one thin click layer over the library and the stages.
 
-Every error a user can cause is a :class:`pipeline.errors.PipelineError` or a
-click usage error (unknown option, bad value, missing argument); either is
-printed as one line on stderr with exit status 2 and no traceback. Anything
-else is a bug and keeps its traceback.
+Every error a user can cause is a :class:`pipeline.errors.PipelineError`, a
+click usage error (unknown option, bad value, missing argument) or an OSError
+about the user's files that the user must fix (a full disk, a quota, a
+read-only file system, a denied permission, too long a name); each is printed as
+one line on stderr with exit status 2 and no traceback. Anything else is a bug
+and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 from collections.abc import Iterator
 
 import click
@@ -16,6 +20,14 @@ from click.exceptions import NoArgsIsHelpError
 
 from pipeline.errors import PipelineError
 
+# OS errors a user fixes (free space, raise a quota, fix permissions, shorten a name), with the advice
+USER_OS_ERRORS = {
+    errno.ENOSPC: "free some space and run again",
+    errno.EDQUOT: "free some space and run again",
+    errno.EROFS: "",
+    errno.EACCES: "",
+    errno.ENAMETOOLONG: "",
+}
 ARGUMENTS = "lmprep.arguments"  # ctx.meta key: the root's command line, to name the command a parser error is about
 
 
@@ -91,6 +103,18 @@ class LmprepGroup(click.Group):
                 return super().invoke(ctx)
             except PipelineError as exc:
                 raise UserError(" ".join(str(exc).split())) from None
+            except OSError as exc:
+                if exc.errno not in USER_OS_ERRORS:
+                    raise
+                raise UserError(os_error_message(exc)) from None
+
+
+def os_error_message(exc: OSError) -> str:
+    """``out/shards: no space left on device; free some space and run again``."""
+    reason = os.strerror(exc.errno).lower()
+    advice = USER_OS_ERRORS[exc.errno]
+    message = f"{exc.filename}: {reason}" if exc.filename is not None else reason
+    return f"{message}; {advice}" if advice else message
 
 
 @click.group("lmprep", cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
