@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,14 +107,16 @@ class Pipeline:
         self._save_cache(cache)
         return report
 
-    def run(self, targets: Sequence[str] | None = None, *, force: bool = False) -> list[str]:
+    def run(self, targets: Sequence[str] | None = None, *, force: bool = False, wait: bool = True) -> list[str]:
         """Run the stale stages among ``targets`` (all if None) and their upstream; return those run.
 
         ``force`` re-runs the targets themselves even when up to date (not their upstream).
+        While another run holds this state dir, wait for it (saying so), or with
+        ``wait=False`` raise RunnerError naming it.
         """
         selected = self._selected(targets)
         forced = {s.name for s in selected if force and (targets is None or s.name in targets)}
-        with self._exclusive():
+        with self._exclusive(wait=wait):
             self._recover_outputs(selected)
             return [stage.name for stage in selected if self._run_if_stale(stage, stage.name in forced)]
 
@@ -252,25 +255,62 @@ class Pipeline:
         return data.get("stages", {})
 
     @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        """Hold ``{state_dir}/run.lock`` so that two runs never interleave."""
+    def _exclusive(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold ``{state_dir}/run.lock`` so that two runs never interleave.
+
+        Staleness is decided only once the lock is held, so a run that waited
+        for another one does only what that one left to do.
+        """
         self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self.state_dir / "run.lock"
-        with open(path, "a+", encoding="utf-8") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                raise RunnerError(_busy_message(path)) from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            if not _try_lock(fd):
+                if not wait:
+                    raise RunnerError(_busy_message(path))
+                self._log(f"waiting for the run of {_lock_holder(path)} to finish")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            _write_holder(fd)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        return False
+    return True
+
+
+def _write_holder(fd: int) -> None:
+    """Put this process's PID and start time in the held lock file, for a waiting run to show.
+
+    Best effort: the lock is the flock, not the text, and a full disk must not stop a run.
+    """
+    text = f"{os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode("utf-8"), 0)
+
+
+def _lock_holder(path: Path) -> str:
+    """``PID 123 (started 2025-05-01 12:00:03)``, as far as the lock file says."""
+    try:
+        pid, _, started = path.read_text("utf-8").strip().partition(" ")
+    except OSError:
+        pid = started = ""
+    if not pid:
+        return "another process"
+    return f"PID {pid} (started {started})" if started else f"PID {pid}"
+
+
+def _busy_message(path: Path) -> str:
+    return (f"another lmprep run ({_lock_holder(path)}) is running in this directory; wait for it to finish "
+            f"(the lock {path} is released when that process exits)")
 
 
 def _remove(path: Path) -> bool:
@@ -281,12 +321,6 @@ def _remove(path: Path) -> bool:
     else:
         return False
     return True
-
-
-def _busy_message(path: Path) -> str:
-    pid = path.read_text("utf-8").strip() or "unknown"
-    return (f"another lmprep run (pid {pid}) is running in this directory; wait for it to finish "
-            f"(the lock {path} is released when that process exits)")
 
 
 def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
