@@ -10,8 +10,8 @@ missing or differs. Because dependencies are compared by content, a re-run
 that rewrites byte-identical outputs leaves downstream stages up to date
 (early cutoff) with no extra bookkeeping.
 
-Hashes are cached by ``(size, mtime_ns, ctime_ns, inode)``, so checking a pipeline over
-gigabytes costs a ``stat`` per file. Stages write outputs atomically and the
+Hashes are cached by ``(size, mtime_ns, ctime_ns, inode)``, so checking a
+pipeline over gigabytes costs a ``stat`` per file. Stages write outputs atomically and the
 lock entry is written only after a stage succeeds, so an interrupted stage
 leaves the previous outputs and entry in place and is simply stale next time.
 """

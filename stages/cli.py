@@ -20,14 +20,8 @@ from click.exceptions import NoArgsIsHelpError
 
 from pipeline.errors import PipelineError
 
-# OS errors a user fixes (free space, raise a quota, fix permissions, shorten a name), with the advice
-USER_OS_ERRORS = {
-    errno.ENOSPC: "free some space and run again",
-    errno.EDQUOT: "free some space and run again",
-    errno.EROFS: "",
-    errno.EACCES: "",
-    errno.ENAMETOOLONG: "",
-}
+# OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name)
+USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG})
 ARGUMENTS = "lmprep.arguments"  # ctx.meta key: the root's command line, to name the command a parser error is about
 
 
@@ -104,17 +98,19 @@ class LmprepGroup(click.Group):
             except PipelineError as exc:
                 raise UserError(" ".join(str(exc).split())) from None
             except OSError as exc:
-                if exc.errno not in USER_OS_ERRORS:
+                if exc.errno not in USER_OS_ERRNOS:
                     raise
                 raise UserError(os_error_message(exc)) from None
 
 
 def os_error_message(exc: OSError) -> str:
     """``out/shards: no space left on device; free some space and run again``."""
-    reason = os.strerror(exc.errno).lower()
-    advice = USER_OS_ERRORS[exc.errno]
-    message = f"{exc.filename}: {reason}" if exc.filename is not None else reason
-    return f"{message}; {advice}" if advice else message
+    message = os.strerror(exc.errno).lower()
+    if exc.filename is not None:
+        message = f"{exc.filename}: {message}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        message += "; free some space and run again"
+    return message
 
 
 @click.group("lmprep", cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
