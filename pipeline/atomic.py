@@ -8,6 +8,8 @@ which a sibling temp file guarantees.
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import json
 import os
 import shutil
@@ -17,9 +19,29 @@ from pathlib import Path
 from typing import Any
 
 _TMP_MARK = ".tmp-"
+# errors that only writing causes: reported against the output being written
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _name_output_in_write_errors(generator_function):
+    """Raise a full disk (or quota, or file size limit) met while writing an output as an
+    OSError naming the output, not a temporary or nothing at all, as buffered writes and
+    pyarrow's do: the output is the name the user knows."""
+
+    @functools.wraps(generator_function)
+    def named(path: str | os.PathLike[str]) -> Iterator[Path]:
+        try:
+            yield from generator_function(path)
+        except OSError as exc:
+            if exc.errno not in _WRITE_ERRNOS:
+                raise
+            raise OSError(exc.errno, os.strerror(exc.errno), os.fspath(path)) from exc
+
+    return named
 
 
 @contextlib.contextmanager
+@_name_output_in_write_errors
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it onto ``path``.
 
@@ -66,6 +88,7 @@ def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
 
 
 @contextlib.contextmanager
+@_name_output_in_write_errors
 def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield an empty staging directory; on success swap it in place of ``path``.
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from pipeline import atomic
@@ -162,8 +163,21 @@ def save_checkpoint(
     }
     target = checkpoint_file(path)
     with atomic.atomic_path(target) as tmp:
-        save_file(tensors, str(tmp), metadata={_METADATA_KEY: atomic.dumps_json(metadata, indent=None)})
+        _save_file(tensors, tmp, metadata={_METADATA_KEY: atomic.dumps_json(metadata, indent=None)})
     return target
+
+
+def _save_file(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+    """safetensors' ``save_file``, raising a failed write (a full disk) as the OSError it is:
+    safetensors reports it as its own error type with ``(os error N)`` in the text."""
+    try:
+        save_file(tensors, str(path), metadata=metadata)
+    except SafetensorError as exc:
+        found = re.search(r"\(os error (\d+)\)", str(exc))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from exc
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:

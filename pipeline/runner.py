@@ -1,16 +1,17 @@
 """A content-addressed stage runner, in the manner of DVC, that knows no stage by name.
 
 A :class:`Stage` declares its dependencies (files or directories), the config
-keys it reads and its outputs. After a stage succeeds the runner records a lock
-entry (``{state_dir}/lock.json``): the content hash of every dependency and
-output and the value of every key. A stage is stale when it never ran, a
+keys it reads, its outputs and the version of the code that makes them. After a
+stage succeeds the runner records a lock entry (``{state_dir}/lock.json``): the
+content hash of every dependency and output, the value of every key and the
+code version. A stage is stale when it never ran, its code version, a
 dependency's hash or a key's value differs from the entry, or an output is
 missing or differs. Because dependencies are compared by content, a re-run
 that rewrites byte-identical outputs leaves downstream stages up to date
 (early cutoff) with no extra bookkeeping.
 
-Hashes are cached by ``(size, mtime_ns, inode)``, so checking a pipeline over
-gigabytes costs a ``stat`` per file. Stages write outputs atomically and the
+Hashes are cached by ``(size, mtime_ns, ctime_ns, inode)``, so checking a
+pipeline over gigabytes costs a ``stat`` per file. Stages write outputs atomically and the
 lock entry is written only after a stage succeeds, so an interrupted stage
 leaves the previous outputs and entry in place and is simply stale next time.
 """
@@ -23,6 +24,7 @@ import fcntl
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +39,20 @@ LOCK_VERSION = 1
 
 @dataclass(frozen=True)
 class Stage:
-    """One step: ``run`` turns ``deps`` into ``outs`` reading the config keys ``params``."""
+    """One step: ``run`` turns ``deps`` into ``outs`` reading the config keys ``params``.
+
+    ``code_version`` stands for the code that shapes the outputs: whoever changes that
+    code so that the same deps and params would give different outputs bumps it, and
+    the stage re-runs where it ran with another version (an upgrade of the code is a
+    change of input like any other).
+    """
 
     name: str
     deps: tuple[str, ...]
     outs: tuple[str, ...]
     params: tuple[str, ...]
     run: Callable[[], None]
+    code_version: int = 1
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,7 @@ class Pipeline:
         self._param_value = param_value
         self._log = log
         self._upstream = _upstream_map(self.stages)
+        self._cache_warned = False
 
     @property
     def lock_path(self) -> Path:
@@ -94,17 +104,19 @@ class Pipeline:
             if reasons:
                 stale.append(stage.name)
             report.append(StageStatus(stage.name, tuple(reasons)))
-        cache.save()
+        self._save_cache(cache)
         return report
 
-    def run(self, targets: Sequence[str] | None = None, *, force: bool = False) -> list[str]:
+    def run(self, targets: Sequence[str] | None = None, *, force: bool = False, wait: bool = True) -> list[str]:
         """Run the stale stages among ``targets`` (all if None) and their upstream; return those run.
 
         ``force`` re-runs the targets themselves even when up to date (not their upstream).
+        While another run holds this state dir, wait for it (saying so), or with
+        ``wait=False`` raise RunnerError naming it.
         """
         selected = self._selected(targets)
         forced = {s.name for s in selected if force and (targets is None or s.name in targets)}
-        with self._exclusive():
+        with self._exclusive(wait=wait):
             self._recover_outputs(selected)
             return [stage.name for stage in selected if self._run_if_stale(stage, stage.name in forced)]
 
@@ -130,7 +142,7 @@ class Pipeline:
         lock = self._read_lock()
         cache = self._hash_cache()
         reasons = ["forced"] if forced else self._reasons(stage, lock.get(stage.name), cache)
-        cache.save()
+        self._save_cache(cache)
         if not reasons:
             self._log(f"'{stage.name}' is up to date")
             return False
@@ -147,15 +159,17 @@ class Pipeline:
             if not (self.root / out).exists():
                 raise RunnerError(f"stage '{stage.name}' finished but did not write its output '{out}'")
             outs[out] = cache.tree_hash(self.root / out)
-        cache.save()
+        self._save_cache(cache)
         lock = self._read_lock()
-        lock[stage.name] = {"deps": deps, "outs": outs, "params": self._params(stage)}
+        lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
+                             "params": self._params(stage)}
         atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
 
     def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache) -> list[str]:
         if entry is None:
             return ["never run"]
-        return (_param_changes(entry.get("params", {}), self._params(stage))
+        return (_code_version_changes(entry.get("code_version"), stage.code_version)
+                + _param_changes(entry.get("params", {}), self._params(stage))
                 + self._dep_changes(stage, entry.get("deps", {}), cache)
                 + self._out_changes(stage, entry.get("outs", {}), cache))
 
@@ -217,6 +231,18 @@ class Pipeline:
     def _hash_cache(self) -> HashCache:
         return HashCache(self.state_dir / "hashes.json")
 
+    def _save_cache(self, cache: HashCache) -> None:
+        """Save the hash cache if possible: it only saves time, so a full or read-only disk
+        must not fail a command (``status``, a run with nothing to do); say so once."""
+        try:
+            cache.save()
+        except OSError as exc:
+            if not self._cache_warned:
+                self._cache_warned = True
+                reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+                self._log(f"warning: could not save the hash cache {cache.path} ({reason}); "
+                          "files will be hashed again next time")
+
     def _read_lock(self) -> dict[str, Any]:
         try:
             data = json.loads(self.lock_path.read_text("utf-8"))
@@ -229,25 +255,62 @@ class Pipeline:
         return data.get("stages", {})
 
     @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        """Hold ``{state_dir}/run.lock`` so that two runs never interleave."""
+    def _exclusive(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold ``{state_dir}/run.lock`` so that two runs never interleave.
+
+        Staleness is decided only once the lock is held, so a run that waited
+        for another one does only what that one left to do.
+        """
         self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self.state_dir / "run.lock"
-        with open(path, "a+", encoding="utf-8") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                raise RunnerError(_busy_message(path)) from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            if not _try_lock(fd):
+                if not wait:
+                    raise RunnerError(_busy_message(path))
+                self._log(f"waiting for the run of {_lock_holder(path)} to finish")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            _write_holder(fd)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        return False
+    return True
+
+
+def _write_holder(fd: int) -> None:
+    """Put this process's PID and start time in the held lock file, for a waiting run to show.
+
+    Best effort: the lock is the flock, not the text, and a full disk must not stop a run.
+    """
+    text = f"{os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode("utf-8"), 0)
+
+
+def _lock_holder(path: Path) -> str:
+    """``PID 123 (started 2025-05-01 12:00:03)``, as far as the lock file says."""
+    try:
+        pid, _, started = path.read_text("utf-8").strip().partition(" ")
+    except OSError:
+        pid = started = ""
+    if not pid:
+        return "another process"
+    return f"PID {pid} (started {started})" if started else f"PID {pid}"
+
+
+def _busy_message(path: Path) -> str:
+    return (f"another lmprep run ({_lock_holder(path)}) is running in this directory; wait for it to finish "
+            f"(the lock {path} is released when that process exits)")
 
 
 def _remove(path: Path) -> bool:
@@ -258,12 +321,6 @@ def _remove(path: Path) -> bool:
     else:
         return False
     return True
-
-
-def _busy_message(path: Path) -> str:
-    pid = path.read_text("utf-8").strip() or "unknown"
-    return (f"another lmprep run (pid {pid}) is running in this directory; wait for it to finish "
-            f"(the lock {path} is released when that process exits)")
 
 
 def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
@@ -289,6 +346,15 @@ def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
 def _within(path: str, directory: str) -> bool:
     path, directory = os.path.normpath(path), os.path.normpath(directory)
     return path == directory or path.startswith(directory + os.sep)
+
+
+def _code_version_changes(recorded: int | None, current: int) -> list[str]:
+    """``code version changed 3 → 4``; an entry from before versions were recorded re-runs too."""
+    if recorded == current:
+        return []
+    if recorded is None:
+        return [f"code version not recorded (now {current})"]
+    return [f"code version changed {recorded} → {current}"]
 
 
 def _param_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

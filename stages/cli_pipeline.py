@@ -17,10 +17,14 @@ def make_pipeline(config: Config) -> Pipeline:
 @click.command()
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
+@click.option("--no-wait", is_flag=True, help="Fail at once if another run is going on here, instead of waiting for it.")
 @config_options
-def run(stages: tuple[str, ...], force: bool, config: Config) -> None:
-    """Run the stale stages (all, or STAGE... and what they depend on), in order."""
-    make_pipeline(config).run(list(stages) or None, force=force)
+def run(stages: tuple[str, ...], force: bool, no_wait: bool, config: Config) -> None:
+    """Run the stale stages (all, or STAGE... and what they depend on), in order.
+
+    While another run is going on in the same state dir, wait for it to finish first.
+    """
+    make_pipeline(config).run(list(stages) or None, force=force, wait=not no_wait)
 
 
 @click.command()

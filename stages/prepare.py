@@ -18,6 +18,11 @@ from pipeline.sources import SourceFile, expand_sources
 from stages.console import show_progress
 
 
+# Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
+# bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
+# wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
+CODE_VERSION = 1
+
 def build(config: Config) -> Stage:
     files = expand_sources(config.data.sources)
     return Stage(
@@ -26,6 +31,7 @@ def build(config: Config) -> Stage:
         outs=(config.prepare.output_dir,),
         params=("data", "prepare"),
         run=functools.partial(run, config, files),
+        code_version=CODE_VERSION,
     )
 
 

@@ -22,17 +22,24 @@ from stages.console import say, show_progress
 TRAINING_KEYS = ("kind", "vocab_size", "pattern", "merge_newlines", "min_frequency", "special_tokens")
 
 
+# Version of the code that shapes this stage's outputs (the trainer and tokenizer.json writer in
+# pipeline/tokenizer/): bump it whenever the same prepared data and settings would give another
+# tokenizer.json, and the stage re-runs wherever it ran before. tests/test_code_versions.py pins it.
+CODE_VERSION = 1
+
 def build(config: Config) -> Stage:
     settings = config.tokenizer
     if settings.path is not None:
         return Stage(name="tokenizer", deps=(settings.path,), outs=(settings.output,),
-                     params=("tokenizer.path", "tokenizer.output"), run=functools.partial(reuse, config))
+                     params=("tokenizer.path", "tokenizer.output"), run=functools.partial(reuse, config),
+                     code_version=CODE_VERSION)
     return Stage(
         name="tokenizer",
         deps=(str(training_file(config)),),
         outs=(settings.output,),
         params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS)),
         run=functools.partial(train, config),
+        code_version=CODE_VERSION,
     )
 
 

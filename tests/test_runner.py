@@ -231,7 +231,7 @@ def test_hash_cache_avoids_rehashing_unchanged_files(ws, monkeypatch):
     assert ws.pipeline().run() == []
 
 
-def test_second_concurrent_run_fails_clearly(ws):
+def test_second_concurrent_run_without_waiting_fails_clearly(ws):
     state = ws.root / ".state"
     state.mkdir()
     holder = subprocess.Popen(
@@ -246,8 +246,8 @@ def test_second_concurrent_run_fails_clearly(ws):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(RunnerError, match=rf"another lmprep run \(pid {holder.pid}\) is running"):
-            ws.pipeline().run()
+        with pytest.raises(RunnerError, match=rf"another lmprep run \(PID {holder.pid}\) is running"):
+            ws.pipeline().run(wait=False)
         assert ws.calls == []
     finally:
         holder.communicate("")

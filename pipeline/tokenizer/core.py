@@ -24,6 +24,9 @@ from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder, apply_merges
 
 KINDS = ("byte", "char")
 UNKNOWN_TEXT = "\ufffd"
+# Hashed into every fingerprint. Bump it whenever the same tokenizer file would encode or decode
+# differently (so that shards and checkpoints made before are refused, not silently reused);
+# tests/test_code_versions.py pins what each version does.
 FINGERPRINT_VERSION = 1
 
 
