@@ -41,6 +41,8 @@ def tokenizer_group() -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--vocab-size", "vocab_size", type=click.IntRange(min=1),
               help="Upper bound on IDs: base tokens + merges + special tokens [default: tokenizer.vocab_size].")
+@click.option("--merges", "merges", type=click.IntRange(min=0),
+              help="Upper bound on merges, instead of --vocab-size [default: tokenizer.merges].")
 @click.option("--kind", "kind", type=click.Choice(["byte", "char"]), help="[default: tokenizer.kind]")
 @click.option("--pattern", "pattern", help="Pre-split: gpt4, gpt2, none or a regex [default: tokenizer.pattern; "
                                            "if null, gpt4 for byte and none for char].")
@@ -59,8 +61,8 @@ def train_command(files, out, config, **given) -> None:
     """Train on FILE... (UTF-8 text; each file's whole text is one training sequence)."""
     settings = with_given_options(config.tokenizer, given)
     tokenizer = Tokenizer.train(
-        (read_utf8(path) for path in files), vocab_size=settings.vocab_size, kind=settings.kind,
-        pattern=settings.pattern, special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
+        (read_utf8(path) for path in files), vocab_size=settings.vocab_size, merges=settings.merges,
+        kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers,
     )
     if tokenizer.stop_reason:
@@ -72,8 +74,16 @@ def train_command(files, out, config, **given) -> None:
 
 
 def with_given_options(settings: TokenizerConfig, given: dict[str, Any]) -> TokenizerConfig:
-    """The config's tokenizer section, with each option given on the command line in place of its key."""
-    return dataclasses.replace(settings, **{key: value for key, value in given.items() if value not in (None, ())})
+    """The config's tokenizer section, with each option given on the command line in place of its key.
+
+    ``--vocab-size`` and ``--merges`` set the size together: giving one drops the config's other one.
+    """
+    given = {key: value for key, value in given.items() if value not in (None, ())}
+    if "vocab_size" in given and "merges" in given:
+        raise click.UsageError("give --vocab-size or --merges, not both")
+    if "vocab_size" in given or "merges" in given:
+        given = {"vocab_size": None, "merges": None} | given
+    return dataclasses.replace(settings, **given)
 
 
 def read_utf8(path: str) -> str:

@@ -91,7 +91,8 @@ class Tokenizer:
         cls,
         texts: Iterable[str],
         *,
-        vocab_size: int,
+        vocab_size: int | None = None,
+        merges: int | None = None,
         kind: str = "byte",
         pattern: str | None = None,
         special_tokens: Sequence[str] = (),
@@ -100,9 +101,10 @@ class Tokenizer:
         workers: int = 0,
         progress: bool = False,
     ) -> Tokenizer:
-        """Learn merges from ``texts`` (each one training sequence) up to ``vocab_size`` IDs in all.
+        """Learn merges from ``texts`` (each one training sequence) up to ``vocab_size`` IDs in all
+        and up to ``merges`` merges (give at least one; with both, the first limit reached stops it).
 
-        ``vocab_size`` counts base tokens, merges and special tokens; it is an upper bound:
+        ``vocab_size`` counts base tokens, merges and special tokens; both are upper bounds:
         training stops early when no pair occurs ``min_frequency`` times, and the returned
         tokenizer's ``stop_reason`` says so. ``merge_newlines`` defaults to False for the char
         kind (newline stays a token of its own, so it can end generation) and True for bytes.
@@ -114,15 +116,19 @@ class Tokenizer:
         specials = _check_special_names(special_tokens)
         newlines = (kind == "byte") if merge_newlines is None else merge_newlines
         reserved = (256 if kind == "byte" else 1) + len(specials)
-        if vocab_size < reserved:
+        if vocab_size is None and merges is None:
+            raise TokenizerError("give a vocabulary size or a number of merges to train")
+        if vocab_size is not None and vocab_size < reserved:
             raise TokenizerError(
                 f"vocab_size {vocab_size} is too small: {kind} kind needs at least {reserved} IDs "
                 f"for its base tokens and {len(specials)} special tokens; raise --vocab-size"
             )
-        result = train_merges(texts, kind=kind, pattern=regex_, num_merges=vocab_size - reserved,
+        room = None if vocab_size is None else vocab_size - reserved
+        num_merges = min(limit for limit in (merges, room) if limit is not None)
+        result = train_merges(texts, kind=kind, pattern=regex_, num_merges=num_merges,
                               min_frequency=min_frequency, merge_newlines=newlines, workers=workers, progress=progress)
-        merges, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
-        tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=merges, alphabet=result.alphabet,
+        learned, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
+        tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=learned, alphabet=result.alphabet,
                                     special_tokens=specials, merge_newlines=newlines)
         tokenizer.stop_reason = stop_reason
         return tokenizer
@@ -334,9 +340,10 @@ def _check_special_names(special_tokens: Sequence[str]) -> list[str]:
     return names
 
 
-def _fit_merges(result, *, kind: str, vocab_size: int, reserved: int) -> tuple[list[tuple[int, int]], str | None]:
+def _fit_merges(result, *, kind: str, vocab_size: int | None,
+                reserved: int) -> tuple[list[tuple[int, int]], str | None]:
     """The char kind learns its alphabet while training: keep only the merges that fit ``vocab_size``."""
-    if kind == "byte":
+    if kind == "byte" or vocab_size is None:
         return list(result.merges), result.stop_reason
     room = vocab_size - reserved - len(result.alphabet)
     if room < 0:
