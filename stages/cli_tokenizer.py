@@ -7,6 +7,7 @@ PipelineErrors, which the root group prints as one line with exit status 2.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,25 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
         result = tokenizer.merge_results[rank]
         click.echo(f"  {result}: {tokenizer.render_token(a)} + {tokenizer.render_token(b)} -> "
                    f"{tokenizer.render_token(result)}")
+
+
+@tokenizer_group.command("trace")
+@click.argument("text")
+@click.option("--max-steps", "max_steps", type=click.IntRange(min=0),
+              help="Show at most this many merges (the IDs are always the full encoding).")
+@click.option("--json", "as_json", is_flag=True, help="Print the trace as JSON.")
+@tokenizer_option
+@config_options(optional=True)
+def trace_command(text, max_steps, as_json, tokenizer_path, config: Config) -> None:
+    """Show BPE at work on TEXT: the starting pieces, each merge that applies in training order, the IDs.
+
+    Bytes that are not whole characters are shown as <e6>; special-token strings are plain text.
+    """
+    from pipeline.tokenizer import trace
+
+    tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
+    result = trace.trace(tokenizer, text, max_steps=max_steps)
+    if as_json:
+        click.echo(json.dumps(trace.to_json(tokenizer, text, result), ensure_ascii=False))
+    else:
+        click.echo("\n".join(trace.format_text(tokenizer, result)))

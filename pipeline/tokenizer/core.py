@@ -223,6 +223,11 @@ class Tokenizer:
         """All texts' IDs concatenated (``np.uint32``) and ``len(texts) + 1`` document offsets (``np.int64``)."""
         return self._encode_checked(self._encoder.flat, texts)
 
+    def split_base_ids(self, text: str) -> list[list[int]]:
+        """``text`` cut by the pattern into chunks, each as the base IDs that merging starts from."""
+        base_ids = self._base_ids_function()
+        return self._encode_checked(lambda t: [base_ids(chunk) for chunk in patterns.splitter(self.pattern)(t)], text)
+
     # ---- decoding -------------------------------------------------------------------------------
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
