@@ -38,24 +38,34 @@ def tokenizer_group() -> None:
     """
 
 
+def training_options(command):
+    """The options of how to train (not how big), shared by ``train`` and ``sweep``; each defaults to its key."""
+    options = [
+        click.option("--kind", "kind", type=click.Choice(["byte", "char"]), help="[default: tokenizer.kind]"),
+        click.option("--pattern", "pattern", help="Pre-split: gpt4, gpt2, none or a regex [default: "
+                                                  "tokenizer.pattern; if null, gpt4 for byte and none for char]."),
+        click.option("--special", "special_tokens", multiple=True,
+                     help="A special token (repeatable); IDs follow the merges [default: tokenizer.special_tokens]."),
+        click.option("--min-frequency", "min_frequency", type=click.IntRange(min=1),
+                     help="Stop when no pair occurs this often [default: tokenizer.min_frequency]."),
+        click.option("--merge-newlines/--no-merge-newlines", "merge_newlines", default=None,
+                     help="Allow tokens containing a newline [default: tokenizer.merge_newlines; "
+                          "if null, yes for byte and no for char]."),
+        click.option("--workers", "workers", type=click.IntRange(min=0),
+                     help="Processes, 0 = all cores [default: tokenizer.workers]."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @tokenizer_group.command("train")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--vocab-size", "vocab_size", type=click.IntRange(min=1),
               help="Upper bound on IDs: base tokens + merges + special tokens [default: tokenizer.vocab_size].")
 @click.option("--merges", "merges", type=click.IntRange(min=0),
               help="Upper bound on merges, instead of --vocab-size [default: tokenizer.merges].")
-@click.option("--kind", "kind", type=click.Choice(["byte", "char"]), help="[default: tokenizer.kind]")
-@click.option("--pattern", "pattern", help="Pre-split: gpt4, gpt2, none or a regex [default: tokenizer.pattern; "
-                                           "if null, gpt4 for byte and none for char].")
-@click.option("--special", "special_tokens", multiple=True,
-              help="A special token (repeatable); IDs follow the merges [default: tokenizer.special_tokens].")
-@click.option("--min-frequency", "min_frequency", type=click.IntRange(min=1),
-              help="Stop when no pair occurs this often [default: tokenizer.min_frequency].")
-@click.option("--merge-newlines/--no-merge-newlines", "merge_newlines", default=None,
-              help="Allow tokens containing a newline [default: tokenizer.merge_newlines; "
-                   "if null, yes for byte and no for char].")
-@click.option("--workers", "workers", type=click.IntRange(min=0),
-              help="Processes, 0 = all cores [default: tokenizer.workers].")
+@training_options
 @click.option("--out", type=click.Path(dir_okay=False), help="[default: tokenizer.output]")
 @config_options(optional=True)
 def train_command(files, out, config, **given) -> None:
@@ -233,3 +243,69 @@ def trace_command(text, max_steps, as_json, tokenizer_path, config: Config) -> N
         click.echo(json.dumps(trace.to_json(tokenizer, text, result), ensure_ascii=False))
     else:
         click.echo("\n".join(trace.format_text(tokenizer, result)))
+
+
+def _size_list(ctx, param, value: str | None) -> list[int] | None:
+    """``512,1024,2048`` → ``[512, 1024, 2048]``; the order is checked by the sweep itself."""
+    if value is None:
+        return None
+    try:
+        return [int(item) for item in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers, "
+                                 "e.g. 512,1024,2048") from None
+
+
+@tokenizer_group.command("sweep")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--sizes", "vocab_sizes", callback=_size_list, metavar="N,N,...",
+              help="Vocabulary sizes to compare, increasing (special tokens included), e.g. 512,1024,2048.")
+@click.option("--merges", "merge_counts", callback=_size_list, metavar="N,N,...",
+              help="Merge counts to compare instead of sizes, increasing, e.g. 0,6,12,24,48.")
+@click.option("--eval", "eval_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Count tokens on this file instead of the training FILEs (repeatable), e.g. held-out text.")
+@click.option("--min-gain", "min_gain", type=click.FloatRange(min=0), default=3.0, show_default=True,
+              help="For the suggestion: the least gain worth having, in percent fewer tokens per 1,000 "
+                   "extra vocabulary entries.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default="sweep.png", show_default=True,
+              help="Where to draw bytes per token against vocabulary size.")
+@training_options
+@config_options(optional=True)
+def sweep_command(files, vocab_sizes, merge_counts, eval_files, min_gain, plot_path, config: Config,
+                  **given) -> None:
+    """Compare vocabulary sizes on FILE...: train once to the largest, read the others off its merges.
+
+    Per size: tokens, bytes per token, the gain over the previous size per 1,000 extra entries, and
+    the embedding + output head parameters at the config's train.dim. Ends with a suggested size.
+    """
+    from pipeline.tokenizer import sweep
+
+    if (vocab_sizes is None) == (merge_counts is None):
+        raise click.UsageError("give either --sizes or --merges")
+    settings = with_given_options(config.tokenizer, given)
+    texts = [read_utf8(path) for path in files]
+    if not any(texts):
+        raise DataError(f"{', '.join(files)}: no text to train on (the files are empty)")
+    eval_texts = [read_utf8(path) for path in eval_files] or None
+    if eval_texts is not None and not any(eval_texts):
+        raise DataError(f"{', '.join(eval_files)}: no text to count tokens on (the --eval files are empty)")
+    result = sweep.sweep(texts, eval_texts=eval_texts, vocab_sizes=vocab_sizes, merge_counts=merge_counts,
+                         kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
+                         min_frequency=settings.min_frequency, merge_newlines=settings.merge_newlines,
+                         workers=settings.workers)
+    dim, tied = config.train.dim, config.train.tie_weights
+    measured = "the --eval files" if eval_texts else "the training files"
+    click.echo(f"trained once: {settings.kind} kind, {result.rows[-1].merges:,} merges; tokens counted on {measured} "
+               f"({result.rows[0].text_bytes:,} bytes)")
+    header = ["vocab", "merges", "tokens", "bytes/token", f"fewer tokens per +{sweep.GAIN_PER:,} vocab",
+              f"{'embedding (tied)' if tied else 'embedding + head'} params at dim {dim}"]
+    rows = [[f"{row.vocab_size:,}", f"{row.merges:,}", f"{row.tokens:,}", f"{row.bytes_per_token:.3f}",
+             f"{sweep.gain_per_thousand(previous, row):.1f}%" if previous else "-",
+             f"{sweep.embedding_parameters(row.vocab_size, dim, tie_weights=tied):,}"]
+            for previous, row in zip([None, *result.rows], result.rows)]
+    click.echo(_table([header, *rows]))
+    suggestion = sweep.suggest(result, min_gain=min_gain)
+    click.echo(f"suggested vocab size: {suggestion.vocab_size:,} "
+               f"(a suggestion, not a measurement: {suggestion.rule})")
+    sweep.plot(result, plot_path, title=f"{settings.kind}-level BPE, {', '.join(files)}"[:80])
+    click.echo(f"bytes per token against vocabulary size → {plot_path}")
