@@ -65,7 +65,7 @@ class PrepareConfig:
 @dataclass(frozen=True)
 class TokenizerConfig:
     path: str | None = None
-    kind: Literal["byte", "char"] = "byte"
+    kind: Literal["byte", "char", "word"] = "byte"
     vocab_size: int | None = _bounded(2048, low=1)  # or set merges instead (and this to null); see _one_size_key
     merges: int | None = _bounded(None, low=0)
     pattern: str | None = None
@@ -329,6 +329,9 @@ def _check_consistency(config: Config, origin: str) -> None:
                           "are both set; keep one and set the other to null (e.g. --set tokenizer.vocab_size=null)")
     if tok.vocab_size is None and tok.merges is None:
         raise ConfigError(f"{origin}: tokenizer.vocab_size and tokenizer.merges are both null; set one of them")
+    if tok.kind == "word" and tok.merges is not None:
+        raise ConfigError(f"{origin}: tokenizer.merges does not apply to the word kind (it has no merges); "
+                          "set tokenizer.vocab_size instead")
     floor = (BYTE_ALPHABET if tok.kind == "byte" else 1) + len(tok.special_tokens)
     if tok.vocab_size is not None and tok.vocab_size < floor:
         raise ConfigError(f"{origin}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "

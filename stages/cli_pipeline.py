@@ -72,7 +72,12 @@ def show(config: Config) -> None:
 def _with_resolved_size(text: str, config: Config) -> str:
     vocab_size, merges = resolved_size(config.tokenizer)
     key, value = ("merges", merges) if config.tokenizer.merges is None else ("vocab_size", vocab_size)
-    note = f"resolved: {value}" if value is not None else "depends on the training text's characters (char kind)"
+    if value is not None:
+        note = f"resolved: {value}"
+    elif config.tokenizer.kind == "word":
+        note = "the word kind has no merges"
+    else:
+        note = "depends on the training text's characters (char kind)"
     lines = text.splitlines(keepends=True)
     section = lines.index("tokenizer:\n")
     at = next(i for i in range(section + 1, len(lines)) if lines[i] == f"  {key}: null\n")

@@ -41,7 +41,8 @@ def tokenizer_group() -> None:
 def training_options(command):
     """The options of how to train (not how big), shared by ``train`` and ``sweep``; each defaults to its key."""
     options = [
-        click.option("--kind", "kind", type=click.Choice(["byte", "char"]), help="[default: tokenizer.kind]"),
+        click.option("--kind", "kind", type=click.Choice(["byte", "char", "word"]),
+                     help="[default: tokenizer.kind]"),
         click.option("--pattern", "pattern", help="Pre-split: gpt4, gpt2, none or a regex [default: "
                                                   "tokenizer.pattern; if null, gpt4 for byte and none for char]."),
         click.option("--special", "special_tokens", multiple=True,
@@ -73,7 +74,8 @@ def train_command(files, out, config, **given) -> None:
     settings = with_given_options(config.tokenizer, given)
     tokenizer = Tokenizer.train(
         (read_utf8(path) for path in files), vocab_size=settings.vocab_size, merges=settings.merges,
-        kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
+        kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
+        min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers,
     )
     if tokenizer.stop_reason:
@@ -168,25 +170,36 @@ def export_command(tokenizer_path, fmt, out, config: Config) -> None:
               help="A tokenizer.json to compare (repeatable) [default: tokenizer.output].")
 @config_options(optional=True)
 def eval_command(files, tokenizer_paths, config: Config) -> None:
-    """Compare tokenizers by compression: tokens and bytes per token on each FILE."""
+    """Compare tokenizers by compression: tokens and bytes per token on each FILE.
+
+    When a tokenizer has an unknown token (char and word kinds), each also gets the share of its
+    tokens that are unknown: text it cannot give back.
+    """
     tokenizer_paths = tokenizer_paths or (config.tokenizer.output,)
     tokenizers = [Tokenizer.load(path) for path in tokenizer_paths]
     texts = {path: read_utf8(path) for path in files}
-    rows = [_eval_row(Path(path).name, text, tokenizers) for path, text in texts.items()]
+    unknown = any(tokenizer.unk_id is not None for tokenizer in tokenizers)
+    rows = [_eval_row(Path(path).name, text, tokenizers, unknown) for path, text in texts.items()]
     if len(files) > 1:
-        rows.append(_eval_row("total", "".join(texts.values()), tokenizers))
-    header = ["text", "bytes"] + [f"{Path(p).name} {what}" for p in tokenizer_paths for what in ("tokens", "bytes/tok")]
+        rows.append(_eval_row("total", "".join(texts.values()), tokenizers, unknown))
+    columns = ("tokens", "bytes/tok", "unknown") if unknown else ("tokens", "bytes/tok")
+    names = [Path(p).name for p in tokenizer_paths]
+    labels = names if len(set(names)) == len(names) else list(tokenizer_paths)  # same file names: whole paths
+    header = ["text", "bytes"] + [f"{label} {what}" for label in labels for what in columns]
     if len(tokenizers) > 1:
         header.append("tokens vs first")
     click.echo(_table([header, *rows]))
 
 
-def _eval_row(name: str, text: str, tokenizers: list[Tokenizer]) -> list[str]:
+def _eval_row(name: str, text: str, tokenizers: list[Tokenizer], unknown: bool) -> list[str]:
     size = len(text.encode("utf-8"))
-    counts = [len(tokenizer.encode(text)) for tokenizer in tokenizers]
+    encoded = [tokenizer.encode(text) for tokenizer in tokenizers]
+    counts = list(map(len, encoded))
     row = [name, str(size)]
-    for count in counts:
-        row += [str(count), f"{size / count:.2f}" if count else "-"]
+    for tokenizer, ids in zip(tokenizers, encoded):
+        row += [str(len(ids)), f"{size / len(ids):.2f}" if ids else "-"]
+        if unknown:
+            row.append(f"{ids.count(tokenizer.unk_id) / len(ids):.2%}" if ids else "-")
     if len(counts) > 1:
         row.append(" ".join(f"{(c - counts[0]) / counts[0]:+.1%}" if counts[0] else "-" for c in counts[1:]))
     return row

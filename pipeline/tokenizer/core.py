@@ -1,5 +1,7 @@
 """The Tokenizer: a BPE vocabulary (byte or char kind), its merges, special tokens and split pattern.
 
+The word kind (``pipeline.tokenizer.word``) is a Tokenizer without merges whose base tokens are pieces.
+
 IDs are laid out as the trainer makes them (byte kind: 0–255 raw bytes, then
 one ID per merge; char kind: 0 unknown, then the alphabet in code-point order,
 then merges; special tokens last), but any layout that a valid HF byte-level
@@ -22,7 +24,7 @@ from pipeline.hashing import canonical_hash
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder
 
-KINDS = ("byte", "char")
+KINDS = ("byte", "char", "word")
 UNKNOWN_TEXT = "\ufffd"
 FINGERPRINT_VERSION = 1
 
@@ -112,6 +114,10 @@ class Tokenizer:
         from pipeline.tokenizer.training import train_merges
 
         _check_kind(kind)
+        if kind == "word":
+            return _train_word(texts, vocab_size=vocab_size, merges=merges, pattern=pattern,
+                               special_tokens=special_tokens, min_frequency=min_frequency, workers=workers,
+                               progress=progress)
         regex_ = patterns.resolve_pattern(pattern, kind=kind)
         specials = _check_special_names(special_tokens)
         newlines = (kind == "byte") if merge_newlines is None else merge_newlines
@@ -260,6 +266,10 @@ class Tokenizer:
         merged = set(self._merge_results)
         specials = set(self.special_tokens.values())
         base = [i for i in range(self.vocab_size) if i not in merged and i not in specials and i != self.unk_id]
+        if self.kind == "word":  # a base token is a whole piece of the split
+            piece_id = {self._token_bytes[i].decode(): i for i in base}
+            unk = self.unk_id
+            return lambda chunk: [piece_id.get(chunk, unk)]
         if self.kind == "char":
             char_id = {self._token_bytes[i].decode(): i for i in base}
             unk = self.unk_id
@@ -332,6 +342,15 @@ class Tokenizer:
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise TokenizerError(f"unknown tokenizer kind {kind!r}; use one of {', '.join(KINDS)}")
+
+
+def _train_word(texts, *, vocab_size: int | None, merges: int | None, **options) -> Tokenizer:
+    from pipeline.tokenizer import word
+
+    if merges is not None or vocab_size is None:
+        raise TokenizerError("the word kind has no merges: give a vocabulary size, not a number of merges")
+    options["special_tokens"] = _check_special_names(options["special_tokens"])
+    return word.train(texts, vocab_size=vocab_size, **options)
 
 
 def _check_special_names(special_tokens: Sequence[str]) -> list[str]:

@@ -69,6 +69,8 @@ def sweep(
     """
     if (vocab_sizes is None) == (merge_counts is None):
         raise TokenizerError("give either vocabulary sizes or merge counts to sweep")
+    if kind == "word":
+        raise TokenizerError("the sweep compares BPE merge counts; the word kind has no merges")
     what = "vocabulary sizes" if vocab_sizes is not None else "merge counts"
     sizes = _check_increasing(list(vocab_sizes if vocab_sizes is not None else merge_counts), what)
     if not any(train_texts):
