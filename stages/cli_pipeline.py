@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pipeline.config import Config, dump_yaml
+from pipeline.config import Config, dump_yaml, resolved_size
 from pipeline.runner import Pipeline
 from stages.options import config_options
 from stages.registry import CHECKPOINT_STAGES, build_stages
@@ -65,6 +65,26 @@ def config_group() -> None:
 @config_group.command(name="show")
 @config_options
 def show(config: Config) -> None:
-    """Print the effective config (file + --set overrides + defaults) as YAML."""
-    click.echo(dump_yaml(config), nl=False)
+    """Print the effective config (file + --set overrides + defaults) as YAML.
+
+    Of ``tokenizer.vocab_size`` and ``tokenizer.merges`` one is set and the other null; the null one's
+    resolved value is shown as a comment on its line, so the output still loads as a config.
+    """
+    click.echo(_with_resolved_size(dump_yaml(config), config), nl=False)
+
+
+def _with_resolved_size(text: str, config: Config) -> str:
+    vocab_size, merges = resolved_size(config.tokenizer)
+    key, value = ("merges", merges) if config.tokenizer.merges is None else ("vocab_size", vocab_size)
+    if value is not None:
+        note = f"resolved: {value}"
+    elif config.tokenizer.kind == "word":
+        note = "the word kind has no merges"
+    else:
+        note = "depends on the training text's characters (char kind)"
+    lines = text.splitlines(keepends=True)
+    section = lines.index("tokenizer:\n")
+    at = next(i for i in range(section + 1, len(lines)) if lines[i] == f"  {key}: null\n")
+    lines[at] = f"  {key}: null  # {note}\n"
+    return "".join(lines)
 

@@ -19,7 +19,7 @@ from pipeline.runner import Stage
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
-TRAINING_KEYS = ("kind", "vocab_size", "pattern", "merge_newlines", "min_frequency", "special_tokens")
+TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "min_frequency", "special_tokens")
 
 
 # Version of the code that shapes this stage's outputs (the trainer and tokenizer.json writer in
@@ -51,13 +51,14 @@ def train(config: Config) -> None:
     settings = config.tokenizer
     tokenizer = Tokenizer.train(
         documents.iter_documents(training_file(config)),
-        vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
+        vocab_size=settings.vocab_size, merges=settings.merges, kind=settings.kind, pattern=settings.pattern,
         special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers, progress=show_progress(),
     )
     tokenizer.save(settings.output)
     stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""
-    say("tokenizer", f"trained vocab {tokenizer.vocab_size}{stopped}, fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
+    say("tokenizer", f"trained vocab {tokenizer.vocab_size} ({len(tokenizer.merges)} merges){stopped}, "
+                     f"fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
 
 
 def reuse(config: Config) -> None:
