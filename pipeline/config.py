@@ -6,6 +6,13 @@ drive validation, ``--set`` overrides and ``lmprep config show``. Every error
 names the key path, the value at fault and what is allowed, and an unknown key
 comes with a did-you-mean suggestion, because a typo in a config file should
 never silently fall back to a default.
+
+Paths in a config file are relative to the file's directory (as DVC's are to
+``dvc.yaml``), so a project runs the same from any working directory; outputs
+(and ``state_dir``) are relative to ``output_root``, itself relative to that
+directory. ``--set`` paths are relative to the current directory. A config may
+``extends: other.yaml`` and give only the keys that differ; every value
+remembers where it came from (:func:`load_config_with_origins`).
 """
 
 from __future__ import annotations
@@ -34,6 +41,14 @@ MAX_DIM = 65_536
 MAX_POSITIONS = 2**20  # train.context and train.batch_size
 
 
+INTERNAL = "internal"  # field metadata: not a key of the file (Config.root)
+PATH = "path"  # field metadata: "input" (relative to the config's directory) or "output" (to output_root)
+
+
+def _path(default: Any, kind: str) -> Any:
+    return field(default=default, metadata={PATH: kind})
+
+
 def _bounded(default: Any, *, low: float | None = None, high: float | None = None,
              high_inclusive: bool = True) -> Any:
     """A field with a default and an allowed range, checked at load time."""
@@ -46,7 +61,7 @@ class SourceConfig:
     (a file is one document), ``blank_line``, ``line``, or any other string,
     which is used literally (for example ``<|endoftext|>``)."""
 
-    glob: str
+    glob: str = field(metadata={PATH: "input"})
     format: Literal["auto", "txt", "jsonl", "parquet"] = "auto"
     separator: str = "document"
     field: str = "text"
@@ -65,12 +80,12 @@ class PrepareConfig:
     on_decode_error: Literal["error", "replace", "skip"] = "error"
     val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
     seed: int = _bounded(0, low=0, high=MAX_SEED)
-    output_dir: str = "data/prepared"
+    output_dir: str = _path("data/prepared", "output")
 
 
 @dataclass(frozen=True)
 class TokenizerConfig:
-    path: str | None = None
+    path: str | None = _path(None, "input")
     kind: Literal["byte", "char", "word"] = "byte"
     vocab_size: int | None = _bounded(2048, low=1)  # or set merges instead (and this to null); see _one_size_key
     merges: int | None = _bounded(None, low=0)
@@ -79,7 +94,7 @@ class TokenizerConfig:
     min_frequency: int = _bounded(2, low=1)
     special_tokens: tuple[str, ...] = ("<|endoftext|>",)
     workers: int = _bounded(0, low=0, high=MAX_WORKERS)
-    output: str = "data/tokenizer/tokenizer.json"
+    output: str = _path("data/tokenizer/tokenizer.json", "output")
 
 
 @dataclass(frozen=True)
@@ -88,7 +103,7 @@ class EncodeConfig:
     bos_token: str | None = None
     shard_tokens: int = _bounded(1_000_000, low=1)
     workers: int = _bounded(0, low=0, high=MAX_WORKERS)
-    output_dir: str = "data/shards"
+    output_dir: str = _path("data/shards", "output")
 
 
 @dataclass(frozen=True)
@@ -103,7 +118,7 @@ class TrainConfig:
     eval_every: int = _bounded(100, low=1)
     eval_batches: int = _bounded(8, low=1)
     seed: int = _bounded(1337, low=0, high=MAX_SEED)
-    output_dir: str = "checkpoints/default"
+    output_dir: str = _path("checkpoints/default", "output")
 
 
 @dataclass(frozen=True)
@@ -113,7 +128,27 @@ class Config:
     tokenizer: TokenizerConfig = TokenizerConfig()
     encode: EncodeConfig = EncodeConfig()
     train: TrainConfig = TrainConfig()
-    state_dir: str = ".lmprep"
+    output_root: str = _path(".", "input")
+    state_dir: str = _path(".lmprep", "output")
+    root: str = field(default=".", compare=False, metadata={INTERNAL: True})
+    """The config file's directory (absolute; "." for a config not read from a file): what paths are relative to."""
+
+    def out(self, value: str) -> str:
+        """An output key's value as a path relative to :attr:`root` (under ``output_root``)."""
+        return os.path.normpath(os.path.join(self.output_root, value))
+
+    def here(self, value: str | os.PathLike[str]) -> str:
+        """A path relative to :attr:`root`, as one to open from the current directory: relative while it
+        stays below the current directory, else absolute."""
+        if self.root == ".":
+            return os.fspath(value)
+        absolute = os.path.normpath(os.path.join(self.root, value))
+        relative = os.path.relpath(absolute)
+        return absolute if relative == ".." or relative.startswith(".." + os.sep) else relative
+
+    def output_path(self, value: str) -> str:
+        """An output key's value as a path to open from the current directory."""
+        return self.here(self.out(value))
 
     def to_dict(self) -> dict[str, Any]:
         """The whole config as plain JSON-able data (tuples become lists)."""
@@ -128,20 +163,181 @@ class Config:
 
 
 def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Config:
-    """Read ``path`` (YAML), apply ``key.path=value`` overrides, validate, freeze."""
-    raw = _read_yaml(path)
+    """Read ``path`` (YAML, with what it extends), apply ``key.path=value`` overrides, validate, freeze."""
+    return load_config_with_origins(path, overrides)[0]
+
+
+def load_config_with_origins(path: str | os.PathLike[str],
+                             overrides: Sequence[str] = ()) -> tuple[Config, Origins]:
+    """:func:`load_config`, plus where each key's value came from (a file, ``--set`` or the built-in default)."""
+    raw, origins = _read_extended(os.fspath(path), ())
+    config_dir = os.path.dirname(os.path.abspath(path))
     for override in overrides:
-        _apply_override(raw, override)
-    config = _build(Config, _one_size_key(raw), "", str(path))
-    _check_consistency(config, str(path))
-    return config
+        key_path = _apply_override(raw, override)
+        origins.set(key_path, SET_ORIGIN)
+        _rebase_set_path(raw, key_path, config_dir)
+    config = _build(Config, _one_size_key(raw), "", origins)
+    _check_consistency(config, origins)
+    return dataclasses.replace(config, root=config_dir), origins
 
 
 def parse_config(raw: Mapping[str, Any], *, origin: str = "<config>") -> Config:
-    """Validate an already-parsed mapping (as found in a YAML file)."""
-    config = _build(Config, _one_size_key(dict(raw)), "", origin)
-    _check_consistency(config, origin)
+    """Validate an already-parsed mapping (as found in a YAML file); its paths are relative to the current directory."""
+    origins = Origins(origin)
+    config = _build(Config, _one_size_key(dict(raw)), "", origins)
+    _check_consistency(config, origins)
     return config
+
+
+SET_ORIGIN = "--set"
+DEFAULT_ORIGIN = "built-in default"
+MAX_EXTENDS = 16
+"""How many configs a chain of ``extends:`` may hold."""
+
+
+class Origins:
+    """Where each key's value came from: the longest recorded prefix of a key path names its source."""
+
+    def __init__(self, fallback: str):
+        self.fallback = fallback
+        self._by_key: dict[str, str] = {}
+
+    def set(self, key_path: str, origin: str) -> None:
+        """Record ``origin`` for ``key_path`` and everything under it."""
+        prefix = key_path + "."
+        for key in [key for key in self._by_key if key.startswith(prefix)]:
+            del self._by_key[key]
+        self._by_key[key_path] = origin
+
+    def record(self, raw: Any, origin: str, prefix: str = "") -> None:
+        """Record ``origin`` for every leaf of ``raw`` (a list counts as one value)."""
+        if isinstance(raw, dict) and raw:
+            for key, value in raw.items():
+                self.record(value, origin, _join(prefix, str(key)))
+        elif prefix:
+            self.set(prefix, origin)
+
+    def of(self, key_path: str) -> str:
+        """The source of ``key_path`` (``a.b[0].c`` or ``a.b.0.c``); the built-in default if none set it."""
+        parts = key_path.replace("[", ".").replace("]", "").split(".")
+        for end in range(len(parts), 0, -1):
+            origin = self._by_key.get(".".join(parts[:end]))
+            if origin is not None:
+                return origin
+        return DEFAULT_ORIGIN
+
+    def __call__(self, key_path: str) -> str:
+        """The source to name in an error about ``key_path``: a default value's error is the file's."""
+        origin = self.of(key_path)
+        return self.fallback if origin == DEFAULT_ORIGIN else origin
+
+
+def _read_extended(path: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], Origins]:
+    """The raw mapping of ``path`` laid over what it ``extends:`` (recursively), with each leaf's origin.
+
+    Mappings merge key by key; any other value (a list included) replaces the parent's. The parent's
+    paths are rebased onto this file's directory, so each stays relative to the file that wrote it.
+    """
+    raw = _read_yaml(path)
+    origins = Origins(path)
+    parent = raw.pop("extends", None)
+    if parent is None:
+        origins.record(raw, path)
+        return raw, origins
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"{path}: extends must be the path of another config file, got {_show(parent)}")
+    parent_path = os.path.normpath(os.path.join(os.path.dirname(path), parent))
+    identity = os.path.realpath(parent_path)
+    if identity in chain or os.path.realpath(path) == identity:
+        raise ConfigError(f"{path}: extends {parent!r}, which extends it back (a cycle); remove one of the extends")
+    if len(chain) >= MAX_EXTENDS:
+        raise ConfigError(f"{path}: more than {MAX_EXTENDS} configs in one chain of extends")
+    base, origins = _read_extended(parent_path, (*chain, os.path.realpath(path)))
+    _rebase_paths(base, os.path.dirname(os.path.abspath(parent_path)), os.path.dirname(os.path.abspath(path)))
+    origins.fallback = path
+    origins.record(raw, path)
+    return _merge(base, raw), origins
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        below = merged.get(key)
+        merged[key] = _merge(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return merged
+
+
+def _rebase_paths(raw: dict[str, Any], from_dir: str, to_dir: str) -> None:
+    """Rewrite the relative paths of ``raw`` (written in ``from_dir``) to mean the same from ``to_dir``.
+
+    Outputs are relative to ``output_root``, so only it moves: written out when the file left it at
+    its default, so that the outputs stay where that file put them.
+    """
+    if from_dir == to_dir:
+        return
+    raw.setdefault("output_root", ".")
+    for key_path in _input_path_keys(raw):
+        node, last = _parent_node(raw, key_path)
+        value = node[last]
+        if isinstance(value, str) and not os.path.isabs(value):
+            node[last] = os.path.relpath(os.path.join(from_dir, value), to_dir)
+
+
+def _input_path_keys(raw: dict[str, Any]) -> list[str]:
+    """The key paths of ``raw`` holding paths relative to the config's directory."""
+    keys = [key for key in ("output_root", "tokenizer.path") if _has_key(raw, key)]
+    sources = raw.get("data", {}).get("sources") if isinstance(raw.get("data"), dict) else None
+    if isinstance(sources, list):
+        keys += [f"data.sources.{i}.glob" for i, item in enumerate(sources)
+                 if isinstance(item, dict) and "glob" in item]
+    return keys
+
+
+def _has_key(raw: dict[str, Any], key_path: str) -> bool:
+    node: Any = raw
+    for part in key_path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _parent_node(raw: Any, key_path: str) -> tuple[Any, Any]:
+    *parents, last = key_path.split(".")
+    node = raw
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node, (int(last) if isinstance(node, list) else last)
+
+
+def _rebase_set_path(raw: dict[str, Any], key_path: str, config_dir: str) -> None:
+    """A ``--set`` path is relative to the current directory: rewrite it relative to where the
+    config's paths are (its directory, or ``output_root`` for an output)."""
+    kind = _path_kind(_split_key(key_path))
+    node, last = _parent_node(raw, key_path)
+    value = node[last]
+    if kind is None or not isinstance(value, str) or os.path.isabs(value):
+        return
+    base = config_dir
+    if kind == "output":
+        output_root = raw.get("output_root", ".")
+        base = os.path.join(config_dir, output_root if isinstance(output_root, str) else ".")
+    node[last] = os.path.relpath(os.path.abspath(value), os.path.abspath(base))
+
+
+def _path_kind(parts: list[str]) -> str | None:
+    """``"input"``, ``"output"`` or None: whether the key at ``parts`` holds a path, and relative to what."""
+    cls: Any = Config
+    spec = None
+    for part in parts:
+        if _sequence_item_type(cls) is not None:
+            cls = _sequence_item_type(cls)
+            continue
+        if not _is_dataclass_type(cls):
+            return None
+        spec = next(f for f in _schema_fields(cls) if f.name == part)
+        cls = _field_types(cls)[part]
+    return spec.metadata.get(PATH) if spec is not None and not _is_dataclass_type(cls) else None
 
 
 def dump_yaml(config: Config) -> str:
@@ -281,8 +477,9 @@ def _child_nodes(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _apply_override(raw: dict[str, Any], override: str) -> None:
-    """Set ``key.path=value`` in the raw mapping; the value is parsed as a YAML scalar or flow value."""
+def _apply_override(raw: dict[str, Any], override: str) -> str:
+    """Set ``key.path=value`` in the raw mapping and return the key path; the value is parsed as a
+    YAML scalar or flow value."""
     key_path, sep, text = override.partition("=")
     if not sep or not key_path.strip():
         raise ConfigError(f"--set {override!r}: expected KEY=VALUE, for example train.steps=500")
@@ -298,6 +495,7 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
     for part in parts[:-1]:
         node = _descend_for_override(node, part, key_path)
     _assign(node, parts[-1], value, key_path)
+    return ".".join(parts)
 
 
 def _descend_for_override(node: Any, part: str, key_path: str) -> Any:
@@ -333,7 +531,7 @@ def _check_key_path(parts: list[str]) -> None:
             continue
         if not _is_dataclass_type(cls):
             raise ConfigError(f"--set: {where} is a value, it has no key {part!r}")
-        names = [f.name for f in dataclasses.fields(cls)]
+        names = [f.name for f in _schema_fields(cls)]
         if part not in names:
             raise ConfigError(_unknown_key_message(_join(where, part), part, names, "--set"))
         cls = _field_types(cls)[part]
@@ -342,26 +540,27 @@ def _check_key_path(parts: list[str]) -> None:
 # -- building --------------------------------------------------------------
 
 
-def _build(cls: type, raw: Any, path: str, origin: str) -> Any:
+def _build(cls: type, raw: Any, path: str, origin: Origins) -> Any:
     """Make a ``cls`` instance from ``raw`` (a mapping), validating every field."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{origin}: {path or 'the config'} must be a mapping, got {_kind(raw)} {_show(raw)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+        raise ConfigError(f"{origin(path)}: {path or 'the config'} must be a mapping, got {_kind(raw)} {_show(raw)}")
+    fields = {f.name: f for f in _schema_fields(cls)}
     for key in raw:
         if key not in fields:
-            raise ConfigError(_unknown_key_message(_join(path, str(key)), str(key), list(fields), origin))
+            key_path = _join(path, str(key))
+            raise ConfigError(_unknown_key_message(key_path, str(key), list(fields), origin(key_path)))
     missing = [name for name, f in fields.items() if _has_no_default(f) and name not in raw]
     if missing:
-        raise ConfigError(f"{origin}: {_join(path, missing[0])} is required")
+        raise ConfigError(f"{origin(path)}: {_join(path, missing[0])} is required")
     hints = _field_types(cls)
     values = {name: _convert(hints[name], raw[name], _join(path, name), origin, fields[name])
               for name in fields if name in raw}
     return cls(**values)
 
 
-def _convert(hint: Any, value: Any, key: str, origin: str, spec: dataclasses.Field | None = None) -> Any:
+def _convert(hint: Any, value: Any, key: str, origin: Origins, spec: dataclasses.Field | None = None) -> Any:
     """Check ``value`` against the type ``hint`` and the field's bounds; return the typed value."""
     if _is_dataclass_type(hint):
         return _build(hint, value, key, origin)
@@ -374,45 +573,45 @@ def _convert(hint: Any, value: Any, key: str, origin: str, spec: dataclasses.Fie
     if value is None:
         if type(None) in allowed:
             return None
-        raise ConfigError(f"{origin}: {key} must be {_describe(hint, spec)}, got null")
+        raise ConfigError(f"{origin(key)}: {key} must be {_describe(hint, spec)}, got null")
     scalar = next(t for t in allowed if t is not type(None))
     converted = _convert_scalar(scalar, value, key, origin, _describe(hint, spec))
     _check_bounds(converted, key, origin, spec, _describe(hint, spec))
     return converted
 
 
-def _convert_sequence(item_type: Any, value: Any, key: str, origin: str) -> tuple:
+def _convert_sequence(item_type: Any, value: Any, key: str, origin: Origins) -> tuple:
     if not isinstance(value, (list, tuple)):
-        raise ConfigError(f"{origin}: {key} must be a list, got {_kind(value)} {_show(value)}")
+        raise ConfigError(f"{origin(key)}: {key} must be a list, got {_kind(value)} {_show(value)}")
     return tuple(_convert(item_type, item, f"{key}[{i}]", origin) for i, item in enumerate(value))
 
 
-def _convert_choice(choices: tuple, value: Any, key: str, origin: str) -> Any:
+def _convert_choice(choices: tuple, value: Any, key: str, origin: Origins) -> Any:
     if value in choices and type(value) is type(next(c for c in choices if c == value)):
         return value
     allowed = ", ".join(repr(c) for c in choices)
     hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
-    raise ConfigError(f"{origin}: {key} must be one of {allowed}; got {_show(value)}{suggestion}")
+    raise ConfigError(f"{origin(key)}: {key} must be one of {allowed}; got {_show(value)}{suggestion}")
 
 
-def _convert_scalar(scalar: type, value: Any, key: str, origin: str, wanted: str) -> Any:
+def _convert_scalar(scalar: type, value: Any, key: str, origin: Origins, wanted: str) -> Any:
     if scalar is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
-            raise ConfigError(f"{origin}: {key} must be {wanted}, got {_show(value)}")
+            raise ConfigError(f"{origin(key)}: {key} must be {wanted}, got {_show(value)}")
         return float(value)
     if isinstance(value, scalar) and not (scalar is int and isinstance(value, bool)):
         return value
-    raise ConfigError(f"{origin}: {key} must be {wanted}, got {_kind(value)} {_show(value)}")
+    raise ConfigError(f"{origin(key)}: {key} must be {wanted}, got {_kind(value)} {_show(value)}")
 
 
-def _check_bounds(value: Any, key: str, origin: str, spec: dataclasses.Field | None, wanted: str) -> None:
+def _check_bounds(value: Any, key: str, origin: Origins, spec: dataclasses.Field | None, wanted: str) -> None:
     if spec is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     low, high = spec.metadata.get("low"), spec.metadata.get("high")
     too_high = high is not None and (value > high if spec.metadata.get("high_inclusive") else value >= high)
     if (low is not None and value < low) or too_high:
-        raise ConfigError(f"{origin}: {key} must be {wanted}, got {_show(value)}")
+        raise ConfigError(f"{origin(key)}: {key} must be {wanted}, got {_show(value)}")
 
 
 def _one_size_key(raw: dict[str, Any]) -> dict[str, Any]:
@@ -434,36 +633,36 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
     return reserved + tok.merges, tok.merges
 
 
-def _check_consistency(config: Config, origin: str) -> None:
+def _check_consistency(config: Config, origin: Origins) -> None:
     """Rules that involve more than one key."""
     prepare, tok, encode = config.prepare, config.tokenizer, config.encode
     for index, source in enumerate(config.data.sources):
         if not source.separator:
-            raise ConfigError(f"{origin}: data.sources[{index}].separator must not be empty; use 'document', "
+            raise ConfigError(f"{origin(f'data.sources.{index}.separator')}: data.sources[{index}].separator must not be empty; use 'document', "
                               "'blank_line', 'line' or a literal string such as '<|endoftext|>'")
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
-        raise ConfigError(f"{origin}: prepare.max_chars ({prepare.max_chars}) is below "
+        raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
     if "" in tok.special_tokens or len(set(tok.special_tokens)) != len(tok.special_tokens):
-        raise ConfigError(f"{origin}: tokenizer.special_tokens must be distinct non-empty strings, "
+        raise ConfigError(f"{origin('tokenizer.special_tokens')}: tokenizer.special_tokens must be distinct non-empty strings, "
                           f"got {list(tok.special_tokens)}")
     if tok.vocab_size is not None and tok.merges is not None:
-        raise ConfigError(f"{origin}: tokenizer.vocab_size ({tok.vocab_size}) and tokenizer.merges ({tok.merges}) "
+        raise ConfigError(f"{origin('tokenizer.merges')}: tokenizer.vocab_size ({tok.vocab_size}) and tokenizer.merges ({tok.merges}) "
                           "are both set; keep one and set the other to null (e.g. --set tokenizer.vocab_size=null)")
     if tok.vocab_size is None and tok.merges is None:
-        raise ConfigError(f"{origin}: tokenizer.vocab_size and tokenizer.merges are both null; set one of them")
+        raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size and tokenizer.merges are both null; set one of them")
     if tok.kind == "word" and tok.merges is not None:
-        raise ConfigError(f"{origin}: tokenizer.merges does not apply to the word kind (it has no merges); "
+        raise ConfigError(f"{origin('tokenizer.merges')}: tokenizer.merges does not apply to the word kind (it has no merges); "
                           "set tokenizer.vocab_size instead")
     floor = (BYTE_ALPHABET if tok.kind == "byte" else 1) + len(tok.special_tokens)
     if tok.vocab_size is not None and tok.vocab_size < floor:
-        raise ConfigError(f"{origin}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
+        raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
                           f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
     if tok.path is None:
         for key in ("eos_token", "bos_token"):
             token = getattr(encode, key)
             if token is not None and token not in tok.special_tokens:
-                raise ConfigError(f"{origin}: encode.{key} {token!r} is not one of tokenizer.special_tokens "
+                raise ConfigError(f"{origin(f'encode.{key}')}: encode.{key} {token!r} is not one of tokenizer.special_tokens "
                                   f"{list(tok.special_tokens)}; add it there or set encode.{key}: null")
 
 
@@ -473,6 +672,11 @@ def _check_consistency(config: Config, origin: str) -> None:
 @functools.cache
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+def _schema_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields that are keys of a config file (not :attr:`Config.root`)."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get(INTERNAL)]
 
 
 def _is_dataclass_type(hint: Any) -> bool:
@@ -556,7 +760,7 @@ def _kind(value: Any) -> str:
 
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _plain(getattr(value, f.name)) for f in _schema_fields(type(value))}
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value

@@ -17,8 +17,8 @@ EXPORT_SUFFIX = {"parquet": ".parquet", "nanogpt": ".bin"}
 
 def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     """The tokenizer and every split's verified shard set (train required, val when present)."""
-    tokenizer = Tokenizer.load(config.tokenizer.output)
-    directory = config.encode.output_dir
+    tokenizer = Tokenizer.load(config.output_path(config.tokenizer.output))
+    directory = config.output_path(config.encode.output_dir)
     splits = [split for split in documents.SPLITS if split == "train" or manifest_path(directory, split).exists()]
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]
 

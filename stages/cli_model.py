@@ -33,8 +33,8 @@ def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoi
     from pipeline.checkpoint import load_checkpoint
     from pipeline.model import generate
 
-    tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
-    checkpoint = load_checkpoint(checkpoint_path or config.train.output_dir, tokenizer)
+    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
+    checkpoint = load_checkpoint(checkpoint_path or config.output_path(config.train.output_dir), tokenizer)
     eos_id = end_of_text_id(checkpoint.extra, tokenizer, config)
     prompt_ids = tokenizer.encode(prompt) or ([eos_id] if eos_id is not None else [])
     if not prompt_ids:
@@ -75,7 +75,7 @@ def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> N
     """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not."""
     from pipeline.checkpoint import check_tokenizer, read_checkpoint
 
-    tokenizer_path = tokenizer_path or config.tokenizer.output
+    tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
     checkpoint = read_checkpoint(checkpoint_path)
     tokenizer = Tokenizer.load(tokenizer_path)
     try:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from typing import Any
+
 import click
 
-from pipeline.config import Config, dump_yaml, resolved_size
+from pipeline.config import Config, Origins, dump_yaml, resolved_size
 from pipeline.runner import Pipeline
 from stages.options import config_options
 from stages.registry import CHECKPOINT_STAGES, build_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
-    return Pipeline(build_stages(config), param_value=config.value, state_dir=config.state_dir, log=click.echo)
+    return Pipeline(build_stages(config), param_value=config.value, state_dir=config.out(config.state_dir),
+                    root=config.here("."), log=click.echo)
 
 
 @click.command()
@@ -63,14 +68,31 @@ def config_group() -> None:
 
 
 @config_group.command(name="show")
-@config_options
-def show(config: Config) -> None:
-    """Print the effective config (file + --set overrides + defaults) as YAML.
+@click.option("--origin", "show_origin", is_flag=True,
+              help="Print one key per line with where its value came from (a file, --set or the built-in default).")
+@config_options(with_origins=True)
+def show(show_origin: bool, config: Config, origins: Origins) -> None:
+    """Print the effective config (what it extends + file + --set overrides + defaults) as YAML.
 
     Of ``tokenizer.vocab_size`` and ``tokenizer.merges`` one is set and the other null; the null one's
-    resolved value is shown as a comment on its line, so the output still loads as a config.
+    resolved value is shown as a comment on its line, so the output still loads as a config. Paths
+    are as written, relative to the config file's directory (outputs to ``output_root``).
     """
+    if show_origin:
+        for key, value in _leaves(config.to_dict()):
+            click.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}  # {origins.of(key)}")
+        return
     click.echo(_with_resolved_size(dump_yaml(config), config), nl=False)
+
+
+def _leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(key.path, value)`` for every value of the config; a list is one value."""
+    for key, value in node.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            yield from _leaves(value, path)
+        else:
+            yield path, value
 
 
 def _with_resolved_size(text: str, config: Config) -> str:

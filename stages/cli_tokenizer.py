@@ -80,7 +80,7 @@ def train_command(files, out, config, **given) -> None:
     )
     if tokenizer.stop_reason:
         click.echo(f"stopped early: {tokenizer.stop_reason}", err=True)
-    out = out or settings.output
+    out = out or config.output_path(settings.output)
     tokenizer.save(out)
     click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size} IDs "
                f"({len(tokenizer.merges)} merges), fingerprint {tokenizer.fingerprint}")
@@ -118,7 +118,7 @@ def encode_command(text, file_path, tokenizer_path, config: Config) -> None:
     """Print the IDs of TEXT (or of --file) separated by spaces; special-token strings stay plain text."""
     if (text is None) == (file_path is None):
         raise click.UsageError("give either TEXT or --file PATH")
-    tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
+    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     ids = tokenizer.encode(read_utf8(file_path) if file_path else text)
     click.echo(" ".join(map(str, ids)))
 
@@ -130,7 +130,7 @@ def encode_command(text, file_path, tokenizer_path, config: Config) -> None:
 @config_options(optional=True)
 def decode_command(ids, replace, tokenizer_path, config: Config) -> None:
     """Print the text of ID... (negative or unknown IDs are an error naming the first one)."""
-    tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
+    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     values = [int(token) if _INTEGER.fullmatch(token) else token for token in ids]
     try:
         text = tokenizer.decode(values, errors="replace" if replace else "strict")
@@ -147,7 +147,7 @@ def fingerprint_command(tokenizer_path, config: Config) -> None:
 
     TOKENIZER_PATH defaults to the config's tokenizer.output.
     """
-    click.echo(Tokenizer.load(tokenizer_path or config.tokenizer.output).fingerprint)
+    click.echo(Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output)).fingerprint)
 
 
 @tokenizer_group.command("export")
@@ -162,7 +162,7 @@ def export_command(tokenizer_path, fmt, out, config: Config) -> None:
     """
     from pipeline.tokenizer.tiktoken_export import tiktoken_pattern
 
-    tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
+    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     tokenizer.export_tiktoken(out)
     click.echo(f"wrote {out}; build it with tiktoken.Encoding(name, pat_str={tiktoken_pattern(tokenizer)!r}, "
                f"mergeable_ranks=tiktoken.load.load_tiktoken_bpe({out!r}), special_tokens={tokenizer.special_tokens!r})")
@@ -179,7 +179,7 @@ def eval_command(files, tokenizer_paths, config: Config) -> None:
     When a tokenizer has an unknown token (char and word kinds), each also gets the share of its
     tokens that are unknown: text it cannot give back.
     """
-    tokenizer_paths = tokenizer_paths or (config.tokenizer.output,)
+    tokenizer_paths = tokenizer_paths or (config.output_path(config.tokenizer.output),)
     tokenizers = [Tokenizer.load(path) for path in tokenizer_paths]
     texts = {path: read_utf8(path) for path in files}
     unknown = any(tokenizer.unk_id is not None for tokenizer in tokenizers)
@@ -226,7 +226,7 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
 
     TOKENIZER_PATH defaults to the config's tokenizer.output.
     """
-    tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
+    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     click.echo(f"kind: {tokenizer.kind}")
     click.echo(f"vocab size: {tokenizer.vocab_size} ({len(tokenizer.merges)} merges, "
                f"{len(tokenizer.special_tokens)} special tokens)")
@@ -254,7 +254,7 @@ def trace_command(text, max_steps, as_json, tokenizer_path, config: Config) -> N
     """
     from pipeline.tokenizer import trace
 
-    tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
+    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     result = trace.trace(tokenizer, text, max_steps=max_steps)
     if as_json:
         click.echo(json.dumps(trace.to_json(tokenizer, text, result), ensure_ascii=False))

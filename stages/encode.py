@@ -27,28 +27,29 @@ PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode
 CODE_VERSION = 1
 
 def build(config: Config) -> Stage:
-    prepared = tuple(str(documents.prepared_path(config.prepare.output_dir, split))
+    prepared = tuple(str(documents.prepared_path(config.out(config.prepare.output_dir), split))
                      for split in documents.SPLITS)
-    return Stage(name="encode", deps=(*prepared, config.tokenizer.output),
-                 outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config),
+    return Stage(name="encode", deps=(*prepared, config.out(config.tokenizer.output)),
+                 outs=(config.out(config.encode.output_dir),), params=PARAMS, run=functools.partial(run, config),
                  code_version=CODE_VERSION)
 
 
 def run(config: Config) -> None:
-    settings, tokenizer_path = config.encode, config.tokenizer.output
+    settings, tokenizer_path = config.encode, config.output_path(config.tokenizer.output)
+    output_dir = config.output_path(settings.output_dir)
     tokenizer = encoding.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
     workers = worker_count(settings.workers)
     with ProcessPoolExecutor(workers) as executor:
         manifests = encoding.encode_corpus(
-            config.prepare.output_dir, settings.output_dir, tokenizer_path=tokenizer_path,
+            config.output_path(config.prepare.output_dir), output_dir, tokenizer_path=tokenizer_path,
             executor=executor, shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
             max_in_flight=2 * workers + 2, progress=show_progress(),
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
-                   f"in {len(manifest.shards)} shards → {settings.output_dir}")
+                   f"in {len(manifest.shards)} shards → {output_dir}")
 
 
 def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) -> int | None:

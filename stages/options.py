@@ -10,23 +10,24 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from pipeline.config import Config, load_config, parse_config
+from pipeline.config import Config, Origins, load_config_with_origins, parse_config
 
 DEFAULT_CONFIG = "configs/default.yaml"
 
 Command = Callable[..., Any]
 
 
-def config_options(command: Command | None = None, *, optional: bool = False) -> Any:
+def config_options(command: Command | None = None, *, optional: bool = False, with_origins: bool = False) -> Any:
     """Add ``--config``/``--set`` to a click command and pass it the loaded ``config: Config``.
 
     Use it bare (``@config_options``) or called (``@config_options(optional=True)``). With
     ``optional``, a missing *default* config file means the built-in defaults, so the command also
     works outside a project directory; a ``--config`` (or ``LMPREP_CONFIG``) naming a missing file
-    is still an error, and so is ``--set`` without a config file to override.
+    is still an error, and so is ``--set`` without a config file to override. With ``with_origins``
+    the command also gets ``origins: Origins``, where each value came from.
     """
     if command is None:
-        return functools.partial(config_options, optional=optional)
+        return functools.partial(config_options, optional=optional, with_origins=with_origins)
 
     if_missing = " If the default one is missing, the built-in defaults apply." if optional else ""
 
@@ -37,8 +38,12 @@ def config_options(command: Command | None = None, *, optional: bool = False) ->
     @functools.wraps(command)
     def wrapper(*args: Any, config_path: str, overrides: tuple[str, ...], **kwargs: Any) -> Any:
         if optional and _default_config_missing(config_path, overrides):
-            return command(*args, config=builtin_defaults(), **kwargs)
-        return command(*args, config=load_config(config_path, overrides), **kwargs)
+            config, origins = builtin_defaults(), Origins("built-in defaults")
+        else:
+            config, origins = load_config_with_origins(config_path, overrides)
+        if with_origins:
+            kwargs["origins"] = origins
+        return command(*args, config=config, **kwargs)
 
     return wrapper
 

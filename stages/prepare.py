@@ -7,6 +7,7 @@ editing a raw file makes it stale, as does any key under ``data`` or ``prepare``
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 
 import click
@@ -24,11 +25,12 @@ from stages.console import show_progress
 CODE_VERSION = 1
 
 def build(config: Config) -> Stage:
-    files = expand_sources(config.data.sources)
+    root = config.here(".")
+    files = expand_sources(config.data.sources, root=root)
     return Stage(
         name="prepare",
-        deps=tuple(str(file.path) for file in files),
-        outs=(config.prepare.output_dir,),
+        deps=tuple(os.path.relpath(file.path, root) for file in files),
+        outs=(config.out(config.prepare.output_dir),),
         params=("data", "prepare"),
         run=functools.partial(run, config, files),
         code_version=CODE_VERSION,
@@ -36,5 +38,6 @@ def build(config: Config) -> Stage:
 
 
 def run(config: Config, files: Sequence[SourceFile]) -> None:
-    stats = prepare_corpus(files, config.prepare, config.prepare.output_dir, progress=show_progress())
+    stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir),
+                           progress=show_progress())
     click.echo(stats.summary())

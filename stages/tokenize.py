@@ -30,13 +30,13 @@ CODE_VERSION = 1
 def build(config: Config) -> Stage:
     settings = config.tokenizer
     if settings.path is not None:
-        return Stage(name="tokenizer", deps=(settings.path,), outs=(settings.output,),
+        return Stage(name="tokenizer", deps=(settings.path,), outs=(config.out(settings.output),),
                      params=("tokenizer.path", "tokenizer.output"), run=functools.partial(reuse, config),
                      code_version=CODE_VERSION)
     return Stage(
         name="tokenizer",
-        deps=(str(training_file(config)),),
-        outs=(settings.output,),
+        deps=(str(documents.prepared_path(config.out(config.prepare.output_dir), "train")),),
+        outs=(config.out(settings.output),),
         params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS)),
         run=functools.partial(train, config),
         code_version=CODE_VERSION,
@@ -44,7 +44,7 @@ def build(config: Config) -> Stage:
 
 
 def training_file(config: Config) -> os.PathLike[str]:
-    return documents.prepared_path(config.prepare.output_dir, "train")
+    return documents.prepared_path(config.output_path(config.prepare.output_dir), "train")
 
 
 def train(config: Config) -> None:
@@ -55,15 +55,16 @@ def train(config: Config) -> None:
         special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers, progress=show_progress(),
     )
-    tokenizer.save(settings.output)
+    output = config.output_path(settings.output)
+    tokenizer.save(output)
     stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""
     say("tokenizer", f"trained vocab {tokenizer.vocab_size} ({len(tokenizer.merges)} merges){stopped}, "
-                     f"fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
+                     f"fingerprint {tokenizer.fingerprint[:12]} → {output}")
 
 
 def reuse(config: Config) -> None:
     """Validate the frozen tokenizer and copy its exact bytes to ``tokenizer.output``."""
-    source, output = config.tokenizer.path, config.tokenizer.output
+    source, output = config.here(config.tokenizer.path), config.output_path(config.tokenizer.output)
     if os.path.abspath(source) == os.path.abspath(output):
         raise ConfigError(
             f"tokenizer.path and tokenizer.output are both {source!r}; point tokenizer.output elsewhere "

@@ -6,6 +6,7 @@ pipeline never pays for it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from pipeline.config import Config
@@ -23,8 +24,8 @@ CODE_VERSION = 1
 def build(config: Config) -> Stage:
     return Stage(
         name="train",
-        deps=(config.encode.output_dir, tokenizer_path(config)),
-        outs=(config.train.output_dir,),
+        deps=(config.out(config.encode.output_dir), config.out(config.tokenizer.output)),
+        outs=(config.out(config.train.output_dir),),
         params=("train",),
         run=functools.partial(run, config),
         code_version=CODE_VERSION,
@@ -33,18 +34,18 @@ def build(config: Config) -> Stage:
 
 def tokenizer_path(config: Config) -> str:
     """The tokenizer file the shards were encoded with (the tokenizer stage's output)."""
-    return config.tokenizer.output
+    return config.output_path(config.tokenizer.output)
 
 
 def run(config: Config) -> None:
     from pipeline import training
 
     tokenizer = Tokenizer.load(tokenizer_path(config))
-    shard_dir = config.encode.output_dir
+    shard_dir = config.output_path(config.encode.output_dir)
     train_set = ShardSet.open(shard_dir, "train", tokenizer=tokenizer)
     val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if manifest_path(shard_dir, "val").exists() else None
     summary = training.train_checkpoint_dir(
-        config.train, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
+        dataclasses.replace(config.train, output_dir=config.output_path(config.train.output_dir)), tokenizer=tokenizer, train_set=train_set, val_set=val_set,
         progress=show_progress(), notify=functools.partial(say, "train"),
     )
     if summary.step > summary.start_step:

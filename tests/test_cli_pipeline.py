@@ -69,7 +69,7 @@ def test_config_show_prints_effective_yaml(project):
     [
         (("status", "--set", "train.stepz=1"), "error: --set: unknown key 'train.stepz'; did you mean 'train.steps'?"),
         (("run", "nonsense"), "error: unknown stage 'nonsense'; stages: prepare, tokenizer, encode, train"),
-        (("config", "show", "--set", "prepare.val_fraction=2"), "error: lmprep.yaml: prepare.val_fraction must be"),
+        (("config", "show", "--set", "prepare.val_fraction=2"), "error: --set: prepare.val_fraction must be"),
     ],
 )
 def test_errors_are_one_line_with_exit_2(project, args, message):
@@ -151,3 +151,24 @@ def test_ctrl_c_keeps_clicks_abort(project, monkeypatch):
     monkeypatch.setattr("stages.cli_pipeline.make_pipeline", interrupted)
     result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml"])
     assert result.exit_code == 1 and "Aborted!" in result.stderr
+
+
+def test_a_config_runs_from_any_directory(project, tmp_path_factory, monkeypatch):
+    """Paths in the config are relative to its directory, as DVC's are to dvc.yaml."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    config = str(project / "lmprep.yaml")
+    result = CliRunner().invoke(cli, ["run", "prepare", "--config", config])
+    assert result.exit_code == 0, result.output
+    assert (project / "out" / "prepared" / "stats.json").exists() and (project / "state" / "lock.json").exists()
+    monkeypatch.chdir(project)
+    assert "'prepare' is up to date" in lmprep("run", "prepare").output  # the same lock, from the project
+
+
+def test_config_show_origin_names_file_set_and_default(project):
+    (project / "variant.yaml").write_text("extends: lmprep.yaml\ntrain: {lr: 0.5}\n")
+    result = CliRunner().invoke(cli, ["config", "show", "--origin", "--config", "variant.yaml",
+                                      "--set", "train.dim=4"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "train.lr: 0.5  # variant.yaml" in lines and "train.steps: 2  # lmprep.yaml" in lines
+    assert "train.dim: 4  # --set" in lines and "train.weight_decay: 0.0  # built-in default" in lines

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import MAX_CONFIG_BYTES, Config, TrainConfig, dump_yaml, load_config, parse_config
+from pipeline.config import (MAX_CONFIG_BYTES, Config, TrainConfig, dump_yaml, load_config,
+                             load_config_with_origins, parse_config)
 from pipeline.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,3 +212,79 @@ def test_cli_accepts_exponent_floats_and_refuses_bombs_in_one_line(tmp_path, mon
     refused = CliRunner().invoke(cli, ["config", "show", "--config", "bomb.yaml"])
     assert refused.exit_code == 2
     assert refused.output == "error: bomb.yaml: line 2: aliases expand to more than 100,000 values or 32 levels of nesting\n"
+
+
+# -- paths relative to the config file, extends, origins ------------------------------------------
+
+
+def test_paths_are_relative_to_the_config_files_directory(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / "configs").mkdir(parents=True)
+    path = project / "configs" / "c.yaml"
+    path.write_text("output_root: ..\ntokenizer: {output: out/tok.json}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_config(path)
+    assert config.out(config.tokenizer.output) == "../out/tok.json"  # as the lock records it: from configs/
+    assert config.output_path(config.tokenizer.output) == str(project / "out" / "tok.json")
+    monkeypatch.chdir(project)
+    assert config.output_path(config.tokenizer.output) == "out/tok.json"
+
+
+def test_set_paths_are_relative_to_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "configs").mkdir()
+    path = write_config(tmp_path / "configs", "output_root: ..\n")
+    monkeypatch.chdir(tmp_path)
+    config = load_config(path, ["tokenizer.output=mine/tok.json", "tokenizer.path=frozen.json",
+                                "data.sources=[{glob: 'raw/*.txt'}]", "data.sources.0.glob=raw/*.txt"])
+    assert config.tokenizer.output == "mine/tok.json"  # relative to output_root, the current directory here
+    assert config.tokenizer.path == "../frozen.json" and config.here(config.tokenizer.path) == "frozen.json"
+    assert config.data.sources[0].glob == "../raw/*.txt"
+
+
+def test_set_errors_name_set_not_the_file(tmp_path):
+    message = error_of(tmp_path, "train: {steps: 3}\n", ("train.steps=-1",))
+    assert message.startswith("--set: train.steps must be an integer >= 0")
+    assert error_of(tmp_path, "train: {steps: -1}\n").startswith(str(tmp_path / "config.yaml"))
+
+
+def test_extends_keeps_the_parents_values_and_names_their_origin(tmp_path):
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "default.yaml").write_text(
+        "data: {sources: [{glob: 'raw/*.txt'}]}\ntokenizer: {kind: byte, vocab_size: 300, output: tok.json}\n"
+        "train: {steps: 5}\n")
+    (tmp_path / "variant.yaml").write_text("extends: base/default.yaml\ntokenizer: {kind: char}\n")
+    config, origins = load_config_with_origins(tmp_path / "variant.yaml", ["train.lr=0.5"])
+    assert (config.tokenizer.kind, config.tokenizer.vocab_size, config.train.steps) == ("char", 300, 5)
+    # the parent's paths still mean what they meant in base/: rebased onto the variant's directory
+    assert config.data.sources[0].glob == "base/raw/*.txt" and config.out(config.tokenizer.output) == "base/tok.json"
+    assert origins.of("tokenizer.kind") == str(tmp_path / "variant.yaml")
+    assert origins.of("tokenizer.vocab_size") == str(tmp_path / "base" / "default.yaml")
+    assert origins.of("data.sources") == str(tmp_path / "base" / "default.yaml")
+    assert origins.of("train.lr") == "--set" and origins.of("train.dim") == "built-in default"
+
+
+def test_an_error_in_a_parent_names_the_parent(tmp_path):
+    (tmp_path / "default.yaml").write_text("train: {steps: -1}\n")
+    (tmp_path / "variant.yaml").write_text("extends: default.yaml\n")
+    with pytest.raises(ConfigError, match=r"default.yaml: train.steps must be"):
+        load_config(tmp_path / "variant.yaml")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("extends: a.yaml\n", "a.yaml: extends 'config.yaml', which extends it back (a cycle)"),
+    ("extends: 3\n", "extends must be the path of another config file, got 3"),
+    ("extends: missing.yaml\n", "missing.yaml not found"),
+])
+def test_bad_extends_is_one_error(tmp_path, text, expected):
+    (tmp_path / "a.yaml").write_text("extends: config.yaml\n")
+    assert expected in error_of(tmp_path, text)
+
+
+def test_shipped_variants_only_differ_where_they_say(tmp_path):
+    default = load_config(REPO / "configs" / "default.yaml")
+    char = load_config(REPO / "configs" / "char.yaml")
+    assert char.tokenizer.kind == "char" and char.train.steps == default.train.steps
+    assert char.data == default.data and char.output_root == default.output_root
+    assert len((REPO / "configs" / "char.yaml").read_text().splitlines()) < 15

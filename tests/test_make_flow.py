@@ -107,7 +107,7 @@ def test_retraining_story(checkout):
     # Freeze the tokenizer, then change the data: the tokenizer stage stays put
     # and training continues from the checkpoint (same fingerprint).
     shutil.copy(checkout / "data" / "tokenizer" / "tokenizer.json", checkout / "frozen.json")
-    edit_config(checkout, "path: null", "path: frozen.json")
+    edit_config(checkout, "path: null", "path: ../frozen.json")  # relative to configs/
     assert ran(make(checkout)) == ["tokenizer"]
     add_documents(checkout, "walrus")
     output = make(checkout)
