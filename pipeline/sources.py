@@ -18,6 +18,7 @@ import gzip
 import io
 import json
 import os
+import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from typing import Any, BinaryIO
 from pipeline.config import SourceConfig
 from pipeline.errors import DataError
 
+STDIN = "-"
+"""A source path that stands for standard input (on the command line)."""
 _FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 _CHUNK = 1 << 20
 _PARQUET_BATCH = 1024
@@ -47,8 +50,10 @@ class SourceFile:
 class TextDecoder:
     """The one UTF-8 decoding policy: ``error``, ``replace`` or ``skip``; counts skipped documents."""
 
-    def __init__(self, on_error: str = "error"):
+    def __init__(self, on_error: str = "error", *,
+                 advice: str = "set prepare.on_decode_error to 'replace' or 'skip'"):
         self.on_error = on_error
+        self.advice = advice
         self.skipped = 0
 
     def decode(self, data: bytes, *, path: Path, offset: int) -> str | None:
@@ -63,11 +68,13 @@ class TextDecoder:
                 return None
             where = " of the decompressed data" if path.suffix == ".gz" else ""
             raise DataError(f"{path}: invalid UTF-8 at byte offset {offset + exc.start}{where}; fix the file "
-                            "or set prepare.on_decode_error to 'replace' or 'skip'") from None
+                            f"or {self.advice}") from None
 
 
-def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".") -> list[SourceFile]:
-    """Every file matched by the sources' globs, each glob's matches sorted; a glob matching nothing is an error.
+def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".",
+                   label: str = "data.sources glob") -> list[SourceFile]:
+    """Every file matched by the sources' globs, each glob's matches sorted; a glob matching nothing is an
+    error (naming it as ``label``).
 
     Paths are ``root`` joined with the match, so a relative ``root`` gives relative paths.
     """
@@ -80,8 +87,22 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
         matches = sorted(p for p in map(base.joinpath, glob.glob(source.glob, root_dir=base, recursive=True))
                          if p.is_file())
         if not matches:
-            raise DataError(f"data.sources glob {source.glob!r} matches no files under {base.resolve()}")
+            raise DataError(f"{label} {source.glob!r} matches no files under {base.resolve()}")
         files.extend(_source_file(path, source) for path in matches)
+    return files
+
+
+def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
+                     separator: str = "document") -> list[SourceFile]:
+    """Command-line sources: each a path or glob read as ``data.sources`` reads one (``.gz``, ``.jsonl``
+    and ``.parquet`` by extension), or ``-`` for standard input: text, or JSON lines when ``field`` is given."""
+    files: list[SourceFile] = []
+    for pattern in patterns:
+        if pattern == STDIN:
+            files.append(SourceFile(Path(STDIN), "txt" if field is None else "jsonl", separator, field or "text"))
+        else:
+            source = SourceConfig(glob=pattern, separator=separator, field=field or "text")
+            files += expand_sources([source], label="source")
     return files
 
 
@@ -265,7 +286,10 @@ class _CountingReader(io.RawIOBase):
 
 @contextlib.contextmanager
 def _open_binary(path: Path, progress: ProgressCallback | None) -> Iterator[BinaryIO]:
-    """A buffered binary stream of the file's (decompressed) bytes."""
+    """A buffered binary stream of the file's (decompressed) bytes; ``-`` is standard input."""
+    if str(path) == STDIN:
+        yield sys.stdin.buffer
+        return
     raw: Any = open(path, "rb", buffering=0)
     if progress is not None:
         raw = _CountingReader(raw, progress)

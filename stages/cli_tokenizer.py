@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from pipeline.config import Config, TokenizerConfig
-from pipeline.errors import DataError, InvalidUtf8Error
+from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError
+from pipeline.sources import SourceFile, TextDecoder, expand_arguments, read_documents
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import pattern_name
 from stages.options import config_options
+from stages.registry import stage_outputs
 
 _INTEGER = re.compile(r"[+-]?\d+")
 
@@ -36,6 +40,42 @@ def tokenizer_group() -> None:
     Defaults come from the config's tokenizer section; without a config file (outside a project)
     the built-in defaults apply.
     """
+
+
+def source_options(command):
+    """How to read FILE... arguments: as ``data.sources`` reads its globs, with the same decode-error policy."""
+    options = [
+        click.option("--field", "--column", "field", metavar="NAME",
+                     help="The JSON field (.jsonl) or Parquet column holding the text [default: text]; with it, "
+                          "standard input (-) is read as JSON lines."),
+        click.option("--separator", default="document", show_default=True,
+                     help="How .txt files split into documents: document, blank_line, line or a literal string."),
+        click.option("--on-decode-error", "on_decode_error", type=click.Choice(["error", "replace", "skip"]),
+                     help="Invalid UTF-8: error, replace or skip the document [default: prepare.on_decode_error]."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+class SourceReader:
+    """FILE... arguments (paths, globs, ``.gz``, ``.jsonl``, ``.parquet``, ``-`` for standard input) read
+    with the pipeline's readers: one decoding policy, errors naming the file and byte offset."""
+
+    def __init__(self, patterns: tuple[str, ...], *, field: str | None, separator: str,
+                 on_decode_error: str | None, config: Config):
+        if not separator:
+            raise click.BadParameter("must not be empty", param_hint="--separator")
+        self.files = expand_arguments(patterns, field=field, separator=separator)
+        self.decoder = TextDecoder(on_decode_error or config.prepare.on_decode_error,
+                                   advice="pass --on-decode-error replace or skip")
+
+    def documents(self, file: SourceFile) -> Iterator[str]:
+        return read_documents(file, self.decoder)
+
+    def all_documents(self) -> Iterator[str]:
+        for file in self.files:
+            yield from self.documents(file)
 
 
 def training_options(command):
@@ -61,26 +101,33 @@ def training_options(command):
 
 
 @tokenizer_group.command("train")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, required=True)
 @click.option("--vocab-size", "vocab_size", type=click.IntRange(min=1),
               help="Upper bound on IDs: base tokens + merges + special tokens [default: tokenizer.vocab_size].")
 @click.option("--merges", "merges", type=click.IntRange(min=0),
               help="Upper bound on merges, instead of --vocab-size [default: tokenizer.merges].")
 @training_options
+@source_options
 @click.option("--out", type=click.Path(dir_okay=False), help="[default: tokenizer.output]")
+@click.option("--force", is_flag=True, help="Write over a pipeline stage's output (the pipeline then re-runs it).")
 @config_options(optional=True)
-def train_command(files, out, config, **given) -> None:
-    """Train on FILE... (UTF-8 text; each file's whole text is one training sequence)."""
+def train_command(files, out, force, field, separator, on_decode_error, config, **given) -> None:
+    """Train on FILE... read as data.sources reads them: paths or globs of .txt, .jsonl (--field) or
+    .parquet (--column) files, each optionally .gz, or - for standard input. Each document is one
+    training sequence (a whole .txt file, unless --separator says otherwise)."""
     settings = with_given_options(config.tokenizer, given)
+    out = out or config.output_path(settings.output)
+    if not force:
+        refuse_stage_output(out, config)
+    reader = SourceReader(files, field=field, separator=separator, on_decode_error=on_decode_error, config=config)
     tokenizer = Tokenizer.train(
-        (read_utf8(path) for path in files), vocab_size=settings.vocab_size, merges=settings.merges,
+        reader.all_documents(), vocab_size=settings.vocab_size, merges=settings.merges,
         kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
         min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers,
     )
     if tokenizer.stop_reason:
         click.echo(f"stopped early: {tokenizer.stop_reason}", err=True)
-    out = out or config.output_path(settings.output)
     tokenizer.save(out)
     click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size} IDs "
                f"({len(tokenizer.merges)} merges), fingerprint {tokenizer.fingerprint}")
@@ -99,28 +146,41 @@ def with_given_options(settings: TokenizerConfig, given: dict[str, Any]) -> Toke
     return dataclasses.replace(settings, **given)
 
 
-def read_utf8(path: str) -> str:
-    """A file's text, or a DataError naming the file and the byte offset of the first invalid byte."""
-    data = Path(path).read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not valid UTF-8: byte {data[exc.start]:#04x} at byte offset {exc.start}; "
-                        "convert the file to UTF-8") from None
+def refuse_stage_output(out: str, config: Config) -> None:
+    """A TokenizerError if ``out`` exists and is (or lies in) a pipeline stage's output: writing over it
+    would change what the pipeline made behind its back (a checkpoint would then refuse the tokenizer)."""
+    if not os.path.exists(out):
+        return
+    target = os.path.realpath(out)
+    for stage, output in stage_outputs(config).items():
+        owned = os.path.realpath(output)
+        if target == owned or target.startswith(owned + os.sep):
+            raise TokenizerError(
+                f"{out} is the output of the pipeline's '{stage}' stage; retrain it from the config with "
+                f"`lmprep run tokenizer`, write elsewhere with --out PATH, or pass --force to overwrite it")
 
 
 @tokenizer_group.command("encode")
 @click.argument("text", required=False)
-@click.option("--file", "file_path", type=click.Path(exists=True, dir_okay=False), help="Encode this file's text.")
+@click.option("--file", "file_paths", multiple=True, metavar="PATH",
+              help="Encode the documents of this source (a path or glob as in data.sources, or - for standard "
+                   "input), one line of IDs per document (repeatable).")
+@source_options
 @tokenizer_option
 @config_options(optional=True)
-def encode_command(text, file_path, tokenizer_path, config: Config) -> None:
-    """Print the IDs of TEXT (or of --file) separated by spaces; special-token strings stay plain text."""
-    if (text is None) == (file_path is None):
+def encode_command(text, file_paths, field, separator, on_decode_error, tokenizer_path, config: Config) -> None:
+    """Print the IDs of TEXT (or of each document of --file) separated by spaces; special-token strings
+    stay plain text."""
+    if (text is None) == (not file_paths):
         raise click.UsageError("give either TEXT or --file PATH")
     tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
-    ids = tokenizer.encode(read_utf8(file_path) if file_path else text)
-    click.echo(" ".join(map(str, ids)))
+    if text is not None:
+        click.echo(" ".join(map(str, tokenizer.encode(text))))
+        return
+    reader = SourceReader(file_paths, field=field, separator=separator, on_decode_error=on_decode_error,
+                          config=config)
+    for document in reader.all_documents():
+        click.echo(" ".join(map(str, tokenizer.encode(document))))
 
 
 @tokenizer_group.command("decode", context_settings={"ignore_unknown_options": True})
@@ -169,23 +229,26 @@ def export_command(tokenizer_path, fmt, out, config: Config) -> None:
 
 
 @tokenizer_group.command("eval")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, required=True)
 @click.option("--tokenizer", "tokenizer_paths", multiple=True, type=click.Path(dir_okay=False),
               help="A tokenizer.json to compare (repeatable) [default: tokenizer.output].")
+@source_options
 @config_options(optional=True)
-def eval_command(files, tokenizer_paths, config: Config) -> None:
-    """Compare tokenizers by compression: tokens and bytes per token on each FILE.
+def eval_command(files, tokenizer_paths, field, separator, on_decode_error, config: Config) -> None:
+    """Compare tokenizers by compression: tokens and bytes per token on each file of FILE... (paths or
+    globs read as data.sources reads them, or - for standard input).
 
     When a tokenizer has an unknown token (char and word kinds), each also gets the share of its
     tokens that are unknown: text it cannot give back.
     """
     tokenizer_paths = tokenizer_paths or (config.output_path(config.tokenizer.output),)
     tokenizers = [Tokenizer.load(path) for path in tokenizer_paths]
-    texts = {path: read_utf8(path) for path in files}
+    reader = SourceReader(files, field=field, separator=separator, on_decode_error=on_decode_error, config=config)
     unknown = any(tokenizer.unk_id is not None for tokenizer in tokenizers)
-    rows = [_eval_row(Path(path).name, text, tokenizers, unknown) for path, text in texts.items()]
-    if len(files) > 1:
-        rows.append(_eval_row("total", "".join(texts.values()), tokenizers, unknown))
+    counted = [_count(list(reader.documents(file)), tokenizers) for file in reader.files]
+    rows = [_eval_row(file.path.name, count, tokenizers, unknown) for file, count in zip(reader.files, counted)]
+    if len(counted) > 1:
+        rows.append(_eval_row("total", _sum_counts(counted), tokenizers, unknown))
     columns = ("tokens", "bytes/tok", "unknown") if unknown else ("tokens", "bytes/tok")
     names = [Path(p).name for p in tokenizer_paths]
     labels = names if len(set(names)) == len(names) else list(tokenizer_paths)  # same file names: whole paths
@@ -195,15 +258,35 @@ def eval_command(files, tokenizer_paths, config: Config) -> None:
     click.echo(_table([header, *rows]))
 
 
-def _eval_row(name: str, text: str, tokenizers: list[Tokenizer], unknown: bool) -> list[str]:
-    size = len(text.encode("utf-8"))
-    encoded = [tokenizer.encode(text) for tokenizer in tokenizers]
-    counts = list(map(len, encoded))
+@dataclasses.dataclass(frozen=True)
+class _Count:
+    """Bytes of text, and per tokenizer its tokens and unknown tokens."""
+
+    size: int
+    tokens: tuple[int, ...]
+    unknown: tuple[int, ...]
+
+
+def _count(documents: list[str], tokenizers: list[Tokenizer]) -> _Count:
+    encoded = [[tokenizer.encode(document) for document in documents] for tokenizer in tokenizers]
+    return _Count(size=sum(len(document.encode("utf-8")) for document in documents),
+                  tokens=tuple(sum(map(len, ids)) for ids in encoded),
+                  unknown=tuple(sum(part.count(tokenizer.unk_id) for part in ids)
+                                for tokenizer, ids in zip(tokenizers, encoded)))
+
+
+def _sum_counts(counts: list[_Count]) -> _Count:
+    return _Count(size=sum(c.size for c in counts), tokens=tuple(map(sum, zip(*(c.tokens for c in counts)))),
+                  unknown=tuple(map(sum, zip(*(c.unknown for c in counts)))))
+
+
+def _eval_row(name: str, count: _Count, tokenizers: list[Tokenizer], unknown: bool) -> list[str]:
+    size, counts = count.size, count.tokens
     row = [name, str(size)]
-    for tokenizer, ids in zip(tokenizers, encoded):
-        row += [str(len(ids)), f"{size / len(ids):.2f}" if ids else "-"]
+    for tokens, unknowns in zip(count.tokens, count.unknown):
+        row += [str(tokens), f"{size / tokens:.2f}" if tokens else "-"]
         if unknown:
-            row.append(f"{ids.count(tokenizer.unk_id) / len(ids):.2%}" if ids else "-")
+            row.append(f"{unknowns / tokens:.2%}" if tokens else "-")
     if len(counts) > 1:
         row.append(" ".join(f"{(c - counts[0]) / counts[0]:+.1%}" if counts[0] else "-" for c in counts[1:]))
     return row
@@ -274,22 +357,23 @@ def _size_list(ctx, param, value: str | None) -> list[int] | None:
 
 
 @tokenizer_group.command("sweep")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, required=True)
 @click.option("--sizes", "vocab_sizes", callback=_size_list, metavar="N,N,...",
               help="Vocabulary sizes to compare, increasing (special tokens included), e.g. 512,1024,2048.")
 @click.option("--merges", "merge_counts", callback=_size_list, metavar="N,N,...",
               help="Merge counts to compare instead of sizes, increasing, e.g. 0,6,12,24,48.")
-@click.option("--eval", "eval_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Count tokens on this file instead of the training FILEs (repeatable), e.g. held-out text.")
+@click.option("--eval", "eval_files", multiple=True, metavar="PATH",
+              help="Count tokens on this source instead of the training FILEs (repeatable), e.g. held-out text.")
 @click.option("--min-gain", "min_gain", type=click.FloatRange(min=0), default=3.0, show_default=True,
               help="For the suggestion: the least gain worth having, in percent fewer tokens per 1,000 "
                    "extra vocabulary entries.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default="sweep.png", show_default=True,
               help="Where to draw bytes per token against vocabulary size.")
 @training_options
+@source_options
 @config_options(optional=True)
-def sweep_command(files, vocab_sizes, merge_counts, eval_files, min_gain, plot_path, config: Config,
-                  **given) -> None:
+def sweep_command(files, vocab_sizes, merge_counts, eval_files, min_gain, plot_path, field, separator,
+                  on_decode_error, config: Config, **given) -> None:
     """Compare vocabulary sizes on FILE...: train once to the largest, read the others off its merges.
 
     Per size: tokens, bytes per token, the gain over the previous size per 1,000 extra entries, and
@@ -300,10 +384,11 @@ def sweep_command(files, vocab_sizes, merge_counts, eval_files, min_gain, plot_p
     if (vocab_sizes is None) == (merge_counts is None):
         raise click.UsageError("give either --sizes or --merges")
     settings = with_given_options(config.tokenizer, given)
-    texts = [read_utf8(path) for path in files]
+    reading = dict(field=field, separator=separator, on_decode_error=on_decode_error, config=config)
+    texts = list(SourceReader(files, **reading).all_documents())
     if not any(texts):
         raise DataError(f"{', '.join(files)}: no text to train on (the files are empty)")
-    eval_texts = [read_utf8(path) for path in eval_files] or None
+    eval_texts = list(SourceReader(eval_files, **reading).all_documents()) if eval_files else None
     if eval_texts is not None and not any(eval_texts):
         raise DataError(f"{', '.join(eval_files)}: no text to count tokens on (the --eval files are empty)")
     result = sweep.sweep(texts, eval_texts=eval_texts, vocab_sizes=vocab_sizes, merge_counts=merge_counts,

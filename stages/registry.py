@@ -18,3 +18,14 @@ CHECKPOINT_STAGES = ("train",)
 def build_stages(config: Config) -> list[Stage]:
     """Every stage, built from ``config``, in pipeline order."""
     return [module.build(config) for module in STAGE_MODULES]
+
+
+def stage_outputs(config: Config) -> dict[str, str]:
+    """Each stage's output, as a path to open from the current directory, without building the stages
+    (building prepare reads the source globs)."""
+    return {
+        "prepare": config.output_path(config.prepare.output_dir),
+        "tokenizer": config.output_path(config.tokenizer.output),
+        "encode": config.output_path(config.encode.output_dir),
+        "train": config.output_path(config.train.output_dir),
+    }

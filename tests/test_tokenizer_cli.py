@@ -108,7 +108,7 @@ def test_invalid_utf8_training_file_names_file_and_offset(run, tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"ok text \xff more")
     result = run("tokenizer", "train", tmp_path / "bad.txt", "--out", tmp_path / "t.json")
     assert result.exit_code == 2
-    assert "bad.txt is not valid UTF-8: byte 0xff at byte offset 8" in result.output
+    assert "bad.txt: invalid UTF-8 at byte offset 8; fix the file or pass --on-decode-error replace or skip" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
@@ -169,3 +169,91 @@ def test_a_missing_config_is_an_error_when_named(run, trained, tmp_path, monkeyp
     monkeypatch.setenv("LMPREP_CONFIG", "nope.yaml")
     from_env = run("tokenizer", "fingerprint", trained)
     assert from_env.exit_code == 2 and "config file nope.yaml not found" in from_env.output
+
+
+# -- the pipeline's sources and decode policy; never over a stage's output ---------------------------
+
+
+@pytest.fixture
+def mixed_sources(tmp_path, tokenizer_corpus):
+    """The corpus as a .txt.gz (one document per line), a .jsonl.gz and a .parquet file."""
+    import gzip
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lines = [line for text in tokenizer_corpus for line in text.splitlines() if line.strip()]
+    (tmp_path / "src").mkdir()
+    with gzip.open(tmp_path / "src" / "lines.txt.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(lines[:4]))
+    with gzip.open(tmp_path / "src" / "docs.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.writelines(json.dumps({"body": line}) + "\n" for line in lines[4:])
+    pq.write_table(pa.table({"body": lines[4:]}), tmp_path / "src" / "table.parquet")
+    return tmp_path / "src", lines
+
+
+def test_train_reads_gz_jsonl_and_globs_like_the_pipeline(run, tmp_path, mixed_sources):
+    folder, lines = mixed_sources
+    result = run("tokenizer", "train", folder / "*.txt.gz", folder / "*.jsonl.gz", "--separator", "line",
+                 "--field", "body", "--vocab-size", 300, "--workers", 1, "--out", tmp_path / "t.json")
+    assert result.exit_code == 0, result.output
+    expected = Tokenizer.train(lines, vocab_size=300, workers=1, special_tokens=["<|endoftext|>"])
+    assert Tokenizer.load(tmp_path / "t.json").fingerprint == expected.fingerprint
+
+
+def test_eval_and_encode_read_parquet_and_stdin(run, trained, mixed_sources):
+    folder, lines = mixed_sources
+    tokenizer = Tokenizer.load(trained)
+    table = run("tokenizer", "eval", folder / "table.parquet", "--column", "body", "--tokenizer", trained)
+    assert table.exit_code == 0, table.output
+    tokens = sum(len(tokenizer.encode(line)) for line in lines[4:])
+    assert table.output.splitlines()[1].split()[:3] == ["table.parquet", str(sum(len(x.encode()) for x in lines[4:])),
+                                                      str(tokens)]
+    piped = CliRunner().invoke(cli, ["tokenizer", "encode", "--file", "-", "--field", "body", "--tokenizer",
+                                     str(trained)], input='{"body": "ab"}\n{"body": "cd"}\n')
+    assert piped.exit_code == 0, piped.output
+    assert piped.output.splitlines() == [" ".join(map(str, tokenizer.encode(t))) for t in ("ab", "cd")]
+
+
+def test_decode_errors_follow_the_pipelines_policy(run, tmp_path, trained):
+    import gzip
+
+    with gzip.open(tmp_path / "bad.txt.gz", "wb") as handle:
+        handle.write(b"good line\nbad \xff line\n")
+    failed = run("tokenizer", "eval", tmp_path / "bad.txt.gz", "--separator", "line", "--tokenizer", trained)
+    assert failed.exit_code == 2 and failed.output.count("\n") == 1
+    assert "bad.txt.gz: invalid UTF-8 at byte offset 14 of the decompressed data" in failed.output
+    skipped = run("tokenizer", "eval", tmp_path / "bad.txt.gz", "--separator", "line", "--tokenizer", trained,
+                  "--on-decode-error", "skip")
+    assert skipped.exit_code == 0 and skipped.output.splitlines()[1].split()[1] == "9"  # only "good line"
+
+
+def test_a_glob_matching_nothing_is_one_line(run, tmp_path, trained):
+    result = run("tokenizer", "eval", tmp_path / "*.nothing", "--tokenizer", trained)
+    assert result.exit_code == 2 and "source " in result.output and "matches no files" in result.output
+
+
+def test_train_never_writes_over_a_stage_output(run, tmp_path, monkeypatch, corpus_files):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lmprep.yaml").write_text("tokenizer: {vocab_size: 300, output: out/tok.json}\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "tok.json").write_text("made by the pipeline")
+    refused = run("tokenizer", "train", *corpus_files, "--config", "lmprep.yaml", "--workers", 1)
+    assert refused.exit_code == 2 and refused.output.count("\n") == 1
+    assert ("out/tok.json is the output of the pipeline's 'tokenizer' stage; retrain it from the config with "
+            "`lmprep run tokenizer`, write elsewhere with --out PATH") in refused.output
+    assert (tmp_path / "out" / "tok.json").read_text() == "made by the pipeline"
+    forced = run("tokenizer", "train", *corpus_files, "--config", "lmprep.yaml", "--workers", 1, "--force")
+    assert forced.exit_code == 0 and Tokenizer.load(tmp_path / "out" / "tok.json").vocab_size == 300
+
+
+def test_stage_outputs_are_the_stages_outs(tmp_path):
+    from pipeline.config import load_config
+    from stages.registry import build_stages, stage_outputs
+
+    (tmp_path / "raw.txt").write_text("x")
+    (tmp_path / "c.yaml").write_text("data: {sources: [{glob: raw.txt}]}\noutput_root: o\n")
+    config = load_config(tmp_path / "c.yaml")
+    outs = {stage.name: config.here(stage.outs[0]) for stage in build_stages(config)}
+    assert outs == stage_outputs(config)
