@@ -36,6 +36,8 @@ from pipeline.model import BigramLM, ModelConfig
 
 FORMAT = "lmprep-checkpoint/1"
 CHECKPOINT_FILE = "checkpoint.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+"""Beside the checkpoint: the exact tokenizer file it was trained with, so the directory is self-contained."""
 _METADATA_KEY = "lmprep"
 _MODEL_PREFIX = "model."
 _OPTIMIZER_PREFIX = "optimizer."
@@ -129,6 +131,12 @@ def checkpoint_file(path: str | os.PathLike[str]) -> Path:
     """The checkpoint file for ``path``, which may name the file or its directory."""
     path = Path(path)
     return path if path.suffix == ".safetensors" else path / CHECKPOINT_FILE
+
+
+def tokenizer_beside(path: str | os.PathLike[str]) -> Path | None:
+    """The tokenizer file kept beside a checkpoint (given as its file or directory), if there is one."""
+    file = checkpoint_file(path).with_name(TOKENIZER_FILE)
+    return file if file.is_file() else None
 
 
 def save_checkpoint(

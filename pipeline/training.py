@@ -48,7 +48,8 @@ import numpy as np
 import torch
 
 from pipeline import atomic
-from pipeline.checkpoint import Checkpoint, TokenizerLike, checkpoint_file, read_checkpoint, save_checkpoint
+from pipeline.checkpoint import (TOKENIZER_FILE, Checkpoint, TokenizerLike, checkpoint_file, read_checkpoint,
+                                 save_checkpoint)
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
 from pipeline.model import BigramLM, ModelConfig, training_memory_bytes
 
@@ -204,6 +205,7 @@ def train_checkpoint_dir(
     tokenizer: TokenizerLike,
     train_set: ShardSet,
     val_set: ShardSet | None,
+    tokenizer_file: str | os.PathLike[str] | None = None,
     progress: bool = False,
     notify: Notify = _ignore,
 ) -> TrainSummary:
@@ -226,8 +228,8 @@ def train_checkpoint_dir(
                             step=plan.checkpoint.step)
     resume = _announce(plan, notify)
     with atomic.atomic_dir(directory) as staging:
-        summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
-                        output_dir=staging, resume=resume, progress=progress, notify=notify)
+        summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set, output_dir=staging,
+                        resume=resume, tokenizer_file=tokenizer_file, progress=progress, notify=notify)
         if plan.action == "set_aside":
             notify(f"moved the old checkpoint to {set_aside(directory, plan.tag)}")
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
@@ -263,11 +265,13 @@ def train(
     val_set: ShardSet | None,
     output_dir: str | os.PathLike[str],
     resume: Checkpoint | None = None,
+    tokenizer_file: str | os.PathLike[str] | None = None,
     progress: bool = False,
     notify: Notify = _ignore,
 ) -> TrainSummary:
     """Train ``settings.steps`` steps on ``train_set`` (counting those ``resume`` already did on it)
-    and write checkpoint, metrics and loss plot into ``output_dir``."""
+    and write checkpoint, metrics and loss plot into ``output_dir``, with a copy of ``tokenizer_file``
+    (the file ``tokenizer`` was loaded from) so that the directory is usable on its own."""
     model_config = model_config_for(settings, tokenizer)
     _check_inputs(settings, tokenizer, model_config, train_set, val_set)
     if val_set is None or not _holds_window(val_set, settings.context):
@@ -285,6 +289,8 @@ def train(
             extra={"data_start_step": data_start, "special_ids": dict(train_set.special_ids)},
         )
     _write_metrics(output_dir, run.metrics)
+    if tokenizer_file is not None:
+        atomic.write_bytes(output_dir / TOKENIZER_FILE, Path(tokenizer_file).read_bytes())
     return dataclasses.replace(summary, checkpoint=path)
 
 

@@ -23,18 +23,20 @@ from stages.options import config_options
 @click.option("--checkpoint", "checkpoint_path", metavar="PATH",
               help="Checkpoint file or directory [default: train.output_dir].")
 @click.option("--tokenizer", "tokenizer_path", metavar="PATH",
-              help="tokenizer.json [default: tokenizer.output].")
+              help="tokenizer.json [default: the one kept in the checkpoint's directory, else tokenizer.output].")
 @config_options(optional=True)
 def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoint_path: str | None,
            tokenizer_path: str | None, config: Config) -> None:
     """Continue PROMPT with the trained model until end of text (a newline for char tokenizers)."""
     import torch
 
-    from pipeline.checkpoint import load_checkpoint
+    from pipeline.checkpoint import load_checkpoint, tokenizer_beside
     from pipeline.model import generate
 
-    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
-    checkpoint = load_checkpoint(checkpoint_path or config.output_path(config.train.output_dir), tokenizer)
+    checkpoint_path = checkpoint_path or config.output_path(config.train.output_dir)
+    tokenizer_path = tokenizer_path or tokenizer_beside(checkpoint_path) or config.output_path(config.tokenizer.output)
+    tokenizer = Tokenizer.load(tokenizer_path)
+    checkpoint = load_checkpoint(checkpoint_path, tokenizer)  # the guard, whichever tokenizer file it is
     eos_id = end_of_text_id(checkpoint.extra, tokenizer, config)
     prompt_ids = tokenizer.encode(prompt) or ([eos_id] if eos_id is not None else [])
     if not prompt_ids:

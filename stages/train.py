@@ -40,13 +40,14 @@ def tokenizer_path(config: Config) -> str:
 def run(config: Config) -> None:
     from pipeline import training
 
-    tokenizer = Tokenizer.load(tokenizer_path(config))
+    tokenizer_file = tokenizer_path(config)
+    tokenizer = Tokenizer.load(tokenizer_file)
     shard_dir = config.output_path(config.encode.output_dir)
     train_set = ShardSet.open(shard_dir, "train", tokenizer=tokenizer)
     val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if manifest_path(shard_dir, "val").exists() else None
     summary = training.train_checkpoint_dir(
         dataclasses.replace(config.train, output_dir=config.output_path(config.train.output_dir)), tokenizer=tokenizer, train_set=train_set, val_set=val_set,
-        progress=show_progress(), notify=functools.partial(say, "train"),
+        tokenizer_file=tokenizer_file, progress=show_progress(), notify=functools.partial(say, "train"),
     )
     if summary.step > summary.start_step:
         say(

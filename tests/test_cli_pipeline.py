@@ -172,3 +172,20 @@ def test_config_show_origin_names_file_set_and_default(project):
     lines = result.output.splitlines()
     assert "train.lr: 0.5  # variant.yaml" in lines and "train.steps: 2  # lmprep.yaml" in lines
     assert "train.dim: 4  # --set" in lines and "train.weight_decay: 0.0  # built-in default" in lines
+
+
+def test_checkpoint_directories_keep_their_tokenizer_and_sample_without_flags(project):
+    assert lmprep("run").exit_code == 0
+    first = (project / "out" / "tokenizer.json").read_bytes()
+    assert (project / "out" / "ckpt" / "tokenizer.json").read_bytes() == first
+    (project / "lmprep.yaml").write_text(CONFIG.replace("vocab_size: 300", "vocab_size: 270"))
+    retrained = lmprep("run")
+    assert retrained.exit_code == 0, retrained.output
+    aside = next(path for path in (project / "out").iterdir() if path.name.startswith("ckpt-"))
+    assert (aside / "tokenizer.json").read_bytes() == first  # the set-aside directory kept its own
+    sampled = CliRunner().invoke(cli, ["sample", "--checkpoint", str(aside), "--prompt", "Q:", "--max-tokens", "3",
+                                       "--config", "lmprep.yaml"])
+    assert sampled.exit_code == 0, sampled.output
+    refused = CliRunner().invoke(cli, ["sample", "--checkpoint", str(aside), "--prompt", "Q:", "--config",
+                                       "lmprep.yaml", "--tokenizer", "out/tokenizer.json"])
+    assert refused.exit_code == 2 and "was trained with tokenizer" in refused.output
