@@ -1,18 +1,23 @@
-"""Training-loop benchmark: tokens/s and the share of step time spent loading batches.
+"""Training-loop benchmark: tokens/s, the share of step time spent loading batches, user vs system time.
 
 Builds a synthetic shard set (Zipf-distributed IDs, like text, over several
-shards) for a small byte-level tokenizer, then runs the real training loop
-(``pipeline.training.train``, validation off) for a few model shapes on the CPU
-and prints throughput and the data-loading share, whose target is < 10 %.
+shards) for a byte-level tokenizer of each vocabulary size, then runs the real
+training loop (``pipeline.training.train``, validation off) for a few model
+shapes on the CPU and prints throughput, the data-loading share (target < 10 %),
+and from ``getrusage`` the user and system (kernel) CPU time as shares of the
+wall time of the steps, with the minor page faults per step. System time is
+the allocator asking the kernel for fresh pages; its target is < 10 %.
 
-    python benchmarks/bench_train_loop.py [--tokens 4000000] [--steps 200]
+    python benchmarks/bench_train_loop.py [--tokens 4000000] [--steps 200] [--vocab-sizes 2048,8192,32768]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import sys
+import time
 import tempfile
 from pathlib import Path
 
@@ -30,13 +35,13 @@ SHAPES = [  # (dim, context, batch_size): the default config first
     (64, 256, 64),
     (256, 256, 64),
 ]
-SYLLABLES = "ka ri to ne su ma lo pe di gu an el or is um".split()
+LETTERS = list("abcdefghijklmnopqrstuvwxyz")
 
 
 def build_tokenizer(vocab_size: int) -> Tokenizer:
-    """A byte-level tokenizer trained on made-up words, large enough to fill ``vocab_size``."""
+    """A byte-level tokenizer trained on made-up words, enough of them to fill ``vocab_size``."""
     rng = np.random.default_rng(1)
-    words = ["".join(rng.choice(SYLLABLES, size=rng.integers(1, 5))) for _ in range(40_000)]
+    words = ["".join(rng.choice(LETTERS, size=rng.integers(2, 7))) for _ in range(max(40_000, 8 * vocab_size))]
     texts = [" ".join(words[i : i + 100]) for i in range(0, len(words), 100)]
     return Tokenizer.train(texts, vocab_size=vocab_size, special_tokens=("<|endoftext|>",), min_frequency=1)
 
@@ -62,32 +67,41 @@ def bench_shape(train_set: ShardSet, tokenizer: Tokenizer, shape: tuple[int, int
 
     dim, context, batch_size = shape
     settings = dataclasses.replace(TrainConfig(), dim=dim, context=context, batch_size=batch_size, steps=steps)
+    before, began = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     summary = training.train(settings, tokenizer=tokenizer, train_set=train_set, val_set=None,
                              output_dir=work / f"d{dim}-c{context}-b{batch_size}")
+    after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - began
     return {"tokens_per_s": summary.tokens_per_second, "data_share": summary.data_share,
-            "ms_per_step": 1000 * summary.seconds / steps, "loss": summary.train_loss or 0.0}
+            "ms_per_step": 1000 * summary.seconds / steps, "loss": summary.train_loss or 0.0,
+            "user_share": (after.ru_utime - before.ru_utime) / wall,
+            "system_share": (after.ru_stime - before.ru_stime) / wall,
+            "faults_per_step": (after.ru_minflt - before.ru_minflt) / steps}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=4_000_000)
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--vocab-size", type=int, default=2048)
+    parser.add_argument("--vocab-sizes", default="2048,8192,32768",
+                        help="Comma-separated vocabulary sizes to measure.")
     args = parser.parse_args()
     import torch
 
-    tokenizer = build_tokenizer(args.vocab_size)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        train_set = build_shards(work / "shards", tokenizer, args.tokens)
-        print(f"torch {torch.__version__}, 1 thread (the training loop pins it), vocab {tokenizer.vocab_size}, "
-              f"{train_set.num_tokens:,} tokens in {len(train_set.shards)} shards, {args.steps} steps")
-        print(f"{'dim':>5} {'context':>7} {'batch':>5} {'tokens/s':>12} {'ms/step':>8} {'data share':>10} {'loss':>7}")
-        bench_shape(train_set, tokenizer, SHAPES[0], 20, work)  # warm up torch's kernels and allocator
-        for shape in SHAPES:
-            result = bench_shape(train_set, tokenizer, shape, args.steps, work)
-            print(f"{shape[0]:>5} {shape[1]:>7} {shape[2]:>5} {result['tokens_per_s']:>12,.0f} "
-                  f"{result['ms_per_step']:>8.2f} {result['data_share']:>10.1%} {result['loss']:>7.3f}")
+    print(f"torch {torch.__version__}, 1 thread (the training loop pins it), {args.steps} steps per shape; "
+          "user and system: CPU time as a share of the run's wall time (it includes saving the checkpoint)")
+    print(f"{'vocab':>6} {'dim':>5} {'context':>7} {'batch':>5} {'tokens/s':>12} {'ms/step':>8} {'data share':>10} "
+          f"{'user':>6} {'system':>6} {'faults/step':>11} {'loss':>7}")
+    for vocab_size in map(int, args.vocab_sizes.split(",")):
+        tokenizer = build_tokenizer(vocab_size)
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            train_set = build_shards(work / "shards", tokenizer, args.tokens)
+            bench_shape(train_set, tokenizer, SHAPES[0], 20, work)  # warm up torch's kernels and allocator
+            for shape in SHAPES:
+                r = bench_shape(train_set, tokenizer, shape, args.steps, work)
+                print(f"{tokenizer.vocab_size:>6} {shape[0]:>5} {shape[1]:>7} {shape[2]:>5} {r['tokens_per_s']:>12,.0f} "
+                      f"{r['ms_per_step']:>8.2f} {r['data_share']:>10.1%} {r['user_share']:>6.1%} "
+                      f"{r['system_share']:>6.1%} {r['faults_per_step']:>11,.0f} {r['loss']:>7.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,7 @@ class TrainConfig:
     weight_decay: float = _bounded(0.0, low=0.0)
     eval_every: int = _bounded(100, low=1)
     eval_batches: int = _bounded(8, low=1)
+    checkpoint_every: int | None = _bounded(None, low=1)  # also save a checkpoint every N steps (resumable)
     seed: int = _bounded(1337, low=0, high=MAX_SEED)
     output_dir: str = _path("checkpoints/default", "output")
 

@@ -55,14 +55,13 @@ def training_memory_bytes(config: ModelConfig, *, batch_size: int, context: int)
 
     Weights, gradients and AdamW's two moments are four float32 copies of the
     parameters; a batch is a few int64 index arrays of its positions; the loss
-    holds an embedding row (and its gradient) and about six float32 rows of
-    logits-sized tensors per distinct token of the batch, at most one per
-    vocabulary entry. torch's own ~100 MB are not counted.
+    holds an embedding row (and its gradient) per distinct token of the batch
+    and a chunk of logits. torch's own ~100 MB are not counted.
     """
     parameters = config.vocab_size * config.dim * (1 if config.tie_weights else 2)
     positions = batch_size * (context + 1)
     distinct = min(batch_size * context, config.vocab_size)
-    return 16 * parameters + 48 * positions + distinct * (8 * config.dim + 24 * config.vocab_size)
+    return 16 * parameters + 48 * positions + distinct * 8 * config.dim + 12 * LOGIT_CHUNK_VALUES
 
 
 class BigramLM(nn.Module):
@@ -82,16 +81,74 @@ class BigramLM(nn.Module):
     def loss(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of predicting ``targets`` from ``ids`` (same shape).
 
-        A bigram model's prediction depends only on the current token, so the
-        log-probabilities are computed once per distinct token in the batch
-        and gathered per position. Text is Zipf-like: a batch of 64 × 256
-        positions holds a few hundred distinct IDs, so this does several times
-        less work than the usual ``cross_entropy(self(ids), targets)``, to
-        which it is mathematically equal.
+        A bigram model's logits depend only on the current token, so they are
+        computed once per distinct token of the batch (text is Zipf-like: a batch
+        of 64 × 256 positions holds a few hundred distinct IDs), and a position's
+        loss is ``logsumexp(z) - z[target]`` of its token's row ``z``. The rows
+        are never materialised whole: :class:`_BigramCrossEntropy` takes them a
+        few at a time and recomputes them in the backward pass. Whole, at vocab
+        8192 they were tens of MB per step, more than the allocator keeps, so
+        every step asked the kernel for fresh pages (a quarter of the step time
+        was system time). Mathematically equal to ``cross_entropy(self(ids), targets)``.
         """
-        distinct, position_row = torch.unique(ids.reshape(-1), return_inverse=True)
-        log_probs = F.log_softmax(self(distinct), dim=-1)
-        return -log_probs.reshape(-1).take(position_row * self.config.vocab_size + targets.reshape(-1)).mean()
+        head = self.embed.weight if self.head is None else self.head.weight
+        flat_targets = targets.reshape(-1)
+        distinct, row_of_position, counts = torch.unique(ids.reshape(-1), return_inverse=True, return_counts=True)
+        order = torch.argsort(row_of_position, stable=True)  # positions grouped by row, for chunking
+        total = _BigramCrossEntropy.apply(self.embed(distinct), head, counts, row_of_position[order],
+                                          flat_targets[order])
+        return total / flat_targets.numel()
+
+
+LOGIT_CHUNK_VALUES = 1 << 16
+"""Logits computed at once by the loss (256 KiB of float32): small enough for the allocator to reuse."""
+
+
+class _BigramCrossEntropy(torch.autograd.Function):
+    """The summed cross-entropy of positions whose logits are ``rows[r] @ headᵀ``, a chunk of rows at a time.
+
+    ``counts[r]`` positions have row ``r``; ``position_rows`` and ``position_targets``
+    list every position's row and target, grouped by row. Forward sums
+    ``counts[r] · logsumexp(z_r)`` minus each position's ``z_r[target]``; backward
+    recomputes each chunk's logits (the gradient of ``z_r`` is ``counts[r] ·
+    softmax(z_r)`` minus one at each of its positions' targets), so memory is
+    one chunk of logits whatever the vocabulary size.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, rows: torch.Tensor, head: torch.Tensor, counts: torch.Tensor,
+                position_rows: torch.Tensor, position_targets: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(rows, head, counts, position_rows, position_targets)
+        total = rows.new_zeros(())
+        for rows_at, logits_at in _chunks(counts, position_rows, position_targets, head.shape[0]):
+            logits = rows[rows_at] @ head.T
+            total += torch.dot(torch.logsumexp(logits, dim=1), counts[rows_at].to(logits.dtype))
+            total -= logits.view(-1).take(logits_at).sum()
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad_total: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        rows, head, counts, position_rows, position_targets = ctx.saved_tensors
+        grad_rows, grad_head = torch.empty_like(rows), torch.zeros_like(head)
+        for rows_at, logits_at in _chunks(counts, position_rows, position_targets, head.shape[0]):
+            grad_logits = torch.softmax(rows[rows_at] @ head.T, dim=1)
+            grad_logits *= counts[rows_at].to(grad_logits.dtype).unsqueeze(1)
+            grad_logits.view(-1).index_put_((logits_at,), grad_logits.new_tensor(-1.0), accumulate=True)
+            grad_logits *= grad_total
+            torch.mm(grad_logits, head, out=grad_rows[rows_at])
+            grad_head.addmm_(grad_logits.T, rows[rows_at])
+        return grad_rows, grad_head, None, None, None
+
+
+def _chunks(counts: torch.Tensor, position_rows: torch.Tensor, position_targets: torch.Tensor,
+            vocab_size: int) -> Iterator[tuple[slice, torch.Tensor]]:
+    """Per chunk of rows: its slice of rows, and the flat index of each of its positions' target logit."""
+    step = max(1, LOGIT_CHUNK_VALUES // vocab_size)
+    starts = [0, *torch.cumsum(counts, 0).tolist()]
+    for first in range(0, len(counts), step):
+        last = min(first + step, len(counts))
+        at = slice(starts[first], starts[last])
+        yield slice(first, last), (position_rows[at] - first) * vocab_size + position_targets[at]
 
 
 def generate(

@@ -29,6 +29,12 @@ says why: ``default-<fp12>`` holds the checkpoint of the previous tokenizer
 one trained with the previous ``train.lr`` and ``train.seed``,
 ``default-old-steps`` one that already had more steps on these shards than
 ``train.steps`` now asks for, and ``default-unreadable`` one that could not be read.
+
+With ``train.checkpoint_every: N`` the run also saves a checkpoint every N steps
+into ``default.partial/`` (atomically), so a kill loses at most N steps: the next
+run continues from it when it is the same run (same tokenizer, weight-shaping
+settings, shards and starting point), ending with the same weights, bit for bit,
+as a run never interrupted. It is removed once the run succeeds.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -62,7 +69,7 @@ LOSS_PLOT_FILE = "loss.png"
 
 Notify = Callable[[str], None]
 
-NOT_WEIGHT_SHAPING = frozenset({"steps", "eval_every", "eval_batches", "output_dir"})
+NOT_WEIGHT_SHAPING = frozenset({"steps", "eval_every", "eval_batches", "checkpoint_every", "output_dir"})
 """``train`` keys a checkpoint may be resumed across; any other change means training from scratch."""
 
 
@@ -227,12 +234,47 @@ def train_checkpoint_dir(
         return TrainSummary(checkpoint=plan.checkpoint.path, start_step=plan.checkpoint.step,
                             step=plan.checkpoint.step)
     resume = _announce(plan, notify)
+    partial = partial_dir(directory)
+    interrupted = _interrupted_run(partial, resume, tokenizer=tokenizer, settings=settings,
+                                   shard_fingerprint=train_set.fingerprint)
+    if interrupted is not None:
+        notify(f"continuing the interrupted run from its checkpoint at step {interrupted.step} in {partial}")
     with atomic.atomic_dir(directory) as staging:
         summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set, output_dir=staging,
-                        resume=resume, tokenizer_file=tokenizer_file, progress=progress, notify=notify)
+                        resume=interrupted or resume, tokenizer_file=tokenizer_file,
+                        partial_dir=partial if settings.checkpoint_every else None, progress=progress, notify=notify)
         if plan.action == "set_aside":
             notify(f"moved the old checkpoint to {set_aside(directory, plan.tag)}")
+    if partial.exists():
+        shutil.rmtree(partial)
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
+
+
+def partial_dir(directory: str | os.PathLike[str]) -> Path:
+    """Where ``train.checkpoint_every`` saves the checkpoints of a run in progress: ``<name>.partial``."""
+    directory = Path(directory)
+    return directory.with_name(directory.name + ".partial")
+
+
+def _interrupted_run(partial: Path, resume: Checkpoint | None, *, tokenizer: TokenizerLike, settings: TrainConfig,
+                     shard_fingerprint: str) -> Checkpoint | None:
+    """The checkpoint an interrupted run left in ``partial``, if this run is that run continued:
+    same tokenizer, weight-shaping settings and shards, started from the same point (``resume``'s
+    step on these shards, or from scratch), and not past ``train.steps``. Anything else is ignored
+    (and overwritten by this run's own periodic checkpoints)."""
+    if not checkpoint_file(partial).exists():
+        return None
+    try:
+        checkpoint = read_checkpoint(partial)
+    except CheckpointError:
+        return None
+    start = data_start_step(resume, shard_fingerprint)
+    same_run = (checkpoint.tokenizer.fingerprint == tokenizer.fingerprint
+                and not changed_settings(checkpoint.train_config, settings)
+                and checkpoint.shard_fingerprint == shard_fingerprint
+                and checkpoint.extra.get("data_start_step") == start
+                and (resume.step if resume is not None else 0) < checkpoint.step <= start + settings.steps)
+    return checkpoint if same_run else None
 
 
 def _announce(plan: ResumePlan, notify: Notify) -> Checkpoint | None:
@@ -266,31 +308,43 @@ def train(
     output_dir: str | os.PathLike[str],
     resume: Checkpoint | None = None,
     tokenizer_file: str | os.PathLike[str] | None = None,
+    partial_dir: str | os.PathLike[str] | None = None,
     progress: bool = False,
     notify: Notify = _ignore,
 ) -> TrainSummary:
     """Train ``settings.steps`` steps on ``train_set`` (counting those ``resume`` already did on it)
     and write checkpoint, metrics and loss plot into ``output_dir``, with a copy of ``tokenizer_file``
-    (the file ``tokenizer`` was loaded from) so that the directory is usable on its own."""
+    (the file ``tokenizer`` was loaded from) so that the directory is usable on its own. With
+    ``partial_dir``, every ``settings.checkpoint_every`` steps the same is saved there (atomically)."""
     model_config = model_config_for(settings, tokenizer)
     _check_inputs(settings, tokenizer, model_config, train_set, val_set)
     if val_set is None or not _holds_window(val_set, settings.context):
         notify(f"the val split has no window of {settings.context + 1} tokens; skipping validation")
         val_set = None
     data_start = data_start_step(resume, train_set.fingerprint)
-    with _deterministic():
-        run = _start(settings, model_config, resume)
-        summary = _loop(run, settings, train_set, val_set, target=data_start + settings.steps, progress=progress)
-        output_dir = Path(output_dir)
+
+    def save(directory: Path, run: _Run, *, plot: bool = True) -> Path:
         path = save_checkpoint(
-            output_dir, model=run.model, step=run.step, tokenizer=tokenizer,
+            directory, model=run.model, step=run.step, tokenizer=tokenizer,
             shard_fingerprint=train_set.fingerprint, train_config=dataclasses.asdict(settings),
             optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
             extra={"data_start_step": data_start, "special_ids": dict(train_set.special_ids)},
         )
-    _write_metrics(output_dir, run.metrics)
-    if tokenizer_file is not None:
-        atomic.write_bytes(output_dir / TOKENIZER_FILE, Path(tokenizer_file).read_bytes())
+        _write_metrics(directory, run.metrics, plot=plot)
+        if tokenizer_file is not None:
+            atomic.write_bytes(directory / TOKENIZER_FILE, Path(tokenizer_file).read_bytes())
+        return path
+
+    def save_partial(run: _Run) -> None:
+        with atomic.atomic_dir(partial_dir) as staging:
+            save(staging, run, plot=False)
+
+    every = settings.checkpoint_every if partial_dir is not None else None
+    with _deterministic():
+        run = _start(settings, model_config, resume)
+        summary = _loop(run, settings, train_set, val_set, target=data_start + settings.steps, progress=progress,
+                        every=every, on_every=save_partial)
+        path = save(Path(output_dir), run)
     return dataclasses.replace(summary, checkpoint=path)
 
 
@@ -340,7 +394,8 @@ def _start(settings: TrainConfig, model_config: ModelConfig, resume: Checkpoint 
 
 
 def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardSet | None, *,
-          target: int, progress: bool) -> TrainSummary:
+          target: int, progress: bool, every: int | None = None,
+          on_every: Callable[[_Run], None] = lambda run: None) -> TrainSummary:
     from tqdm.auto import tqdm
 
     start_step, tokens_per_step = run.step, settings.batch_size * settings.context
@@ -357,6 +412,8 @@ def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardS
                 record["val_loss"] = val_loss = _finite(_evaluate(run.model, val_set, settings), "val", run.step,
                                                         settings)
             run.metrics.append(record)
+            if every and run.step % every == 0 and run.step < target:
+                on_every(run)
             rate = (run.step - start_step) * tokens_per_step / (time.perf_counter() - began)
             bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
             bar.update()
@@ -447,10 +504,10 @@ def _parse_metrics_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
     return record
 
 
-def _write_metrics(directory: Path, metrics: list[dict[str, Any]]) -> None:
+def _write_metrics(directory: Path, metrics: list[dict[str, Any]], *, plot: bool = True) -> None:
     lines = "".join(atomic.dumps_json(record, indent=None) + "\n" for record in metrics)
     atomic.write_text(directory / METRICS_FILE, lines)
-    if metrics:
+    if metrics and plot:
         _plot_losses(directory / LOSS_PLOT_FILE, metrics)
 
 

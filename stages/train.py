@@ -19,7 +19,7 @@ from stages.console import say, show_progress
 # Version of the code that shapes this stage's outputs (training, model, checkpoint in pipeline/):
 # bump it whenever the same shards, tokenizer and settings would give another checkpoint, and the
 # stage re-runs wherever it ran before.
-CODE_VERSION = 1
+CODE_VERSION = 2  # 2: the chunked loss (same loss, other float rounding)
 
 def build(config: Config) -> Stage:
     return Stage(

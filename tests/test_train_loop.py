@@ -337,3 +337,58 @@ def test_cli_diverging_training_is_one_line_and_keeps_the_checkpoint(tmp_path, m
     assert re.fullmatch(r"error: the train loss became (nan|inf) at step \d+ \(train.lr=1e\+30\); training stopped "
                         r"and nothing was saved; lower train.lr", result.output.splitlines()[-1])
     assert snapshot(tmp_path / "out" / "ckpt") == before
+
+
+KILLED_RUN = """
+import dataclasses, os, signal, sys
+sys.path[:0] = [{tests!r}]
+from test_train_loop import SETTINGS, TOKENIZER
+from pipeline import training
+from pipeline.shards import ShardSet
+
+real_step = training._step
+
+def step(run, batch):
+    if run.step == 7:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_step(run, batch)
+
+training._step = step
+settings = dataclasses.replace(SETTINGS, steps=12, checkpoint_every=3, output_dir={out!r})
+training.train_checkpoint_dir(settings, tokenizer=TOKENIZER, train_set=ShardSet.open({shards!r}, "train"),
+                              val_set=ShardSet.open({shards!r}, "val"))
+"""
+
+
+def test_a_killed_run_resumes_from_its_periodic_checkpoint_bit_identically(tmp_path, shards):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    settings = dataclasses.replace(SETTINGS, steps=12, checkpoint_every=3)
+    script = KILLED_RUN.format(tests=str(Path(__file__).parent), out=str(tmp_path / "ckpt"),
+                               shards=str(tmp_path / "shards"))
+    killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    assert not (tmp_path / "ckpt").exists() and read_checkpoint(tmp_path / "ckpt.partial").step == 6
+    notes = []
+    run(tmp_path, shards, settings, notes=notes)
+    assert "continuing the interrupted run from its checkpoint at step 6" in " ".join(notes)
+    assert not (tmp_path / "ckpt.partial").exists()
+    run(tmp_path / "whole", shards, settings)
+    resumed, whole = read_checkpoint(tmp_path / "ckpt"), read_checkpoint(tmp_path / "whole" / "ckpt")
+    assert all(torch.equal(a, b) for a, b in zip(resumed.model.state_dict().values(), whole.model.state_dict().values()))
+    assert str(resumed.optimizer_state) == str(whole.optimizer_state)
+    assert (tmp_path / "ckpt" / "metrics.jsonl").read_bytes() == (tmp_path / "whole" / "ckpt" / "metrics.jsonl").read_bytes()
+
+
+def test_a_partial_checkpoint_of_another_run_is_not_resumed(tmp_path, shards, monkeypatch):
+    interrupt_after(monkeypatch, 4)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=12, checkpoint_every=3))
+    assert read_checkpoint(tmp_path / "ckpt.partial").step == 3
+    monkeypatch.undo()
+    notes = []
+    run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=12, checkpoint_every=3, lr=0.01), notes=notes)
+    assert not any("interrupted" in note for note in notes)
+    assert read_checkpoint(tmp_path / "ckpt").train_config["lr"] == 0.01
