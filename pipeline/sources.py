@@ -125,8 +125,7 @@ def _source_file(path: Path, source: SourceConfig) -> SourceFile:
 
 
 def _format_from_name(path: Path) -> str:
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    fmt = _FORMATS.get(os.path.splitext(name)[1].lower())
+    fmt = format_of(path)
     if fmt is None:
         raise DataError(f"{path}: cannot tell the format from the extension (known: {', '.join(_FORMATS)}, "
                         "optionally .gz); narrow the glob or set format: in data.sources")
@@ -250,6 +249,34 @@ def _check_column(schema: Any, file: SourceFile, pa: Any) -> None:
     column_type = schema.field(file.field).type
     if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)):
         raise DataError(f"{file.path}: column {file.field!r} must hold strings, got {column_type}")
+
+
+# -- sampling (to guess how to read a file) -------------------------------
+
+
+def format_of(path: Path) -> str | None:
+    """``txt``, ``jsonl`` or ``parquet`` from the file name (a ``.gz`` suffix aside), or None."""
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    return _FORMATS.get(os.path.splitext(name)[1].lower())
+
+
+def head_bytes(path: Path, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the file's (decompressed) data."""
+    with _open_binary(path, None) as stream:
+        return stream.read(limit)
+
+
+def string_columns(path: Path) -> list[str]:
+    """The string columns of a Parquet file (optionally ``.gz``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with _open_binary(path, None) as stream:
+        try:
+            schema = pq.ParquetFile(stream).schema_arrow
+        except (pa.ArrowException, OSError) as exc:
+            raise DataError(f"{path}: not a readable parquet file ({exc})") from None
+    return [field.name for field in schema if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)]
 
 
 # -- opening --------------------------------------------------------------

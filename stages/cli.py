@@ -141,3 +141,7 @@ from stages.cli_model import check, sample  # noqa: E402
 
 cli.add_command(sample)
 cli.add_command(check)
+
+from stages.cli_init import init_command  # noqa: E402
+
+cli.add_command(init_command)
