@@ -59,6 +59,8 @@ class PrepareConfig:
     on_decode_error: Literal["error", "replace", "skip"] = "error"
     val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
     seed: int = _bounded(0, low=0, high=MAX_SEED)
+    partition_bytes: int = _bounded(64_000_000, low=1)
+    dedup_buckets: int = _bounded(16, low=1)
     output_dir: str = "data/prepared"
 
 
@@ -100,12 +102,24 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class ExecutorConfig:
+    """Where partition tasks run: ``local`` worker processes, or a Dask cluster at ``address``
+    (``tcp://host:8786``, or ``local`` for a cluster started on this machine)."""
+
+    kind: Literal["local", "dask"] = "local"
+    address: str | None = None
+    workers: int = _bounded(0, low=0)
+    timeout: float = _bounded(10.0, low=0.0)
+
+
+@dataclass(frozen=True)
 class Config:
     data: DataConfig = DataConfig()
     prepare: PrepareConfig = PrepareConfig()
     tokenizer: TokenizerConfig = TokenizerConfig()
     encode: EncodeConfig = EncodeConfig()
     train: TrainConfig = TrainConfig()
+    executor: ExecutorConfig = ExecutorConfig()
     state_dir: str = ".lmprep"
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,8 +51,8 @@ def shard_schema(dtype: np.dtype, metadata: Mapping[str, str] | None = None) -> 
     return pa.schema([column], metadata=metadata)
 
 
-def shard_name(split: str, index: int) -> str:
-    return f"{split}-{index:05d}.arrow"
+def shard_name(prefix: str, index: int) -> str:
+    return f"{prefix}-{index:05d}.arrow"
 
 
 def manifest_path(directory: str | os.PathLike[str], split: str) -> Path:
@@ -151,6 +151,17 @@ def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
 # --------------------------------------------------------------------------- writing
 
 
+def write_manifest(directory: str | os.PathLike[str], manifest: Manifest) -> None:
+    atomic.write_json(manifest_path(directory, manifest.stamp.split), manifest.to_dict())
+
+
+def join_manifests(stamp: ShardStamp, parts: Iterable[Manifest]) -> Manifest:
+    """One manifest listing the shards of ``parts`` in order (each part written by one task)."""
+    parts = list(parts)
+    return Manifest(stamp=stamp, shards=tuple(entry for part in parts for entry in part.shards),
+                    max_id=max((part.max_id for part in parts), default=-1))
+
+
 class ShardWriter:
     """Cuts a stream of document batches into shards of about ``shard_tokens`` tokens.
 
@@ -161,11 +172,13 @@ class ShardWriter:
     atomically; the manifest is written last, by :meth:`close`.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], stamp: ShardStamp, *, shard_tokens: int):
+    def __init__(self, directory: str | os.PathLike[str], stamp: ShardStamp, *, shard_tokens: int,
+                 prefix: str | None = None):
         if not 0 < shard_tokens <= _MAX_SHARD_TOKENS:
             raise ShardError(f"shard_tokens must be between 1 and {_MAX_SHARD_TOKENS}, got {shard_tokens}")
         self.directory = Path(directory)
         self.stamp = stamp
+        self._prefix = stamp.split if prefix is None else prefix
         self._shard_tokens = shard_tokens
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self._pending_tokens = 0
@@ -189,11 +202,15 @@ class ShardWriter:
             self._flush()
             offsets = offsets[cut:]
 
+    def finish(self) -> Manifest:
+        """Write the last partial shard; return the manifest of the shards written, without saving it."""
+        self._flush()
+        return Manifest(stamp=self.stamp, shards=tuple(self._entries), max_id=self._max_id)
+
     def close(self) -> Manifest:
         """Write the last partial shard and the manifest; return the manifest."""
-        self._flush()
-        manifest = Manifest(stamp=self.stamp, shards=tuple(self._entries), max_id=self._max_id)
-        atomic.write_json(manifest_path(self.directory, self.stamp.split), manifest.to_dict())
+        manifest = self.finish()
+        write_manifest(self.directory, manifest)
         return manifest
 
     def _checked(self, ids: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -220,7 +237,7 @@ class ShardWriter:
         if not self._pending:
             return
         values, offsets = _concatenate(self._pending, self.stamp.dtype)
-        name = shard_name(self.stamp.split, len(self._entries))
+        name = shard_name(self._prefix, len(self._entries))
         metadata = _shard_metadata(self.stamp, rows=len(offsets) - 1, tokens=len(values))
         digest = _write_shard(self.directory / name, values, offsets, metadata)
         self._entries.append(ShardEntry(file=name, rows=len(offsets) - 1, tokens=len(values), sha256=digest))

@@ -8,12 +8,11 @@ shards untouched (and the stage stale).
 from __future__ import annotations
 
 import functools
-import os
-from concurrent.futures import ProcessPoolExecutor
 
 from pipeline import documents, encoding
 from pipeline.config import Config
 from pipeline.errors import ConfigError
+from pipeline.executor import open_tasks
 from pipeline.runner import Stage
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
@@ -22,8 +21,7 @@ PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode
 
 
 def build(config: Config) -> Stage:
-    prepared = tuple(str(documents.prepared_path(config.prepare.output_dir, split))
-                     for split in documents.SPLITS)
+    prepared = tuple(str(documents.split_dir(config.prepare.output_dir, split)) for split in documents.SPLITS)
     return Stage(name="encode", deps=(*prepared, config.tokenizer.output),
                  outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config))
 
@@ -33,12 +31,10 @@ def run(config: Config) -> None:
     tokenizer = encoding.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
-    workers = settings.workers or os.cpu_count() or 1
-    with ProcessPoolExecutor(workers) as executor:
+    with open_tasks(config.executor, workers=settings.workers) as tasks:
         manifests = encoding.encode_corpus(
-            config.prepare.output_dir, settings.output_dir, tokenizer_path=tokenizer_path,
-            executor=executor, shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
-            max_in_flight=2 * workers + 2, progress=show_progress(),
+            config.prepare.output_dir, settings.output_dir, tokenizer_path=tokenizer_path, tasks=tasks,
+            shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id, progress=show_progress(),
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "

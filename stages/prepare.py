@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import click
 
 from pipeline.config import Config
+from pipeline.executor import open_tasks
 from pipeline.prepare import prepare_corpus
 from pipeline.runner import Stage
 from pipeline.sources import SourceFile, expand_sources
@@ -30,5 +31,6 @@ def build(config: Config) -> Stage:
 
 
 def run(config: Config, files: Sequence[SourceFile]) -> None:
-    stats = prepare_corpus(files, config.prepare, config.prepare.output_dir, progress=show_progress())
+    with open_tasks(config.executor) as tasks:
+        stats = prepare_corpus(files, config.prepare, config.prepare.output_dir, tasks=tasks, progress=show_progress())
     click.echo(stats.summary())

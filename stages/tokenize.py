@@ -15,8 +15,11 @@ import os
 from pipeline import atomic, documents
 from pipeline.config import Config
 from pipeline.errors import ConfigError
+from pipeline.executor import open_tasks
 from pipeline.runner import Stage
 from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer.counting import count_prepared
+from pipeline.tokenizer.patterns import resolve_pattern
 from stages.console import say, show_progress
 
 TRAINING_KEYS = ("kind", "vocab_size", "pattern", "merge_newlines", "min_frequency", "special_tokens")
@@ -37,16 +40,18 @@ def build(config: Config) -> Stage:
 
 
 def training_file(config: Config) -> os.PathLike[str]:
-    return documents.prepared_path(config.prepare.output_dir, "train")
+    return documents.split_dir(config.prepare.output_dir, "train")
 
 
 def train(config: Config) -> None:
     settings = config.tokenizer
-    tokenizer = Tokenizer.train(
-        documents.iter_documents(training_file(config)),
-        vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
+    with open_tasks(config.executor, workers=settings.workers) as tasks:
+        counts = count_prepared(tasks, config.prepare.output_dir, "train", progress=show_progress(),
+                                pattern=resolve_pattern(settings.pattern, kind=settings.kind))
+    tokenizer = Tokenizer.train_from_counts(
+        counts, vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
         special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
-        merge_newlines=settings.merge_newlines, workers=settings.workers, progress=show_progress(),
+        merge_newlines=settings.merge_newlines, progress=show_progress(),
     )
     tokenizer.save(settings.output)
     stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from pipeline import documents, encoding, export
 from pipeline.errors import ShardError
+from pipeline.executor import Tasks
 from pipeline.shards import ShardSet, ShardStamp, ShardWriter
 from pipeline.tokenizer import Tokenizer
 from stages.cli import cli
@@ -23,14 +24,12 @@ TEXTS = [f"document {i}: the cat sat on the mat, {'again ' * (i % 7)}naÃ¯ve cafÃ
 def project(tmp_path) -> Path:
     """A config whose prepared data, tokenizer and shards already exist."""
     prepared, shards, tokenizer_file = tmp_path / "prepared", tmp_path / "shards", tmp_path / "tok.json"
-    prepared.mkdir()
-    documents.write_documents(documents.prepared_path(prepared, "train"), TEXTS[:100])
-    documents.write_documents(documents.prepared_path(prepared, "val"), TEXTS[100:])
+    documents.write_prepared(prepared, {"train": [TEXTS[:60], TEXTS[60:100]], "val": [TEXTS[100:]]})
     tokenizer = Tokenizer.train(TEXTS, vocab_size=300, special_tokens=["<|endoftext|>"])
     tokenizer.save(tokenizer_file)
     with ThreadPoolExecutor(1) as executor:
-        encoding.encode_corpus(prepared, shards, tokenizer_path=tokenizer_file, executor=executor, shard_tokens=300,
-                               eos_id=tokenizer.special_tokens["<|endoftext|>"])
+        encoding.encode_corpus(prepared, shards, tokenizer_path=tokenizer_file, tasks=Tasks(executor, workers=1),
+                               shard_tokens=300, eos_id=tokenizer.special_tokens["<|endoftext|>"])
     config = tmp_path / "config.yaml"
     config.write_text(f"prepare: {{output_dir: '{prepared}'}}\ntokenizer: {{output: '{tokenizer_file}'}}\n"
                       f"encode: {{output_dir: '{shards}'}}\n")

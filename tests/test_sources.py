@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pipeline.config import SourceConfig
 from pipeline.errors import DataError
-from pipeline.sources import TextDecoder, expand_sources, read_documents
+from pipeline.sources import TextDecoder, expand_sources, plan_partitions, read_documents, read_partition
 
 
 def read_all(root: Path, *sources: SourceConfig, on_error: str = "error") -> list[str]:
@@ -152,9 +152,34 @@ def test_unknown_extension_needs_an_explicit_format(tmp_path):
     assert read_all(tmp_path, SourceConfig("*.md", format="txt")) == ["# hi"]
 
 
-def test_progress_reports_compressed_bytes(tmp_path):
-    path = write(tmp_path / "a.txt.gz", "x\n" * 10_000)
-    seen = []
-    (file,) = expand_sources([SourceConfig("a.txt.gz", separator="line")], root=tmp_path)
-    assert len(list(read_documents(file, TextDecoder(), progress=seen.append))) == 10_000
-    assert sum(seen) == path.stat().st_size
+@settings(max_examples=60, deadline=None)
+@given(lines=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=12),
+                      max_size=30),
+       partition_bytes=st.integers(min_value=1, max_value=40), crlf=st.booleans())
+def test_byte_range_partitions_hold_every_line_once(tmp_path_factory, lines, partition_bytes, crlf):
+    root = tmp_path_factory.mktemp("ranges")
+    (root / "a.txt").write_bytes(("\r\n" if crlf else "\n").join(lines).encode())
+    (root / "b.jsonl").write_bytes("".join(json.dumps({"text": line}) + "\n" for line in lines).encode())
+    for source in (SourceConfig("a.txt", separator="line"), SourceConfig("b.jsonl")):
+        files = expand_sources([source], root=root)
+        whole = list(read_documents(files[0], TextDecoder()))
+        partitions = plan_partitions(files, partition_bytes)
+        assert [p.index for p in partitions] == list(range(len(partitions)))
+        assert [text for p in partitions for text in read_partition(p, TextDecoder())] == whole
+
+
+def test_parquet_partitions_are_runs_of_row_groups(tmp_path):
+    texts = [f"row {i}" for i in range(100)]
+    pq.write_table(pa.table({"text": texts}), tmp_path / "t.parquet", row_group_size=10)
+    files = expand_sources([SourceConfig("t.parquet")], root=tmp_path)
+    partitions = plan_partitions(files, 1)
+    assert len(partitions) == 10 and partitions[3].describe().endswith("t.parquet row groups 3-4")
+    assert [text for p in partitions for text in read_partition(p, TextDecoder())] == texts
+
+
+def test_a_bad_json_line_in_a_later_partition_names_its_line_number(tmp_path):
+    (tmp_path / "c.jsonl").write_text("".join(f'{{"text": "line {i}"}}\n' for i in range(50)) + "{oops\n")
+    (file,) = expand_sources([SourceConfig("c.jsonl")], root=tmp_path)
+    last = plan_partitions([file], 100)[-1]
+    with pytest.raises(DataError, match=r"c.jsonl:51: bad JSON line"):
+        list(read_partition(last, TextDecoder()))

@@ -109,6 +109,41 @@ class Tokenizer:
         """
         from pipeline.tokenizer.training import train_merges
 
+        def learn(regex_: str, num_merges: int, newlines: bool):
+            return train_merges(texts, kind=kind, pattern=regex_, num_merges=num_merges, min_frequency=min_frequency,
+                                merge_newlines=newlines, workers=workers, progress=progress)
+
+        return cls._train(learn, vocab_size=vocab_size, kind=kind, pattern=pattern, special_tokens=special_tokens,
+                          merge_newlines=merge_newlines)
+
+    @classmethod
+    def train_from_counts(
+        cls,
+        chunk_counts: dict[str, int],
+        *,
+        vocab_size: int,
+        kind: str = "byte",
+        pattern: str | None = None,
+        special_tokens: Sequence[str] = (),
+        min_frequency: int = 2,
+        merge_newlines: bool | None = None,
+        progress: bool = False,
+    ) -> Tokenizer:
+        """:meth:`train` from the counts of the distinct pre-split chunks, however they were counted
+        (per partition and summed, on a cluster); the chunks must come from splitting the texts with
+        ``patterns.resolve_pattern(pattern, kind=kind)``, as ``count_chunks`` does."""
+        from pipeline.tokenizer.training import merges_from_counts
+
+        def learn(_regex: str, num_merges: int, newlines: bool):
+            return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
+                                      merge_newlines=newlines, progress=progress)
+
+        return cls._train(learn, vocab_size=vocab_size, kind=kind, pattern=pattern, special_tokens=special_tokens,
+                          merge_newlines=merge_newlines)
+
+    @classmethod
+    def _train(cls, learn, *, vocab_size: int, kind: str, pattern: str | None, special_tokens: Sequence[str],
+               merge_newlines: bool | None) -> Tokenizer:
         _check_kind(kind)
         regex_ = patterns.resolve_pattern(pattern, kind=kind)
         specials = _check_special_names(special_tokens)
@@ -119,8 +154,7 @@ class Tokenizer:
                 f"vocab_size {vocab_size} is too small: {kind} kind needs at least {reserved} IDs "
                 f"for its base tokens and {len(specials)} special tokens; raise --vocab-size"
             )
-        result = train_merges(texts, kind=kind, pattern=regex_, num_merges=vocab_size - reserved,
-                              min_frequency=min_frequency, merge_newlines=newlines, workers=workers, progress=progress)
+        result = learn(regex_, vocab_size - reserved, newlines)
         merges, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
         tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=merges, alphabet=result.alphabet,
                                     special_tokens=specials, merge_newlines=newlines)
