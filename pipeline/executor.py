@@ -33,16 +33,13 @@ from pipeline.errors import ConfigError, DataError, PipelineError
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-DASK_RETRIES = 2  # a task whose worker died is re-run this many times before the stage fails
 
 
 class Tasks:
     """Runs partition tasks on a :class:`concurrent.futures.Executor` (a process pool by default)."""
 
-    def __init__(self, executor: Executor, *, workers: int, where: str = "local processes"):
+    def __init__(self, executor: Executor):
         self._executor = executor
-        self.workers = workers
-        self.where = where
 
     def map(self, function: Callable[[_T], _R], items: Sequence[_T], *, labels: Sequence[str],
             desc: str = "", progress: bool = False) -> list[_R]:
@@ -68,16 +65,19 @@ class Tasks:
 
 
 class DaskTasks(Tasks):
-    """The same operations on a Dask ``Client``: tasks retried when their worker dies, reduced on the workers."""
+    """The same operations on a Dask ``Client``, reduced on the workers.
 
-    def __init__(self, client: Any, *, where: str):
-        super().__init__(client.get_executor(pure=False, retries=DASK_RETRIES),
-                         workers=max(1, len(client.scheduler_info()["workers"])), where=where)
+    A task whose worker dies is run again elsewhere by the scheduler (up to its
+    ``distributed.scheduler.allowed-failures``); a task that raises is not retried.
+    """
+
+    def __init__(self, client: Any):
+        super().__init__(client.get_executor(pure=False))
         self._client = client
 
     def map_reduce(self, function, combine, items, *, labels, desc="", progress=False):
         client = self._client
-        submit = functools.partial(client.submit, pure=False, retries=DASK_RETRIES)
+        submit = functools.partial(client.submit, pure=False)
         leaves = [submit(run_task, function, label, item) for label, item in zip(labels, items)]
         fold = _TreeFold(functools.partial(submit, combine))
         for leaf in leaves:
@@ -115,14 +115,14 @@ def open_tasks(settings: ExecutorConfig, *, workers: int = 0) -> Iterator[Tasks]
     if settings.kind == "local":
         count = workers or settings.workers or os.cpu_count() or 1
         with ProcessPoolExecutor(count) as pool:
-            yield Tasks(pool, workers=count)
+            yield Tasks(pool)
         return
-    with _dask_client(settings) as (client, where):
-        yield DaskTasks(client, where=where)
+    with _dask_client(settings) as client:
+        yield DaskTasks(client)
 
 
 @contextlib.contextmanager
-def _dask_client(settings: ExecutorConfig) -> Iterator[tuple[Any, str]]:
+def _dask_client(settings: ExecutorConfig) -> Iterator[Any]:
     try:
         import logging
 
@@ -136,7 +136,7 @@ def _dask_client(settings: ExecutorConfig) -> Iterator[tuple[Any, str]]:
         count = settings.workers or os.cpu_count() or 1
         with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
                           silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-            yield client, f"a local Dask cluster of {count} workers"
+            yield client
         return
     try:
         client = Client(settings.address, timeout=settings.timeout)
@@ -144,7 +144,7 @@ def _dask_client(settings: ExecutorConfig) -> Iterator[tuple[Any, str]]:
         raise ConfigError(f"executor.address {settings.address!r}: no Dask scheduler answered within "
                           f"{settings.timeout:g} s ({' '.join(str(exc).split())})") from None
     with client:
-        yield client, f"the Dask scheduler at {settings.address}"
+        yield client
 
 
 def _wait(futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool) -> None:

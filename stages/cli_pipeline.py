@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from pipeline.config import Config, dump_yaml
@@ -17,9 +19,14 @@ def make_pipeline(config: Config) -> Pipeline:
 @click.command()
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
+@click.option("--executor", "executor_kind", type=click.Choice(["local", "dask"]), default=None,
+              help="Run the tasks in local processes or on the Dask cluster at executor.address "
+                   "[default: executor.kind].")
 @config_options
-def run(stages: tuple[str, ...], force: bool, config: Config) -> None:
+def run(stages: tuple[str, ...], force: bool, executor_kind: str | None, config: Config) -> None:
     """Run the stale stages (all, or STAGE... and what they depend on), in order."""
+    if executor_kind is not None:
+        config = dataclasses.replace(config, executor=dataclasses.replace(config.executor, kind=executor_kind))
     make_pipeline(config).run(list(stages) or None, force=force)
 
 

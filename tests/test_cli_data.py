@@ -28,7 +28,7 @@ def project(tmp_path) -> Path:
     tokenizer = Tokenizer.train(TEXTS, vocab_size=300, special_tokens=["<|endoftext|>"])
     tokenizer.save(tokenizer_file)
     with ThreadPoolExecutor(1) as executor:
-        encoding.encode_corpus(prepared, shards, tokenizer_path=tokenizer_file, tasks=Tasks(executor, workers=1),
+        encoding.encode_corpus(prepared, shards, tokenizer_path=tokenizer_file, tasks=Tasks(executor),
                                shard_tokens=300, eos_id=tokenizer.special_tokens["<|endoftext|>"])
     config = tmp_path / "config.yaml"
     config.write_text(f"prepare: {{output_dir: '{prepared}'}}\ntokenizer: {{output: '{tokenizer_file}'}}\n"

@@ -45,7 +45,7 @@ def prepared(tmp_path) -> Path:
 def encode(prepared: Path, output: Path, tokenizer_path: Path, executor, **options) -> None:
     tokenizer = Tokenizer.load(tokenizer_path)
     options = {"shard_tokens": 2000, "task_bytes": 2000, "eos_id": tokenizer.special_tokens["<|endoftext|>"], **options}
-    encode_corpus(prepared, output, tokenizer_path=tokenizer_path, tasks=Tasks(executor, workers=2), **options)
+    encode_corpus(prepared, output, tokenizer_path=tokenizer_path, tasks=Tasks(executor), **options)
 
 
 def test_add_special_ids_wraps_every_document():

@@ -32,7 +32,7 @@ def raw(tmp_path) -> Path:
 def prepare(root: Path, **settings) -> tuple[dict, dict[str, list[str]]]:
     out = root / "prepared"
     with ThreadPoolExecutor(2) as pool:
-        prepare_corpus(expand_sources(SOURCES, root=root), PrepareConfig(**settings), out, tasks=Tasks(pool, workers=2))
+        prepare_corpus(expand_sources(SOURCES, root=root), PrepareConfig(**settings), out, tasks=Tasks(pool))
     docs = {split: list(iter_split_documents(out, split)) for split in ("train", "val")}
     return json.loads((out / "stats.json").read_text()), docs
 
@@ -96,7 +96,7 @@ def test_dedup_across_partitions_and_buckets_keeps_exactly_the_first_copy(tmp_pa
         out = tmp_path / f"out-{partition_bytes}-{buckets}"
         settings = PrepareConfig(val_fraction=0.0, partition_bytes=partition_bytes, dedup_buckets=buckets)
         with ThreadPoolExecutor(2) as pool:
-            stats = prepare_corpus(files, settings, out, tasks=Tasks(pool, workers=2))
+            stats = prepare_corpus(files, settings, out, tasks=Tasks(pool))
         assert list(iter_split_documents(out, "train")) == first_copies
         assert stats.dropped == {"duplicate": 200 - 37}
         outputs.append(tree_bytes(out))
