@@ -207,12 +207,18 @@ class Pipeline:
         return [s for s in self.stages if s.name in wanted]
 
     def _recover_outputs(self, stages: Sequence[Stage]) -> None:
-        """Undo half-finished directory swaps and delete temporaries of killed writers."""
+        """Undo half-finished directory swaps and delete temporaries of killed writers.
+
+        Only temporaries of these outputs (and of the lock and hash cache) whose
+        writer is dead go: a run of another pipeline writing beside them is safe.
+        """
         for stage in stages:
             for out in stage.outs:
                 path = self.root / out
                 atomic.recover_dir(path)
-                atomic.remove_stale_temporaries(path.parent)
+                atomic.remove_orphaned_temporaries(path)
+        for state_file in (self.lock_path, self._hash_cache().path):
+            atomic.remove_orphaned_temporaries(state_file)
 
     def _hash_cache(self) -> HashCache:
         return HashCache(self.state_dir / "hashes.json")

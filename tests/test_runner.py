@@ -297,3 +297,50 @@ def test_clean_removes_outputs_of_named_stages_and_forgets_them(ws):
     assert not (ws.root / "count.txt").exists()
     assert reasons(pipeline)["prepare"] == ("never run",)
     assert pipeline.clean(["prepare"]) == []
+
+
+def test_two_pipelines_writing_beside_each_other_run_at_once(ws):
+    """A run of another config (its own state dir) recovers only its own outputs' temporaries."""
+    (ws.root / "ckpt").mkdir()
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from pipeline import atomic
+        from pipeline.runner import Pipeline, Stage
+        root = Path({str(ws.root)!r})
+
+        def train_slowly():
+            with atomic.atomic_dir(root / "ckpt" / "default") as staging:
+                (staging / "weights").write_text("default")
+                print("training", flush=True)
+                sys.stdin.readline()  # the other config runs now
+
+        stages = [Stage("train", ("raw.txt",), ("ckpt/default",), (), train_slowly)]
+        Pipeline(stages, param_value=lambda key: None, state_dir=".state-default", root=root).run()
+    """)
+    default = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert default.stdout.readline() == "training\n"
+
+        def train_char():
+            with atomic.atomic_dir(ws.root / "ckpt" / "char") as staging:
+                (staging / "weights").write_text("char")
+
+        char = [Stage("train", ("raw.txt",), ("ckpt/char",), (), train_char)]
+        assert Pipeline(char, param_value=ws.param, state_dir=".state-char", root=ws.root).run() == ["train"]
+    finally:
+        default.communicate("go\n")
+    assert default.returncode == 0
+    assert ws.read("ckpt/default/weights") == "default" and ws.read("ckpt/char/weights") == "char"
+    assert sorted(os.listdir(ws.root / "ckpt")) == ["char", "default"]
+
+
+def test_lock_and_hash_cache_temporaries_of_a_killed_write_are_removed(ws):
+    ws.pipeline().run()
+    state = ws.root / ".state"
+    orphans = [state / ".lock.json.tmp-abc", state / ".hashes.json.tmp-xyz"]
+    for orphan in orphans:
+        orphan.write_text("torn")
+    assert ws.pipeline().run() == []
+    assert not any(orphan.exists() for orphan in orphans)
