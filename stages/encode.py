@@ -25,7 +25,8 @@ def build(config: Config) -> Stage:
     prepared = tuple(str(documents.prepared_path(config.prepare.output_dir, split))
                      for split in documents.SPLITS)
     return Stage(name="encode", deps=(*prepared, config.tokenizer.output),
-                 outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config))
+                 outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config),
+                 keys={config.tokenizer.output: "tokenizer.output", config.encode.output_dir: "encode.output_dir"})
 
 
 def run(config: Config) -> None:

@@ -22,6 +22,8 @@ def build(config: Config) -> Stage:
         outs=(config.train.output_dir,),
         params=("train",),
         run=functools.partial(run, config),
+        keys={config.encode.output_dir: "encode.output_dir", tokenizer_path(config): "tokenizer.output",
+              config.train.output_dir: "train.output_dir"},
     )
 
 
