@@ -1,4 +1,5 @@
-"""Outputs that overlap inputs or other work are refused before anything runs, and nothing is deleted.
+"""Outputs that overlap inputs or other work are refused before anything runs, and nothing is deleted;
+two configs of one project run at once.
 
 Through click's CliRunner, in a temporary project laid out like the repository
 (``data/raw/``, ``configs/default.yaml``, ``checkpoints/``) and trained once.
@@ -8,6 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -26,7 +30,11 @@ encode: {output_dir: data/shards, workers: 1}
 train: {output_dir: checkpoints/default, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
 state_dir: .lmprep
 """
+CHAR_CONFIG = (CONFIG.replace("data/prepared", "data/char/prepared").replace("data/tokenizer/", "data/char/")
+               .replace("data/shards", "data/char/shards").replace("checkpoints/default", "checkpoints/char")
+               .replace("state_dir: .lmprep", "state_dir: .lmprep/char").replace("vocab_size: 300", "kind: char, vocab_size: 100"))
 SET_ASIDE = "checkpoints/default-0123456789ab"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def lmprep(*args: str):
@@ -146,3 +154,34 @@ def test_a_new_or_empty_output_path_is_taken_and_then_owned(project):
     assert (project / "checkpoints" / "default" / "checkpoint.safetensors").exists()
     assert (project / SET_ASIDE / "checkpoint.safetensors").exists()
 
+
+def test_two_configs_run_at_once(project):
+    """The char config runs from start to end while the default one is training; both succeed."""
+    (project / "configs" / "char.yaml").write_text(CHAR_CONFIG)
+    pause_training = textwrap.dedent("""
+        import sys
+        from pipeline import training
+        from stages.cli import cli
+
+        real_write_metrics = training._write_metrics
+
+        def write_metrics(directory, metrics):  # the checkpoint is in the staging directory by now
+            print("training", flush=True)
+            sys.stdin.readline()
+            real_write_metrics(directory, metrics)
+
+        training._write_metrics = write_metrics
+        cli(["run", "--set", "train.steps=4"])
+    """)
+    default = subprocess.Popen([sys.executable, "-c", pause_training], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert "training\n" in iter(default.stdout.readline, "")  # the default config's run is training
+        char = lmprep("run", "--config", "configs/char.yaml")
+    finally:
+        out, err = default.communicate("go\n")
+    assert char.exit_code == 0, char.output
+    assert default.returncode == 0, err
+    assert (project / "checkpoints" / "char" / "checkpoint.safetensors").exists()
+    assert (project / "checkpoints" / "default" / "checkpoint.safetensors").exists()
+    assert sorted(os.listdir(project / "checkpoints")) == ["char", "default", SET_ASIDE.split("/")[1]]
