@@ -32,7 +32,8 @@ state_dir: .lmprep
 """
 CHAR_CONFIG = (CONFIG.replace("data/prepared", "data/char/prepared").replace("data/tokenizer/", "data/char/")
                .replace("data/shards", "data/char/shards").replace("checkpoints/default", "checkpoints/char")
-               .replace("state_dir: .lmprep", "state_dir: .lmprep/char").replace("vocab_size: 300", "kind: char, vocab_size: 100"))
+               .replace("state_dir: .lmprep", "state_dir: .lmprep/char")
+               .replace("vocab_size: 300", "kind: char, vocab_size: 100"))
 SET_ASIDE = "checkpoints/default-0123456789ab"
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,7 +45,8 @@ def lmprep(*args: str):
 def make_project(root: Path) -> Path:
     (root / "data" / "raw" / "qa").mkdir(parents=True)
     (root / "data" / "raw" / "facts").mkdir()
-    (root / "data" / "raw" / "qa" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
+    qa = "\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40))
+    (root / "data" / "raw" / "qa" / "a.txt").write_text(qa)
     (root / "data" / "raw" / "facts" / "f.txt").write_text("\n".join(f"Fact {i} is true." for i in range(40)))
     (root / "configs").mkdir()
     (root / "configs" / "default.yaml").write_text(CONFIG)
@@ -103,7 +105,8 @@ NOT_TRAINS = "already exists and is not what stage 'train' wrote (according to .
         (("run", "--set", "train.output_dir=data/raw"),
          "error: train.output_dir 'data/raw' contains the directory data.sources[0].glob 'data/raw/qa'"),
         (("run", "--set", "train.output_dir=checkpoints"), f"error: train.output_dir 'checkpoints' {NOT_TRAINS}"),
-        (("run", "train", "--set", f"train.output_dir={SET_ASIDE}"), f"error: train.output_dir '{SET_ASIDE}' {NOT_TRAINS}"),
+        (("run", "train", "--set", f"train.output_dir={SET_ASIDE}"),
+         f"error: train.output_dir '{SET_ASIDE}' {NOT_TRAINS}"),
         (("clean", "--checkpoints", "--set", "train.output_dir=checkpoints"),
          f"error: train.output_dir 'checkpoints' {NOT_TRAINS}"),
         (("clean", "--set", "prepare.output_dir=data"), PREPARED_OVER_RAW),
@@ -119,7 +122,8 @@ def test_outputs_over_raw_data_or_checkpoints_are_refused_and_nothing_is_deleted
     [
         ("prepare.output_dir", ".", "prepare.output_dir '.' is the same path as the project root '.'"),
         ("train.output_dir", "..", "train.output_dir '..' contains the project root '.'"),
-        ("encode.output_dir", ".lmprep/shards", "encode.output_dir '.lmprep/shards' lies inside the state dir '.lmprep'"),
+        ("encode.output_dir", ".lmprep/shards",
+         "encode.output_dir '.lmprep/shards' lies inside the state dir '.lmprep'"),
         ("train.output_dir", "configs", "train.output_dir 'configs' contains the config file 'configs/default.yaml'"),
         ("tokenizer.output", "configs/default.yaml",
          "tokenizer.output 'configs/default.yaml' is the same path as the config file 'configs/default.yaml'"),

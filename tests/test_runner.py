@@ -354,7 +354,7 @@ def test_an_output_may_hold_a_later_stages_input_but_overlap_nothing_else(ws):
     over_raw = Stage("count", ("out/upper.txt",), ("raw.txt",), (), lambda: None)
     with pytest.raises(RunnerError, match=r"^'raw.txt' is the same path as the input 'raw.txt' of stage 'prepare'"):
         ws.pipeline(count=over_raw)
-    with pytest.raises(RunnerError, match=r"^'out/upper.txt' lies inside the directory 'out' that stage 'prepare' scans"):
+    with pytest.raises(RunnerError, match=r"^'out/upper.txt' lies inside the directory 'out' that stage 'prepare'"):
         ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), (), lambda: None, scans=("out",)))
     ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), (), lambda: None, scans=(".",)))
 
