@@ -29,6 +29,9 @@ says why: ``default-<fp12>`` holds the checkpoint of the previous tokenizer
 one trained with the previous ``train.lr`` and ``train.seed``,
 ``default-old-steps`` one that already had more steps on these shards than
 ``train.steps`` now asks for, and ``default-unreadable`` one that could not be read.
+The suffix is decided when the directory moves, from the checkpoint in it then:
+if another run replaced it meanwhile, the name is that checkpoint's, and
+``default-replaced`` when it needed no setting aside.
 """
 
 from __future__ import annotations
@@ -229,7 +232,11 @@ def train_checkpoint_dir(
         summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
                         output_dir=staging, resume=resume, progress=progress, notify=notify)
         if plan.action == "set_aside":
-            notify(f"moved the old checkpoint to {set_aside(directory, plan.tag)}")
+            # named after the checkpoint there now, which another run may have replaced while this one trained
+            now = plan_resume(directory, tokenizer=tokenizer, settings=settings,
+                              shard_fingerprint=train_set.fingerprint)
+            if now.action != "fresh":
+                notify(f"moved the old checkpoint to {set_aside(directory, now.tag or 'replaced')}")
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
 
 

@@ -6,12 +6,16 @@ import click
 
 from pipeline.config import Config, dump_yaml, resolved_size
 from pipeline.runner import Pipeline
-from stages.options import config_options
+from stages.options import config_file, config_options
 from stages.registry import CHECKPOINT_STAGES, build_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
-    return Pipeline(build_stages(config), param_value=config.value, state_dir=config.state_dir, log=click.echo)
+    """The pipeline of ``config``, rooted in the current directory (the project root)."""
+    path = config_file()
+    guarded = {f"the config file {path!r}": path} if path is not None else {}
+    return Pipeline(build_stages(config), param_value=config.value, state_dir=config.state_dir,
+                    guarded=guarded, log=click.echo)
 
 
 @click.command()

@@ -31,7 +31,8 @@ def build(config: Config) -> Stage:
                      for split in documents.SPLITS)
     return Stage(name="encode", deps=(*prepared, config.tokenizer.output),
                  outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config),
-                 code_version=CODE_VERSION)
+                 code_version=CODE_VERSION,
+                 keys={config.tokenizer.output: "tokenizer.output", config.encode.output_dir: "encode.output_dir"})
 
 
 def run(config: Config) -> None:

@@ -14,7 +14,6 @@ import os
 
 from pipeline import atomic, documents
 from pipeline.config import Config
-from pipeline.errors import ConfigError
 from pipeline.runner import Stage
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
@@ -32,7 +31,8 @@ def build(config: Config) -> Stage:
     if settings.path is not None:
         return Stage(name="tokenizer", deps=(settings.path,), outs=(settings.output,),
                      params=("tokenizer.path", "tokenizer.output"), run=functools.partial(reuse, config),
-                     code_version=CODE_VERSION)
+                     code_version=CODE_VERSION,
+                     keys={settings.path: "tokenizer.path", settings.output: "tokenizer.output"})
     return Stage(
         name="tokenizer",
         deps=(str(training_file(config)),),
@@ -40,6 +40,7 @@ def build(config: Config) -> Stage:
         params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS)),
         run=functools.partial(train, config),
         code_version=CODE_VERSION,
+        keys={settings.output: "tokenizer.output"},
     )
 
 
@@ -62,13 +63,11 @@ def train(config: Config) -> None:
 
 
 def reuse(config: Config) -> None:
-    """Validate the frozen tokenizer and copy its exact bytes to ``tokenizer.output``."""
+    """Validate the frozen tokenizer and copy its exact bytes to ``tokenizer.output``.
+
+    The runner refuses a ``tokenizer.output`` that is ``tokenizer.path`` before this runs.
+    """
     source, output = config.tokenizer.path, config.tokenizer.output
-    if os.path.abspath(source) == os.path.abspath(output):
-        raise ConfigError(
-            f"tokenizer.path and tokenizer.output are both {source!r}; point tokenizer.output elsewhere "
-            f"(it is a derived file the pipeline rewrites)"
-        )
     tokenizer = Tokenizer.load(source)
     with open(source, "rb") as handle:
         atomic.write_bytes(output, handle.read())

@@ -28,6 +28,8 @@ def build(config: Config) -> Stage:
         params=("train",),
         run=functools.partial(run, config),
         code_version=CODE_VERSION,
+        keys={config.encode.output_dir: "encode.output_dir", tokenizer_path(config): "tokenizer.output",
+              config.train.output_dir: "train.output_dir"},
     )
 
 
