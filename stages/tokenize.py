@@ -24,7 +24,7 @@ TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "m
 # Version of the code that shapes this stage's outputs (the trainer and tokenizer.json writer in
 # pipeline/tokenizer/): bump it whenever the same prepared data and settings would give another
 # tokenizer.json, and the stage re-runs wherever it ran before. tests/test_code_versions.py pins it.
-CODE_VERSION = 1
+CODE_VERSION = 2
 
 def build(config: Config) -> Stage:
     settings = config.tokenizer

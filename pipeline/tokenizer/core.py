@@ -29,7 +29,7 @@ UNKNOWN_TEXT = "\ufffd"
 # Hashed into every fingerprint. Bump it whenever the same tokenizer file would encode or decode
 # differently (so that shards and checkpoints made before are refused, not silently reused);
 # tests/test_code_versions.py pins what each version does.
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2
 
 
 class Tokenizer:
