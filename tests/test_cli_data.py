@@ -108,7 +108,8 @@ def test_a_bit_rotted_shard_is_one_error_line_naming_it(project, command):
     data[data.index(np.array([tokens], "<i8").tobytes()) + 7] = 0x74  # the top byte of a length in the header
     shard.write_bytes(bytes(data))
     os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    result = CliRunner().invoke(cli, [*command, "--out", str(project / "out"), "--config", str(project / "config.yaml")])
+    config = str(project / "config.yaml")
+    result = CliRunner().invoke(cli, [*command, "--out", str(project / "out"), "--config", config])
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1
     assert result.output.startswith(f"error: {shard}: checksum ")
