@@ -20,7 +20,8 @@ from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import pattern_name
 from stages.options import config_options
 
-_INTEGER = re.compile(r"[+-]?\d+")
+# Digits beyond 30 make no ID (and int() refuses over 4,300): such a token stays text, an invalid ID.
+_INTEGER = re.compile(r"[+-]?0*\d{1,30}")
 
 tokenizer_option = click.option(
     "--tokenizer", "tokenizer_path", metavar="PATH", type=click.Path(dir_okay=False),
