@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from pipeline import storage
 from pipeline.config import ExecutorConfig
 from pipeline.errors import ConfigError, DataError, PipelineError
+from pipeline.parallel import worker_count
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -113,8 +114,7 @@ def worker_name() -> str:
 def open_tasks(settings: ExecutorConfig, *, workers: int = 0) -> Iterator[Tasks]:
     """The configured backend; ``workers`` (a stage's own setting) overrides ``settings.workers`` locally."""
     if settings.kind == "local":
-        count = workers or settings.workers or os.cpu_count() or 1
-        with ProcessPoolExecutor(count) as pool:
+        with ProcessPoolExecutor(worker_count(workers or settings.workers)) as pool:
             yield Tasks(pool)
         return
     with _dask_client(settings) as client:
@@ -133,7 +133,7 @@ def _dask_client(settings: ExecutorConfig) -> Iterator[Any]:
         raise ConfigError("executor.kind is 'dask' but executor.address is null; set it to a scheduler's "
                           "tcp://host:8786 or to 'local' for a cluster on this machine")
     if settings.address == "local":
-        count = settings.workers or os.cpu_count() or 1
+        count = worker_count(settings.workers)
         with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
                           silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
             yield client

@@ -20,8 +20,8 @@ own, and the driver sees only counts and checksums:
 
 Part names come from the partition index, so the output is byte-identical for
 any number of workers. Everything is built in a staging directory swapped in
-whole: an error (bad UTF-8, a bad JSON line) or an interrupt leaves the
-previous output untouched.
+whole: an error (bad UTF-8, a bad JSON line, no document left for the train
+split) or an interrupt leaves the previous output untouched.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pipeline import atomic, documents, hashing, storage
 from pipeline.cleaning import PrepareStats, clean_text, drop_reason, split_of
 from pipeline.config import PrepareConfig
 from pipeline.documents import SPLITS, DocumentWriter, PreparedPart
+from pipeline.errors import DataError
 from pipeline.executor import Tasks
 from pipeline.sources import Partition, SourceFile, TextDecoder, plan_partitions, read_partition
 
@@ -84,8 +85,27 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
             atomic.remove_stale_temporaries(documents.split_dir(staging, split))
         documents.write_parts(staging, {split: [parts[split].part for parts in written] for split in SPLITS})
         stats = _stats(len(files), scans, sum(duplicates), written)
+        _refuse_empty_train_split(stats, files, settings.val_fraction)
         atomic.write_json(staging / STATS_FILE, stats.to_dict())
     return stats
+
+
+def _refuse_empty_train_split(stats: PrepareStats, files: Sequence[SourceFile], val_fraction: float) -> None:
+    """An empty train split is an error here, where its cause is known, not later in the tokenizer or train."""
+    if stats.documents["train"]:
+        return
+    if stats.documents_kept:
+        raise DataError(f"0 of the {stats.documents_kept:,} documents kept fell in the train split "
+                        f"(prepare.val_fraction={val_fraction}); add data or lower prepare.val_fraction; "
+                        "the previous prepared data is left as it was")
+    raise DataError(f"0 documents kept from {_name_files(files)} (read {stats.documents_read:,}, dropped: "
+                    f"{stats.describe_drops()}); check data.sources and the prepare filters; "
+                    "the previous prepared data is left as it was")
+
+
+def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
+    names = ", ".join(str(file.path) for file in files[:shown])
+    return names + (f" and {len(files) - shown} more files" if len(files) > shown else "")
 
 
 def scan_partition(settings: PrepareConfig, work: Path, partition: Partition) -> ScanResult:

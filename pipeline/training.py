@@ -29,6 +29,9 @@ says why: ``default-<fp12>`` holds the checkpoint of the previous tokenizer
 one trained with the previous ``train.lr`` and ``train.seed``,
 ``default-old-steps`` one that already had more steps on these shards than
 ``train.steps`` now asks for, and ``default-unreadable`` one that could not be read.
+The suffix is decided when the directory moves, from the checkpoint in it then:
+if another run replaced it meanwhile, the name is that checkpoint's, and
+``default-replaced`` when it needed no setting aside.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -48,8 +52,8 @@ import torch
 
 from pipeline import atomic
 from pipeline.checkpoint import Checkpoint, TokenizerLike, checkpoint_file, read_checkpoint, save_checkpoint
-from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError
-from pipeline.model import BigramLM, ModelConfig
+from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
+from pipeline.model import BigramLM, ModelConfig, training_memory_bytes
 
 if TYPE_CHECKING:
     from pipeline.config import TrainConfig
@@ -216,7 +220,7 @@ def train_checkpoint_dir(
     """
     directory = Path(settings.output_dir)
     model_config = model_config_for(settings, tokenizer)
-    _check_inputs(tokenizer, model_config, train_set, val_set)  # before anything is written
+    _check_inputs(settings, tokenizer, model_config, train_set, val_set)  # before anything is written
     plan = plan_resume(directory, tokenizer=tokenizer, settings=settings, shard_fingerprint=train_set.fingerprint)
     if plan.action == "done":
         notify(f"nothing to train: {plan.reason}; raise train.steps to train further, "
@@ -228,7 +232,11 @@ def train_checkpoint_dir(
         summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
                         output_dir=staging, resume=resume, progress=progress, notify=notify)
         if plan.action == "set_aside":
-            notify(f"moved the old checkpoint to {set_aside(directory, plan.tag)}")
+            # named after the checkpoint there now, which another run may have replaced while this one trained
+            now = plan_resume(directory, tokenizer=tokenizer, settings=settings,
+                              shard_fingerprint=train_set.fingerprint)
+            if now.action != "fresh":
+                notify(f"moved the old checkpoint to {set_aside(directory, now.tag or 'replaced')}")
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
 
 
@@ -268,7 +276,7 @@ def train(
     """Train ``settings.steps`` steps on ``train_set`` (counting those ``resume`` already did on it)
     and write checkpoint, metrics and loss plot into ``output_dir``."""
     model_config = model_config_for(settings, tokenizer)
-    _check_inputs(tokenizer, model_config, train_set, val_set)
+    _check_inputs(settings, tokenizer, model_config, train_set, val_set)
     if val_set is None or not _holds_window(val_set, settings.context):
         notify(f"the val split has no window of {settings.context + 1} tokens; skipping validation")
         val_set = None
@@ -287,11 +295,32 @@ def train(
     return dataclasses.replace(summary, checkpoint=path)
 
 
-def _check_inputs(tokenizer: TokenizerLike, model_config: ModelConfig, train_set: ShardSet,
+def _check_inputs(settings: TrainConfig, tokenizer: TokenizerLike, model_config: ModelConfig, train_set: ShardSet,
                   val_set: ShardSet | None) -> None:
     for shard_set in (train_set, val_set):
         if shard_set is not None:
             check_agreement(tokenizer, model_config, shard_set)
+    check_fits_in_memory(settings, model_config)
+
+
+def check_fits_in_memory(settings: TrainConfig, model_config: ModelConfig) -> None:
+    """Refuse a model and batch shape whose estimated memory exceeds the machine's physical memory."""
+    needed = training_memory_bytes(model_config, batch_size=settings.batch_size, context=settings.context)
+    available = _physical_memory()
+    if available is not None and needed > available:
+        raise TrainingError(
+            f"train.dim={settings.dim}, train.batch_size={settings.batch_size} and train.context={settings.context} "
+            f"with vocab size {model_config.vocab_size} need about {needed / 2**30:,.1f} GiB, more than this "
+            f"machine's {available / 2**30:,.1f} GiB of memory; lower them"
+        )
+
+
+def _physical_memory() -> int | None:
+    """Bytes of physical memory, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _start(settings: TrainConfig, model_config: ModelConfig, resume: Checkpoint | None) -> _Run:
@@ -323,10 +352,11 @@ def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardS
             tick = time.perf_counter()
             batch = torch.from_numpy(train_set.sample_batch(run.rng, settings.batch_size, settings.context))
             data_seconds += time.perf_counter() - tick
-            train_loss = _step(run, batch)
+            train_loss = _finite(_step(run, batch), "train", run.step, settings)
             record: dict[str, Any] = {"step": run.step, "train_loss": train_loss}
             if val_set is not None and (run.step % settings.eval_every == 0 or run.step == target):
-                record["val_loss"] = val_loss = _evaluate(run.model, val_set, settings)
+                record["val_loss"] = val_loss = _finite(_evaluate(run.model, val_set, settings), "val", run.step,
+                                                        settings)
             run.metrics.append(record)
             rate = (run.step - start_step) * tokens_per_step / (time.perf_counter() - began)
             bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
@@ -337,6 +367,14 @@ def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardS
         data_seconds=data_seconds, train_loss=train_loss if run.step > start_step else None,
         val_loss=val_loss if val_set is not None and run.step > start_step else None,
     )
+
+
+def _finite(loss: float, split: str, step: int, settings: TrainConfig) -> float:
+    """``loss``, or a TrainingError if it is NaN or infinite: training cannot recover from that."""
+    if not math.isfinite(loss):
+        raise TrainingError(f"the {split} loss became {loss} at step {step} (train.lr={settings.lr}); training "
+                            "stopped and nothing was saved; lower train.lr")
+    return loss
 
 
 def _step(run: _Run, batch: torch.Tensor) -> float:

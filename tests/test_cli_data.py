@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -95,3 +96,20 @@ def test_a_missing_shard_set_is_one_error_line(tmp_path):
     config.write_text(f"encode: {{output_dir: '{tmp_path / 'none'}'}}\ntokenizer: {{output: '{tmp_path / 't.json'}'}}\n")
     result = CliRunner().invoke(cli, ["stats", "--config", str(config)])
     assert result.exit_code == 2 and result.output.startswith("error: ")
+
+
+@pytest.mark.parametrize("command", [["stats"], ["export", "--format", "nanogpt"]])
+def test_a_bit_rotted_shard_is_one_error_line_naming_it(project, command):
+    shard = project / "shards" / "train-00000.arrow"
+    stat = shard.stat()
+    tokens = ShardSet.open(project / "shards", "train").manifest.shards[0].tokens
+    data = bytearray(shard.read_bytes())
+    data[data.index(np.array([tokens], "<i8").tobytes()) + 7] = 0x74  # the top byte of a length in the header
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    config = str(project / "config.yaml")
+    result = CliRunner().invoke(cli, [*command, "--out", str(project / "out"), "--config", config])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1
+    assert result.output.startswith(f"error: {shard}: checksum ")
+    assert result.output.rstrip().endswith("re-encode with 'lmprep run encode --force'")

@@ -103,3 +103,62 @@ def test_dedup_across_partitions_and_buckets_keeps_exactly_the_first_copy(tmp_pa
     assert len(outputs[1]) > 10 and outputs[1] == outputs[2]  # bucket count changes nothing
     digests = [hashlib.blake2b(t.encode(), digest_size=16).digest() for t in first_copies]
     assert len({int.from_bytes(d[:8], "little") % 16 for d in digests}) > 5  # the copies met in many buckets
+
+
+def test_no_document_kept_is_refused_and_leaves_previous_output(raw):
+    prepare(raw)
+    before = tree_bytes(raw / "prepared")
+    with pytest.raises(DataError, match=r"^0 documents kept from .*qa.txt, .*d.jsonl.gz \(read 7, dropped: "
+                                        r"1 empty, 6 too_short\); check data.sources and the prepare filters"):
+        prepare(raw, min_chars=1000)
+    with pytest.raises(DataError, match=r"^0 of the 4 documents kept fell in the train split "
+                                        r"\(prepare.val_fraction=0.999999\)"):
+        prepare(raw, val_fraction=0.999999)
+    assert tree_bytes(raw / "prepared") == before
+
+
+CLI_CONFIG = """\
+data:
+  sources:
+    - {glob: "raw/*.txt", separator: blank_line}
+prepare: {output_dir: prepared}
+state_dir: state
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"document {i}" for i in range(20)))
+    (tmp_path / "lmprep.yaml").write_text(CLI_CONFIG)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def lmprep(*args: str):
+    from click.testing import CliRunner
+
+    from stages.cli import cli
+
+    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
+
+
+def test_cli_empty_corpus_fails_at_prepare_and_keeps_the_previous_data(project):
+    assert lmprep("run", "prepare").exit_code == 0
+    before = tree_bytes(project / "prepared")
+    (project / "raw" / "a.txt").write_text(" \n\n\t\n")
+    result = lmprep("run", "prepare")
+    assert result.exit_code == 2
+    assert result.output.startswith("running 'prepare'")
+    assert result.output.splitlines()[-1] == (
+        "error: 0 documents kept from raw/a.txt (read 0, dropped: none); check data.sources and the prepare "
+        "filters; the previous prepared data is left as it was")
+    assert tree_bytes(project / "prepared") == before
+    assert "prepare: stale" in lmprep("status").output
+
+
+def test_cli_empty_separator_is_a_config_error(project):
+    result = lmprep("run", "prepare", "--set", "data.sources.0.separator=''")
+    assert result.exit_code == 2
+    assert result.output == ("error: lmprep.yaml: data.sources[0].separator must not be empty; use 'document', "
+                             "'blank_line', 'line' or a literal string such as '<|endoftext|>'\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from conftest import FakeTokenizer
 from pipeline import training
 from pipeline.checkpoint import read_checkpoint
 from pipeline.config import TrainConfig
-from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError
+from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
 from pipeline.shards import ShardSet, ShardStamp, ShardWriter
 
 TOKENIZER = FakeTokenizer(merges=[(97, 98), (256, 99)], special_tokens={"<|endoftext|>": 258})
@@ -188,6 +189,36 @@ def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
     assert read_checkpoint(tmp_path / "ckpt").tokenizer.fingerprint == RETRAINED.fingerprint
 
 
+@pytest.mark.parametrize("other_tokenizer", ["third", "retrained"])
+def test_the_set_aside_directory_is_named_after_the_checkpoint_it_holds(tmp_path, shards, monkeypatch,
+                                                                         other_tokenizer):
+    """Another run (another state dir, same output) replaced the checkpoint while this one trained."""
+    third = FakeTokenizer(merges=[(99, 100), (97, 256)], special_tokens={"<|endoftext|>": 258})
+    other = {"third": third, "retrained": RETRAINED}[other_tokenizer]
+    new_shards = (write_shards(tmp_path / "new", "train", DOCS, tokenizer=RETRAINED), None)
+    other_set = (new_shards[0] if other is RETRAINED
+                 else write_shards(tmp_path / "third", "train", DOCS, tokenizer=third))
+    training.train_checkpoint_dir(dataclasses.replace(SETTINGS, output_dir=str(tmp_path / "other")),
+                                  tokenizer=other, train_set=other_set, val_set=None)
+    run(tmp_path, shards)  # trained with TOKENIZER
+    real_train = training.train
+
+    def train_while_another_run_replaces_the_checkpoint(*args, **kwargs):
+        summary = real_train(*args, **kwargs)
+        shutil.rmtree(tmp_path / "ckpt")
+        shutil.copytree(tmp_path / "other", tmp_path / "ckpt")
+        return summary
+
+    monkeypatch.setattr(training, "train", train_while_another_run_replaces_the_checkpoint)
+    notes = []
+    run(tmp_path, new_shards, tokenizer=RETRAINED, notes=notes)
+    # a checkpoint of another tokenizer is named after it; one this run would have kept, "replaced"
+    aside = tmp_path / ("ckpt-replaced" if other is RETRAINED else f"ckpt-{third.fingerprint[:12]}")
+    assert notes[-1] == f"moved the old checkpoint to {aside}"
+    assert read_checkpoint(aside).tokenizer.fingerprint == other.fingerprint
+    assert not (tmp_path / f"ckpt-{TOKENIZER.fingerprint[:12]}").exists()
+
+
 def test_changed_model_config_also_sets_aside(tmp_path, shards):
     run(tmp_path, shards)
     run(tmp_path, shards, dataclasses.replace(SETTINGS, dim=4, steps=8))
@@ -288,3 +319,52 @@ def test_unreadable_checkpoint_is_set_aside_not_deleted(tmp_path, shards):
     assert run(tmp_path, shards, notes=notes).step == 6
     assert (tmp_path / "ckpt-unreadable" / "checkpoint.safetensors").read_bytes() == b"not a checkpoint"
     assert notes[0].startswith("the previous checkpoint is unreadable")
+
+
+def test_a_diverging_loss_stops_at_once_and_keeps_the_old_checkpoint(tmp_path, shards):
+    run(tmp_path, shards)
+    before = snapshot(tmp_path / "ckpt")
+    with pytest.raises(TrainingError, match=r"^the train loss became (nan|inf) at step \d+ \(train.lr=1e\+30\); "
+                                            r"training stopped and nothing was saved; lower train.lr$"):
+        run(tmp_path, shards, dataclasses.replace(SETTINGS, lr=1e30, steps=50))
+    assert snapshot(tmp_path / "ckpt") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
+
+
+def test_a_shape_beyond_physical_memory_is_refused_before_training(tmp_path, shards, monkeypatch):
+    monkeypatch.setattr(training, "_physical_memory", lambda: 2**28)
+    huge = dataclasses.replace(SETTINGS, dim=65_536, batch_size=1024, context=1024)
+    with pytest.raises(TrainingError, match=r"^train.dim=65536, train.batch_size=1024 and train.context=1024 with "
+                                            r"vocab size 259 need about 0.7 GiB, more than this machine's 0.2 GiB of memory; lower them$"):
+        run(tmp_path, shards, huge)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+CLI_CONFIG = """\
+data:
+  sources:
+    - {glob: "raw/*.txt", separator: blank_line}
+prepare: {output_dir: out/prepared, val_fraction: 0.2}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
+encode: {output_dir: out/shards, workers: 1}
+train: {output_dir: out/ckpt, steps: 30, eval_every: 10, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
+state_dir: state
+"""
+
+
+def test_cli_diverging_training_is_one_line_and_keeps_the_checkpoint(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from stages.cli import cli
+
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
+    (tmp_path / "lmprep.yaml").write_text(CLI_CONFIG)
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml"]).exit_code == 0
+    before = snapshot(tmp_path / "out" / "ckpt")
+    result = CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml", "--set", "train.lr=1e30"])
+    assert result.exit_code == 2
+    assert re.fullmatch(r"error: the train loss became (nan|inf) at step \d+ \(train.lr=1e\+30\); training stopped "
+                        r"and nothing was saved; lower train.lr", result.output.splitlines()[-1])
+    assert snapshot(tmp_path / "out" / "ckpt") == before
