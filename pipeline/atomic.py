@@ -148,6 +148,17 @@ def remove_orphaned_temporaries(path: str | os.PathLike[str]) -> None:
                 entry.unlink(missing_ok=True)
 
 
+def remove_temporaries_in(directory: str | os.PathLike[str]) -> None:
+    """Delete every temporary in ``directory``, whose writers have all ended: a staging directory after
+    its tasks finished, some of them killed mid-write (on other machines, so no pid to check)."""
+    for entry in Path(directory).iterdir():
+        if entry.name.startswith(".") and _TMP_MARK in entry.name:
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
 def _temporary_prefix(target: Path) -> str:
     return f".{target.name}{_TMP_MARK}{os.getpid()}-"
 

@@ -5,13 +5,15 @@ runs of about 1 MB of UTF-8 (raw bytes and offsets), encodes each run with the
 tokenizer it loaded once per process from ``tokenizer.json``, adds the BOS/EOS
 IDs and writes its own shards, named after the part (``train-00003-00000.arrow``,
 …). It returns only their manifest entries; the driver joins them in part
-order into ``{split}.manifest.json``, written last, so the output is
-byte-identical for any number of workers and a manifest never lists a shard a
-task did not finish. Each task holds one shard and one run in memory.
+order, renames the shards to ``train-00000.arrow``, … in that order and writes
+``{split}.manifest.json`` last, so the output is byte-identical for any number
+of workers and a manifest never lists a shard a task did not finish. Each task
+holds one shard and one run in memory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ import pyarrow as pa
 from pipeline import atomic, documents, hashing, storage
 from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
 from pipeline.executor import Tasks
-from pipeline.shards import Manifest, ShardStamp, ShardWriter, ids_dtype, join_manifests, write_manifest
+from pipeline.shards import Manifest, ShardStamp, ShardWriter, ids_dtype, join_manifests, shard_name, write_manifest
 from pipeline.tokenizer import Tokenizer
 
 TASK_BYTES = 1 << 20
@@ -206,13 +208,24 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
                      for part in parts if part.documents]
         results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs],
                             desc="encode", progress=progress)
-        atomic.remove_stale_temporaries(staging)
+        atomic.remove_temporaries_in(staging)
         manifests = []
         for split, stamp in stamps.items():
-            manifest = join_manifests(stamp, (result for job, result in zip(jobs, results) if job.stamp.split == split))
+            parts = [result for job, result in zip(jobs, results) if job.stamp.split == split]
+            manifest = _number_shards(staging, join_manifests(stamp, parts))
             write_manifest(staging, manifest)
             manifests.append(manifest)
     return manifests
+
+
+def _number_shards(directory: Path, manifest: Manifest) -> Manifest:
+    """Rename the tasks' part-named shards to the set's names, ``{split}-00000.arrow``, … in part order."""
+    entries = []
+    for index, entry in enumerate(manifest.shards):
+        name = shard_name(manifest.stamp.split, index)
+        os.replace(directory / entry.file, directory / name)
+        entries.append(dataclasses.replace(entry, file=name))
+    return dataclasses.replace(manifest, shards=tuple(entries))
 
 
 def _check_special_ids(tokenizer: Tokenizer, path: str, *, bos_id: int | None, eos_id: int | None) -> None:

@@ -94,8 +94,9 @@ def run_task(function: Callable[[_T], _R], label: str, item: _T) -> _R:
         return function(item)
     except PipelineError as exc:
         raise type(exc)(f"{exc} (partition {label}, on {worker_name()})") from None
-    except OSError as exc:
-        raise DataError(f"partition {label}, on {worker_name()}: {exc}; {storage.SHARED_STORAGE_HINT}") from None
+    except FileNotFoundError as exc:
+        raise DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no such file; "
+                        f"{storage.SHARED_STORAGE_HINT}") from None
     except Exception as exc:
         exc.add_note(f"partition {label}, on {worker_name()}")
         raise

@@ -82,7 +82,7 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
                             desc="prepare: write", progress=progress)
         shutil.rmtree(work)
         for split in SPLITS:
-            atomic.remove_stale_temporaries(documents.split_dir(staging, split))
+            atomic.remove_temporaries_in(documents.split_dir(staging, split))
         documents.write_parts(staging, {split: [parts[split].part for parts in written] for split in SPLITS})
         stats = _stats(len(files), scans, sum(duplicates), written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)

@@ -23,7 +23,7 @@ PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode
 # Version of the code that shapes this stage's outputs (encoding, shards, the tokenizer's encoder):
 # bump it whenever the same prepared data, tokenizer file and settings would give other shards, and
 # the stage re-runs wherever it ran before. tests/test_code_versions.py pins the outputs.
-CODE_VERSION = 2
+CODE_VERSION = 3
 
 def build(config: Config) -> Stage:
     prepared = tuple(str(documents.split_dir(config.prepare.output_dir, split)) for split in documents.SPLITS)

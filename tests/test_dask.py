@@ -70,7 +70,7 @@ def test_prepare_tokenizer_encode_on_a_cluster_are_byte_identical_to_local(proje
     run_everything("--executor", "dask", "--set", f"executor.address={address}")
     on_cluster = outputs(project)
     assert sum(name.startswith("data/prepared/train/part-") for name in on_cluster) > 5
-    assert sum(name.startswith("data/shards/train-") for name in on_cluster) > 5
+    assert sum(name.startswith("data/shards/train-") for name in on_cluster) > 5  # several per part
     for workers in (2, 1):
         run_everything("--executor", "local", "--set", f"executor.workers={workers}")
         assert outputs(project) == on_cluster
