@@ -1,7 +1,9 @@
 """The ``tokenizer`` stage: train a BPE tokenizer on the prepared train split, or reuse a frozen one.
 
 Either way its output is ``tokenizer.output``, the file every later stage
-reads. With ``tokenizer.path`` set the stage only copies that file there
+reads, with ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it
+(the EOS/BOS roles of ``encode.eos_token``/``encode.bos_token``), so that the
+directory loads with ``transformers.AutoTokenizer.from_pretrained``. With ``tokenizer.path`` set the stage only copies that file there
 (after validating it), and depends on that file alone, not on the prepared
 data: a data change then re-runs prepare, encode and train but never this
 stage, the fingerprint stays the same, and training can resume.
@@ -16,22 +18,25 @@ from pipeline import atomic, documents
 from pipeline.config import Config
 from pipeline.errors import ConfigError
 from pipeline.runner import Stage
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import Tokenizer, hf_dir
 from stages.console import say, show_progress
+from stages.encode import special_id
 
 TRAINING_KEYS = ("kind", "vocab_size", "pattern", "merge_newlines", "min_frequency", "special_tokens")
+ROLE_KEYS = ("encode.eos_token", "encode.bos_token")  # the special-token roles written for transformers
 
 
 def build(config: Config) -> Stage:
     settings = config.tokenizer
+    outs = (settings.output, *hf_dir.companion_paths(settings.output))
     if settings.path is not None:
-        return Stage(name="tokenizer", deps=(settings.path,), outs=(settings.output,),
-                     params=("tokenizer.path", "tokenizer.output"), run=functools.partial(reuse, config))
+        return Stage(name="tokenizer", deps=(settings.path,), outs=outs,
+                     params=("tokenizer.path", "tokenizer.output", *ROLE_KEYS), run=functools.partial(reuse, config))
     return Stage(
         name="tokenizer",
         deps=(str(training_file(config)),),
-        outs=(settings.output,),
-        params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS)),
+        outs=outs,
+        params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS), *ROLE_KEYS),
         run=functools.partial(train, config),
     )
 
@@ -48,9 +53,10 @@ def train(config: Config) -> None:
         special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers, progress=show_progress(),
     )
+    write_companions(config, tokenizer)
     tokenizer.save(settings.output)
     stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""
-    say("tokenizer", f"trained vocab {tokenizer.vocab_size}{stopped}, fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
+    say("tokenizer", f"trained vocab {tokenizer.vocab_size:,}{stopped}, fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
 
 
 def reuse(config: Config) -> None:
@@ -62,6 +68,16 @@ def reuse(config: Config) -> None:
             f"(it is a derived file the pipeline rewrites)"
         )
     tokenizer = Tokenizer.load(source)
+    write_companions(config, tokenizer)
     with open(source, "rb") as handle:
         atomic.write_bytes(output, handle.read())
-    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
+    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size:,}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
+
+
+def write_companions(config: Config, tokenizer: Tokenizer) -> None:
+    """The transformers files beside ``tokenizer.output``; each role's token must be one of the tokenizer's
+    special tokens (transformers would otherwise add it as a new token, with a new ID)."""
+    settings, encode = config.tokenizer, config.encode
+    for key in ROLE_KEYS:
+        special_id(tokenizer, getattr(encode, key.partition(".")[2]), key=key, path=settings.path or settings.output)
+    hf_dir.write_companions(settings.output, eos_token=encode.eos_token, bos_token=encode.bos_token)
