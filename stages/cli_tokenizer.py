@@ -135,14 +135,16 @@ def fingerprint_command(tokenizer_path, config: Config) -> None:
 def export_command(tokenizer_path, fmt, out, config: Config) -> None:
     """Write the tokenizer in another library's format (tiktoken's ranks file).
 
+    Prints the Python code that loads it (on stdout; the note on stderr), so
+    ``lmprep tokenizer export --format tiktoken --out x.tiktoken > load_x.py`` gives a runnable file.
     TOKENIZER_PATH defaults to the config's tokenizer.output.
     """
-    from pipeline.tokenizer.tiktoken_export import tiktoken_pattern
+    from pipeline.tokenizer.tiktoken_export import loading_snippet
 
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     tokenizer.export_tiktoken(out)
-    click.echo(f"wrote {out}; build it with tiktoken.Encoding(name, pat_str={tiktoken_pattern(tokenizer)!r}, "
-               f"mergeable_ranks=tiktoken.load.load_tiktoken_bpe({out!r}), special_tokens={tokenizer.special_tokens!r})")
+    click.echo(f"wrote {out}; this Python code loads it:", err=True)
+    click.echo(loading_snippet(tokenizer, out), nl=False)
 
 
 @tokenizer_group.command("eval")

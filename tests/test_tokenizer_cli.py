@@ -70,9 +70,16 @@ def test_fingerprint_and_inspect(run, trained):
     assert shown.count(" -> ") == 3
 
 
-def test_export_tiktoken(run, trained, tmp_path):
-    result = run("tokenizer", "export", trained, "--format", "tiktoken", "--out", tmp_path / "t.tiktoken")
+def test_export_tiktoken_prints_code_that_runs_as_printed(run, trained, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("tokenizer", "export", trained, "--format", "tiktoken", "--out", "t.tiktoken")
     assert result.exit_code == 0 and (tmp_path / "t.tiktoken").read_text().startswith("AA== 0\n")
+    assert result.stderr == "wrote t.tiktoken; this Python code loads it:\n"
+    namespace: dict = {}
+    exec(result.stdout, namespace)
+    text = "It's 2024 <|endoftext|> naïve café"
+    assert namespace["encoding"].encode_ordinary(text) == Tokenizer.load(trained).encode(text)
+    assert namespace["encoding"].name == "t"
 
 
 def test_eval_table(run, trained, tmp_path, corpus_files):
