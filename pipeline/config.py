@@ -105,6 +105,25 @@ class TrainConfig:
     output_dir: str = "checkpoints/default"
 
 
+EXPORT_FORMATS = ("parquet", "nanogpt")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """The optional ``export`` stage: present when ``output_dir`` is set."""
+
+    formats: tuple[Literal["parquet", "nanogpt"], ...] = EXPORT_FORMATS
+    output_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """The optional ``stats`` stage: present when ``output_dir`` is set."""
+
+    top: int = _bounded(10, low=0)
+    output_dir: str | None = None
+
+
 @dataclass(frozen=True)
 class Config:
     data: DataConfig = DataConfig()
@@ -112,6 +131,8 @@ class Config:
     tokenizer: TokenizerConfig = TokenizerConfig()
     encode: EncodeConfig = EncodeConfig()
     train: TrainConfig = TrainConfig()
+    export: ExportConfig = ExportConfig()
+    stats: StatsConfig = StatsConfig()
     state_dir: str = ".lmprep"
 
     def to_dict(self) -> dict[str, Any]:
@@ -424,6 +445,9 @@ def _check_consistency(config: Config, origin: str) -> None:
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
+    if not config.export.formats or len(set(config.export.formats)) != len(config.export.formats):
+        raise ConfigError(f"{origin}: export.formats must list distinct formats among {list(EXPORT_FORMATS)}, "
+                          f"got {list(config.export.formats)}")
     if "" in tok.special_tokens or len(set(tok.special_tokens)) != len(tok.special_tokens):
         raise ConfigError(f"{origin}: tokenizer.special_tokens must be distinct non-empty strings, "
                           f"got {list(tok.special_tokens)}")
