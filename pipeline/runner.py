@@ -120,6 +120,8 @@ class Pipeline:
             for stage in self.stages:
                 if stage.name in names:
                     removed += [out for out in stage.outs if _remove(self.root / out)]
+                    for out in stage.outs:
+                        _remove_empty_parents(self.root / out, self.root)
                     lock.pop(stage.name, None)
             atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
         return removed
@@ -258,6 +260,18 @@ def _remove(path: Path) -> bool:
     else:
         return False
     return True
+
+
+def _remove_empty_parents(path: Path, root: Path) -> None:
+    """Remove the directories above ``path`` that are empty, up to (not including) ``root``."""
+    root = root.resolve()
+    parent = path.parent.resolve()
+    while parent != root and root in parent.parents:
+        try:
+            parent.rmdir()
+        except OSError:  # not empty, or not ours to remove
+            return
+        parent = parent.parent
 
 
 def _busy_message(path: Path) -> str:
