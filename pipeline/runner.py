@@ -18,6 +18,7 @@ leaves the previous outputs and entry in place and is simply stale next time.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import fcntl
 import json
@@ -44,6 +45,8 @@ class Stage:
     outs: tuple[str, ...]
     params: tuple[str, ...]
     run: Callable[[], None]
+    run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
+    preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class StageStatus:
 
     name: str
     reasons: tuple[str, ...]
+    warning: str | None = None  # from the stage's ``preview``, for a stale stage
 
     @property
     def stale(self) -> bool:
@@ -93,14 +97,16 @@ class Pipeline:
                 f"upstream '{name}' is stale" for name in stale[::-1] if name in self._upstream[stage.name]][:1]
             if reasons:
                 stale.append(stage.name)
-            report.append(StageStatus(stage.name, tuple(reasons)))
+            warning = stage.preview() if reasons and stage.preview is not None else None
+            report.append(StageStatus(stage.name, tuple(reasons), warning))
         cache.save()
         return report
 
     def run(self, targets: Sequence[str] | None = None, *, force: bool = False) -> list[str]:
         """Run the stale stages among ``targets`` (all if None) and their upstream; return those run.
 
-        ``force`` re-runs the targets themselves even when up to date (not their upstream).
+        ``force`` re-runs the targets themselves even when up to date (not their upstream),
+        through their ``run_forced`` where they have one.
         """
         selected = self._selected(targets)
         forced = {s.name for s in selected if force and (targets is None or s.name in targets)}
@@ -112,7 +118,8 @@ class Pipeline:
         """Delete the outputs of the named stages and forget their lock entries.
 
         Returns the paths removed. Dependencies that no stage produces (the raw
-        data) are never touched.
+        data) are never touched. A directory left empty by the removal (say
+        ``data/tokenizer/``) goes too.
         """
         removed = []
         with self._exclusive():
@@ -139,7 +146,7 @@ class Pipeline:
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
         self._check_deps_exist(stage)
         deps = {dep: cache.tree_hash(self.root / dep) for dep in stage.deps}
-        stage.run()
+        (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
         self._record(stage, deps, cache)
         return True
 
@@ -198,10 +205,12 @@ class Pipeline:
         """The targets plus everything upstream of them, in pipeline order."""
         if targets is None:
             return list(self.stages)
-        names = {s.name for s in self.stages}
+        names = [s.name for s in self.stages]
         for target in targets:
             if target not in names:
-                raise RunnerError(f"unknown stage '{target}'; stages: {', '.join(s.name for s in self.stages)}")
+                close = difflib.get_close_matches(target, names, n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise RunnerError(f"unknown stage '{target}'; {hint}stages: {', '.join(names)}")
         wanted = set(targets)
         for stage in reversed(self.stages):
             if stage.name in wanted:

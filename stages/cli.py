@@ -94,7 +94,7 @@ class LmprepGroup(click.Group):
 
 
 @click.group("lmprep", cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="lmprep")
+@click.version_option(None, "-V", "--version", package_name="lmprep")
 def cli() -> None:
     """Turn a folder of raw text into a tokenizer, Arrow token shards and a checkpoint."""
 

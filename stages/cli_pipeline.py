@@ -5,22 +5,32 @@ from __future__ import annotations
 import click
 
 from pipeline.config import Config, dump_yaml
+from pipeline.errors import ConfigError
 from pipeline.runner import Pipeline
 from stages.options import config_options
-from stages.registry import CHECKPOINT_STAGES, build_stages
+from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, build_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
     return Pipeline(build_stages(config), param_value=config.value, state_dir=config.state_dir, log=click.echo)
 
 
-@click.command()
+@click.command(help=f"""Run the stale stages (all, or STAGE... and what they depend on), in order.
+
+\b
+Stages: {', '.join(STAGE_NAMES)}
+(export and stats when the config sets export.output_dir / stats.output_dir).
+--force on train retrains from scratch (the old checkpoint is set aside).""")
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
 @config_options
 def run(stages: tuple[str, ...], force: bool, config: Config) -> None:
-    """Run the stale stages (all, or STAGE... and what they depend on), in order."""
-    make_pipeline(config).run(list(stages) or None, force=force)
+    pipeline = make_pipeline(config)
+    declared = {stage.name for stage in pipeline.stages}
+    for name in stages:
+        if name in STAGE_NAMES and name not in declared:
+            raise ConfigError(f"stage '{name}' is not declared by this config; set {name}.output_dir to add it")
+    pipeline.run(list(stages) or None, force=force)
 
 
 @click.command()
@@ -36,6 +46,8 @@ def status(check: bool, config: Config) -> None:
         click.echo(f"{stage.name}: stale")
         for reason in stage.reasons:
             click.echo(f"    {reason}")
+        if stage.warning:
+            click.echo(f"    warning: {stage.warning}")
     if check and any(stage.stale for stage in report):
         raise SystemExit(1)
 
