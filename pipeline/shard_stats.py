@@ -96,14 +96,18 @@ def plot_document_lengths(lengths: Mapping[str, np.ndarray], path: str | os.Path
     figure, axes = plt.subplots(figsize=(7, 4))
     present = {split: values for split, values in lengths.items() if len(values)}
     if present:
-        bins = np.geomspace(1, max(int(values.max()) for values in present.values()) + 1, 41)
+        low = min(int(values.min()) for values in present.values())
+        high = max(int(values.max()) for values in present.values())
+        bins = np.unique(np.geomspace(max(low, 1), high + 1, 41).round())  # whole tokens: no empty sliver bins
         for split, values in present.items():
             axes.hist(values, bins=bins, weights=np.full(len(values), 1 / len(values)), histtype="step",
                       linewidth=1.8, label=f"{split} ({len(values):,} documents, median {np.median(values):,.0f})")
-        axes.legend()
+        axes.legend(loc="upper right")
     axes.set_xscale("log")
     axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    axes.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
     axes.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set(xlabel="tokens per document (log scale)", ylabel="share of the split's documents",
              title="Document lengths")
     axes.grid(alpha=0.3)
