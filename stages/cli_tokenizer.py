@@ -67,8 +67,8 @@ def train_command(files, out, config, **given) -> None:
         click.echo(f"stopped early: {tokenizer.stop_reason}", err=True)
     out = out or settings.output
     tokenizer.save(out)
-    click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size} IDs "
-               f"({len(tokenizer.merges)} merges), fingerprint {tokenizer.fingerprint}")
+    click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size:,} IDs "
+               f"({len(tokenizer.merges):,} merges), fingerprint {tokenizer.fingerprint}")
 
 
 def with_given_options(settings: TokenizerConfig, given: dict[str, Any]) -> TokenizerConfig:
@@ -169,9 +169,9 @@ def eval_command(files, tokenizer_paths, config: Config) -> None:
 def _eval_row(name: str, text: str, tokenizers: list[Tokenizer]) -> list[str]:
     size = len(text.encode("utf-8"))
     counts = [len(tokenizer.encode(text)) for tokenizer in tokenizers]
-    row = [name, str(size)]
+    row = [name, f"{size:,}"]
     for count in counts:
-        row += [str(count), f"{size / count:.2f}" if count else "-"]
+        row += [f"{count:,}", f"{size / count:.2f}" if count else "-"]
     if len(counts) > 1:
         row.append(" ".join(f"{(c - counts[0]) / counts[0]:+.1%}" if counts[0] else "-" for c in counts[1:]))
     return row
@@ -196,7 +196,7 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
     """
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     click.echo(f"kind: {tokenizer.kind}")
-    click.echo(f"vocab size: {tokenizer.vocab_size} ({len(tokenizer.merges)} merges, "
+    click.echo(f"vocab size: {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges, "
                f"{len(tokenizer.special_tokens)} special tokens)")
     click.echo(f"pattern: {pattern_name(tokenizer.pattern)}")
     click.echo(f"merge newlines: {'yes' if tokenizer.merge_newlines else 'no'}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import rustbpe
 from click.testing import CliRunner
@@ -89,6 +91,8 @@ def test_eval_table(run, trained, tmp_path, corpus_files):
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert "bytes/tok" in lines[0] and lines[-1].startswith("total") and "%" in lines[-1]
+    total_bytes = sum(len(Path(path).read_bytes()) for path in corpus_files[:2])
+    assert lines[-1].split()[1] == f"{total_bytes:,}" and total_bytes >= 1000  # thousands separators
 
 
 def test_char_kind_training_stops_early_with_a_message(run, tmp_path):
