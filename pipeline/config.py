@@ -71,8 +71,9 @@ class PrepareConfig:
 @dataclass(frozen=True)
 class TokenizerConfig:
     path: str | None = None
-    kind: Literal["byte", "char"] = "byte"
-    vocab_size: int = _bounded(2048, low=1)
+    kind: Literal["byte", "char", "word"] = "byte"
+    vocab_size: int | None = _bounded(2048, low=1)  # or set merges instead (and this to null); see _one_size_key
+    merges: int | None = _bounded(None, low=0)
     pattern: str | None = None
     merge_newlines: bool | None = None
     min_frequency: int = _bounded(2, low=1)
@@ -152,14 +153,14 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> 
     raw = _read_yaml(path)
     for override in overrides:
         _apply_override(raw, override)
-    config = _build(Config, raw, "", str(path))
+    config = _build(Config, _one_size_key(raw), "", str(path))
     _check_consistency(config, str(path))
     return config
 
 
 def parse_config(raw: Mapping[str, Any], *, origin: str = "<config>") -> Config:
     """Validate an already-parsed mapping (as found in a YAML file)."""
-    config = _build(Config, dict(raw), "", origin)
+    config = _build(Config, _one_size_key(dict(raw)), "", origin)
     _check_consistency(config, origin)
     return config
 
@@ -435,6 +436,25 @@ def _check_bounds(value: Any, key: str, origin: str, spec: dataclasses.Field | N
         raise ConfigError(f"{origin}: {key} must be {wanted}, got {_show(value)}")
 
 
+def _one_size_key(raw: dict[str, Any]) -> dict[str, Any]:
+    """``tokenizer.merges`` given without ``vocab_size``: the vocab size is not the default but unset."""
+    tok = raw.get("tokenizer")
+    if isinstance(tok, dict) and tok.get("merges") is not None and "vocab_size" not in tok:
+        return {**raw, "tokenizer": {**tok, "vocab_size": None}}
+    return raw
+
+
+def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
+    """``(vocab_size, merges)`` with the unset one filled in where the config alone decides it: the byte
+    kind always has 256 base tokens; the char kind's base is the training text's characters (None)."""
+    if tok.kind != "byte":
+        return tok.vocab_size, tok.merges
+    reserved = BYTE_ALPHABET + len(tok.special_tokens)
+    if tok.merges is None:
+        return tok.vocab_size, tok.vocab_size - reserved
+    return reserved + tok.merges, tok.merges
+
+
 def _check_consistency(config: Config, origin: str) -> None:
     """Rules that involve more than one key."""
     prepare, tok, encode = config.prepare, config.tokenizer, config.encode
@@ -451,8 +471,16 @@ def _check_consistency(config: Config, origin: str) -> None:
     if "" in tok.special_tokens or len(set(tok.special_tokens)) != len(tok.special_tokens):
         raise ConfigError(f"{origin}: tokenizer.special_tokens must be distinct non-empty strings, "
                           f"got {list(tok.special_tokens)}")
+    if tok.vocab_size is not None and tok.merges is not None:
+        raise ConfigError(f"{origin}: tokenizer.vocab_size ({tok.vocab_size}) and tokenizer.merges ({tok.merges}) "
+                          "are both set; keep one and set the other to null (e.g. --set tokenizer.vocab_size=null)")
+    if tok.vocab_size is None and tok.merges is None:
+        raise ConfigError(f"{origin}: tokenizer.vocab_size and tokenizer.merges are both null; set one of them")
+    if tok.kind == "word" and tok.merges is not None:
+        raise ConfigError(f"{origin}: tokenizer.merges does not apply to the word kind (it has no merges); "
+                          "set tokenizer.vocab_size instead")
     floor = (BYTE_ALPHABET if tok.kind == "byte" else 1) + len(tok.special_tokens)
-    if tok.vocab_size < floor:
+    if tok.vocab_size is not None and tok.vocab_size < floor:
         raise ConfigError(f"{origin}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
                           f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
     if tok.path is None:

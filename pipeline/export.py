@@ -66,16 +66,17 @@ def write_sidecar(path: Path, shard_set: ShardSet, format_: str) -> None:
 
 
 def nanogpt_meta(tokenizer: Tokenizer) -> dict[str, Any]:
-    """The ``meta.pkl`` nanoGPT reads: ``vocab_size``; for the char kind also ``stoi``/``itos``.
+    """The ``meta.pkl`` nanoGPT reads: ``vocab_size``; for the char and word kinds also ``stoi``/``itos``.
 
-    ``itos`` maps every ID to its text (a merged token's whole string, a special token's name),
-    so nanoGPT's ``''.join(itos[i] for i in ids)`` decodes as lmprep does. Its character-by-character
-    ``stoi`` encoder finds only single characters, so prompts encode without merges: encode with lmprep.
-    Byte-level tokens can end inside a character, so the byte kind has no ``itos``: decode with lmprep.
+    ``itos`` maps every ID to its text (a merged token's or a word's whole string, a special token's
+    name), so nanoGPT's ``''.join(itos[i] for i in ids)`` decodes as lmprep does. Its character-by-
+    character ``stoi`` encoder finds only single characters, so prompts encode without merges (or
+    fail, for words): encode with lmprep. Byte-level tokens can end inside a character, so the byte
+    kind has no ``itos``: decode with lmprep.
     """
     meta: dict[str, Any] = {"vocab_size": tokenizer.vocab_size, "tokenizer_fingerprint": tokenizer.fingerprint,
                             "kind": tokenizer.kind}
-    if tokenizer.kind == "char":
+    if tokenizer.kind != "byte":
         itos = {i: tokenizer.token_bytes(i).decode("utf-8") for i in range(tokenizer.vocab_size)}
         meta["itos"] = itos
         meta["stoi"] = {text: i for i, text in itos.items() if i != tokenizer.unk_id}

@@ -31,6 +31,9 @@ one trained with the previous ``train.lr`` and ``train.seed``,
 already at ``train.steps`` when the shards changed (raise ``train.steps`` to
 continue it on the new shards instead), ``default-forced`` one replaced by
 ``lmprep run train --force``, and ``default-unreadable`` one that could not be read.
+The suffix is decided when the directory moves, from the checkpoint in it then:
+if another run replaced it meanwhile, the name is that checkpoint's, and
+``default-replaced`` when it needed no setting aside.
 
 Each metrics record holds the loss in nats per token and in bits per byte
 (nats / ln 2 × tokens / UTF-8 bytes of the split): unlike the first, the second
@@ -237,7 +240,11 @@ def train_checkpoint_dir(
         summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
                         output_dir=staging, resume=resume, progress=progress, notify=notify)
         if plan.action == "set_aside":
-            notify(f"moved the old checkpoint to {set_aside(directory, plan.tag)}")
+            # named after the checkpoint there now, which another run may have replaced while this one trained
+            now = plan_resume(directory, tokenizer=tokenizer, settings=settings,
+                              shard_fingerprint=train_set.fingerprint, retrain=retrain)
+            if now.action != "fresh":
+                notify(f"moved the old checkpoint to {set_aside(directory, now.tag or 'replaced')}")
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
 
 

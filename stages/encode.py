@@ -22,11 +22,18 @@ from stages.console import say, show_progress
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
 
+# Version of the code that shapes this stage's outputs (encoding, shards, the tokenizer's encoder):
+# bump it whenever the same prepared data, tokenizer file and settings would give other shards, and
+# the stage re-runs wherever it ran before. tests/test_code_versions.py pins the outputs.
+CODE_VERSION = 2
+
 def build(config: Config) -> Stage:
     prepared = tuple(str(documents.prepared_path(config.prepare.output_dir, split))
                      for split in documents.SPLITS)
     return Stage(name="encode", deps=(*prepared, config.tokenizer.output),
-                 outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config))
+                 outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config),
+                 code_version=CODE_VERSION,
+                 keys={config.tokenizer.output: "tokenizer.output", config.encode.output_dir: "encode.output_dir"})
 
 
 def run(config: Config) -> None:

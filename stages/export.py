@@ -20,7 +20,9 @@ def build(config: Config) -> Stage | None:
     if config.export.output_dir is None:
         return None
     return Stage(name="export", deps=(config.encode.output_dir, config.tokenizer.output),
-                 outs=(config.export.output_dir,), params=("export",), run=functools.partial(run, config))
+                 outs=(config.export.output_dir,), params=("export",), run=functools.partial(run, config),
+                 keys={config.encode.output_dir: "encode.output_dir", config.tokenizer.output: "tokenizer.output",
+                       config.export.output_dir: "export.output_dir"})
 
 
 def run(config: Config) -> None:

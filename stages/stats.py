@@ -23,7 +23,9 @@ def build(config: Config) -> Stage | None:
     if config.stats.output_dir is None:
         return None
     return Stage(name="stats", deps=(config.encode.output_dir, config.tokenizer.output),
-                 outs=(config.stats.output_dir,), params=("stats",), run=functools.partial(run, config))
+                 outs=(config.stats.output_dir,), params=("stats",), run=functools.partial(run, config),
+                 keys={config.encode.output_dir: "encode.output_dir", config.tokenizer.output: "tokenizer.output",
+                       config.stats.output_dir: "stats.output_dir"})
 
 
 def summary_path(config: Config) -> Path:

@@ -18,6 +18,11 @@ from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
 
+# Version of the code that shapes this stage's outputs (training, model, checkpoint in pipeline/):
+# bump it whenever the same shards, tokenizer and settings would give another checkpoint, and the
+# stage re-runs wherever it ran before.
+CODE_VERSION = 1
+
 def build(config: Config) -> Stage:
     return Stage(
         name="train",
@@ -25,6 +30,9 @@ def build(config: Config) -> Stage:
         outs=(config.train.output_dir,),
         params=("train",),
         run=functools.partial(run, config),
+        code_version=CODE_VERSION,
+        keys={config.encode.output_dir: "encode.output_dir", tokenizer_path(config): "tokenizer.output",
+              config.train.output_dir: "train.output_dir"},
         run_forced=functools.partial(run, config, retrain=True),
         preview=functools.partial(preview, config),
     )

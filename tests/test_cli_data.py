@@ -175,3 +175,19 @@ def test_nanogpt_export_refuses_ids_over_uint16(tmp_path):
     writer.close()
     with pytest.raises(ShardError, match="over 65,536"):
         export.write_nanogpt_bin(ShardSet.open(tmp_path, "train"), tmp_path / "train.bin")
+
+
+@pytest.mark.parametrize("command", [["stats"], ["export", "--format", "nanogpt"]])
+def test_a_bit_rotted_shard_is_re_encoded_before_it_is_read(project, command):
+    """The shards are a tracked output: damage is noticed and the shards rebuilt, never exported or counted."""
+    lmprep("run", "encode")
+    shard = project / "out" / "shards" / "train-00000.arrow"
+    stat = shard.stat()
+    tokens = ShardSet.open(project / "out" / "shards", "train").manifest.shards[0].tokens
+    data = bytearray(shard.read_bytes())
+    data[data.index(np.array([tokens], "<i8").tobytes()) + 7] = 0x74  # the top byte of a length in the header
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    result = lmprep(*command)
+    assert "running 'encode': output 'out/shards' was modified" in result.output
+    assert ShardSet.open(project / "out" / "shards", "train").manifest.shards[0].tokens == tokens

@@ -209,3 +209,33 @@ def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch)
     result = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert "train: moved the old checkpoint to out/ckpt-old-seed" in result.output
     assert (project / "out" / "ckpt-old-seed" / "checkpoint.safetensors").read_bytes() == before
+
+
+def test_check_reads_the_header_without_importing_torch(trained):
+    import subprocess
+    import sys
+
+    root, checkpoint, _ = trained
+    code = ("import sys; from stages.cli import cli; "
+            f"cli(['check', {str(checkpoint)!r}, '--tokenizer', {str(root / 'tok.json')!r}], standalone_mode=False); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("compatible: ") and "(step 60)" in result.stdout
+
+
+def test_sample_refuses_nan_weights_with_one_line(trained, tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    root, checkpoint, config = trained
+    with safe_open(str(checkpoint / "checkpoint.safetensors"), framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        metadata = handle.metadata()
+    tensors["model.embed.weight"][5, 0] = float("nan")
+    save_file(tensors, str(tmp_path / "checkpoint.safetensors"), metadata=metadata)
+    result = invoke("sample", "--config", config, "--checkpoint", tmp_path, "--tokenizer", root / "tok.json",
+                    "--prompt", "the")
+    assert result.exit_code == 2
+    assert result.output == (f"error: checkpoint {tmp_path / 'checkpoint.safetensors'}: model.embed.weight holds "
+                             "NaN or infinite weights; retrain it with `lmprep run train`\n")

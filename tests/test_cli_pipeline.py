@@ -122,8 +122,9 @@ def test_a_duplicate_document_reruns_only_prepare(project):
         (["tokenizer", "train", "a.txt", "--out"],
          "error: Option '--out' requires an argument. (see 'lmprep tokenizer train --help')"),
         (["config", "show", "--set"], "error: Option '--set' requires an argument. (see 'lmprep config show --help')"),
-        (["tokenizer", "train", "--kind", "word", "a.txt"],
-         "error: Invalid value for '--kind': 'word' is not one of 'byte', 'char'. (see 'lmprep tokenizer train --help')"),
+        (["tokenizer", "train", "--kind", "unigram", "a.txt"],
+         "error: Invalid value for '--kind': 'unigram' is not one of 'byte', 'char', 'word'. "
+         "(see 'lmprep tokenizer train --help')"),
         (["tokenizer", "train"], "error: Missing argument 'FILES...'. (see 'lmprep tokenizer train --help')"),
         (["tokenizer", "encode"], "error: give either TEXT or --file PATH (see 'lmprep tokenizer encode --help')"),
     ],

@@ -107,6 +107,7 @@ def test_char_kind_training_stops_early_with_a_message(run, tmp_path):
     (["decode", "1", "x7"], "invalid token ID 'x7' at position 1"),
     (["decode", "99999"], "invalid token ID 99999 at position 0"),
     (["decode", "195"], "not valid UTF-8 (at byte offset 0: b'\\xc3'); pass --replace to print U+FFFD for them"),
+    (["decode", "0001", "9" * 5000], "invalid token ID '99999"),
     (["encode"], "either TEXT or --file"),
 ])
 def test_errors_exit_2_with_one_line(run, trained, args, message):

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -218,6 +219,36 @@ def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
     assert notes[-1] == f"moved the old checkpoint to {aside}"
     assert any("skipping validation" in note for note in notes)
     assert read_checkpoint(tmp_path / "ckpt").tokenizer.fingerprint == RETRAINED.fingerprint
+
+
+@pytest.mark.parametrize("other_tokenizer", ["third", "retrained"])
+def test_the_set_aside_directory_is_named_after_the_checkpoint_it_holds(tmp_path, shards, monkeypatch,
+                                                                         other_tokenizer):
+    """Another run (another state dir, same output) replaced the checkpoint while this one trained."""
+    third = FakeTokenizer(merges=[(99, 100), (97, 256)], special_tokens={"<|endoftext|>": 258})
+    other = {"third": third, "retrained": RETRAINED}[other_tokenizer]
+    new_shards = (write_shards(tmp_path / "new", "train", DOCS, tokenizer=RETRAINED), None)
+    other_set = (new_shards[0] if other is RETRAINED
+                 else write_shards(tmp_path / "third", "train", DOCS, tokenizer=third))
+    training.train_checkpoint_dir(dataclasses.replace(SETTINGS, output_dir=str(tmp_path / "other")),
+                                  tokenizer=other, train_set=other_set, val_set=None)
+    run(tmp_path, shards)  # trained with TOKENIZER
+    real_train = training.train
+
+    def train_while_another_run_replaces_the_checkpoint(*args, **kwargs):
+        summary = real_train(*args, **kwargs)
+        shutil.rmtree(tmp_path / "ckpt")
+        shutil.copytree(tmp_path / "other", tmp_path / "ckpt")
+        return summary
+
+    monkeypatch.setattr(training, "train", train_while_another_run_replaces_the_checkpoint)
+    notes = []
+    run(tmp_path, new_shards, tokenizer=RETRAINED, notes=notes)
+    # a checkpoint of another tokenizer is named after it; one this run would have kept, "replaced"
+    aside = tmp_path / ("ckpt-replaced" if other is RETRAINED else f"ckpt-{third.fingerprint[:12]}")
+    assert notes[-1] == f"moved the old checkpoint to {aside}"
+    assert read_checkpoint(aside).tokenizer.fingerprint == other.fingerprint
+    assert not (tmp_path / f"ckpt-{TOKENIZER.fingerprint[:12]}").exists()
 
 
 def test_changed_model_config_also_sets_aside(tmp_path, shards):

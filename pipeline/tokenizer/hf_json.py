@@ -71,6 +71,10 @@ def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
 
 
 def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
+    if tokenizer.kind == "word":
+        from pipeline.tokenizer import word
+
+        return word.to_hf_dict(tokenizer)
     spell = _byte_speller() if tokenizer.kind == "byte" else _char_speller(tokenizer)
     return {
         "version": "1.0",
@@ -181,6 +185,10 @@ def from_dict(data: Any) -> Tokenizer:
     """
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise TokenizerFormatError("not a tokenizer.json: no 'model' object")
+    if data["model"].get("type") == "WordLevel":
+        from pipeline.tokenizer import word
+
+        return word.from_hf_dict(data)
     _check_supported(data)
     model = data["model"]
     meta = model.get("lmprep") or {}
