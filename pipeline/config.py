@@ -108,6 +108,25 @@ class TrainConfig:
     output_dir: str = "checkpoints/default"
 
 
+EXPORT_FORMATS = ("parquet", "nanogpt")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """The optional ``export`` stage: present when ``output_dir`` is set."""
+
+    formats: tuple[Literal["parquet", "nanogpt"], ...] = EXPORT_FORMATS
+    output_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """The optional ``stats`` stage: present when ``output_dir`` is set."""
+
+    top: int = _bounded(10, low=0)
+    output_dir: str | None = None
+
+
 @dataclass(frozen=True)
 class ExecutorConfig:
     """Where partition tasks run: ``local`` worker processes, or a Dask cluster at ``address``
@@ -126,6 +145,8 @@ class Config:
     tokenizer: TokenizerConfig = TokenizerConfig()
     encode: EncodeConfig = EncodeConfig()
     train: TrainConfig = TrainConfig()
+    export: ExportConfig = ExportConfig()
+    stats: StatsConfig = StatsConfig()
     executor: ExecutorConfig = ExecutorConfig()
     state_dir: str = ".lmprep"
 
@@ -458,6 +479,9 @@ def _check_consistency(config: Config, origin: str) -> None:
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
+    if not config.export.formats or len(set(config.export.formats)) != len(config.export.formats):
+        raise ConfigError(f"{origin}: export.formats must list distinct formats among {list(EXPORT_FORMATS)}, "
+                          f"got {list(config.export.formats)}")
     if "" in tok.special_tokens or len(set(tok.special_tokens)) != len(tok.special_tokens):
         raise ConfigError(f"{origin}: tokenizer.special_tokens must be distinct non-empty strings, "
                           f"got {list(tok.special_tokens)}")

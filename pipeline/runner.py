@@ -26,6 +26,7 @@ records in ``{state_dir}/outputs.json`` before the stage first writes there.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import fcntl
 import json
@@ -66,6 +67,8 @@ class Stage:
     code_version: int = 1
     scans: tuple[str, ...] = ()
     keys: Mapping[str, str] = field(default_factory=dict)
+    run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
+    preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class StageStatus:
 
     name: str
     reasons: tuple[str, ...]
+    warning: str | None = None  # from the stage's ``preview``, for a stale stage
 
     @property
     def stale(self) -> bool:
@@ -125,14 +129,16 @@ class Pipeline:
                 f"upstream '{name}' is stale" for name in stale[::-1] if name in self._upstream[stage.name]][:1]
             if reasons:
                 stale.append(stage.name)
-            report.append(StageStatus(stage.name, tuple(reasons)))
+            warning = stage.preview() if reasons and stage.preview is not None else None
+            report.append(StageStatus(stage.name, tuple(reasons), warning))
         self._save_cache(cache)
         return report
 
     def run(self, targets: Sequence[str] | None = None, *, force: bool = False, wait: bool = True) -> list[str]:
         """Run the stale stages among ``targets`` (all if None) and their upstream; return those run.
 
-        ``force`` re-runs the targets themselves even when up to date (not their upstream).
+        ``force`` re-runs the targets themselves even when up to date (not their upstream),
+        through their ``run_forced`` where they have one.
         While another run holds this state dir, wait for it (saying so), or with
         ``wait=False`` raise RunnerError naming it.
         """
@@ -147,7 +153,8 @@ class Pipeline:
         """Delete the outputs of the named stages and forget their lock entries.
 
         Returns the paths removed. Dependencies that no stage produces (the raw
-        data) are never touched.
+        data) are never touched. A directory left empty by the removal (say
+        ``data/tokenizer/``) goes too.
         """
         removed = []
         with self._exclusive():
@@ -156,6 +163,8 @@ class Pipeline:
             for stage in self.stages:
                 if stage.name in names:
                     removed += [out for out in stage.outs if _remove(self.root / out)]
+                    for out in stage.outs:
+                        _remove_empty_parents(self.root / out, self.root)
                     lock.pop(stage.name, None)
             atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
         return removed
@@ -174,7 +183,7 @@ class Pipeline:
         self._check_deps_exist(stage)
         deps = {dep: cache.tree_hash(self.root / dep) for dep in stage.deps}
         self._claim(stage)
-        stage.run()
+        (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
         self._record(stage, deps, cache)
         return True
 
@@ -235,10 +244,12 @@ class Pipeline:
         """The targets plus everything upstream of them, in pipeline order."""
         if targets is None:
             return list(self.stages)
-        names = {s.name for s in self.stages}
+        names = [s.name for s in self.stages]
         for target in targets:
             if target not in names:
-                raise RunnerError(f"unknown stage '{target}'; stages: {', '.join(s.name for s in self.stages)}")
+                close = difflib.get_close_matches(target, names, n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise RunnerError(f"unknown stage '{target}'; {hint}stages: {', '.join(names)}")
         wanted = set(targets)
         for stage in reversed(self.stages):
             if stage.name in wanted:
@@ -469,6 +480,18 @@ def _remove(path: Path) -> bool:
     else:
         return False
     return True
+
+
+def _remove_empty_parents(path: Path, root: Path) -> None:
+    """Remove the directories above ``path`` that are empty, up to (not including) ``root``."""
+    root = root.resolve()
+    parent = path.parent.resolve()
+    while parent != root and root in parent.parents:
+        try:
+            parent.rmdir()
+        except OSError:  # not empty, or not ours to remove
+            return
+        parent = parent.parent
 
 
 def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:

@@ -95,6 +95,6 @@ def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> N
         click.echo(f"incompatible: {exc}")
         click.get_current_context().exit(1)
     click.echo(
-        f"compatible: {checkpoint.path} (step {checkpoint.step}) was trained with tokenizer "
-        f"{tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size})"
+        f"compatible: {checkpoint.path} (step {checkpoint.step:,}) was trained with tokenizer "
+        f"{tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size:,})"
     )

@@ -7,9 +7,10 @@ import dataclasses
 import click
 
 from pipeline.config import Config, dump_yaml, resolved_size
+from pipeline.errors import ConfigError
 from pipeline.runner import Pipeline
 from stages.options import config_file, config_options
-from stages.registry import CHECKPOINT_STAGES, build_stages
+from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, build_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
@@ -20,7 +21,14 @@ def make_pipeline(config: Config) -> Pipeline:
                     guarded=guarded, log=click.echo)
 
 
-@click.command()
+@click.command(help=f"""Run the stale stages (all, or STAGE... and what they depend on), in order.
+
+While another run is going on in the same state dir, wait for it to finish first.
+
+\b
+Stages: {', '.join(STAGE_NAMES)}
+(export and stats when the config sets export.output_dir / stats.output_dir).
+--force on train retrains from scratch (the old checkpoint is set aside).""")
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
 @click.option("--no-wait", is_flag=True, help="Fail at once if another run is going on here, instead of waiting for it.")
@@ -35,7 +43,12 @@ def run(stages: tuple[str, ...], force: bool, no_wait: bool, executor_kind: str 
     """
     if executor_kind is not None:
         config = dataclasses.replace(config, executor=dataclasses.replace(config.executor, kind=executor_kind))
-    make_pipeline(config).run(list(stages) or None, force=force, wait=not no_wait)
+    pipeline = make_pipeline(config)
+    declared = {stage.name for stage in pipeline.stages}
+    for name in stages:
+        if name in STAGE_NAMES and name not in declared:
+            raise ConfigError(f"stage '{name}' is not declared by this config; set {name}.output_dir to add it")
+    pipeline.run(list(stages) or None, force=force, wait=not no_wait)
 
 
 @click.command()
@@ -51,6 +64,8 @@ def status(check: bool, config: Config) -> None:
         click.echo(f"{stage.name}: stale")
         for reason in stage.reasons:
             click.echo(f"    {reason}")
+        if stage.warning:
+            click.echo(f"    warning: {stage.warning}")
     if check and any(stage.stale for stage in report):
         raise SystemExit(1)
 

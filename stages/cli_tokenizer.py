@@ -83,8 +83,8 @@ def train_command(files, out, config, **given) -> None:
         click.echo(f"stopped early: {tokenizer.stop_reason}", err=True)
     out = out or settings.output
     tokenizer.save(out)
-    click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size} IDs "
-               f"({len(tokenizer.merges)} merges), fingerprint {tokenizer.fingerprint}")
+    click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size:,} IDs "
+               f"({len(tokenizer.merges):,} merges), fingerprint {tokenizer.fingerprint}")
 
 
 def with_given_options(settings: TokenizerConfig, given: dict[str, Any]) -> TokenizerConfig:
@@ -159,14 +159,16 @@ def fingerprint_command(tokenizer_path, config: Config) -> None:
 def export_command(tokenizer_path, fmt, out, config: Config) -> None:
     """Write the tokenizer in another library's format (tiktoken's ranks file).
 
+    Prints the Python code that loads it (on stdout; the note on stderr), so
+    ``lmprep tokenizer export --format tiktoken --out x.tiktoken > load_x.py`` gives a runnable file.
     TOKENIZER_PATH defaults to the config's tokenizer.output.
     """
-    from pipeline.tokenizer.tiktoken_export import tiktoken_pattern
+    from pipeline.tokenizer.tiktoken_export import loading_snippet
 
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     tokenizer.export_tiktoken(out)
-    click.echo(f"wrote {out}; build it with tiktoken.Encoding(name, pat_str={tiktoken_pattern(tokenizer)!r}, "
-               f"mergeable_ranks=tiktoken.load.load_tiktoken_bpe({out!r}), special_tokens={tokenizer.special_tokens!r})")
+    click.echo(f"wrote {out}; this Python code loads it:", err=True)
+    click.echo(loading_snippet(tokenizer, out), nl=False)
 
 
 @tokenizer_group.command("eval")
@@ -200,9 +202,9 @@ def _eval_row(name: str, text: str, tokenizers: list[Tokenizer], unknown: bool) 
     size = len(text.encode("utf-8"))
     encoded = [tokenizer.encode(text) for tokenizer in tokenizers]
     counts = list(map(len, encoded))
-    row = [name, str(size)]
+    row = [name, f"{size:,}"]
     for tokenizer, ids in zip(tokenizers, encoded):
-        row += [str(len(ids)), f"{size / len(ids):.2f}" if ids else "-"]
+        row += [f"{len(ids):,}", f"{size / len(ids):.2f}" if ids else "-"]
         if unknown:
             row.append(f"{ids.count(tokenizer.unk_id) / len(ids):.2%}" if ids else "-")
     if len(counts) > 1:
@@ -229,7 +231,7 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
     """
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     click.echo(f"kind: {tokenizer.kind}")
-    click.echo(f"vocab size: {tokenizer.vocab_size} ({len(tokenizer.merges)} merges, "
+    click.echo(f"vocab size: {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges, "
                f"{len(tokenizer.special_tokens)} special tokens)")
     click.echo(f"pattern: {pattern_name(tokenizer.pattern)}")
     click.echo(f"merge newlines: {'yes' if tokenizer.merge_newlines else 'no'}")

@@ -14,6 +14,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError
 from pipeline.executor import open_tasks
 from pipeline.runner import Stage
+from pipeline.shards import ShardSet, manifest_path
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
@@ -58,3 +59,11 @@ def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) 
             f"add it to tokenizer.special_tokens and retrain, or set {key}: null"
         )
     return tokenizer.special_tokens[token]
+
+
+def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
+    """The tokenizer and every split's verified shard set (train required, val when present)."""
+    tokenizer = Tokenizer.load(config.tokenizer.output)
+    directory = config.encode.output_dir
+    splits = [split for split in documents.SPLITS if split == "train" or manifest_path(directory, split).exists()]
+    return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]

@@ -184,12 +184,13 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_forced_train_with_a_complete_checkpoint_says_how_to_retrain(project):
+def test_forced_train_with_a_complete_checkpoint_retrains_and_keeps_the_old_one(project):
+    before = (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes()
     result = invoke("run", "train", "--force", "--config", "lmprep.yaml")
     assert result.exit_code == 0, result.output
-    assert ("train: nothing to train: the checkpoint already has 3 steps on these shards with these settings "
-            "(train.steps=3); raise train.steps to train further, or delete out/ckpt to retrain from scratch"
-            ) in result.output
+    assert "train: retraining as forced (the checkpoint was at step 3); training from scratch" in result.output
+    assert "trained steps 0→3" in result.output
+    assert (project / "out" / "ckpt-forced" / "checkpoint.safetensors").read_bytes() == before
 
 
 def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch):
@@ -203,7 +204,8 @@ def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch)
         interrupted = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert interrupted.exit_code == 1 and "Aborted!" in interrupted.output
     assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
-    assert sorted(path.name for path in (project / "out").iterdir()) == ["ckpt", "prepared", "shards", "tokenizer.json"]
+    assert sorted(path.name for path in (project / "out").iterdir()) == ["ckpt", "prepared", "shards", "special_tokens_map.json",
+                                                                          "tokenizer.json", "tokenizer_config.json"]
     result = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert "train: moved the old checkpoint to out/ckpt-old-seed" in result.output
     assert (project / "out" / "ckpt-old-seed" / "checkpoint.safetensors").read_bytes() == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import shutil
 
@@ -47,11 +48,11 @@ def shards(tmp_path):
     return write_shards(tmp_path / "shards", "train", DOCS), write_shards(tmp_path / "shards", "val", DOCS[:3])
 
 
-def run(tmp_path, shards, settings=SETTINGS, tokenizer=TOKENIZER, notes=None):
+def run(tmp_path, shards, settings=SETTINGS, tokenizer=TOKENIZER, notes=None, retrain=False):
     settings = dataclasses.replace(settings, output_dir=str(tmp_path / "ckpt"))
     return training.train_checkpoint_dir(
         settings, tokenizer=tokenizer, train_set=shards[0], val_set=shards[1],
-        notify=(notes.append if notes is not None else print),
+        notify=(notes.append if notes is not None else print), retrain=retrain,
     )
 
 
@@ -108,9 +109,8 @@ def test_nothing_to_train_when_steps_are_reached(tmp_path, shards):
     notes = []
     summary = run(tmp_path, shards, notes=notes)
     assert summary.step == summary.start_step == 6
-    assert notes == ["nothing to train: the checkpoint already has 6 steps on these shards with these settings "
-                     f"(train.steps=6); raise train.steps to train further, or delete {tmp_path / 'ckpt'} "
-                     "to retrain from scratch"]
+    assert notes == ["nothing to train: the checkpoint is at step 6 = train.steps on these shards with these "
+                     "settings; raise train.steps to train further, or pass --force to retrain from scratch"]
     assert (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes() == before
 
 
@@ -155,22 +155,54 @@ def test_lowered_steps_set_aside_and_train_from_scratch(tmp_path, shards):
     run(tmp_path, shards)
     notes = []
     summary = run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=2), notes=notes)
-    assert notes[0].startswith("train.steps was lowered (the checkpoint has 6 steps on these shards, train.steps=2)")
+    assert notes[0].startswith("train.steps=2 is below the checkpoint's step 6")
     assert (summary.start_step, summary.step) == (0, 2)
     assert read_checkpoint(tmp_path / "ckpt-old-steps").step == 6
 
 
-def test_changed_shards_continue_for_another_round_of_steps(tmp_path, shards):
+def test_train_steps_is_the_step_reached_also_after_the_shards_change(tmp_path, shards):
+    """train.steps is absolute: new shards with raised steps continue up to it, never steps more."""
+    run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=4))
+    new_data = (write_shards(tmp_path / "new", "train", DOCS[:5] + [[97, 98, 99, 258] * 8]), None)
+    notes = []
+    summary = run(tmp_path, new_data, notes=notes)
+    assert (summary.start_step, summary.step) == (4, 6)
+    assert notes[0] == "the shards changed; continuing from step 4 to step 6 on the new shards"
+    assert read_checkpoint(tmp_path / "ckpt").shard_fingerprint == new_data[0].fingerprint
+    assert run(tmp_path, new_data).step == 6
+    more = run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8), notes=notes)
+    assert (more.start_step, more.step) == (6, 8)
+    metrics = [json.loads(line) for line in (tmp_path / "ckpt" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r.get("resumed"), r.get("new_shards")) for r in metrics if "resumed" in r] == [
+        (5, True, True), (7, True, False)]
+
+
+def test_new_shards_with_the_checkpoint_at_train_steps_set_it_aside(tmp_path, shards):
     run(tmp_path, shards)
     new_data = (write_shards(tmp_path / "new", "train", DOCS[:5] + [[97, 98, 99, 258] * 8]), None)
     notes = []
     summary = run(tmp_path, new_data, notes=notes)
-    assert (summary.start_step, summary.step) == (6, 12)
-    assert notes[0] == "the shards changed; continuing from step 6 for 6 steps on the new shards"
-    assert read_checkpoint(tmp_path / "ckpt").shard_fingerprint == new_data[0].fingerprint
-    more = run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8), notes=notes)
-    assert (more.start_step, more.step) == (12, 14)
-    assert run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8)).step == 14
+    assert (summary.start_step, summary.step) == (0, 6)
+    assert notes[0] == ("the shards changed and the checkpoint is already at train.steps=6 (raise train.steps to "
+                        "continue it on the new shards instead); training from scratch")
+    assert read_checkpoint(tmp_path / "ckpt-old-data").shard_fingerprint == shards[0].fingerprint
+
+
+def test_retrain_sets_a_complete_checkpoint_aside(tmp_path, shards):
+    run(tmp_path, shards)
+    notes = []
+    summary = run(tmp_path, shards, notes=notes, retrain=True)
+    assert (summary.start_step, summary.step) == (0, 6)
+    assert notes[0] == "retraining as forced (the checkpoint was at step 6); training from scratch"
+    assert read_checkpoint(tmp_path / "ckpt-forced").step == 6
+
+
+def test_metrics_hold_bits_per_byte(tmp_path, shards):
+    run(tmp_path, shards)
+    record = json.loads((tmp_path / "ckpt" / "metrics.jsonl").read_text().splitlines()[-1])
+    tokens_per_byte = 5 / 6  # each repeat of a document: 'abc', ' ', 'd', 'e' and the special token (no bytes)
+    for split in ("train", "val"):
+        assert record[f"{split}_bits_per_byte"] == pytest.approx(record[f"{split}_loss"] / math.log(2) * tokens_per_byte)
 
 
 def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
