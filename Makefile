@@ -15,7 +15,8 @@ LMPREP := $(BIN)/lmprep
 .DEFAULT_GOAL := all
 .PHONY: all prepare tokenize train status test clean help
 
-all: prepare tokenize train ## Run every stage that is stale (same as `make prepare tokenize train`)
+all: $(INSTALLED) ## Run every stale stage in one lmprep process (prepare, tokenizer, encode, train, export, stats)
+	$(LMPREP) run --config $(CONFIG)
 
 prepare: $(INSTALLED) ## Read, clean, de-duplicate and split data/raw/
 	$(LMPREP) run prepare --config $(CONFIG)

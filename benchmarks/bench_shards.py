@@ -2,7 +2,7 @@
 
 Same corpus (``build_corpus.py``), same tokenizer for both sides (lmprep's, exported to tiktoken ranks):
 
-1. end-to-end encode, prepared text → files on disk: lmprep's ``encode_split`` over a process pool
+1. end-to-end encode, prepared text (in 24 parts) → files on disk: lmprep's ``encode_corpus`` over a process pool
    against nanoGPT's recipe (tiktoken ``encode_ordinary_batch`` → EOT appended → numpy uint16 → ``.bin``);
    the two token streams are checked to be identical;
 2. random batches (64 × 256): ``ShardSet.sample_batch`` against vectorised fancy indexing of an
@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline import documents  # noqa: E402
-from pipeline.encoding import encode_split  # noqa: E402
+from pipeline.encoding import encode_corpus  # noqa: E402
+from pipeline.executor import Tasks  # noqa: E402
 from pipeline.shards import ShardSet  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
@@ -42,6 +43,7 @@ WORK = DATA / "bench_shards"
 EOT = "<|endoftext|>"
 VOCAB_SIZE = 32768
 TRAIN_SAMPLE_BYTES = 20_000_000
+PARTS = 24
 
 
 def load_texts(path: Path) -> list[str]:
@@ -50,13 +52,17 @@ def load_texts(path: Path) -> list[str]:
 
 
 def prepared_file(scale: int) -> Path:
-    """The corpus as a prepared split file, repeated ``scale`` times (for the memory figure)."""
-    path = WORK / f"prepared-x{scale}" / "train.arrow"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        texts = load_texts(CORPUS)
-        documents.write_documents(path, (text for _ in range(scale) for text in texts))
+    """The corpus as a prepared directory of ``PARTS`` train parts, repeated ``scale`` times (memory figure)."""
+    path = WORK / f"prepared-x{scale}"
+    if not (path / documents.PARTS_FILE).exists():
+        texts = load_texts(CORPUS) * scale
+        size = -(-len(texts) // PARTS)
+        documents.write_prepared(path, {"train": [texts[i : i + size] for i in range(0, len(texts), size)]})
     return path
+
+
+def prepared_megabytes(source: Path) -> float:
+    return sum(part.bytes for part in documents.read_parts(source, "train")) / 1e6
 
 
 def tokenizer_file() -> Path:
@@ -77,8 +83,8 @@ def encode_lmprep(source: Path, tokenizer_path: Path, out: Path, workers: int) -
     tokenizer = Tokenizer.load(tokenizer_path)
     start = time.perf_counter()
     with ProcessPoolExecutor(workers) as executor:
-        encode_split(source, out, "train", tokenizer_path=tokenizer_path, executor=executor,
-                     shard_tokens=1_000_000, eos_id=tokenizer.special_tokens[EOT], max_in_flight=2 * workers + 2)
+        encode_corpus(source, out, tokenizer_path=tokenizer_path, tasks=Tasks(executor), splits=("train",),
+                      shard_tokens=1_000_000, eos_id=tokenizer.special_tokens[EOT])
     return time.perf_counter() - start
 
 
@@ -96,7 +102,8 @@ def encode_nanogpt(source: Path, tokenizer_path: Path, out: Path, threads: int) 
     encoding = tiktoken_encoding(Tokenizer.load(tokenizer_path))
     start = time.perf_counter()
     with open(out, "wb") as handle:
-        for texts in documents.iter_document_batches(source):
+        for texts in (batch for part in documents.read_parts(source, "train")
+                      for batch in documents.iter_document_batches(source / part.file)):
             batch = encoding.encode_ordinary_batch(texts, num_threads=threads)
             for ids in batch:
                 ids.append(encoding.eot_token)
@@ -139,7 +146,7 @@ def child_rss(scale: int, workers: int) -> None:
     wall = encode_lmprep(source, tokenizer_file(), WORK / f"shards-x{scale}", workers)
     main = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    megabytes = source.stat().st_size / 1e6
+    megabytes = prepared_megabytes(source)
     print(json.dumps({"corpus_mb": megabytes, "wall_s": wall, "main_mb": main, "worker_mb": worker}))
 
 
@@ -157,7 +164,7 @@ def main() -> None:
         return print(prepared_file(args.child_prepare), tokenizer_file())
     memory(args)  # first, while this process is small: Linux children start from the parent's peak RSS
     source, tokenizer_path = prepared_file(1), tokenizer_file()
-    megabytes = documents.count_bytes(source) / 1e6
+    megabytes = prepared_megabytes(source)
     print(f"corpus: {megabytes:.1f} MB of text, {args.workers} workers/threads")
     for repeat in range(args.repeats):
         ours = encode_lmprep(source, tokenizer_path, WORK / "shards", args.workers)

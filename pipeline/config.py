@@ -80,6 +80,8 @@ class PrepareConfig:
     on_decode_error: Literal["error", "replace", "skip"] = "error"
     val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
     seed: int = _bounded(0, low=0, high=MAX_SEED)
+    partition_bytes: int = _bounded(64_000_000, low=1)
+    dedup_buckets: int = _bounded(16, low=1)
     output_dir: str = _path("data/prepared", "output")
 
 
@@ -122,6 +124,36 @@ class TrainConfig:
     output_dir: str = _path("checkpoints/default", "output")
 
 
+EXPORT_FORMATS = ("parquet", "nanogpt")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """The optional ``export`` stage: present when ``output_dir`` is set."""
+
+    formats: tuple[Literal["parquet", "nanogpt"], ...] = EXPORT_FORMATS
+    output_dir: str | None = _path(None, "output")
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """The optional ``stats`` stage: present when ``output_dir`` is set."""
+
+    top: int = _bounded(10, low=0)
+    output_dir: str | None = _path(None, "output")
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Where partition tasks run: ``local`` worker processes, or a Dask cluster at ``address``
+    (``tcp://host:8786``, or ``local`` for a cluster started on this machine)."""
+
+    kind: Literal["local", "dask"] = "local"
+    address: str | None = None
+    workers: int = _bounded(0, low=0)
+    timeout: float = _bounded(10.0, low=0.0)
+
+
 @dataclass(frozen=True)
 class Config:
     data: DataConfig = DataConfig()
@@ -129,14 +161,30 @@ class Config:
     tokenizer: TokenizerConfig = TokenizerConfig()
     encode: EncodeConfig = EncodeConfig()
     train: TrainConfig = TrainConfig()
+    export: ExportConfig = ExportConfig()
+    stats: StatsConfig = StatsConfig()
+    executor: ExecutorConfig = ExecutorConfig()
     output_root: str = _path(".", "input")
     state_dir: str = _path(".lmprep", "output")
     root: str = field(default=".", compare=False, metadata={INTERNAL: True})
     """The config file's directory (absolute; "." for a config not read from a file): what paths are relative to."""
 
+    @property
+    def project_root(self) -> str:
+        """``output_root`` as a path from the current directory: what the pipeline's lock records
+        paths relative to, so the lock is the same whichever directory lmprep runs in."""
+        return self.here(self.output_root)
+
     def out(self, value: str) -> str:
-        """An output key's value as a path relative to :attr:`root` (under ``output_root``)."""
-        return os.path.normpath(os.path.join(self.output_root, value))
+        """An output key's value as a path relative to :attr:`project_root` (it is written so)."""
+        return os.path.normpath(value)
+
+    def input(self, value: str) -> str:
+        """An input path of the config (relative to its directory) as a path relative to :attr:`project_root`
+        (an absolute one stays absolute)."""
+        if os.path.isabs(value):
+            return value
+        return os.path.relpath(os.path.join(self.root, value), os.path.join(self.root, self.output_root))
 
     def here(self, value: str | os.PathLike[str]) -> str:
         """A path relative to :attr:`root`, as one to open from the current directory: relative while it
@@ -149,7 +197,12 @@ class Config:
 
     def output_path(self, value: str) -> str:
         """An output key's value as a path to open from the current directory."""
-        return self.here(self.out(value))
+        return self.here(os.path.join(self.output_root, value))
+
+    def output_value(self, path: str | os.PathLike[str]) -> str:
+        """The value of an output key naming ``path`` (a path from the current directory): relative to
+        ``output_root``, as a command-line option's path is rewritten."""
+        return os.path.relpath(os.path.abspath(path), os.path.abspath(self.here(self.output_root)))
 
     def to_dict(self) -> dict[str, Any]:
         """The whole config as plain JSON-able data (tuples become lists)."""
@@ -644,6 +697,9 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
+    if not config.export.formats or len(set(config.export.formats)) != len(config.export.formats):
+        raise ConfigError(f"{origin('export.formats')}: export.formats must list distinct formats among {list(EXPORT_FORMATS)}, "
+                          f"got {list(config.export.formats)}")
     if "" in tok.special_tokens or len(set(tok.special_tokens)) != len(tok.special_tokens):
         raise ConfigError(f"{origin('tokenizer.special_tokens')}: tokenizer.special_tokens must be distinct non-empty strings, "
                           f"got {list(tok.special_tokens)}")

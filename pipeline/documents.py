@@ -3,20 +3,30 @@
 The prepare stage writes them and every later stage streams them back in
 record batches, so no stage holds the corpus in memory and document
 boundaries are kept exactly (a document may contain any character).
+
+A prepared directory holds one part file per input partition and split,
+``train/part-00000.arrow``, ``val/part-00000.arrow``, …, and ``parts.json``
+listing every part in corpus order with its documents, UTF-8 bytes and sha256,
+so a later stage plans its tasks (and fingerprints the data) without opening
+the parts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from pipeline import atomic, hashing
 from pipeline.errors import DataError
 
 SPLITS = ("train", "val")
+PARTS_FILE = "parts.json"
 SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False)])
 BATCH_DOCUMENTS = 4096
 
@@ -91,5 +101,61 @@ def text_offsets(column: pa.LargeStringArray) -> np.ndarray:
     return offsets[column.offset : column.offset + len(column) + 1]
 
 
-def prepared_path(directory: str | os.PathLike[str], split: str) -> Path:
-    return Path(directory) / f"{split}.arrow"
+def split_dir(directory: str | os.PathLike[str], split: str) -> Path:
+    return Path(directory) / split
+
+
+def part_path(directory: str | os.PathLike[str], split: str, index: int) -> Path:
+    return split_dir(directory, split) / f"part-{index:05d}.arrow"
+
+
+@dataclass(frozen=True)
+class PreparedPart:
+    """One part file as ``parts.json`` lists it (``file`` relative to the prepared directory)."""
+
+    index: int
+    file: str
+    documents: int
+    bytes: int
+    sha256: str
+
+
+def write_parts(directory: str | os.PathLike[str], parts: dict[str, list[PreparedPart]]) -> None:
+    atomic.write_json(Path(directory) / PARTS_FILE, {split: [asdict(p) for p in parts[split]] for split in SPLITS})
+
+
+def read_parts(directory: str | os.PathLike[str], split: str) -> list[PreparedPart]:
+    """The parts of ``split`` in corpus order."""
+    path = Path(directory) / PARTS_FILE
+    try:
+        return [PreparedPart(**entry) for entry in json.loads(path.read_text("utf-8"))[split]]
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing, so {directory} is not a prepared directory; run 'lmprep run prepare'") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{path}: malformed list of prepared parts ({exc!r}); re-run 'lmprep run prepare'") from None
+
+
+def write_prepared(directory: str | os.PathLike[str], splits: dict[str, list[Iterable[str]]]) -> None:
+    """A prepared directory from texts given per split and part (benchmarks, tests, other producers)."""
+    listing = {}
+    for split in SPLITS:
+        listing[split] = []
+        for index, texts in enumerate(splits.get(split, [])):
+            path = part_path(directory, split, index)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_documents(path, texts)
+            listing[split].append(PreparedPart(index=index, file=path.relative_to(directory).as_posix(),
+                                               documents=sum(1 for _ in iter_documents(path)),
+                                               bytes=count_bytes(path), sha256=hashing.sha256_file(path)))
+    write_parts(directory, listing)
+
+
+def split_fingerprint(parts: Iterable[PreparedPart]) -> str:
+    """The content hash of a split: its parts' checksums in order."""
+    return hashing.canonical_hash([[part.file, part.sha256] for part in parts])
+
+
+def iter_split_documents(directory: str | os.PathLike[str], split: str) -> Iterator[str]:
+    """Every document of a prepared split, in corpus order."""
+    for part in read_parts(directory, split):
+        yield from iter_documents(Path(directory) / part.file)

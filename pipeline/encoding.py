@@ -1,34 +1,31 @@
-"""Encode prepared documents into token shards with a pool of worker processes.
+"""Encode prepared documents into token shards: one task per prepared part file.
 
-The main process streams a prepared file's record batches from a memory map
-and cuts them into tasks of about 1 MB of UTF-8 (raw bytes and offsets, so it
-never decodes text itself); a worker decodes a task, encodes it with the
-tokenizer it loaded once from ``tokenizer.json``, adds the BOS/EOS IDs and
-returns flat IDs of the shard dtype. Results are consumed in submission
-order, so the shards are byte-identical for any number of workers, and at most
-``max_in_flight`` tasks exist at once, so memory stays flat as the corpus grows.
-
-The workers are plain module-level functions handed to any
-:class:`concurrent.futures.Executor`: a process pool here, a cluster executor
-later, a thread pool in tests.
+A task (:func:`encode_part`) reads its part file from storage, cuts it into
+runs of about 1 MB of UTF-8 (raw bytes and offsets), encodes each run with the
+tokenizer it loaded once per process from ``tokenizer.json``, adds the BOS/EOS
+IDs and writes its own shards, named after the part (``train-00003-00000.arrow``,
+…). It returns only their manifest entries; the driver joins them in part
+order, renames the shards to ``train-00000.arrow``, … in that order and writes
+``{split}.manifest.json`` last, so the output is byte-identical for any number
+of workers and a manifest never lists a shard a task did not finish. Each task
+holds one shard and one run in memory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from tqdm import tqdm
 
-from pipeline import atomic, documents, hashing
-from pipeline.errors import TokenizerError, TokenizerMismatchError
-from pipeline.parallel import ordered_map
-from pipeline.shards import Manifest, ShardStamp, ShardWriter, ids_dtype
+from pipeline import atomic, documents, hashing, storage
+from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
+from pipeline.executor import Tasks
+from pipeline.shards import Manifest, ShardStamp, ShardWriter, ids_dtype, join_manifests, shard_name, write_manifest
 from pipeline.tokenizer import Tokenizer
 
 TASK_BYTES = 1 << 20
@@ -155,52 +152,83 @@ def _task_bounds(offsets: np.ndarray, task_bytes: int) -> Iterator[tuple[int, in
         start = end
 
 
-def encode_split(source: str | os.PathLike[str], directory: str | os.PathLike[str], split: str, *,
-                 tokenizer_path: str | os.PathLike[str], executor: Executor, shard_tokens: int,
-                 bos_id: int | None = None, eos_id: int | None = None, max_in_flight: int = 8,
-                 task_bytes: int = TASK_BYTES, progress: bool = False) -> Manifest:
-    """Encode one prepared split file into ``directory``'s shard set for ``split``; return its manifest."""
-    source, path = Path(source), str(tokenizer_path)
-    tokenizer = share_tokenizer(path)
-    _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
-    stamp = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint, vocab_size=tokenizer.vocab_size,
-                       special_ids={"bos": bos_id, "eos": eos_id}, prepared_fingerprint=hashing.sha256_file(source))
-    writer = ShardWriter(directory, stamp, shard_tokens=shard_tokens)
-    tasks = iter_tasks(source, tokenizer, path, bos_id=bos_id, eos_id=eos_id, task_bytes=task_bytes)
-    tokens = 0
-    with _progress_bar(source, split, enabled=progress) as bar:
-        for batch in ordered_map(executor, encode_task, tasks, max_in_flight=max_in_flight):
-            writer.write(batch.ids, batch.offsets)
-            tokens += len(batch.ids)
-            _advance(bar, batch.text_bytes, tokens)
-    return writer.close()
+@dataclass(frozen=True)
+class PartJob:
+    """What one encode task needs: small and picklable."""
+
+    source: Path
+    out_dir: Path
+    stamp: ShardStamp
+    prefix: str
+    sha256: str
+    tokenizer_path: str
+    shard_tokens: int
+    bos_id: int | None
+    eos_id: int | None
+    task_bytes: int
+
+
+def encode_part(job: PartJob) -> Manifest:
+    """Task: encode one prepared part file into its own shards; return their (unsaved) manifest."""
+    if hashing.sha256_file(job.source) != job.sha256:
+        raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
+                        f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
+    tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
+    writer = ShardWriter(job.out_dir, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
+    for task in iter_tasks(job.source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
+                           task_bytes=job.task_bytes):
+        batch = encode_task(task)
+        writer.write(batch.ids, batch.offsets)
+    return writer.finish()
 
 
 def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
-                  splits: Iterable[str] = documents.SPLITS, **options) -> list[Manifest]:
-    """Encode every split into a fresh shard directory swapped in atomically.
+                  tokenizer_path: str | os.PathLike[str], tasks: Tasks, shard_tokens: int,
+                  bos_id: int | None = None, eos_id: int | None = None, splits: Iterable[str] = documents.SPLITS,
+                  task_bytes: int = TASK_BYTES, progress: bool = False) -> list[Manifest]:
+    """Encode every split into a fresh shard directory swapped in atomically; return the manifests.
 
-    An exception or a kill mid-way leaves the previous ``output_dir`` intact
-    (``options`` are :func:`encode_split`'s keywords).
+    An exception or a kill mid-way leaves the previous ``output_dir`` intact.
     """
+    path = str(storage.absolute(tokenizer_path))
+    tokenizer = share_tokenizer(path)
+    _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
+    prepared = storage.absolute(prepared_dir)
     with atomic.atomic_dir(output_dir) as staging:
-        return [encode_split(documents.prepared_path(prepared_dir, split), staging, split, **options)
-                for split in splits]
+        staging = storage.absolute(staging)
+        jobs: list[PartJob] = []
+        stamps = {}
+        for split in splits:
+            parts = documents.read_parts(prepared, split)
+            stamps[split] = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
+                                       vocab_size=tokenizer.vocab_size, special_ids={"bos": bos_id, "eos": eos_id},
+                                       prepared_fingerprint=documents.split_fingerprint(parts))
+            jobs += [PartJob(prepared / part.file, staging, stamps[split], f"{split}-{part.index:05d}", part.sha256,
+                             path, shard_tokens, bos_id, eos_id, task_bytes)
+                     for part in parts if part.documents]
+        results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs],
+                            desc="encode", progress=progress)
+        atomic.remove_temporaries_in(staging)
+        manifests = []
+        for split, stamp in stamps.items():
+            parts = [result for job, result in zip(jobs, results) if job.stamp.split == split]
+            manifest = _number_shards(staging, join_manifests(stamp, parts))
+            write_manifest(staging, manifest)
+            manifests.append(manifest)
+    return manifests
+
+
+def _number_shards(directory: Path, manifest: Manifest) -> Manifest:
+    """Rename the tasks' part-named shards to the set's names, ``{split}-00000.arrow``, … in part order."""
+    entries = []
+    for index, entry in enumerate(manifest.shards):
+        name = shard_name(manifest.stamp.split, index)
+        os.replace(directory / entry.file, directory / name)
+        entries.append(dataclasses.replace(entry, file=name))
+    return dataclasses.replace(manifest, shards=tuple(entries))
 
 
 def _check_special_ids(tokenizer: Tokenizer, path: str, *, bos_id: int | None, eos_id: int | None) -> None:
     for role, token_id in (("bos", bos_id), ("eos", eos_id)):
         if token_id is not None and not 0 <= token_id < tokenizer.vocab_size:
             raise TokenizerError(f"{role} ID {token_id} is outside the vocabulary of {path} ({tokenizer.vocab_size})")
-
-
-def _progress_bar(source: Path, split: str, *, enabled: bool) -> tqdm:
-    return tqdm(total=documents.count_bytes(source), desc=f"encode {split}", unit="B", unit_scale=True,
-                unit_divisor=1000, disable=not enabled, dynamic_ncols=True)
-
-
-def _advance(bar: tqdm, text_bytes: int, tokens: int) -> None:
-    """Bytes drive the bar (its rate is MB/s); the postfix adds the tokens so far and tokens/s."""
-    bar.update(text_bytes)
-    elapsed = bar.format_dict["elapsed"] or 1e-9
-    bar.set_postfix_str(f"{tokens:,} tokens, {tokens / elapsed / 1e6:.2f} Mtok/s", refresh=False)

@@ -1,47 +1,92 @@
-"""The prepare step: raw files → cleaned, de-duplicated train/val document files plus stats.
+"""The prepare step: raw files → cleaned, de-duplicated train/val part files plus stats.
 
-Reading, cleaning, filtering and writing stream one document at a time; the
-only state that grows is the de-duplication digest set. The output directory
-is built in a staging directory and swapped in whole, so an error (bad UTF-8,
-a bad JSON line, no document left for the train split) or an interrupt leaves
-the previous output untouched.
+Three rounds of partition tasks; each task reads its own files and writes its
+own, and the driver sees only counts and checksums:
+
+1. **scan** (one task per input partition): read, clean and filter the
+   documents; write the survivors to ``candidates-<p>`` and their 16-byte
+   BLAKE2b digests, grouped by bucket (digest modulo ``dedup_buckets``), to
+   ``digests-<p>``.
+2. **deduplicate** (one task per bucket): read the bucket's digests of every
+   partition in corpus order and mark each copy after the first, writing
+   ``duplicates-<b>`` (partition, position) pairs. A digest lives in one bucket,
+   so exact duplicates anywhere in the corpus meet in one task, and the first
+   copy in input order wins as in a single pass. Its memory is about 80 bytes
+   per document of its bucket: 10 million documents in 16 buckets cost ~50 MB
+   per task, and no process holds every digest.
+3. **write** (one task per input partition): drop the marked copies, send each
+   document to train or val by a seeded hash of its text, and write
+   ``train/part-<p>.arrow`` and ``val/part-<p>.arrow``.
+
+Part names come from the partition index, so the output is byte-identical for
+any number of workers. Everything is built in a staging directory swapped in
+whole: an error (bad UTF-8, a bad JSON line, no document left for the train
+split) or an interrupt leaves the previous output untouched.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import os
-from collections.abc import Iterator, Sequence
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import atomic
-from pipeline.cleaning import Deduplicator, PrepareStats, clean_text, drop_reason, split_of
+import numpy as np
+
+from pipeline import atomic, documents, hashing, storage
+from pipeline.cleaning import PrepareStats, clean_text, drop_reason, split_of
 from pipeline.config import PrepareConfig
-from pipeline.documents import SPLITS, DocumentWriter, prepared_path
+from pipeline.documents import SPLITS, DocumentWriter, PreparedPart
 from pipeline.errors import DataError
-from pipeline.sources import SourceFile, TextDecoder, read_documents
+from pipeline.executor import Tasks
+from pipeline.sources import Partition, SourceFile, TextDecoder, plan_partitions, read_partition
 
 STATS_FILE = "stats.json"
+WORK_DIR = ".work"
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    documents_read: int
+    characters_read: int
+    dropped: dict[str, int]
+
+
+@dataclass(frozen=True)
+class WrittenPart:
+    part: PreparedPart
+    characters: int
 
 
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
-                   progress: bool = False) -> PrepareStats:
-    """Write ``out_dir/train.arrow``, ``val.arrow`` and ``stats.json`` from ``files``; return the stats."""
-    stats = PrepareStats(files=len(files))
-    decoder = TextDecoder(settings.on_decode_error)
+                   tasks: Tasks, progress: bool = False) -> PrepareStats:
+    """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats."""
+    partitions = [Partition(p.index, _absolute(p.file), p.start, p.end)
+                  for p in plan_partitions(files, settings.partition_bytes)]
+    labels = [f"{p.index} ({p.describe()})" for p in partitions]
     with atomic.atomic_dir(out_dir) as staging:
-        writers = {split: DocumentWriter(prepared_path(staging, split)) for split in SPLITS}
-        try:
-            for text in _kept_documents(_raw_documents(files, decoder, progress), settings, stats):
-                split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
-                writers[split].write(text)
-                stats.count_kept(split, text)
-        finally:
-            for writer in writers.values():
-                writer.close()
-        stats.documents_read += decoder.skipped
-        stats.count_drop("decode_error", decoder.skipped)
+        staging = storage.absolute(staging)
+        work = staging / WORK_DIR
+        work.mkdir()
+        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels,
+                          desc="prepare: read and clean", progress=progress)
+        buckets = range(settings.dedup_buckets)
+        duplicates = tasks.map(functools.partial(find_duplicates, work, len(partitions)), buckets,
+                               labels=[f"dedup bucket {b}" for b in buckets], desc="prepare: deduplicate",
+                               progress=progress)
+        written = tasks.map(functools.partial(write_partition, settings, work, staging), partitions, labels=labels,
+                            desc="prepare: write", progress=progress)
+        shutil.rmtree(work)
+        for split in SPLITS:
+            atomic.remove_temporaries_in(documents.split_dir(staging, split))
+        documents.write_parts(staging, {split: [parts[split].part for parts in written] for split in SPLITS})
+        stats = _stats(len(files), scans, sum(duplicates), written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)
-        atomic.write_json(Path(staging) / STATS_FILE, stats.to_dict())
+        atomic.write_json(staging / STATS_FILE, stats.to_dict())
     return stats
 
 
@@ -63,27 +108,107 @@ def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
     return names + (f" and {len(files) - shown} more files" if len(files) > shown else "")
 
 
-def _kept_documents(texts: Iterator[str], settings: PrepareConfig, stats: PrepareStats) -> Iterator[str]:
-    """Clean, filter and de-duplicate, counting every document read and why any was dropped."""
-    seen = Deduplicator()
-    for raw in texts:
-        stats.documents_read += 1
-        stats.characters_read += len(raw)
-        text = clean_text(raw, normalize=settings.normalize)
-        reason = drop_reason(text, min_chars=settings.min_chars, max_chars=settings.max_chars)
-        if reason is None and not seen.is_new(text):
-            reason = "duplicate"
-        if reason is None:
-            yield text
-        else:
-            stats.count_drop(reason)
+def scan_partition(settings: PrepareConfig, work: Path, partition: Partition) -> ScanResult:
+    """Task: read, clean and filter one partition; write its candidates and their digests by bucket."""
+    decoder = TextDecoder(settings.on_decode_error)
+    read = characters = 0
+    dropped: dict[str, int] = {}
+    digests: list[bytes] = []
+    with atomic.atomic_path(work / f"candidates-{partition.index:05d}.arrow") as tmp, DocumentWriter(tmp) as writer:
+        for raw in read_partition(partition, decoder):
+            read += 1
+            characters += len(raw)
+            text = clean_text(raw, normalize=settings.normalize)
+            reason = drop_reason(text, min_chars=settings.min_chars, max_chars=settings.max_chars)
+            if reason is None:
+                writer.write(text)
+                digests.append(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+            else:
+                dropped[reason] = dropped.get(reason, 0) + 1
+    if decoder.skipped:
+        dropped["decode_error"] = decoder.skipped
+    _save_digests(work / f"digests-{partition.index:05d}.npz", digests, settings.dedup_buckets)
+    return ScanResult(read + decoder.skipped, characters, dropped)
 
 
-def _raw_documents(files: Sequence[SourceFile], decoder: TextDecoder, progress: bool) -> Iterator[str]:
-    from tqdm import tqdm
+def find_duplicates(work: Path, partitions: int, bucket: int) -> int:
+    """Task: mark every copy after the first among one bucket's digests; return how many were marked."""
+    digests, where = [], []
+    for index in range(partitions):
+        with np.load(work / f"digests-{index:05d}.npz") as saved:
+            start, end = saved["bounds"][bucket : bucket + 2]
+            digests.append(saved["digests"][start:end])
+            where.append(np.stack([np.full(end - start, index, dtype=np.int64), saved["positions"][start:end]], 1))
+    digests_all = np.concatenate(digests) if digests else np.zeros((0, 2), np.uint64)
+    where_all = np.concatenate(where) if where else np.zeros((0, 2), np.int64)
+    _, first = np.unique(digests_all.view(np.dtype((np.void, 16))).ravel(), return_index=True)
+    later = np.ones(len(digests_all), dtype=bool)
+    later[first] = False  # np.unique's index is the first occurrence, and the rows are in corpus order
+    with atomic.atomic_path(work / f"duplicates-{bucket:05d}.npy") as tmp, open(tmp, "wb") as handle:
+        np.save(handle, where_all[later])
+    return int(later.sum())
 
-    total = sum(file.path.stat().st_size for file in files)
-    with tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress,
-              leave=False) as bar:
-        for file in files:
-            yield from read_documents(file, decoder, progress=bar.update)
+
+def write_partition(settings: PrepareConfig, work: Path, staging: Path, partition: Partition) -> dict[str, WrittenPart]:
+    """Task: write one partition's surviving documents to its train and val part files."""
+    index = partition.index
+    dropped = _duplicates_of(work, index, settings.dedup_buckets)
+    paths = {split: documents.part_path(staging, split, index) for split in SPLITS}
+    counts = {split: [0, 0, 0] for split in SPLITS}  # documents, UTF-8 bytes, characters
+    with contextlib.ExitStack() as stack:
+        writers = {}
+        for split, path in paths.items():
+            path.parent.mkdir(exist_ok=True)
+            writers[split] = stack.enter_context(DocumentWriter(stack.enter_context(atomic.atomic_path(path))))
+        candidates = documents.iter_documents(work / f"candidates-{index:05d}.arrow")
+        for position, text in enumerate(candidates):
+            if position in dropped:
+                continue
+            split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
+            writers[split].write(text)
+            counts[split][0] += 1
+            counts[split][1] += len(text.encode("utf-8", "surrogatepass"))
+            counts[split][2] += len(text)
+    return {split: WrittenPart(PreparedPart(index=index, file=path.relative_to(staging).as_posix(),
+                                            documents=counts[split][0], bytes=counts[split][1],
+                                            sha256=hashing.sha256_file(path)), counts[split][2])
+            for split, path in paths.items()}
+
+
+def _save_digests(path: Path, digests: list[bytes], buckets: int) -> None:
+    """The digests as (n, 2) uint64, stably grouped by bucket, their positions and the bucket bounds."""
+    array = np.frombuffer(b"".join(digests), dtype=np.uint64).reshape(-1, 2)
+    bucket_of = array[:, 0] % np.uint64(buckets)
+    order = np.argsort(bucket_of, kind="stable")
+    bounds = np.searchsorted(bucket_of[order], np.arange(buckets + 1, dtype=np.uint64))
+    with atomic.atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, digests=array[order], positions=order.astype(np.int64), bounds=bounds)
+
+
+def _duplicates_of(work: Path, index: int, buckets: int) -> set[int]:
+    """Positions of partition ``index``'s candidates that an earlier copy makes duplicates."""
+    found: set[int] = set()
+    for bucket in range(buckets):
+        marked = np.load(work / f"duplicates-{bucket:05d}.npy", mmap_mode="r")
+        lo, hi = np.searchsorted(marked[:, 0], [index, index + 1])
+        found.update(marked[lo:hi, 1].tolist())
+    return found
+
+
+def _stats(files: int, scans: list[ScanResult], duplicates: int, written: list[dict[str, WrittenPart]]) -> PrepareStats:
+    stats = PrepareStats(files=files)
+    for scan in scans:
+        stats.documents_read += scan.documents_read
+        stats.characters_read += scan.characters_read
+        for reason, count in scan.dropped.items():
+            stats.count_drop(reason, count)
+    stats.count_drop("duplicate", duplicates)
+    for parts in written:
+        for split, written_part in parts.items():
+            stats.documents[split] += written_part.part.documents
+            stats.characters[split] += written_part.characters
+    return stats
+
+
+def _absolute(file: SourceFile) -> SourceFile:
+    return SourceFile(storage.absolute(file.path), file.format, file.separator, file.field)

@@ -6,6 +6,12 @@ document, which *is* one document). Files are matched by the globs of the
 config, in sorted order, so the corpus order — and therefore which copy of a
 duplicate is kept — is the same on every machine.
 
+A task reads one :class:`Partition`: a whole file, a byte range of a large
+uncompressed file of lines (``.jsonl``, or ``.txt`` with ``separator: line``)
+or a run of Parquet row groups. A byte range holds the lines that *start*
+inside it, so consecutive ranges hold every line exactly once whatever their
+size. Other files (gzip, other separators) are one partition each.
+
 Invalid UTF-8 is an error naming the file and byte offset unless the config
 opts into ``replace`` or ``skip`` (drop the document).
 """
@@ -13,18 +19,18 @@ opts into ``replace`` or ``skip`` (drop the document).
 from __future__ import annotations
 
 import contextlib
-import glob
 import gzip
 import io
 import json
 import os
 import sys
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pipeline import storage
 from pipeline.config import SourceConfig
 from pipeline.errors import DataError
 
@@ -34,7 +40,6 @@ _FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl"
 _CHUNK = 1 << 20
 _PARQUET_BATCH = 1024
 
-ProgressCallback = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -83,9 +88,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     base = Path(root)
     files = []
     for source in sources:
-        # glob.glob, unlike Path.glob, skips hidden files such as temporaries of interrupted writers
-        matches = sorted(p for p in map(base.joinpath, glob.glob(source.glob, root_dir=base, recursive=True))
-                         if p.is_file())
+        matches = storage.glob_files(source.glob, base)
         if not matches:
             raise DataError(f"{label} {source.glob!r} matches no files under {base.resolve()}")
         files.extend(_source_file(path, source) for path in matches)
@@ -106,17 +109,82 @@ def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
     return files
 
 
-def read_documents(file: SourceFile, decoder: TextDecoder, *,
-                   progress: ProgressCallback | None = None) -> Iterator[str]:
-    """The documents of one raw file, streamed."""
+@dataclass(frozen=True)
+class Partition:
+    """What one task reads: ``file``'s bytes ``[start, end)``, or its row groups ``[start, end)`` for
+    Parquet; ``end`` None means to the end of the file. ``index`` is its place in the corpus order."""
+
+    index: int
+    file: SourceFile
+    start: int = 0
+    end: int | None = None
+
+    def describe(self) -> str:
+        """The partition as error messages and logs name it."""
+        if self.start == 0 and self.end is None:
+            return str(self.file.path)
+        unit = "row groups" if self.file.format == "parquet" else "bytes"
+        return f"{self.file.path} {unit} {self.start}-{'end' if self.end is None else self.end}"
+
+
+def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[Partition]:
+    """Cut the files into partitions of about ``partition_bytes`` each, in corpus order.
+
+    Reads only file sizes and Parquet footers, so the driver never touches the text.
+    """
+    ranges = [bounds for file in files for bounds in _file_ranges(file, partition_bytes)]
+    return [Partition(index, file, start, end) for index, (file, start, end) in enumerate(ranges)]
+
+
+def _file_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[SourceFile, int, int | None]]:
+    if file.format == "parquet" and file.path.suffix != ".gz":
+        return [(file, start, end) for start, end in _row_group_ranges(file, partition_bytes)]
+    if not _splits_by_line(file):
+        return [(file, 0, None)]
+    starts = range(0, max(storage.size(file.path), 1), partition_bytes)
+    return [(file, start, None if start == starts[-1] else start + partition_bytes) for start in starts]
+
+
+def _splits_by_line(file: SourceFile) -> bool:
+    return file.path.suffix != ".gz" and (file.format == "jsonl" or (file.format == "txt" and file.separator == "line"))
+
+
+def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int, int | None]]:
+    """Runs of consecutive row groups of about ``partition_bytes`` compressed bytes."""
+    with _open_binary(file.path) as stream:
+        groups = _parquet_file(file, stream).metadata
+    ranges, start, size = [], 0, 0
+    for index in range(groups.num_row_groups):
+        size += groups.row_group(index).total_byte_size
+        if size >= partition_bytes:
+            ranges.append((start, index + 1))
+            start, size = index + 1, 0
+    if start < groups.num_row_groups or not ranges:
+        ranges.append((start, None))
+    else:
+        ranges[-1] = (ranges[-1][0], None)
+    return ranges
+
+
+def read_partition(partition: Partition, decoder: TextDecoder) -> Iterator[str]:
+    """The documents of one partition, streamed."""
+    file = partition.file
     if file.format == "parquet":
-        yield from _read_parquet(file, progress)
+        yield from _read_parquet(file, partition.start, partition.end)
         return
-    with _open_binary(file.path, progress) as stream:
+    with _open_binary(file.path) as stream:
+        if partition.start or partition.end is not None:
+            stream.seek(partition.start)
+        lines = _lines(stream, partition.start, partition.end)
         if file.format == "jsonl":
-            yield from _read_jsonl(stream, file, decoder)
+            yield from _read_jsonl(lines, file, decoder)
         else:
-            yield from _read_txt(stream, file, decoder)
+            yield from _read_txt(stream, lines, file, decoder)
+
+
+def read_documents(file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
+    """The documents of one whole raw file, streamed."""
+    yield from read_partition(Partition(0, file), decoder)
 
 
 def _source_file(path: Path, source: SourceConfig) -> SourceFile:
@@ -135,9 +203,10 @@ def _format_from_name(path: Path) -> str:
 # -- txt ------------------------------------------------------------------
 
 
-def _read_txt(stream: BinaryIO, file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
+def _read_txt(stream: BinaryIO, lines: Iterator[tuple[int, bytes]], file: SourceFile,
+              decoder: TextDecoder) -> Iterator[str]:
     if file.separator == "line":
-        pieces = _split_lines(stream)
+        pieces = ((offset, line.rstrip(b"\r\n") if line.endswith(b"\n") else line) for offset, line in lines)
     elif file.separator == "blank_line":
         pieces = _split_blank_lines(stream)
     elif file.separator == "document":
@@ -150,11 +219,20 @@ def _read_txt(stream: BinaryIO, file: SourceFile, decoder: TextDecoder) -> Itera
             yield text
 
 
-def _split_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """Each line without its terminator (\\n or \\r\\n)."""
-    offset = 0
+def _lines(stream: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, bytes]]:
+    """Each line (with its terminator) that starts in ``[start, end)`` of a stream positioned at ``start``.
+
+    A range that does not start the file begins after the first newline at or after ``start - 1``:
+    the line running through ``start`` belongs to the range before.
+    """
+    offset = start
+    if start > 0:
+        stream.seek(start - 1)
+        offset = start - 1 + len(stream.readline())
     for line in stream:
-        yield offset, line.rstrip(b"\r\n") if line.endswith(b"\n") else line
+        if end is not None and offset >= end:
+            return
+        yield offset, line
         offset += len(line)
 
 
@@ -198,48 +276,85 @@ def _split_literal(stream: BinaryIO, separator: bytes) -> Iterator[tuple[int, by
 # -- jsonl ----------------------------------------------------------------
 
 
-def _read_jsonl(stream: BinaryIO, file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
-    offset = 0
-    for number, line in enumerate(stream, start=1):
+def _read_jsonl(lines: Iterator[tuple[int, bytes]], file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
+    for offset, line in lines:
         text = decoder.decode(line, path=file.path, offset=offset) if line.strip() else None
-        offset += len(line)
         if text is not None:
-            yield _json_field(text, file, number)
+            yield _json_field(text, file, offset)
 
 
-def _json_field(line: str, file: SourceFile, number: int) -> str:
+def _line_number(path: Path, offset: int) -> int:
+    """The 1-based number of the line starting at byte ``offset`` (counted only to report an error)."""
+    newlines, remaining = 0, offset
+    with _open_binary(path) as stream:
+        while remaining and (block := stream.read(min(_CHUNK, remaining))):
+            newlines += block.count(b"\n")
+            remaining -= len(block)
+    return newlines + 1
+
+
+def _json_field(line: str, file: SourceFile, offset: int) -> str:
     try:
         record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{file.path}:{number}: bad JSON line ({exc.msg} at column {exc.colno}); "
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: bad JSON line ({_json_reason(exc)}); "
                         "each line must be one JSON object") from None
     if not isinstance(record, dict):
-        raise DataError(f"{file.path}:{number}: expected a JSON object, got {type(record).__name__}")
+        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: expected a JSON object, got {type(record).__name__}")
     if file.field not in record:
-        raise DataError(f"{file.path}:{number}: no field {file.field!r} (fields: {', '.join(sorted(record))}); "
+        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: no field {file.field!r} (fields: {', '.join(sorted(record))}); "
                         "set field: in data.sources")
     value = record[file.field]
     if not isinstance(value, str):
-        raise DataError(f"{file.path}:{number}: field {file.field!r} must be a string, "
+        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: field {file.field!r} must be a string, "
                         f"got {type(value).__name__}")
     return value
+
+
+def _json_reason(exc: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` refused a line: a syntax error, an integer over Python's digit limit, deep nesting."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return " ".join(str(exc).split())[:120]
 
 
 # -- parquet --------------------------------------------------------------
 
 
-def _read_parquet(file: SourceFile, progress: ProgressCallback | None) -> Iterator[str]:
+def _parquet_file(file: SourceFile, stream: BinaryIO) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with _open_binary(file.path, progress) as stream:
-        try:
-            parquet = pq.ParquetFile(stream)
-        except (pa.ArrowException, OSError) as exc:
-            raise DataError(f"{file.path}: not a readable parquet file ({exc})") from None
-        _check_column(parquet.schema_arrow, file, pa)
-        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH, columns=[file.field]):
-            yield from (text or "" for text in batch.column(0).to_pylist())
+    try:
+        parquet = pq.ParquetFile(stream)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{file.path}: not a readable parquet file ({exc})") from None
+    _check_column(parquet.schema_arrow, file, pa)
+    return parquet
+
+
+def _read_parquet(file: SourceFile, start: int, end: int | None) -> Iterator[str]:
+    import pyarrow as pa
+
+    with _open_binary(file.path) as stream:
+        parquet = _parquet_file(file, stream)
+        groups = range(start, parquet.metadata.num_row_groups if end is None else end)
+        batches = parquet.iter_batches(batch_size=_PARQUET_BATCH, columns=[file.field], row_groups=groups)
+        while (texts := _next_texts(batches, file, pa)) is not None:
+            yield from texts
+
+
+def _next_texts(batches: Iterator[Any], file: SourceFile, pa: Any) -> list[str] | None:
+    """The next batch's texts, None after the last; a corrupt page or invalid UTF-8 is a DataError."""
+    try:
+        batch = next(batches, None)
+        return None if batch is None else [text or "" for text in batch.column(0).to_pylist()]
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{file.path}: corrupt parquet data ({' '.join(str(exc).split())[:200]})") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{file.path}: column {file.field!r} holds invalid UTF-8; fix the file") from None
 
 
 def _check_column(schema: Any, file: SourceFile, pa: Any) -> None:
@@ -262,7 +377,7 @@ def format_of(path: Path) -> str | None:
 
 def head_bytes(path: Path, limit: int) -> bytes:
     """Up to ``limit`` bytes of the file's (decompressed) data."""
-    with _open_binary(path, None) as stream:
+    with _open_binary(path) as stream:
         return stream.read(limit)
 
 
@@ -271,7 +386,7 @@ def string_columns(path: Path) -> list[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with _open_binary(path, None) as stream:
+    with _open_binary(path) as stream:
         try:
             schema = pq.ParquetFile(stream).schema_arrow
         except (pa.ArrowException, OSError) as exc:
@@ -282,45 +397,13 @@ def string_columns(path: Path) -> list[str]:
 # -- opening --------------------------------------------------------------
 
 
-class _CountingReader(io.RawIOBase):
-    """Reports the raw (compressed) bytes read, for a progress bar that moves inside big files."""
-
-    def __init__(self, raw: BinaryIO, progress: ProgressCallback):
-        self._raw = raw
-        self._progress = progress
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return self._raw.seekable()
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return self._raw.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._raw.tell()
-
-    def readinto(self, buffer: Any) -> int:
-        count = self._raw.readinto(buffer)
-        self._progress(count or 0)
-        return count
-
-    def close(self) -> None:
-        self._raw.close()
-        super().close()
-
-
 @contextlib.contextmanager
-def _open_binary(path: Path, progress: ProgressCallback | None) -> Iterator[BinaryIO]:
+def _open_binary(path: Path) -> Iterator[BinaryIO]:
     """A buffered binary stream of the file's (decompressed) bytes; ``-`` is standard input."""
     if str(path) == STDIN:
         yield sys.stdin.buffer
         return
-    raw: Any = open(path, "rb", buffering=0)
-    if progress is not None:
-        raw = _CountingReader(raw, progress)
-    with io.BufferedReader(raw, buffer_size=_CHUNK) as buffered:
+    with io.BufferedReader(storage.open_input(path), buffer_size=_CHUNK) as buffered:
         if path.suffix != ".gz":
             yield buffered
             return

@@ -10,16 +10,16 @@ Validation uses its own generator, reseeded for every evaluation, so every
 evaluation scores the same val windows and evaluating never shifts the
 training batches.
 
-``train.steps`` counts the steps to train on the current shards. A checkpoint
-directory is resumed only when the weights in it are what the current settings
-would have produced so far: same tokenizer fingerprint (hence vocab size) and
-same weight-shaping settings, i.e. every ``train`` key except ``steps``,
-``eval_every``, ``eval_batches`` and ``output_dir`` (so ``dim``, ``tie_weights``,
-``context``, ``batch_size``, ``lr``, ``weight_decay``, ``seed``). Then it continues on the same
-shards up to ``train.steps`` (raising it continues training), or on changed
-shards (new data, frozen tokenizer) for ``train.steps`` more steps, counted from
-the step where the data changed; a checkpoint that already has ``train.steps``
-steps on these shards is left as it is.
+``train.steps`` is the step the checkpoint reaches: an absolute target, whatever
+happened before. A checkpoint directory is resumed only when the weights in it
+are what the current settings would have produced so far: same tokenizer
+fingerprint (hence vocab size) and same weight-shaping settings, i.e. every
+``train`` key except ``steps``, ``eval_every``, ``eval_batches`` and
+``output_dir`` (so ``dim``, ``tie_weights``, ``context``, ``batch_size``, ``lr``,
+``weight_decay``, ``seed``), and when it is below ``train.steps``. It then
+continues up to step ``train.steps``, on the current shards (which may be new
+data encoded with the same, frozen, tokenizer). A checkpoint already at
+``train.steps`` on these shards is left as it is.
 
 Otherwise training starts from scratch, and only once it has succeeded is the
 old directory renamed aside (never deleted) and the new one swapped in; a run
@@ -27,8 +27,17 @@ that fails or is interrupted leaves the old checkpoint where it was. The suffix
 says why: ``default-<fp12>`` holds the checkpoint of the previous tokenizer
 (its fingerprint's first 12 hex digits), ``default-old-lr-seed``
 one trained with the previous ``train.lr`` and ``train.seed``,
-``default-old-steps`` one that already had more steps on these shards than
-``train.steps`` now asks for, and ``default-unreadable`` one that could not be read.
+``default-old-steps`` one already past ``train.steps``, ``default-old-data`` one
+already at ``train.steps`` when the shards changed (raise ``train.steps`` to
+continue it on the new shards instead), ``default-forced`` one replaced by
+``lmprep run train --force``, and ``default-unreadable`` one that could not be read.
+The suffix is decided when the directory moves, from the checkpoint in it then:
+if another run replaced it meanwhile, the name is that checkpoint's, and
+``default-replaced`` when it needed no setting aside.
+
+Each metrics record holds the loss in nats per token and in bits per byte
+(nats / ln 2 × tokens / UTF-8 bytes of the split): unlike the first, the second
+compares across tokenizers. The first record after a resume is marked.
 
 With ``train.checkpoint_every: N`` the run also saves a checkpoint every N steps
 into ``default.partial/`` (atomically), so a kill loses at most N steps: the next
@@ -139,15 +148,22 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
 
 
 def plan_resume(
-    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, settings: TrainConfig, shard_fingerprint: str,
+    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, settings: TrainConfig,
+    shard_fingerprint: str | None, retrain: bool = False,
 ) -> ResumePlan:
-    """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``."""
+    """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``.
+
+    ``retrain`` sets any checkpoint aside (``--force``).
+    """
     if not checkpoint_file(directory).exists():
         return ResumePlan("fresh", "no previous checkpoint")
     try:
         checkpoint = read_checkpoint(directory)
     except CheckpointError as exc:
         return ResumePlan("set_aside", f"the previous checkpoint is unreadable ({exc})", tag="unreadable")
+    if retrain:
+        return ResumePlan("set_aside", f"retraining as forced (the checkpoint was at step {checkpoint.step:,})",
+                          checkpoint, tag="forced")
     old, new = checkpoint.tokenizer.fingerprint[:12], tokenizer.fingerprint[:12]
     if checkpoint.tokenizer.fingerprint != tokenizer.fingerprint:
         return ResumePlan("set_aside", f"the tokenizer changed ({old} → {new})", checkpoint, tag=old)
@@ -169,29 +185,22 @@ def changed_settings(recorded: Mapping[str, Any], settings: TrainConfig) -> dict
     }
 
 
-def _plan_steps(checkpoint: Checkpoint, steps: int, shard_fingerprint: str) -> ResumePlan:
-    """Resume, keep or set aside a checkpoint trained with the current settings, by its steps on these shards."""
-    start = data_start_step(checkpoint, shard_fingerprint)
-    done = checkpoint.step - start
-    if done > steps:
-        return ResumePlan("set_aside", f"train.steps was lowered (the checkpoint has {done} steps on these shards, "
-                          f"train.steps={steps})", checkpoint, tag="old-steps")
-    if done == steps:
-        return ResumePlan("done", f"the checkpoint already has {done} steps on these shards with these settings "
-                          f"(train.steps={steps})", checkpoint)
-    if checkpoint.shard_fingerprint != shard_fingerprint:
-        return ResumePlan("resume", f"the shards changed; continuing from step {checkpoint.step} for "
-                          f"{steps} steps on the new shards", checkpoint)
-    return ResumePlan("resume", f"resuming from step {checkpoint.step} to step {start + steps}", checkpoint)
-
-
-def data_start_step(checkpoint: Checkpoint | None, shard_fingerprint: str) -> int:
-    """The step at which training on the shards ``shard_fingerprint`` began (or begins now)."""
-    if checkpoint is None:
-        return 0
-    if checkpoint.shard_fingerprint != shard_fingerprint:
-        return checkpoint.step
-    return int(checkpoint.extra.get("data_start_step", 0))
+def _plan_steps(checkpoint: Checkpoint, steps: int, shard_fingerprint: str | None) -> ResumePlan:
+    """Resume, keep or set aside a checkpoint trained with the current settings, by its step and its shards."""
+    step, same_shards = checkpoint.step, checkpoint.shard_fingerprint == shard_fingerprint
+    if step > steps:
+        return ResumePlan("set_aside", f"train.steps={steps:,} is below the checkpoint's step {step:,}",
+                          checkpoint, tag="old-steps")
+    if step == steps and same_shards:
+        return ResumePlan("done", f"the checkpoint is at step {step:,} = train.steps on these shards with these "
+                          "settings", checkpoint)
+    if step == steps:
+        return ResumePlan("set_aside", f"the shards changed and the checkpoint is already at train.steps={steps:,} "
+                          "(raise train.steps to continue it on the new shards instead)", checkpoint, tag="old-data")
+    if not same_shards:
+        return ResumePlan("resume", f"the shards changed; continuing from step {step:,} to step {steps:,} on the "
+                          "new shards", checkpoint)
+    return ResumePlan("resume", f"resuming from step {step:,} to step {steps:,}", checkpoint)
 
 
 def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
@@ -215,8 +224,9 @@ def train_checkpoint_dir(
     tokenizer_file: str | os.PathLike[str] | None = None,
     progress: bool = False,
     notify: Notify = _ignore,
+    retrain: bool = False,
 ) -> TrainSummary:
-    """Train into ``settings.output_dir``: resume or start fresh, then swap in atomically.
+    """Train into ``settings.output_dir``: resume or start fresh (always with ``retrain``), then swap in atomically.
 
     Training writes into a staging directory and the old checkpoint directory is
     set aside only after training has succeeded, so a failed or interrupted run
@@ -227,10 +237,11 @@ def train_checkpoint_dir(
     directory = Path(settings.output_dir)
     model_config = model_config_for(settings, tokenizer)
     _check_inputs(settings, tokenizer, model_config, train_set, val_set)  # before anything is written
-    plan = plan_resume(directory, tokenizer=tokenizer, settings=settings, shard_fingerprint=train_set.fingerprint)
+    plan = plan_resume(directory, tokenizer=tokenizer, settings=settings, shard_fingerprint=train_set.fingerprint,
+                       retrain=retrain)
     if plan.action == "done":
         notify(f"nothing to train: {plan.reason}; raise train.steps to train further, "
-               f"or delete {directory} to retrain from scratch")
+               "or pass --force to retrain from scratch")
         return TrainSummary(checkpoint=plan.checkpoint.path, start_step=plan.checkpoint.step,
                             step=plan.checkpoint.step)
     resume = _announce(plan, notify)
@@ -242,9 +253,14 @@ def train_checkpoint_dir(
     with atomic.atomic_dir(directory) as staging:
         summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set, output_dir=staging,
                         resume=interrupted or resume, tokenizer_file=tokenizer_file,
-                        partial_dir=partial if settings.checkpoint_every else None, progress=progress, notify=notify)
+                        partial_dir=partial if settings.checkpoint_every else None,
+                        run_start=resume.step if resume is not None else 0, progress=progress, notify=notify)
         if plan.action == "set_aside":
-            notify(f"moved the old checkpoint to {set_aside(directory, plan.tag)}")
+            # named after the checkpoint there now, which another run may have replaced while this one trained
+            now = plan_resume(directory, tokenizer=tokenizer, settings=settings,
+                              shard_fingerprint=train_set.fingerprint, retrain=retrain)
+            if now.action != "fresh":
+                notify(f"moved the old checkpoint to {set_aside(directory, now.tag or 'replaced')}")
     if partial.exists():
         shutil.rmtree(partial)
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
@@ -259,21 +275,21 @@ def partial_dir(directory: str | os.PathLike[str]) -> Path:
 def _interrupted_run(partial: Path, resume: Checkpoint | None, *, tokenizer: TokenizerLike, settings: TrainConfig,
                      shard_fingerprint: str) -> Checkpoint | None:
     """The checkpoint an interrupted run left in ``partial``, if this run is that run continued:
-    same tokenizer, weight-shaping settings and shards, started from the same point (``resume``'s
-    step on these shards, or from scratch), and not past ``train.steps``. Anything else is ignored
-    (and overwritten by this run's own periodic checkpoints)."""
+    same tokenizer, weight-shaping settings and shards, begun at the same step (``resume``'s, or 0),
+    and not past ``train.steps``. Anything else is ignored (and overwritten by this run's own
+    periodic checkpoints)."""
     if not checkpoint_file(partial).exists():
         return None
     try:
         checkpoint = read_checkpoint(partial)
     except CheckpointError:
         return None
-    start = data_start_step(resume, shard_fingerprint)
+    start = resume.step if resume is not None else 0
     same_run = (checkpoint.tokenizer.fingerprint == tokenizer.fingerprint
                 and not changed_settings(checkpoint.train_config, settings)
                 and checkpoint.shard_fingerprint == shard_fingerprint
-                and checkpoint.extra.get("data_start_step") == start
-                and (resume.step if resume is not None else 0) < checkpoint.step <= start + settings.steps)
+                and checkpoint.extra.get("run_start") == start
+                and start < checkpoint.step <= settings.steps)
     return checkpoint if same_run else None
 
 
@@ -309,42 +325,49 @@ def train(
     resume: Checkpoint | None = None,
     tokenizer_file: str | os.PathLike[str] | None = None,
     partial_dir: str | os.PathLike[str] | None = None,
+    run_start: int | None = None,
     progress: bool = False,
     notify: Notify = _ignore,
 ) -> TrainSummary:
-    """Train ``settings.steps`` steps on ``train_set`` (counting those ``resume`` already did on it)
+    """Train from ``resume`` (or from scratch) up to step ``settings.steps`` on ``train_set``
     and write checkpoint, metrics and loss plot into ``output_dir``, with a copy of ``tokenizer_file``
     (the file ``tokenizer`` was loaded from) so that the directory is usable on its own. With
-    ``partial_dir``, every ``settings.checkpoint_every`` steps the same is saved there (atomically)."""
+    ``partial_dir``, every ``settings.checkpoint_every`` steps the same is saved there (atomically);
+    ``run_start`` is the step the run began at, when ``resume`` is a checkpoint of it interrupted."""
     model_config = model_config_for(settings, tokenizer)
     _check_inputs(settings, tokenizer, model_config, train_set, val_set)
     if val_set is None or not _holds_window(val_set, settings.context):
         notify(f"the val split has no window of {settings.context + 1} tokens; skipping validation")
         val_set = None
-    data_start = data_start_step(resume, train_set.fingerprint)
+    factors = {split.split: _bits_per_byte_factor(split, tokenizer) for split in (train_set, val_set) if split}
+    run_start = run_start if run_start is not None else (resume.step if resume is not None else 0)
 
-    def save(directory: Path, run: _Run, *, plot: bool = True) -> Path:
+    def save(directory: Path, run: _Run, *, final: bool) -> Path:
+        _add_bits_per_byte(run.metrics[first:], factors)  # idempotent: also on the records a partial save had
         path = save_checkpoint(
             directory, model=run.model, step=run.step, tokenizer=tokenizer,
             shard_fingerprint=train_set.fingerprint, train_config=dataclasses.asdict(settings),
             optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
-            extra={"data_start_step": data_start, "special_ids": dict(train_set.special_ids)},
+            extra={"special_ids": dict(train_set.special_ids), "run_start": run_start},
         )
-        _write_metrics(directory, run.metrics, plot=plot)
+        if final and resume is not None and len(run.metrics) > first:
+            run.metrics[first] |= {"resumed": True, "new_shards": resume.shard_fingerprint != train_set.fingerprint}
+        _write_metrics(directory, run.metrics, plot=final)
         if tokenizer_file is not None:
             atomic.write_bytes(directory / TOKENIZER_FILE, Path(tokenizer_file).read_bytes())
         return path
 
     def save_partial(run: _Run) -> None:
         with atomic.atomic_dir(partial_dir) as staging:
-            save(staging, run, plot=False)
+            save(staging, run, final=False)
 
     every = settings.checkpoint_every if partial_dir is not None else None
     with _deterministic():
         run = _start(settings, model_config, resume)
-        summary = _loop(run, settings, train_set, val_set, target=data_start + settings.steps, progress=progress,
+        first = len(run.metrics)
+        summary = _loop(run, settings, train_set, val_set, target=settings.steps, progress=progress,
                         every=every, on_every=save_partial)
-        path = save(Path(output_dir), run)
+        path = save(Path(output_dir), run, final=True)
     return dataclasses.replace(summary, checkpoint=path)
 
 
@@ -456,6 +479,21 @@ def _evaluate(model: BigramLM, val_set: ShardSet, settings: TrainConfig) -> floa
     return float(np.mean(losses))
 
 
+def _bits_per_byte_factor(shard_set: ShardSet, tokenizer: TokenizerLike) -> float | None:
+    """What turns a mean loss in nats per token into bits per byte of the split's text."""
+    from pipeline.shard_stats import text_bytes
+
+    size = text_bytes(shard_set, tokenizer)
+    return shard_set.num_tokens / (size * math.log(2)) if size else None
+
+
+def _add_bits_per_byte(records: list[dict[str, Any]], factors: Mapping[str, float | None]) -> None:
+    for record in records:
+        for split, factor in factors.items():
+            if f"{split}_loss" in record and factor is not None:
+                record[f"{split}_bits_per_byte"] = record[f"{split}_loss"] * factor
+
+
 def _holds_window(shard_set: ShardSet, context: int) -> bool:
     return any(shard.num_tokens > context for shard in shard_set.shards)
 
@@ -512,17 +550,30 @@ def _write_metrics(directory: Path, metrics: list[dict[str, Any]], *, plot: bool
 
 
 def _plot_losses(path: Path, metrics: list[dict[str, Any]]) -> None:
-    """Train and val loss against step, drawn with Agg (no display, no pyplot state)."""
+    """Loss against step, in nats per token (left) and bits per byte (right), resumes marked by dashed lines.
+
+    Drawn with Agg (no display, no pyplot state). Bits per byte do not depend on the tokenizer,
+    so runs with byte and char tokenizers, or different vocabulary sizes, compare on the right.
+    """
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(6, 4), dpi=100)
-    axes = figure.add_subplot()
-    train = [(r["step"], r["train_loss"]) for r in metrics if "train_loss" in r]
-    val = [(r["step"], r["val_loss"]) for r in metrics if "val_loss" in r]
-    axes.plot(*zip(*train), label="train", linewidth=1)
-    if val:
-        axes.plot(*zip(*val), marker="o", label="val")
-    axes.set(xlabel="step", ylabel="cross-entropy loss", title="training loss")
-    axes.legend()
+    figure = Figure(figsize=(11, 4), dpi=100, layout="constrained")
+    nats, bits = figure.subplots(1, 2)
+    for axes, unit, label in ((nats, "loss", "cross-entropy, nats per token"),
+                              (bits, "bits_per_byte", "bits per byte of text")):
+        for split, style in (("train", {"linewidth": 1}), ("val", {"marker": "o"})):
+            points = [(r["step"], r[f"{split}_{unit}"]) for r in metrics if f"{split}_{unit}" in r]
+            if points:
+                axes.plot(*zip(*points), label=split, **style)
+        for record in metrics:
+            if record.get("resumed"):
+                why = "resumed on new shards" if record.get("new_shards") else "resumed"
+                axes.axvline(record["step"] - 1, color="grey", linestyle="--", linewidth=1)
+                axes.annotate(f"{why} at step {record['step'] - 1:,}", (record["step"] - 1, 1), xycoords=("data", "axes fraction"),
+                              rotation=90, va="top", ha="right", fontsize=8, color="grey")
+        axes.set(xlabel="step", ylabel=label)
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.suptitle("training loss")
     with atomic.atomic_path(path) as tmp:
         figure.savefig(tmp, format="png")

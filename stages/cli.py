@@ -114,7 +114,7 @@ def os_error_message(exc: OSError) -> str:
 
 
 @click.group("lmprep", cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="lmprep")
+@click.version_option(None, "-V", "--version", package_name="lmprep")
 def cli() -> None:
     """Turn a folder of raw text into a tokenizer, Arrow token shards and a checkpoint."""
 

@@ -2,34 +2,57 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import click
 
 from pipeline.config import Config, Origins, dump_yaml, resolved_size
+from pipeline.errors import ConfigError
 from pipeline.runner import Pipeline
-from stages.options import config_options
-from stages.registry import CHECKPOINT_STAGES, build_stages
+from stages.options import config_file, config_options
+from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, build_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
+    """The pipeline of ``config``, rooted in its ``output_root`` (the project root)."""
+    path = config_file()
+    guarded = {f"the config file {path!r}": os.path.abspath(path)} if path is not None else {}
     return Pipeline(build_stages(config), param_value=config.value, state_dir=config.out(config.state_dir),
-                    root=config.here("."), log=click.echo)
+                    root=config.project_root, guarded=guarded, log=click.echo)
 
 
-@click.command()
+@click.command(help=f"""Run the stale stages (all, or STAGE... and what they depend on), in order.
+
+While another run is going on in the same state dir, wait for it to finish first.
+
+\b
+Stages: {', '.join(STAGE_NAMES)}
+(export and stats when the config sets export.output_dir / stats.output_dir).
+--force on train retrains from scratch (the old checkpoint is set aside).""")
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
 @click.option("--no-wait", is_flag=True, help="Fail at once if another run is going on here, instead of waiting for it.")
+@click.option("--executor", "executor_kind", type=click.Choice(["local", "dask"]), default=None,
+              help="Run the tasks in local processes or on the Dask cluster at executor.address "
+                   "[default: executor.kind].")
 @config_options
-def run(stages: tuple[str, ...], force: bool, no_wait: bool, config: Config) -> None:
+def run(stages: tuple[str, ...], force: bool, no_wait: bool, executor_kind: str | None, config: Config) -> None:
     """Run the stale stages (all, or STAGE... and what they depend on), in order.
 
     While another run is going on in the same state dir, wait for it to finish first.
     """
-    make_pipeline(config).run(list(stages) or None, force=force, wait=not no_wait)
+    if executor_kind is not None:
+        config = dataclasses.replace(config, executor=dataclasses.replace(config.executor, kind=executor_kind))
+    pipeline = make_pipeline(config)
+    declared = {stage.name for stage in pipeline.stages}
+    for name in stages:
+        if name in STAGE_NAMES and name not in declared:
+            raise ConfigError(f"stage '{name}' is not declared by this config; set {name}.output_dir to add it")
+    pipeline.run(list(stages) or None, force=force, wait=not no_wait)
 
 
 @click.command()
@@ -45,6 +68,8 @@ def status(check: bool, config: Config) -> None:
         click.echo(f"{stage.name}: stale")
         for reason in stage.reasons:
             click.echo(f"    {reason}")
+        if stage.warning:
+            click.echo(f"    warning: {stage.warning}")
     if check and any(stage.stale for stage in report):
         raise SystemExit(1)
 

@@ -24,7 +24,8 @@ from pipeline.tokenizer.patterns import pattern_name
 from stages.options import config_options
 from stages.registry import stage_outputs
 
-_INTEGER = re.compile(r"[+-]?\d+")
+# Digits beyond 30 make no ID (and int() refuses over 4,300): such a token stays text, an invalid ID.
+_INTEGER = re.compile(r"[+-]?0*\d{1,30}")
 
 tokenizer_option = click.option(
     "--tokenizer", "tokenizer_path", metavar="PATH", type=click.Path(dir_okay=False),
@@ -129,8 +130,8 @@ def train_command(files, out, force, field, separator, on_decode_error, config, 
     if tokenizer.stop_reason:
         click.echo(f"stopped early: {tokenizer.stop_reason}", err=True)
     tokenizer.save(out)
-    click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size} IDs "
-               f"({len(tokenizer.merges)} merges), fingerprint {tokenizer.fingerprint}")
+    click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size:,} IDs "
+               f"({len(tokenizer.merges):,} merges), fingerprint {tokenizer.fingerprint}")
 
 
 def with_given_options(settings: TokenizerConfig, given: dict[str, Any]) -> TokenizerConfig:
@@ -218,14 +219,16 @@ def fingerprint_command(tokenizer_path, config: Config) -> None:
 def export_command(tokenizer_path, fmt, out, config: Config) -> None:
     """Write the tokenizer in another library's format (tiktoken's ranks file).
 
+    Prints the Python code that loads it (on stdout; the note on stderr), so
+    ``lmprep tokenizer export --format tiktoken --out x.tiktoken > load_x.py`` gives a runnable file.
     TOKENIZER_PATH defaults to the config's tokenizer.output.
     """
-    from pipeline.tokenizer.tiktoken_export import tiktoken_pattern
+    from pipeline.tokenizer.tiktoken_export import loading_snippet
 
     tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     tokenizer.export_tiktoken(out)
-    click.echo(f"wrote {out}; build it with tiktoken.Encoding(name, pat_str={tiktoken_pattern(tokenizer)!r}, "
-               f"mergeable_ranks=tiktoken.load.load_tiktoken_bpe({out!r}), special_tokens={tokenizer.special_tokens!r})")
+    click.echo(f"wrote {out}; this Python code loads it:", err=True)
+    click.echo(loading_snippet(tokenizer, out), nl=False)
 
 
 @tokenizer_group.command("eval")
@@ -282,9 +285,9 @@ def _sum_counts(counts: list[_Count]) -> _Count:
 
 def _eval_row(name: str, count: _Count, tokenizers: list[Tokenizer], unknown: bool) -> list[str]:
     size, counts = count.size, count.tokens
-    row = [name, str(size)]
+    row = [name, f"{size:,}"]
     for tokens, unknowns in zip(count.tokens, count.unknown):
-        row += [str(tokens), f"{size / tokens:.2f}" if tokens else "-"]
+        row += [f"{tokens:,}", f"{size / tokens:.2f}" if tokens else "-"]
         if unknown:
             row.append(f"{unknowns / tokens:.2%}" if tokens else "-")
     if len(counts) > 1:
@@ -311,7 +314,7 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
     """
     tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     click.echo(f"kind: {tokenizer.kind}")
-    click.echo(f"vocab size: {tokenizer.vocab_size} ({len(tokenizer.merges)} merges, "
+    click.echo(f"vocab size: {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges, "
                f"{len(tokenizer.special_tokens)} special tokens)")
     click.echo(f"pattern: {pattern_name(tokenizer.pattern)}")
     click.echo(f"merge newlines: {'yes' if tokenizer.merge_newlines else 'no'}")

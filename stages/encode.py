@@ -8,13 +8,13 @@ shards untouched (and the stage stale).
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ProcessPoolExecutor
 
 from pipeline import documents, encoding
 from pipeline.config import Config
 from pipeline.errors import ConfigError
-from pipeline.parallel import worker_count
+from pipeline.executor import open_tasks
 from pipeline.runner import Stage
+from pipeline.shards import ShardSet, manifest_path
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
@@ -24,14 +24,16 @@ PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode
 # Version of the code that shapes this stage's outputs (encoding, shards, the tokenizer's encoder):
 # bump it whenever the same prepared data, tokenizer file and settings would give other shards, and
 # the stage re-runs wherever it ran before. tests/test_code_versions.py pins the outputs.
-CODE_VERSION = 1
+CODE_VERSION = 3
 
 def build(config: Config) -> Stage:
-    prepared = tuple(str(documents.prepared_path(config.out(config.prepare.output_dir), split))
+    prepared = tuple(str(documents.split_dir(config.out(config.prepare.output_dir), split))
                      for split in documents.SPLITS)
-    return Stage(name="encode", deps=(*prepared, config.out(config.tokenizer.output)),
-                 outs=(config.out(config.encode.output_dir),), params=PARAMS, run=functools.partial(run, config),
-                 code_version=CODE_VERSION)
+    tokenizer, output = config.out(config.tokenizer.output), config.out(config.encode.output_dir)
+    return Stage(name="encode", deps=(*prepared, tokenizer),
+                 outs=(output,), params=PARAMS, run=functools.partial(run, config),
+                 code_version=CODE_VERSION,
+                 keys={tokenizer: "tokenizer.output", output: "encode.output_dir"})
 
 
 def run(config: Config) -> None:
@@ -40,12 +42,10 @@ def run(config: Config) -> None:
     tokenizer = encoding.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
-    workers = worker_count(settings.workers)
-    with ProcessPoolExecutor(workers) as executor:
+    with open_tasks(config.executor, workers=settings.workers) as tasks:
         manifests = encoding.encode_corpus(
-            config.output_path(config.prepare.output_dir), output_dir, tokenizer_path=tokenizer_path,
-            executor=executor, shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
-            max_in_flight=2 * workers + 2, progress=show_progress(),
+            config.output_path(config.prepare.output_dir), output_dir, tokenizer_path=tokenizer_path, tasks=tasks,
+            shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id, progress=show_progress(),
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
@@ -62,3 +62,11 @@ def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) 
             f"add it to tokenizer.special_tokens and retrain, or set {key}: null"
         )
     return tokenizer.special_tokens[token]
+
+
+def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
+    """The tokenizer and every split's verified shard set (train required, val when present)."""
+    tokenizer = Tokenizer.load(config.output_path(config.tokenizer.output))
+    directory = config.output_path(config.encode.output_dir)
+    splits = [split for split in documents.SPLITS if split == "train" or manifest_path(directory, split).exists()]
+    return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]

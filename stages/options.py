@@ -13,6 +13,7 @@ from click.core import ParameterSource
 from pipeline.config import Config, Origins, load_config_with_origins, parse_config
 
 DEFAULT_CONFIG = "configs/default.yaml"
+_CONFIG_FILE = "lmprep.config_file"
 
 Command = Callable[..., Any]
 
@@ -41,11 +42,17 @@ def config_options(command: Command | None = None, *, optional: bool = False, wi
             config, origins = builtin_defaults(), Origins("built-in defaults")
         else:
             config, origins = load_config_with_origins(config_path, overrides)
+            click.get_current_context().meta[_CONFIG_FILE] = config_path
         if with_origins:
             kwargs["origins"] = origins
         return command(*args, config=config, **kwargs)
 
     return wrapper
+
+
+def config_file() -> str | None:
+    """The config file the current command read; None when it runs on the built-in defaults."""
+    return click.get_current_context().meta.get(_CONFIG_FILE)
 
 
 def builtin_defaults() -> Config:

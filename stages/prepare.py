@@ -2,17 +2,21 @@
 
 Its dependencies are the files the globs match *now*, so adding, removing or
 editing a raw file makes it stale, as does any key under ``data`` or ``prepare``.
+It scans each glob's base directory, which the runner keeps every output out of.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Sequence
+from pathlib import PurePath
 
 import click
 
 from pipeline.config import Config
+from pipeline.executor import open_tasks
 from pipeline.prepare import prepare_corpus
 from pipeline.runner import Stage
 from pipeline.sources import SourceFile, expand_sources
@@ -22,22 +26,37 @@ from stages.console import show_progress
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 1
+CODE_VERSION = 2
 
 def build(config: Config) -> Stage:
-    root = config.here(".")
-    files = expand_sources(config.data.sources, root=root)
+    files = expand_sources(config.data.sources, root=config.here("."))
+    bases = {config.input(glob_base(source.glob)): f"data.sources[{index}].glob"
+             for index, source in enumerate(config.data.sources)}
+    output = config.out(config.prepare.output_dir)
     return Stage(
         name="prepare",
-        deps=tuple(os.path.relpath(file.path, root) for file in files),
-        outs=(config.out(config.prepare.output_dir),),
+        deps=tuple(os.path.relpath(file.path, config.project_root) for file in files),
+        outs=(output,),
         params=("data", "prepare"),
         run=functools.partial(run, config, files),
         code_version=CODE_VERSION,
+        scans=tuple(bases),
+        keys={**bases, output: "prepare.output_dir"},
     )
 
 
+def glob_base(pattern: str) -> str:
+    """The directory a glob reads under: its leading components without a wildcard."""
+    parts = []
+    for part in PurePath(pattern).parts:
+        if re.search(r"[*?[]", part):
+            break
+        parts.append(part)
+    return os.path.join(*parts) if parts else "."
+
+
 def run(config: Config, files: Sequence[SourceFile]) -> None:
-    stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir),
-                           progress=show_progress())
+    with open_tasks(config.executor) as tasks:
+        stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=tasks,
+                               progress=show_progress())
     click.echo(stats.summary())

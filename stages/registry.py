@@ -1,31 +1,37 @@
 """The concrete pipeline: its stages, in order.
 
 Each stage lives in its own module under ``stages/`` exposing
-``build(config) -> Stage``; this is the one place that lists them.
+``build(config) -> Stage`` (``Stage | None`` for an optional stage the config
+may leave out); this is the one place that lists them.
 """
 
 from __future__ import annotations
 
 from pipeline.config import Config
 from pipeline.runner import Stage
-from stages import encode, prepare, tokenize, train
+from stages import encode, export, prepare, stats, tokenize, train
 
-STAGE_MODULES = (prepare, tokenize, encode, train)
+STAGE_MODULES = (prepare, tokenize, encode, train, export, stats)
+STAGE_NAMES = ("prepare", "tokenizer", "encode", "train", "export", "stats")
+OPTIONAL_STAGES = ("export", "stats")  # in the pipeline when the config sets their output_dir
 # stages whose outputs are trained checkpoints: `lmprep clean` keeps them unless asked
 CHECKPOINT_STAGES = ("train",)
 
 
 def build_stages(config: Config) -> list[Stage]:
-    """Every stage, built from ``config``, in pipeline order."""
-    return [module.build(config) for module in STAGE_MODULES]
+    """Every stage the config declares, in pipeline order."""
+    return [stage for stage in (module.build(config) for module in STAGE_MODULES) if stage is not None]
 
 
 def stage_outputs(config: Config) -> dict[str, str]:
-    """Each stage's output, as a path to open from the current directory, without building the stages
-    (building prepare reads the source globs)."""
-    return {
-        "prepare": config.output_path(config.prepare.output_dir),
-        "tokenizer": config.output_path(config.tokenizer.output),
-        "encode": config.output_path(config.encode.output_dir),
-        "train": config.output_path(config.train.output_dir),
+    """Each declared stage's main output, as a path to open from the current directory, without
+    building the stages (building prepare reads the source globs)."""
+    outputs = {
+        "prepare": config.prepare.output_dir,
+        "tokenizer": config.tokenizer.output,
+        "encode": config.encode.output_dir,
+        "train": config.train.output_dir,
+        "export": config.export.output_dir,
+        "stats": config.stats.output_dir,
     }
+    return {stage: config.output_path(value) for stage, value in outputs.items() if value is not None}

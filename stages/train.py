@@ -1,7 +1,8 @@
 """The ``train`` stage: shards + tokenizer → ``checkpoints/<name>/`` (checkpoint, metrics, loss plot).
 
-torch is imported only when the stage runs, so listing or checking the
-pipeline never pays for it.
+torch is imported only when the stage runs, or when ``status`` previews a
+stale train stage with a checkpoint in place, so listing or checking the
+pipeline otherwise never pays for it.
 """
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from pipeline import hashing
 from pipeline.config import Config
+from pipeline.errors import PipelineError
 from pipeline.runner import Stage
-from pipeline.shards import ShardSet, manifest_path
+from pipeline.shards import ShardSet, manifest_path, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
@@ -19,16 +22,21 @@ from stages.console import say, show_progress
 # Version of the code that shapes this stage's outputs (training, model, checkpoint in pipeline/):
 # bump it whenever the same shards, tokenizer and settings would give another checkpoint, and the
 # stage re-runs wherever it ran before.
-CODE_VERSION = 2  # 2: the chunked loss (same loss, other float rounding)
+CODE_VERSION = 2  # 2: the chunked loss (the same loss, other float rounding)
 
 def build(config: Config) -> Stage:
+    shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
+                                 config.out(config.train.output_dir))
     return Stage(
         name="train",
-        deps=(config.out(config.encode.output_dir), config.out(config.tokenizer.output)),
-        outs=(config.out(config.train.output_dir),),
+        deps=(shards, tokenizer),
+        outs=(output,),
         params=("train",),
         run=functools.partial(run, config),
         code_version=CODE_VERSION,
+        keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: "train.output_dir"},
+        run_forced=functools.partial(run, config, retrain=True),
+        preview=functools.partial(preview, config),
     )
 
 
@@ -37,7 +45,12 @@ def tokenizer_path(config: Config) -> str:
     return config.output_path(config.tokenizer.output)
 
 
-def run(config: Config) -> None:
+def settings_here(config: Config):
+    """``train`` with its output directory as a path from the current directory."""
+    return dataclasses.replace(config.train, output_dir=config.output_path(config.train.output_dir))
+
+
+def run(config: Config, retrain: bool = False) -> None:
     from pipeline import training
 
     tokenizer_file = tokenizer_path(config)
@@ -46,13 +59,37 @@ def run(config: Config) -> None:
     train_set = ShardSet.open(shard_dir, "train", tokenizer=tokenizer)
     val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if manifest_path(shard_dir, "val").exists() else None
     summary = training.train_checkpoint_dir(
-        dataclasses.replace(config.train, output_dir=config.output_path(config.train.output_dir)), tokenizer=tokenizer, train_set=train_set, val_set=val_set,
+        settings_here(config), tokenizer=tokenizer, train_set=train_set, val_set=val_set,
         tokenizer_file=tokenizer_file, progress=show_progress(), notify=functools.partial(say, "train"),
+        retrain=retrain,
     )
     if summary.step > summary.start_step:
         say(
             "train",
-            f"trained steps {summary.start_step}→{summary.step}: train loss {summary.train_loss:.4f}"
+            f"trained steps {summary.start_step:,}→{summary.step:,}: train loss {summary.train_loss:.4f}"
             + (f", val loss {summary.val_loss:.4f}" if summary.val_loss is not None else "")
             + f", {summary.tokens_per_second:,.0f} tokens/s → {summary.checkpoint}"
         )
+
+
+def preview(config: Config) -> str | None:
+    """Warn when running the stage now would set the current checkpoint aside and train from scratch.
+
+    Judged on the tokenizer and shards as they are now; a stale stage before this one may still change them.
+    """
+    from pipeline import training
+    from pipeline.checkpoint import checkpoint_file
+
+    directory = config.output_path(config.train.output_dir)
+    if not checkpoint_file(directory).exists():
+        return None
+    try:
+        tokenizer = Tokenizer.load(tokenizer_path(config))
+        shards = hashing.canonical_hash(read_manifest(config.output_path(config.encode.output_dir), "train").to_dict())
+    except PipelineError:  # a missing or broken input: the run itself will say what is wrong
+        return None
+    plan = training.plan_resume(directory, tokenizer=tokenizer, settings=settings_here(config),
+                                shard_fingerprint=shards)
+    if plan.action != "set_aside":
+        return None
+    return f"{plan.reason}: running it will move {directory} to {directory}-{plan.tag} and train from scratch"

@@ -83,9 +83,9 @@ DIALOGUES = [
 
 # stage: (its CODE_VERSION, hash of its inputs, hash of its outputs), the hashes as the lock records them
 GOLDEN_STAGES = {
-    "prepare": (1, "2130dee4a01618f1", "4dd5fdcd343711be"),
-    "tokenizer": (1, "41f22e4c370b8340", "246e8a197fd0a115"),
-    "encode": (1, "982d9a6722df0182", "1c108a596363e8b6"),
+    "prepare": (2, "2130dee4a01618f1", "bf86c315e392ac18"),
+    "tokenizer": (3, "3363a94a0c706078", "45275c4b70deef6b"),
+    "encode": (3, "6428249727bdd83d", "31d0a5f3a5384044"),
 }
 STAGE_MODULES = {"prepare": prepare, "tokenizer": tokenize, "encode": encode}
 
@@ -127,9 +127,9 @@ ENCODE_TEXTS = [
     "special <|endoftext|> text",
 ]
 GOLDEN_TOKENIZERS = {  # kind: (FINGERPRINT_VERSION, fingerprint, hash of the IDs and of the decoding table)
-    "byte": (1, "a9fc348d14e9035830250e3ea36a4176b0acbb7357ae396142d0b1b0aa532adf",
+    "byte": (2, "d8daa88acd451fc70fdc5db6d377674605e9f28615ac9c5b5a362326a54ac2a5",
              "ccf22cd885758da48516904cc535448cd70907cfe47224bb30fc1a0355a6b21b"),
-    "char": (1, "52b96fc5ce03aea8e6dfdd3b20ba31c117c4288038e2d62e9e074a4d75d8f264",
+    "char": (2, "704ff96f93e7f555ab42b6c337aa5565fdb219cd02f05a45eb0dca94766a6bd6",
              "b28595305a3b844e032d75048af28f07c4d897d67b8582de217ceb95f2b7ec16"),
 }
 

@@ -84,7 +84,7 @@ def test_a_full_disk_while_writing_a_checkpoint_is_an_os_error_naming_it(tmp_pat
         from safetensors import SafetensorError
         raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
 
-    monkeypatch.setattr(checkpoint, "save_file", full)
+    monkeypatch.setattr("safetensors.torch.save_file", full)
     tokenizer = FakeTokenizer(merges=[])
     with pytest.raises(OSError) as raised:
         checkpoint.save_checkpoint(tmp_path / "run", model=BigramLM(ModelConfig(vocab_size=256, dim=2)),

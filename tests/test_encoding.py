@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -11,8 +12,9 @@ import numpy as np
 import pytest
 
 from pipeline import documents, encoding
-from pipeline.encoding import add_special_ids, encode_corpus, encode_split
+from pipeline.encoding import add_special_ids, encode_corpus
 from pipeline.errors import TokenizerError
+from pipeline.executor import Tasks
 from pipeline.shards import ShardSet
 from pipeline.tokenizer import Tokenizer
 
@@ -36,16 +38,15 @@ def tokenizer_path(tmp_path_factory) -> Path:
 @pytest.fixture
 def prepared(tmp_path) -> Path:
     directory = tmp_path / "prepared"
-    directory.mkdir()
-    documents.write_documents(documents.prepared_path(directory, "train"), make_texts(700, seed=2))
-    documents.write_documents(documents.prepared_path(directory, "val"), make_texts(40, seed=3))
+    train = make_texts(700, seed=2)
+    documents.write_prepared(directory, {"train": [train[:300], [], train[300:]], "val": [make_texts(40, seed=3)]})
     return directory
 
 
 def encode(prepared: Path, output: Path, tokenizer_path: Path, executor, **options) -> None:
     tokenizer = Tokenizer.load(tokenizer_path)
     options = {"shard_tokens": 2000, "task_bytes": 2000, "eos_id": tokenizer.special_tokens["<|endoftext|>"], **options}
-    encode_corpus(prepared, output, tokenizer_path=tokenizer_path, executor=executor, **options)
+    encode_corpus(prepared, output, tokenizer_path=tokenizer_path, tasks=Tasks(executor), **options)
 
 
 def test_add_special_ids_wraps_every_document():
@@ -69,7 +70,7 @@ def test_shards_decode_back_to_the_prepared_documents(tmp_path, prepared, tokeni
         for ids in opened.documents():
             assert ids[-1] == eos and eos not in ids[:-1]  # added by ID, never parsed from the text
             decoded.append(tokenizer.decode(ids[:-1].tolist()))
-        assert decoded == list(documents.iter_documents(documents.prepared_path(prepared, split)))
+        assert decoded == list(documents.iter_split_documents(prepared, split))
         assert len(opened.shards) > (1 if split == "train" else 0)
 
 
@@ -86,7 +87,7 @@ def test_bos_and_eos_are_recorded(tmp_path, prepared, tokenizer_path):
 def test_output_is_identical_for_any_worker_count(tmp_path, prepared, tokenizer_path):
     for workers in (1, 2):
         with ProcessPoolExecutor(workers) as executor:
-            encode(prepared, tmp_path / f"w{workers}", tokenizer_path, executor, max_in_flight=3)
+            encode(prepared, tmp_path / f"w{workers}", tokenizer_path, executor)
     one, two = sorted((tmp_path / "w1").iterdir()), sorted((tmp_path / "w2").iterdir())
     assert [path.name for path in one] == [path.name for path in two]
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(one, two))
@@ -94,7 +95,7 @@ def test_output_is_identical_for_any_worker_count(tmp_path, prepared, tokenizer_
 
 def test_tasks_are_cut_by_bytes_and_keep_every_document(prepared, tokenizer_path):
     tokenizer = Tokenizer.load(tokenizer_path)
-    source = documents.prepared_path(prepared, "train")
+    source = documents.part_path(prepared, "train", 0)
     tasks = list(encoding.iter_tasks(source, tokenizer, str(tokenizer_path), bos_id=None, eos_id=None,
                                      task_bytes=500))
     assert len(tasks) > 10
@@ -130,8 +131,7 @@ def test_an_interrupted_encode_leaves_the_previous_set(tmp_path, prepared, token
 
 def test_an_eos_id_outside_the_vocabulary_is_refused(tmp_path, prepared, tokenizer_path):
     with ThreadPoolExecutor(1) as executor, pytest.raises(TokenizerError, match="eos ID 100000"):
-        encode_split(documents.prepared_path(prepared, "val"), tmp_path, "val", tokenizer_path=tokenizer_path,
-                     executor=executor, shard_tokens=10, eos_id=100_000)
+        encode(prepared, tmp_path / "shards", tokenizer_path, executor, eos_id=100_000)
 
 
 # --- the tokenizer and encode stages
@@ -157,11 +157,11 @@ def test_stages_train_a_tokenizer_then_encode(tmp_path, prepared):
 
     config = stage_config(tmp_path, prepared)
     tokenizer_stage = tokenize_stage.build(config)
-    assert tokenizer_stage.deps == (str(prepared / "train.arrow"),)
+    assert tokenizer_stage.deps == (str(prepared / "train"),)
     assert "tokenizer.workers" not in tokenizer_stage.params and "tokenizer.vocab_size" in tokenizer_stage.params
     tokenizer_stage.run()
     stage = encode_stage.build(config)
-    assert stage.deps == (str(prepared / "train.arrow"), str(prepared / "val.arrow"), config.tokenizer.output)
+    assert stage.deps == (str(prepared / "train"), str(prepared / "val"), config.tokenizer.output)
     assert stage.outs == (str(tmp_path / "shards"),)
     assert "encode.workers" not in stage.params
     stage.run()
@@ -174,9 +174,13 @@ def test_a_frozen_tokenizer_is_copied_and_does_not_depend_on_the_data(tmp_path, 
 
     config = stage_config(tmp_path, prepared, tokenizer={"path": str(tokenizer_path)})
     stage = tokenize_stage.build(config)
-    assert stage.deps == (str(tokenizer_path),) and stage.outs == (config.tokenizer.output,)
+    directory = Path(config.tokenizer.output).parent
+    assert stage.deps == (str(tokenizer_path),)
+    assert stage.outs == (config.tokenizer.output, str(directory / "tokenizer_config.json"),
+                          str(directory / "special_tokens_map.json"))
     stage.run()
     assert Path(config.tokenizer.output).read_bytes() == tokenizer_path.read_bytes()
+    assert json.loads((directory / "special_tokens_map.json").read_text()) == {"eos_token": "<|endoftext|>"}
 
 
 def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, tokenizer_path):
@@ -189,6 +193,18 @@ def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, toke
     Path(config.tokenizer.output).write_bytes(tokenizer_path.read_bytes())
     with pytest.raises(ConfigError, match=re.escape("encode.eos_token '<|eot|>' is not a special token")):
         encode_stage.run(config)
+
+
+def test_the_tokenizer_stage_refuses_a_role_whose_token_is_not_special(tmp_path, prepared, tokenizer_path):
+    """transformers would add such a token as a new one, with an ID lmprep never made."""
+    from pipeline.errors import ConfigError
+    from stages import tokenize as tokenize_stage
+
+    config = stage_config(tmp_path, prepared, tokenizer={"path": str(tokenizer_path)},
+                          encode={"bos_token": "<|eot|>"})
+    with pytest.raises(ConfigError, match=re.escape("encode.bos_token '<|eot|>' is not a special token")):
+        tokenize_stage.build(config).run()
+    assert not Path(config.tokenizer.output).exists()
 
 
 def test_share_tokenizer_reuses_an_unchanged_file_and_reloads_a_replaced_one(tmp_path):

@@ -43,6 +43,7 @@ def test_worker_count_is_one_per_core_and_never_more(monkeypatch):
 
 
 def test_encode_starts_no_more_processes_than_cores(monkeypatch):
+    from pipeline import executor
     from pipeline.config import Config, EncodeConfig
     from stages import encode
 
@@ -54,7 +55,7 @@ def test_encode_starts_no_more_processes_than_cores(monkeypatch):
             raise RuntimeError("not starting")
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    monkeypatch.setattr(encode, "ProcessPoolExecutor", NoPool)
+    monkeypatch.setattr(executor, "ProcessPoolExecutor", NoPool)
     monkeypatch.setattr(encode.encoding, "share_tokenizer", lambda path: None)
     monkeypatch.setattr(encode, "special_id", lambda *args, **kwargs: None)
     with pytest.raises(RuntimeError, match="not starting"):

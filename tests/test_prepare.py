@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from pipeline.config import PrepareConfig, SourceConfig
-from pipeline.documents import iter_documents, prepared_path
+from pipeline.documents import iter_split_documents
 from pipeline.errors import DataError
+from pipeline.executor import Tasks
 from pipeline.prepare import prepare_corpus
 from pipeline.sources import expand_sources
 
@@ -28,8 +31,9 @@ def raw(tmp_path) -> Path:
 
 def prepare(root: Path, **settings) -> tuple[dict, dict[str, list[str]]]:
     out = root / "prepared"
-    prepare_corpus(expand_sources(SOURCES, root=root), PrepareConfig(**settings), out)
-    docs = {split: list(iter_documents(prepared_path(out, split))) for split in ("train", "val")}
+    with ThreadPoolExecutor(2) as pool:
+        prepare_corpus(expand_sources(SOURCES, root=root), PrepareConfig(**settings), out, tasks=Tasks(pool))
+    docs = {split: list(iter_split_documents(out, split)) for split in ("train", "val")}
     return json.loads((out / "stats.json").read_text()), docs
 
 
@@ -52,11 +56,11 @@ def test_split_is_a_partition_and_stable_when_documents_are_added(raw):
 
 def test_an_error_leaves_previous_output_untouched(raw):
     prepare(raw)
-    before = {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()}
+    before = tree_bytes(raw / "prepared")
     (raw / "raw" / "z.txt").write_bytes(b"fine\n\nbroken \xfe\n")
     with pytest.raises(DataError, match=r"z.txt: invalid UTF-8 at byte offset 13"):
         prepare(raw)
-    assert {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()} == before
+    assert tree_bytes(raw / "prepared") == before
     assert [p.name for p in raw.iterdir() if p.name.startswith(".")] == []
 
 
@@ -69,21 +73,48 @@ def test_skip_counts_undecodable_documents(raw):
 
 def test_output_is_byte_identical_across_runs(raw):
     prepare(raw)
-    first = {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()}
+    first = tree_bytes(raw / "prepared")
     prepare(raw)
-    assert {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()} == first
+    assert tree_bytes(raw / "prepared") == first
+
+
+def tree_bytes(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_dedup_across_partitions_and_buckets_keeps_exactly_the_first_copy(tmp_path):
+    """Duplicates in other files, in other byte ranges of one file and in other buckets: first copy wins."""
+    (tmp_path / "raw").mkdir()
+    texts = [f"doc {i % 37}" for i in range(200)]  # each text repeated, scattered over the corpus
+    (tmp_path / "raw" / "big.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:120]))
+    for n in range(4):
+        (tmp_path / "raw" / f"f{n}.txt").write_text("\n".join(texts[120 + 20 * n : 140 + 20 * n]))
+    files = expand_sources([SourceConfig("raw/*.jsonl"), SourceConfig("raw/*.txt", separator="line")], root=tmp_path)
+    first_copies = list(dict.fromkeys(texts))
+    outputs = []
+    for partition_bytes, buckets in ((10**9, 1), (300, 5), (300, 16)):
+        out = tmp_path / f"out-{partition_bytes}-{buckets}"
+        settings = PrepareConfig(val_fraction=0.0, partition_bytes=partition_bytes, dedup_buckets=buckets)
+        with ThreadPoolExecutor(2) as pool:
+            stats = prepare_corpus(files, settings, out, tasks=Tasks(pool))
+        assert list(iter_split_documents(out, "train")) == first_copies
+        assert stats.dropped == {"duplicate": 200 - 37}
+        outputs.append(tree_bytes(out))
+    assert len(outputs[1]) > 10 and outputs[1] == outputs[2]  # bucket count changes nothing
+    digests = [hashlib.blake2b(t.encode(), digest_size=16).digest() for t in first_copies]
+    assert len({int.from_bytes(d[:8], "little") % 16 for d in digests}) > 5  # the copies met in many buckets
 
 
 def test_no_document_kept_is_refused_and_leaves_previous_output(raw):
     prepare(raw)
-    before = {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()}
+    before = tree_bytes(raw / "prepared")
     with pytest.raises(DataError, match=r"^0 documents kept from .*qa.txt, .*d.jsonl.gz \(read 7, dropped: "
                                         r"1 empty, 6 too_short\); check data.sources and the prepare filters"):
         prepare(raw, min_chars=1000)
     with pytest.raises(DataError, match=r"^0 of the 4 documents kept fell in the train split "
                                         r"\(prepare.val_fraction=0.999999\)"):
         prepare(raw, val_fraction=0.999999)
-    assert {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()} == before
+    assert tree_bytes(raw / "prepared") == before
 
 
 CLI_CONFIG = """\
@@ -114,7 +145,7 @@ def lmprep(*args: str):
 
 def test_cli_empty_corpus_fails_at_prepare_and_keeps_the_previous_data(project):
     assert lmprep("run", "prepare").exit_code == 0
-    before = {p.name: p.read_bytes() for p in (project / "prepared").iterdir()}
+    before = tree_bytes(project / "prepared")
     (project / "raw" / "a.txt").write_text(" \n\n\t\n")
     result = lmprep("run", "prepare")
     assert result.exit_code == 2
@@ -122,12 +153,12 @@ def test_cli_empty_corpus_fails_at_prepare_and_keeps_the_previous_data(project):
     assert result.output.splitlines()[-1] == (
         "error: 0 documents kept from raw/a.txt (read 0, dropped: none); check data.sources and the prepare "
         "filters; the previous prepared data is left as it was")
-    assert {p.name: p.read_bytes() for p in (project / "prepared").iterdir()} == before
+    assert tree_bytes(project / "prepared") == before
     assert "prepare: stale" in lmprep("status").output
 
 
 def test_cli_empty_separator_is_a_config_error(project):
     result = lmprep("run", "prepare", "--set", "data.sources.0.separator=''")
     assert result.exit_code == 2
-    assert result.output == ("error: lmprep.yaml: data.sources[0].separator must not be empty; use 'document', "
+    assert result.output == ("error: --set: data.sources[0].separator must not be empty; use 'document', "
                              "'blank_line', 'line' or a literal string such as '<|endoftext|>'\n")

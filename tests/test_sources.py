@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pipeline.config import SourceConfig
 from pipeline.errors import DataError
-from pipeline.sources import TextDecoder, expand_sources, read_documents
+from pipeline.sources import TextDecoder, expand_sources, plan_partitions, read_documents, read_partition
 
 
 def read_all(root: Path, *sources: SourceConfig, on_error: str = "error") -> list[str]:
@@ -75,7 +75,10 @@ def test_jsonl_reads_field_and_skips_blank_lines(tmp_path, name):
         ('{"txt": "x"}', "d.jsonl:2: no field 'text' (fields: txt); set field: in data.sources"),
         ('{"text": 3}', "d.jsonl:2: field 'text' must be a string, got int"),
         ('["text"]', "d.jsonl:2: expected a JSON object, got list"),
+        ('{"text": "x", "n": ' + "7" * 5000 + "}", "d.jsonl:2: bad JSON line (Exceeds the limit"),
+        ("[" * 100_000 + "]" * 100_000, "d.jsonl:2: bad JSON line (nested too deeply)"),
     ],
+    ids=["syntax", "field", "type", "list", "huge-int", "deep"],
 )
 def test_jsonl_errors_name_file_and_line(tmp_path, line, message):
     write(tmp_path / "d.jsonl", '{"text": "fine"}\n' + line + "\n")
@@ -102,6 +105,28 @@ def test_parquet_missing_or_non_string_column(tmp_path):
         read_all(tmp_path, SourceConfig("t.parquet"))
     with pytest.raises(DataError, match="column 'id' must hold strings, got int64"):
         read_all(tmp_path, SourceConfig("t.parquet", field="id"))
+
+
+def corrupt_parquet(tmp_path, position: int, value: int | None = None) -> None:
+    """A Parquet file of 200 documents with the byte at ``position`` (from the end if negative) changed."""
+    texts = [f"document number {i} " * 5 for i in range(200)]
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"text": texts}), sink, row_group_size=50, compression="snappy")
+    data = bytearray(sink.getvalue().to_pybytes())
+    data[position] = data[position] ^ 0xFF if value is None else value
+    write(tmp_path / "t.parquet", bytes(data))
+
+
+def test_a_corrupt_parquet_page_is_a_data_error(tmp_path):
+    corrupt_parquet(tmp_path, 4)  # the first data page's header
+    with pytest.raises(DataError, match=r"t.parquet: corrupt parquet data \(Couldn't deserialize thrift"):
+        read_all(tmp_path, SourceConfig("t.parquet"))
+
+
+def test_invalid_utf8_in_a_parquet_string_is_a_data_error(tmp_path):
+    corrupt_parquet(tmp_path, 32, 0x9A)  # inside the first dictionary page's text
+    with pytest.raises(DataError, match="t.parquet: column 'text' holds invalid UTF-8"):
+        read_all(tmp_path, SourceConfig("t.parquet"))
 
 
 def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
@@ -152,9 +177,34 @@ def test_unknown_extension_needs_an_explicit_format(tmp_path):
     assert read_all(tmp_path, SourceConfig("*.md", format="txt")) == ["# hi"]
 
 
-def test_progress_reports_compressed_bytes(tmp_path):
-    path = write(tmp_path / "a.txt.gz", "x\n" * 10_000)
-    seen = []
-    (file,) = expand_sources([SourceConfig("a.txt.gz", separator="line")], root=tmp_path)
-    assert len(list(read_documents(file, TextDecoder(), progress=seen.append))) == 10_000
-    assert sum(seen) == path.stat().st_size
+@settings(max_examples=60, deadline=None)
+@given(lines=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=12),
+                      max_size=30),
+       partition_bytes=st.integers(min_value=1, max_value=40), crlf=st.booleans())
+def test_byte_range_partitions_hold_every_line_once(tmp_path_factory, lines, partition_bytes, crlf):
+    root = tmp_path_factory.mktemp("ranges")
+    (root / "a.txt").write_bytes(("\r\n" if crlf else "\n").join(lines).encode())
+    (root / "b.jsonl").write_bytes("".join(json.dumps({"text": line}) + "\n" for line in lines).encode())
+    for source in (SourceConfig("a.txt", separator="line"), SourceConfig("b.jsonl")):
+        files = expand_sources([source], root=root)
+        whole = list(read_documents(files[0], TextDecoder()))
+        partitions = plan_partitions(files, partition_bytes)
+        assert [p.index for p in partitions] == list(range(len(partitions)))
+        assert [text for p in partitions for text in read_partition(p, TextDecoder())] == whole
+
+
+def test_parquet_partitions_are_runs_of_row_groups(tmp_path):
+    texts = [f"row {i}" for i in range(100)]
+    pq.write_table(pa.table({"text": texts}), tmp_path / "t.parquet", row_group_size=10)
+    files = expand_sources([SourceConfig("t.parquet")], root=tmp_path)
+    partitions = plan_partitions(files, 1)
+    assert len(partitions) == 10 and partitions[3].describe().endswith("t.parquet row groups 3-4")
+    assert [text for p in partitions for text in read_partition(p, TextDecoder())] == texts
+
+
+def test_a_bad_json_line_in_a_later_partition_names_its_line_number(tmp_path):
+    (tmp_path / "c.jsonl").write_text("".join(f'{{"text": "line {i}"}}\n' for i in range(50)) + "{oops\n")
+    (file,) = expand_sources([SourceConfig("c.jsonl")], root=tmp_path)
+    last = plan_partitions([file], 100)[-1]
+    with pytest.raises(DataError, match=r"c.jsonl:51: bad JSON line"):
+        list(read_partition(last, TextDecoder()))

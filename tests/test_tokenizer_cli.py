@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+from pathlib import Path
+
 import pytest
 import rustbpe
 from click.testing import CliRunner
@@ -70,9 +74,16 @@ def test_fingerprint_and_inspect(run, trained):
     assert shown.count(" -> ") == 3
 
 
-def test_export_tiktoken(run, trained, tmp_path):
-    result = run("tokenizer", "export", trained, "--format", "tiktoken", "--out", tmp_path / "t.tiktoken")
+def test_export_tiktoken_prints_code_that_runs_as_printed(run, trained, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("tokenizer", "export", trained, "--format", "tiktoken", "--out", "t.tiktoken")
     assert result.exit_code == 0 and (tmp_path / "t.tiktoken").read_text().startswith("AA== 0\n")
+    assert result.stderr == "wrote t.tiktoken; this Python code loads it:\n"
+    namespace: dict = {}
+    exec(result.stdout, namespace)
+    text = "It's 2024 <|endoftext|> naïve café"
+    assert namespace["encoding"].encode_ordinary(text) == Tokenizer.load(trained).encode(text)
+    assert namespace["encoding"].name == "t"
 
 
 def test_eval_table(run, trained, tmp_path, corpus_files):
@@ -82,6 +93,8 @@ def test_eval_table(run, trained, tmp_path, corpus_files):
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert "bytes/tok" in lines[0] and lines[-1].startswith("total") and "%" in lines[-1]
+    total_bytes = sum(len(Path(path).read_bytes()) for path in corpus_files[:2])
+    assert lines[-1].split()[1] == f"{total_bytes:,}" and total_bytes >= 1000  # thousands separators
 
 
 def test_char_kind_training_stops_early_with_a_message(run, tmp_path):
@@ -96,6 +109,7 @@ def test_char_kind_training_stops_early_with_a_message(run, tmp_path):
     (["decode", "1", "x7"], "invalid token ID 'x7' at position 1"),
     (["decode", "99999"], "invalid token ID 99999 at position 0"),
     (["decode", "195"], "not valid UTF-8 (at byte offset 0: b'\\xc3'); pass --replace to print U+FFFD for them"),
+    (["decode", "0001", "9" * 5000], "invalid token ID '99999"),
     (["encode"], "either TEXT or --file"),
 ])
 def test_errors_exit_2_with_one_line(run, trained, args, message):
@@ -255,5 +269,6 @@ def test_stage_outputs_are_the_stages_outs(tmp_path):
     (tmp_path / "raw.txt").write_text("x")
     (tmp_path / "c.yaml").write_text("data: {sources: [{glob: raw.txt}]}\noutput_root: o\n")
     config = load_config(tmp_path / "c.yaml")
-    outs = {stage.name: config.here(stage.outs[0]) for stage in build_stages(config)}
+    outs = {stage.name: os.path.normpath(os.path.join(config.project_root, stage.outs[0]))
+            for stage in build_stages(config)}
     assert outs == stage_outputs(config)

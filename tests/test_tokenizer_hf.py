@@ -297,3 +297,58 @@ def test_appended_vocab_entry_is_never_emitted(tokenizer_corpus, tmp_path):
     assert zebra not in ours.encode_ordinary(text)
     assert ours.encode_ordinary(text) == hf.encode(text).ids
     assert ours.decode([zebra]) == " zebra"
+
+
+# --- the directory the tokenizer stage writes: tokenizer.json + tokenizer_config.json + special_tokens_map.json
+
+
+@pytest.fixture(scope="module")
+def hf_directories(trained_tokenizers, tmp_path_factory):
+    """(ours, a transformers-ready directory) per trained tokenizer: EOS <|endoftext|>, BOS <|pad|> when it has one."""
+    from pipeline.tokenizer import hf_dir
+
+    pairs = []
+    for i, tok in enumerate(trained_tokenizers):
+        path = tmp_path_factory.mktemp(f"hfdir{i}") / "tokenizer.json"
+        tok.save(path)
+        bos = "<|pad|>" if "<|pad|>" in tok.special_tokens else None
+        hf_dir.write_companions(path, eos_token="<|endoftext|>", bos_token=bos)
+        pairs.append((tok, path.parent))
+    return pairs
+
+
+def test_auto_tokenizer_loads_the_directory_with_roles_ids_and_exact_decoding(hf_directories):
+    from transformers import AutoTokenizer
+
+    plain = [text for text in MULTILINGUAL if "<|" not in text] + ["a , b . c ! d ?", "don 't"]
+    for ours, directory in hf_directories:
+        auto = AutoTokenizer.from_pretrained(directory)
+        assert auto.eos_token == "<|endoftext|>" and auto.eos_token_id == ours.special_tokens["<|endoftext|>"]
+        if "<|pad|>" in ours.special_tokens:
+            assert auto.bos_token_id == ours.special_tokens["<|pad|>"]
+        else:
+            assert auto.bos_token is None
+        assert len(auto) == ours.vocab_size
+        for text in plain:
+            ids = auto(text)["input_ids"]
+            assert ids == ours.encode(text), (ours.kind, text)
+            if ours.kind == "byte":  # the char kind's unknown characters decode to U+FFFD
+                assert auto.decode(ids) == text == ours.decode(ids)
+            else:
+                assert auto.decode(ids) == ours.decode(ids, errors="replace")
+
+
+def test_hf_reads_special_token_text_as_lmprep_does_when_told_to_split_it(hf_directories):
+    """By default HF turns the text '<|endoftext|>' into the special token; lmprep keeps it plain text.
+    ``split_special_tokens=True`` (transformers) or ``encode_special_tokens`` (tokenizers) makes them agree."""
+    from transformers import AutoTokenizer
+
+    text = "<|endoftext|> in the middle <|endoftext|>"
+    for ours, directory in hf_directories:
+        default = AutoTokenizer.from_pretrained(directory)
+        assert default(text)["input_ids"] == ours.encode(text, allowed_special="all") != ours.encode(text)
+        split = AutoTokenizer.from_pretrained(directory, split_special_tokens=True)
+        assert split(text)["input_ids"] == ours.encode(text)
+        hf = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
+        hf.encode_special_tokens = True
+        assert hf.encode(text).ids == ours.encode(text)

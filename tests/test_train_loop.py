@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -46,11 +48,11 @@ def shards(tmp_path):
     return write_shards(tmp_path / "shards", "train", DOCS), write_shards(tmp_path / "shards", "val", DOCS[:3])
 
 
-def run(tmp_path, shards, settings=SETTINGS, tokenizer=TOKENIZER, notes=None):
+def run(tmp_path, shards, settings=SETTINGS, tokenizer=TOKENIZER, notes=None, retrain=False):
     settings = dataclasses.replace(settings, output_dir=str(tmp_path / "ckpt"))
     return training.train_checkpoint_dir(
         settings, tokenizer=tokenizer, train_set=shards[0], val_set=shards[1],
-        notify=(notes.append if notes is not None else print),
+        notify=(notes.append if notes is not None else print), retrain=retrain,
     )
 
 
@@ -107,9 +109,8 @@ def test_nothing_to_train_when_steps_are_reached(tmp_path, shards):
     notes = []
     summary = run(tmp_path, shards, notes=notes)
     assert summary.step == summary.start_step == 6
-    assert notes == ["nothing to train: the checkpoint already has 6 steps on these shards with these settings "
-                     f"(train.steps=6); raise train.steps to train further, or delete {tmp_path / 'ckpt'} "
-                     "to retrain from scratch"]
+    assert notes == ["nothing to train: the checkpoint is at step 6 = train.steps on these shards with these "
+                     "settings; raise train.steps to train further, or pass --force to retrain from scratch"]
     assert (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes() == before
 
 
@@ -154,22 +155,54 @@ def test_lowered_steps_set_aside_and_train_from_scratch(tmp_path, shards):
     run(tmp_path, shards)
     notes = []
     summary = run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=2), notes=notes)
-    assert notes[0].startswith("train.steps was lowered (the checkpoint has 6 steps on these shards, train.steps=2)")
+    assert notes[0].startswith("train.steps=2 is below the checkpoint's step 6")
     assert (summary.start_step, summary.step) == (0, 2)
     assert read_checkpoint(tmp_path / "ckpt-old-steps").step == 6
 
 
-def test_changed_shards_continue_for_another_round_of_steps(tmp_path, shards):
+def test_train_steps_is_the_step_reached_also_after_the_shards_change(tmp_path, shards):
+    """train.steps is absolute: new shards with raised steps continue up to it, never steps more."""
+    run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=4))
+    new_data = (write_shards(tmp_path / "new", "train", DOCS[:5] + [[97, 98, 99, 258] * 8]), None)
+    notes = []
+    summary = run(tmp_path, new_data, notes=notes)
+    assert (summary.start_step, summary.step) == (4, 6)
+    assert notes[0] == "the shards changed; continuing from step 4 to step 6 on the new shards"
+    assert read_checkpoint(tmp_path / "ckpt").shard_fingerprint == new_data[0].fingerprint
+    assert run(tmp_path, new_data).step == 6
+    more = run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8), notes=notes)
+    assert (more.start_step, more.step) == (6, 8)
+    metrics = [json.loads(line) for line in (tmp_path / "ckpt" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r.get("resumed"), r.get("new_shards")) for r in metrics if "resumed" in r] == [
+        (5, True, True), (7, True, False)]
+
+
+def test_new_shards_with_the_checkpoint_at_train_steps_set_it_aside(tmp_path, shards):
     run(tmp_path, shards)
     new_data = (write_shards(tmp_path / "new", "train", DOCS[:5] + [[97, 98, 99, 258] * 8]), None)
     notes = []
     summary = run(tmp_path, new_data, notes=notes)
-    assert (summary.start_step, summary.step) == (6, 12)
-    assert notes[0] == "the shards changed; continuing from step 6 for 6 steps on the new shards"
-    assert read_checkpoint(tmp_path / "ckpt").shard_fingerprint == new_data[0].fingerprint
-    more = run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8), notes=notes)
-    assert (more.start_step, more.step) == (12, 14)
-    assert run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8)).step == 14
+    assert (summary.start_step, summary.step) == (0, 6)
+    assert notes[0] == ("the shards changed and the checkpoint is already at train.steps=6 (raise train.steps to "
+                        "continue it on the new shards instead); training from scratch")
+    assert read_checkpoint(tmp_path / "ckpt-old-data").shard_fingerprint == shards[0].fingerprint
+
+
+def test_retrain_sets_a_complete_checkpoint_aside(tmp_path, shards):
+    run(tmp_path, shards)
+    notes = []
+    summary = run(tmp_path, shards, notes=notes, retrain=True)
+    assert (summary.start_step, summary.step) == (0, 6)
+    assert notes[0] == "retraining as forced (the checkpoint was at step 6); training from scratch"
+    assert read_checkpoint(tmp_path / "ckpt-forced").step == 6
+
+
+def test_metrics_hold_bits_per_byte(tmp_path, shards):
+    run(tmp_path, shards)
+    record = json.loads((tmp_path / "ckpt" / "metrics.jsonl").read_text().splitlines()[-1])
+    tokens_per_byte = 5 / 6  # each repeat of a document: 'abc', ' ', 'd', 'e' and the special token (no bytes)
+    for split in ("train", "val"):
+        assert record[f"{split}_bits_per_byte"] == pytest.approx(record[f"{split}_loss"] / math.log(2) * tokens_per_byte)
 
 
 def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
@@ -186,6 +219,36 @@ def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
     assert notes[-1] == f"moved the old checkpoint to {aside}"
     assert any("skipping validation" in note for note in notes)
     assert read_checkpoint(tmp_path / "ckpt").tokenizer.fingerprint == RETRAINED.fingerprint
+
+
+@pytest.mark.parametrize("other_tokenizer", ["third", "retrained"])
+def test_the_set_aside_directory_is_named_after_the_checkpoint_it_holds(tmp_path, shards, monkeypatch,
+                                                                         other_tokenizer):
+    """Another run (another state dir, same output) replaced the checkpoint while this one trained."""
+    third = FakeTokenizer(merges=[(99, 100), (97, 256)], special_tokens={"<|endoftext|>": 258})
+    other = {"third": third, "retrained": RETRAINED}[other_tokenizer]
+    new_shards = (write_shards(tmp_path / "new", "train", DOCS, tokenizer=RETRAINED), None)
+    other_set = (new_shards[0] if other is RETRAINED
+                 else write_shards(tmp_path / "third", "train", DOCS, tokenizer=third))
+    training.train_checkpoint_dir(dataclasses.replace(SETTINGS, output_dir=str(tmp_path / "other")),
+                                  tokenizer=other, train_set=other_set, val_set=None)
+    run(tmp_path, shards)  # trained with TOKENIZER
+    real_train = training.train
+
+    def train_while_another_run_replaces_the_checkpoint(*args, **kwargs):
+        summary = real_train(*args, **kwargs)
+        shutil.rmtree(tmp_path / "ckpt")
+        shutil.copytree(tmp_path / "other", tmp_path / "ckpt")
+        return summary
+
+    monkeypatch.setattr(training, "train", train_while_another_run_replaces_the_checkpoint)
+    notes = []
+    run(tmp_path, new_shards, tokenizer=RETRAINED, notes=notes)
+    # a checkpoint of another tokenizer is named after it; one this run would have kept, "replaced"
+    aside = tmp_path / ("ckpt-replaced" if other is RETRAINED else f"ckpt-{third.fingerprint[:12]}")
+    assert notes[-1] == f"moved the old checkpoint to {aside}"
+    assert read_checkpoint(aside).tokenizer.fingerprint == other.fingerprint
+    assert not (tmp_path / f"ckpt-{TOKENIZER.fingerprint[:12]}").exists()
 
 
 def test_changed_model_config_also_sets_aside(tmp_path, shards):
@@ -379,7 +442,10 @@ def test_a_killed_run_resumes_from_its_periodic_checkpoint_bit_identically(tmp_p
     resumed, whole = read_checkpoint(tmp_path / "ckpt"), read_checkpoint(tmp_path / "whole" / "ckpt")
     assert all(torch.equal(a, b) for a, b in zip(resumed.model.state_dict().values(), whole.model.state_dict().values()))
     assert str(resumed.optimizer_state) == str(whole.optimizer_state)
-    assert (tmp_path / "ckpt" / "metrics.jsonl").read_bytes() == (tmp_path / "whole" / "ckpt" / "metrics.jsonl").read_bytes()
+    records = [[{key: value for key, value in json.loads(line).items() if key not in ("resumed", "new_shards")}
+                for line in (directory / "metrics.jsonl").read_text().splitlines()]
+               for directory in (tmp_path / "ckpt", tmp_path / "whole" / "ckpt")]
+    assert records[0] == records[1]  # the same figures; the resumed run marks where it resumed
 
 
 def test_a_partial_checkpoint_of_another_run_is_not_resumed(tmp_path, shards, monkeypatch):

@@ -29,7 +29,7 @@ UNKNOWN_TEXT = "\ufffd"
 # Hashed into every fingerprint. Bump it whenever the same tokenizer file would encode or decode
 # differently (so that shards and checkpoints made before are refused, not silently reused);
 # tests/test_code_versions.py pins what each version does.
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2
 
 
 class Tokenizer:
@@ -121,6 +121,47 @@ class Tokenizer:
             return _train_word(texts, vocab_size=vocab_size, merges=merges, pattern=pattern,
                                special_tokens=special_tokens, min_frequency=min_frequency, workers=workers,
                                progress=progress)
+
+        def learn(regex_: str, num_merges: int, newlines: bool):
+            return train_merges(texts, kind=kind, pattern=regex_, num_merges=num_merges, min_frequency=min_frequency,
+                                merge_newlines=newlines, workers=workers, progress=progress)
+
+        return cls._train(learn, vocab_size=vocab_size, merges=merges, kind=kind, pattern=pattern,
+                          special_tokens=special_tokens, merge_newlines=merge_newlines)
+
+    @classmethod
+    def train_from_counts(
+        cls,
+        chunk_counts: dict[str, int],
+        *,
+        vocab_size: int | None = None,
+        merges: int | None = None,
+        kind: str = "byte",
+        pattern: str | None = None,
+        special_tokens: Sequence[str] = (),
+        min_frequency: int = 2,
+        merge_newlines: bool | None = None,
+        progress: bool = False,
+    ) -> Tokenizer:
+        """:meth:`train` (byte and char kinds) from the counts of the distinct pre-split chunks, however
+        they were counted (per partition and summed, on a cluster); the chunks must come from splitting
+        the texts with ``patterns.resolve_pattern(pattern, kind=kind)``, as ``count_chunks`` does."""
+        from pipeline.tokenizer.training import merges_from_counts
+
+        _check_kind(kind)
+        if kind == "word":
+            raise TokenizerError("the word kind is trained from texts, not from chunk counts")
+
+        def learn(_regex: str, num_merges: int, newlines: bool):
+            return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
+                                      merge_newlines=newlines, progress=progress)
+
+        return cls._train(learn, vocab_size=vocab_size, merges=merges, kind=kind, pattern=pattern,
+                          special_tokens=special_tokens, merge_newlines=merge_newlines)
+
+    @classmethod
+    def _train(cls, learn, *, vocab_size: int | None, merges: int | None, kind: str, pattern: str | None,
+               special_tokens: Sequence[str], merge_newlines: bool | None) -> Tokenizer:
         regex_ = patterns.resolve_pattern(pattern, kind=kind)
         specials = _check_special_names(special_tokens)
         newlines = (kind == "byte") if merge_newlines is None else merge_newlines
@@ -133,9 +174,7 @@ class Tokenizer:
                 f"for its base tokens and {len(specials)} special tokens; raise --vocab-size"
             )
         room = None if vocab_size is None else vocab_size - reserved
-        num_merges = min(limit for limit in (merges, room) if limit is not None)
-        result = train_merges(texts, kind=kind, pattern=regex_, num_merges=num_merges,
-                              min_frequency=min_frequency, merge_newlines=newlines, workers=workers, progress=progress)
+        result = learn(regex_, min(limit for limit in (merges, room) if limit is not None), newlines)
         learned, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
         tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=learned, alphabet=result.alphabet,
                                     special_tokens=specials, merge_newlines=newlines)

@@ -58,6 +58,23 @@ def mergeable_ranks(tokenizer: Tokenizer) -> dict[bytes, int]:
     return {tokenizer.token_bytes(i): i for i in range(tokenizer.vocab_size) if i not in specials}
 
 
+def loading_snippet(tokenizer: Tokenizer, ranks_path: str | os.PathLike[str]) -> str:
+    """Python source that builds the ``tiktoken.Encoding`` of an exported ranks file, ready to paste."""
+    name = os.path.splitext(os.path.basename(ranks_path))[0] or "lmprep"
+    return (
+        "import tiktoken\n"
+        "from tiktoken.load import load_tiktoken_bpe\n"
+        "\n"
+        "encoding = tiktoken.Encoding(\n"
+        f"    name={name!r},\n"
+        f"    pat_str={tiktoken_pattern(tokenizer)!r},\n"
+        f"    mergeable_ranks=load_tiktoken_bpe({os.fspath(ranks_path)!r}),\n"
+        f"    special_tokens={dict(tokenizer.special_tokens)!r},\n"
+        ")\n"
+        "# encoding.encode_ordinary(text) gives lmprep's IDs (special-token text stays plain text)\n"
+    )
+
+
 def write_ranks(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
     ranks = mergeable_ranks(tokenizer)
     lines = [f"{base64.b64encode(token).decode('ascii')} {rank}\n" for token, rank in ranks.items()]

@@ -78,6 +78,22 @@ def train_merges(
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
     chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
+    return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
+                              merge_newlines=merge_newlines, progress=progress)
+
+
+def merges_from_counts(
+    chunk_counts: dict[str, int],
+    *,
+    kind: str,
+    num_merges: int,
+    min_frequency: int = 2,
+    merge_newlines: bool = True,
+    progress: bool = False,
+) -> TrainResult:
+    """The merge phase of :func:`train_merges`, from the distinct pre-split chunks and their counts
+    (as :func:`count_chunks` gives them, however the counting was spread over processes or machines)."""
+    _check_options(kind=kind, pattern="", num_merges=num_merges, min_frequency=min_frequency, workers=0)
     words, counts, alphabet = _base_words(chunk_counts, kind)
     del chunk_counts
     first_id = 256 if kind == "byte" else len(alphabet) + 1

@@ -1,0 +1,217 @@
+"""Running a stage's partition tasks: a local process pool, or a Dask cluster.
+
+A task is a module-level function applied to one small, picklable item (a
+partition's description); it reads its input from storage and writes its own
+output files, and returns small metadata (counts, checksums, manifest
+entries). The driver therefore moves no corpus text, and results come back in
+item order, so outputs do not depend on the number or speed of workers.
+
+Both backends offer the same two operations:
+
+- :meth:`Tasks.map`: every item's result, in order; the progress bar counts finished partitions;
+- :meth:`Tasks.map_reduce`: the results folded pairwise as a tree (on a cluster the partial results
+  move between workers, and only the final one reaches the driver).
+
+A failing task raises in the driver with the partition and the worker named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import socket
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from pipeline import storage
+from pipeline.config import ExecutorConfig
+from pipeline.errors import ConfigError, DataError, PipelineError
+from pipeline.parallel import worker_count
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+class Tasks:
+    """Runs partition tasks on a :class:`concurrent.futures.Executor` (a process pool by default)."""
+
+    def __init__(self, executor: Executor):
+        self._executor = executor
+
+    def map(self, function: Callable[[_T], _R], items: Sequence[_T], *, labels: Sequence[str],
+            desc: str = "", progress: bool = False) -> list[_R]:
+        """``function`` applied to every item, results in item order."""
+        futures = [self._executor.submit(run_task, function, label, item) for label, item in zip(labels, items)]
+        _wait(futures, labels, desc=desc, progress=progress)
+        return [future.result() for future in futures]
+
+    def map_reduce(self, function: Callable[[_T], _R], combine: Callable[[_R, _R], _R], items: Sequence[_T], *,
+                   labels: Sequence[str], desc: str = "", progress: bool = False) -> _R:
+        """``combine`` folded over the results as a binary tree whose shape depends on the item count alone.
+
+        Results are folded in item order as they arrive, so at most about log2(items) partial results
+        are held at once.
+        """
+        futures = [self._executor.submit(run_task, function, label, item) for label, item in zip(labels, items)]
+        _wait(futures, labels, desc=desc, progress=progress)
+        fold, pending = _TreeFold(combine), deque(futures)
+        del futures
+        while pending:
+            fold.add(pending.popleft().result())  # the future, and so its result, is dropped once folded
+        return fold.result()
+
+
+class DaskTasks(Tasks):
+    """The same operations on a Dask ``Client``, reduced on the workers.
+
+    A task whose worker dies is run again elsewhere by the scheduler (up to its
+    ``distributed.scheduler.allowed-failures``); a task that raises is not retried.
+    """
+
+    def __init__(self, client: Any):
+        super().__init__(client.get_executor(pure=False))
+        self._client = client
+
+    def map_reduce(self, function, combine, items, *, labels, desc="", progress=False):
+        client = self._client
+        submit = functools.partial(client.submit, pure=False)
+        leaves = [submit(run_task, function, label, item) for label, item in zip(labels, items)]
+        fold = _TreeFold(functools.partial(submit, combine))
+        for leaf in leaves:
+            fold.add(leaf)
+        root = fold.result()
+        _wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
+        return root.result()
+
+
+def run_task(function: Callable[[_T], _R], label: str, item: _T) -> _R:
+    """Run one task; a failure names the partition and the worker (and keeps its type)."""
+    try:
+        return function(item)
+    except PipelineError as exc:
+        raise type(exc)(f"{exc} (partition {label}, on {worker_name()})") from None
+    except FileNotFoundError as exc:
+        raise DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no such file; "
+                        f"{storage.SHARED_STORAGE_HINT}") from None
+    except Exception as exc:
+        exc.add_note(f"partition {label}, on {worker_name()}")
+        raise
+
+
+def worker_name() -> str:
+    """The Dask worker's address, or host and process ID."""
+    with contextlib.suppress(ImportError, ValueError):
+        from distributed import get_worker
+
+        return f"worker {get_worker().address}"
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+@contextlib.contextmanager
+def open_tasks(settings: ExecutorConfig, *, workers: int = 0) -> Iterator[Tasks]:
+    """The configured backend; ``workers`` (a stage's own setting) overrides ``settings.workers`` locally."""
+    if settings.kind == "local":
+        with ProcessPoolExecutor(worker_count(workers or settings.workers)) as pool:
+            yield Tasks(pool)
+        return
+    with _dask_client(settings) as client:
+        yield DaskTasks(client)
+
+
+@contextlib.contextmanager
+def _dask_client(settings: ExecutorConfig) -> Iterator[Any]:
+    try:
+        import logging
+
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ConfigError("executor.kind is 'dask' but Dask is not installed; pip install 'lmprep[dask]'") from None
+    if settings.address is None:
+        raise ConfigError("executor.kind is 'dask' but executor.address is null; set it to a scheduler's "
+                          "tcp://host:8786 or to 'local' for a cluster on this machine")
+    if settings.address == "local":
+        count = worker_count(settings.workers)
+        with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
+                          silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+            yield client
+        return
+    try:
+        client = Client(settings.address, timeout=settings.timeout)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ConfigError(f"executor.address {settings.address!r}: no Dask scheduler answered within "
+                          f"{settings.timeout:g} s ({' '.join(str(exc).split())})") from None
+    with client:
+        yield client
+
+
+def _wait(futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool) -> None:
+    """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it."""
+    from tqdm import tqdm
+
+    try:
+        with tqdm(total=len(futures), desc=desc, unit="part", disable=not progress, leave=False) as bar:
+            for future in as_completed(futures):
+                future.result()
+                bar.update()
+    except BrokenProcessPool:
+        _stop(futures)
+        running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
+        raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
+                            "memory?); the stage wrote nothing, run it again") from None
+    except BaseException:
+        _stop(futures)
+        raise
+
+
+def _stop(futures: Sequence[Future]) -> None:
+    """Cancel the tasks not started and wait for the running ones, which may still be writing files."""
+    for future in futures:
+        future.cancel()
+    wait(futures)
+
+
+def _status_of(future: Any) -> Future:
+    """A ``concurrent.futures.Future`` that settles with a Dask future, without fetching its result."""
+    mirror: Future = Future()
+
+    def settle(done: Any) -> None:
+        if done.status == "finished":
+            mirror.set_result(None)
+        else:
+            mirror.set_exception(done.exception())
+
+    future.add_done_callback(settle)
+    return mirror
+
+
+class _TreeFold:
+    """Pairwise folding in item order, like a binary counter: ((0+1)+(2+3))+((4+5)+6) ...
+
+    The tree's shape depends on the number of values alone, so the result (down to dict order) is the
+    same for any worker count. ``combine`` may return a future (Dask): the tree is then built on the
+    cluster while the leaves are still running.
+    """
+
+    def __init__(self, combine: Callable[[Any, Any], Any]):
+        self._combine = combine
+        self._stack: list[tuple[int, Any]] = []  # (level, value), levels strictly decreasing
+
+    def add(self, value: Any) -> None:
+        level = 0
+        while self._stack and self._stack[-1][0] == level:
+            _, left = self._stack.pop()
+            value, level = self._combine(left, value), level + 1
+        self._stack.append((level, value))
+
+    def result(self) -> Any:
+        if not self._stack:
+            raise PipelineError("nothing to reduce: no partitions")
+        _, value = self._stack.pop()
+        while self._stack:
+            _, left = self._stack.pop()
+            value = self._combine(left, value)
+        return value
