@@ -56,12 +56,13 @@ def training_memory_bytes(config: ModelConfig, *, batch_size: int, context: int)
     Weights, gradients and AdamW's two moments are four float32 copies of the
     parameters; a batch is a few int64 index arrays of its positions; the loss
     holds an embedding row (and its gradient) per distinct token of the batch
-    and a chunk of logits. torch's own ~100 MB are not counted.
+    and, in a buffer kept from step to step, a row of logits per distinct token.
+    torch's own ~100 MB are not counted.
     """
     parameters = config.vocab_size * config.dim * (1 if config.tie_weights else 2)
     positions = batch_size * (context + 1)
     distinct = min(batch_size * context, config.vocab_size)
-    return 16 * parameters + 48 * positions + distinct * 8 * config.dim + 12 * LOGIT_CHUNK_VALUES
+    return 16 * parameters + 48 * positions + distinct * (8 * config.dim + 5 * config.vocab_size)
 
 
 class BigramLM(nn.Module):
@@ -84,71 +85,82 @@ class BigramLM(nn.Module):
         A bigram model's logits depend only on the current token, so they are
         computed once per distinct token of the batch (text is Zipf-like: a batch
         of 64 × 256 positions holds a few hundred distinct IDs), and a position's
-        loss is ``logsumexp(z) - z[target]`` of its token's row ``z``. The rows
-        are never materialised whole: :class:`_BigramCrossEntropy` takes them a
-        few at a time and recomputes them in the backward pass. Whole, at vocab
-        8192 they were tens of MB per step, more than the allocator keeps, so
-        every step asked the kernel for fresh pages (a quarter of the step time
-        was system time). Mathematically equal to ``cross_entropy(self(ids), targets)``.
+        loss is ``logsumexp(z) - z[target]`` of its token's row ``z``. The rows go
+        into a buffer the model keeps from step to step (:class:`_LogitsBuffer`),
+        turned into probabilities in place and reused by the backward pass: a new
+        ``[distinct, vocab]`` tensor per step, tens of MB at vocab 8192, was more
+        than the allocator keeps, so every step asked the kernel for fresh pages
+        (a quarter of the step time was system time). Mathematically equal to
+        ``cross_entropy(self(ids), targets)``.
         """
         head = self.embed.weight if self.head is None else self.head.weight
         flat_targets = targets.reshape(-1)
         distinct, row_of_position, counts = torch.unique(ids.reshape(-1), return_inverse=True, return_counts=True)
-        order = torch.argsort(row_of_position, stable=True)  # positions grouped by row, for chunking
-        total = _BigramCrossEntropy.apply(self.embed(distinct), head, counts, row_of_position[order],
-                                          flat_targets[order])
+        target_at = row_of_position * head.shape[0] + flat_targets  # flat index of each target logit
+        total = _BigramCrossEntropy.apply(self.embed(distinct), head, counts, target_at, self._buffer)
         return total / flat_targets.numel()
 
+    @property
+    def _buffer(self) -> _LogitsBuffer:
+        if "_logits_buffer" not in self.__dict__:
+            self.__dict__["_logits_buffer"] = _LogitsBuffer()
+        return self.__dict__["_logits_buffer"]
 
-LOGIT_CHUNK_VALUES = 1 << 16
-"""Logits computed at once by the loss (256 KiB of float32): small enough for the allocator to reuse."""
+
+class _LogitsBuffer:
+    """A ``[rows, vocab]`` float buffer reused by every loss of one model, grown when a batch needs more rows.
+
+    ``generation`` counts the losses computed into it, so that a backward pass can tell
+    that a later loss overwrote the probabilities it needs.
+    """
+
+    def __init__(self) -> None:
+        self.storage = torch.empty(0)
+        self.generation = 0
+
+    def take(self, rows: int, vocab_size: int, dtype: torch.dtype) -> torch.Tensor:
+        if self.storage.numel() < rows * vocab_size or self.storage.dtype != dtype:
+            # a quarter more than asked, so that batches with a few more distinct tokens fit too
+            self.storage = torch.empty(rows * vocab_size * 5 // 4, dtype=dtype)
+        self.generation += 1
+        return self.storage[: rows * vocab_size].view(rows, vocab_size)
 
 
 class _BigramCrossEntropy(torch.autograd.Function):
-    """The summed cross-entropy of positions whose logits are ``rows[r] @ headᵀ``, a chunk of rows at a time.
+    """The summed cross-entropy of positions whose logits are ``rows[r] @ headᵀ``.
 
-    ``counts[r]`` positions have row ``r``; ``position_rows`` and ``position_targets``
-    list every position's row and target, grouped by row. Forward sums
-    ``counts[r] · logsumexp(z_r)`` minus each position's ``z_r[target]``; backward
-    recomputes each chunk's logits (the gradient of ``z_r`` is ``counts[r] ·
-    softmax(z_r)`` minus one at each of its positions' targets), so memory is
-    one chunk of logits whatever the vocabulary size.
+    ``counts[r]`` positions have row ``r``; ``target_at`` is each position's target
+    logit as a flat index into the ``[rows, vocab]`` logits. Forward computes the
+    logits into ``buffer`` and leaves the softmax there; backward turns it into
+    the logits' gradient, ``counts[r] · softmax(z_r)`` minus one at each
+    position's target, in place.
     """
 
     @staticmethod
-    def forward(ctx: Any, rows: torch.Tensor, head: torch.Tensor, counts: torch.Tensor,
-                position_rows: torch.Tensor, position_targets: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(rows, head, counts, position_rows, position_targets)
-        total = rows.new_zeros(())
-        for rows_at, logits_at in _chunks(counts, position_rows, position_targets, head.shape[0]):
-            logits = rows[rows_at] @ head.T
-            total += torch.dot(torch.logsumexp(logits, dim=1), counts[rows_at].to(logits.dtype))
-            total -= logits.view(-1).take(logits_at).sum()
-        return total
+    def forward(ctx: Any, rows: torch.Tensor, head: torch.Tensor, counts: torch.Tensor, target_at: torch.Tensor,
+                buffer: _LogitsBuffer) -> torch.Tensor:
+        logits = buffer.take(len(rows), head.shape[0], rows.dtype)
+        torch.mm(rows, head.T, out=logits)
+        target_total = logits.view(-1).take(target_at).sum()
+        peak = logits.amax(dim=1, keepdim=True)
+        probs = logits.sub_(peak).exp_()
+        sums = probs.sum(dim=1, keepdim=True)
+        probs.div_(sums)
+        lse = peak.squeeze(1) + sums.squeeze(1).log()
+        ctx.save_for_backward(rows, head, counts, target_at)
+        ctx.buffer, ctx.generation, ctx.probs = buffer, buffer.generation, probs
+        return torch.dot(lse, counts.to(lse.dtype)) - target_total
 
     @staticmethod
     def backward(ctx: Any, grad_total: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        rows, head, counts, position_rows, position_targets = ctx.saved_tensors
-        grad_rows, grad_head = torch.empty_like(rows), torch.zeros_like(head)
-        for rows_at, logits_at in _chunks(counts, position_rows, position_targets, head.shape[0]):
-            grad_logits = torch.softmax(rows[rows_at] @ head.T, dim=1)
-            grad_logits *= counts[rows_at].to(grad_logits.dtype).unsqueeze(1)
-            grad_logits.view(-1).index_put_((logits_at,), grad_logits.new_tensor(-1.0), accumulate=True)
-            grad_logits *= grad_total
-            torch.mm(grad_logits, head, out=grad_rows[rows_at])
-            grad_head.addmm_(grad_logits.T, rows[rows_at])
-        return grad_rows, grad_head, None, None, None
-
-
-def _chunks(counts: torch.Tensor, position_rows: torch.Tensor, position_targets: torch.Tensor,
-            vocab_size: int) -> Iterator[tuple[slice, torch.Tensor]]:
-    """Per chunk of rows: its slice of rows, and the flat index of each of its positions' target logit."""
-    step = max(1, LOGIT_CHUNK_VALUES // vocab_size)
-    starts = [0, *torch.cumsum(counts, 0).tolist()]
-    for first in range(0, len(counts), step):
-        last = min(first + step, len(counts))
-        at = slice(starts[first], starts[last])
-        yield slice(first, last), (position_rows[at] - first) * vocab_size + position_targets[at]
+        rows, head, counts, target_at = ctx.saved_tensors
+        if ctx.buffer.generation != ctx.generation:
+            raise RuntimeError("BigramLM.loss: another loss of this model was computed before this one's "
+                               "backward(); call backward() on each loss before computing the next")
+        grad_logits = ctx.probs.mul_(counts.to(ctx.probs.dtype).unsqueeze(1))
+        grad_logits.view(-1).index_put_((target_at,), grad_logits.new_tensor(-1.0), accumulate=True)
+        grad_logits.mul_(grad_total)
+        return grad_logits @ head, grad_logits.T @ rows, None, None, None
 
 
 def generate(
