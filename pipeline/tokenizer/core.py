@@ -217,6 +217,10 @@ class Tokenizer:
         """All texts' IDs concatenated (``np.uint32``) and ``len(texts) + 1`` document offsets (``np.int64``)."""
         return self._encode_checked(self._encoder.flat, texts)
 
+    def bound_cache(self, max_bytes: int) -> None:
+        """Keep at most about ``max_bytes`` of encoded chunks in memory (the IDs never depend on it)."""
+        self._encoder.bound_cache(max_bytes)
+
     # ---- decoding -------------------------------------------------------------------------------
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
@@ -242,7 +246,7 @@ class Tokenizer:
 
     def _build_encoder(self) -> ChunkEncoder:
         rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
-        cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results)
+        cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results, per_byte=self.kind == "byte")
         return ChunkEncoder(patterns.splitter(self.pattern), cache)
 
     def _base_ids_function(self):
