@@ -30,6 +30,7 @@ from pipeline.errors import TokenizerError, TokenizerMismatchError
 from pipeline.parallel import ordered_map
 from pipeline.shards import Manifest, ShardStamp, ShardWriter, ids_dtype
 from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer.encode import DEFAULT_CACHE_BYTES
 
 TASK_BYTES = 1 << 20
 
@@ -44,6 +45,7 @@ class EncodeTask:
     offsets: np.ndarray
     bos_id: int | None
     eos_id: int | None
+    cache_bytes: int = DEFAULT_CACHE_BYTES
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ def share_tokenizer(path: str) -> Tokenizer:
 def encode_task(task: EncodeTask) -> EncodedBatch:
     """Worker: decode the task's documents, encode them and add the special IDs."""
     tokenizer = load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)
+    tokenizer.bound_cache(task.cache_bytes)
     count = len(task.offsets) - 1
     column = pa.LargeStringArray.from_buffers(count, pa.py_buffer(task.offsets), pa.py_buffer(task.data))
     ids, offsets = tokenizer.encode_batch_flat(column.to_pylist())
@@ -124,7 +127,8 @@ def encode_task(task: EncodeTask) -> EncodedBatch:
 
 
 def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_id: int | None,
-               eos_id: int | None, task_bytes: int = TASK_BYTES) -> Iterator[EncodeTask]:
+               eos_id: int | None, task_bytes: int = TASK_BYTES,
+               cache_bytes: int = DEFAULT_CACHE_BYTES) -> Iterator[EncodeTask]:
     """Cut a prepared file into tasks of about ``task_bytes`` of text (at least one document each)."""
     for column in _text_columns(source):
         offsets = documents.text_offsets(column)
@@ -132,7 +136,7 @@ def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_i
         for start, end in _task_bounds(offsets, task_bytes):
             chunk = data[int(offsets[start]) : int(offsets[end])].to_pybytes()
             yield EncodeTask(tokenizer_path, tokenizer.fingerprint, chunk, offsets[start : end + 1] - offsets[start],
-                             bos_id, eos_id)
+                             bos_id, eos_id, cache_bytes)
 
 
 def _text_columns(source: Path) -> Iterator[pa.LargeStringArray]:
@@ -158,15 +162,20 @@ def _task_bounds(offsets: np.ndarray, task_bytes: int) -> Iterator[tuple[int, in
 def encode_split(source: str | os.PathLike[str], directory: str | os.PathLike[str], split: str, *,
                  tokenizer_path: str | os.PathLike[str], executor: Executor, shard_tokens: int,
                  bos_id: int | None = None, eos_id: int | None = None, max_in_flight: int = 8,
-                 task_bytes: int = TASK_BYTES, progress: bool = False) -> Manifest:
-    """Encode one prepared split file into ``directory``'s shard set for ``split``; return its manifest."""
+                 task_bytes: int = TASK_BYTES, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 progress: bool = False) -> Manifest:
+    """Encode one prepared split file into ``directory``'s shard set for ``split``; return its manifest.
+
+    ``cache_bytes`` bounds each worker's chunk cache (see :class:`~pipeline.tokenizer.encode.ChunkCache`).
+    """
     source, path = Path(source), str(tokenizer_path)
     tokenizer = share_tokenizer(path)
     _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
     stamp = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint, vocab_size=tokenizer.vocab_size,
                        special_ids={"bos": bos_id, "eos": eos_id}, prepared_fingerprint=hashing.sha256_file(source))
     writer = ShardWriter(directory, stamp, shard_tokens=shard_tokens)
-    tasks = iter_tasks(source, tokenizer, path, bos_id=bos_id, eos_id=eos_id, task_bytes=task_bytes)
+    tasks = iter_tasks(source, tokenizer, path, bos_id=bos_id, eos_id=eos_id, task_bytes=task_bytes,
+                       cache_bytes=cache_bytes)
     tokens = 0
     with _progress_bar(source, split, enabled=progress) as bar:
         for batch in ordered_map(executor, encode_task, tasks, max_in_flight=max_in_flight):

@@ -38,7 +38,7 @@ def run(config: Config) -> None:
         manifests = encoding.encode_corpus(
             config.prepare.output_dir, settings.output_dir, tokenizer_path=tokenizer_path,
             executor=executor, shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
-            max_in_flight=2 * workers + 2, progress=show_progress(),
+            max_in_flight=2 * workers + 2, cache_bytes=settings.chunk_cache_mb * 10**6, progress=show_progress(),
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "

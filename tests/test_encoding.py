@@ -288,3 +288,27 @@ def test_memory_kept_by_the_encoder_is_bounded_in_bytes():
     finally:
         tracemalloc.stop()
     assert kept < 200_000
+
+
+def test_each_task_bounds_its_workers_cache(prepared, tokenizer_path):
+    source = documents.prepared_path(prepared, "val")
+    task = next(encoding.iter_tasks(source, Tokenizer.load(tokenizer_path), str(tokenizer_path), bos_id=None,
+                                    eos_id=None, cache_bytes=12_345))
+    encoding.encode_task(task)
+    assert encoding.load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)._encoder._cache.max_bytes \
+        == 12_345
+
+
+def test_the_cache_bound_is_read_from_the_encode_section(tmp_path, prepared, tokenizer_path, monkeypatch):
+    from pipeline.config import parse_config
+    from pipeline.errors import ConfigError
+    from stages import encode as encode_stage
+
+    with pytest.raises(ConfigError, match="encode.chunk_cache_mb"):
+        parse_config({"encode": {"chunk_cache_mb": -1}})
+    config = stage_config(tmp_path, prepared, tokenizer={"path": str(tokenizer_path), "output": str(tokenizer_path)},
+                          encode={"chunk_cache_mb": 3})
+    seen = {}
+    monkeypatch.setattr(encoding, "encode_corpus", lambda *args, **options: seen.update(options) or [])
+    encode_stage.run(config)
+    assert seen["cache_bytes"] == 3_000_000
