@@ -10,10 +10,14 @@ lines), same tokenizer for both sides (lmprep's, trained on that corpus, exporte
    ``np.memmap`` of the ``.bin`` file;
 3. peak RSS of the encode (main process and largest worker) at 1× and N× the corpus, each in a fresh
    subprocess started while this process is still small (a Linux child's peak RSS starts from its
-   parent's), so the figure is the encoder's own; memory-mapped input pages count in it.
+   parent's), so the figure is the encoder's own; memory-mapped input pages count in it;
+4. the chunk cache's memory bound: a char tokenizer without pre-split (each document one chunk) on
+   distinct 250-character documents cut from the corpus, which the encoder caches whole (~780 bytes
+   each), encoded with several ``encode.chunk_cache_mb`` bounds: peak RSS per worker.
 
     python benchmarks/build_corpus.py
     python benchmarks/bench_shards.py [--workers 2] [--scale 4] [--repeats 2] [--corpus full,unique-lines]
+                                      [--cache-case-mb 200] [--cache-bounds 256,64]
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ WORK = DATA / "bench_shards"
 EOT = "<|endoftext|>"
 VOCAB_SIZE = 32768
 TRAIN_SAMPLE_BYTES = 20_000_000
+CHAR_DOCUMENT = 250
+CHAR_VOCAB_SIZE = 4096
 
 
 def prepared_file(corpus: str, scale: int) -> Path:
@@ -69,12 +75,33 @@ def tokenizer_file(corpus: str) -> Path:
     return path
 
 
-def encode_lmprep(source: Path, tokenizer_path: Path, out: Path, workers: int) -> float:
+def char_documents_file(megabytes: int) -> Path:
+    """Distinct 250-character documents cut from the unique-lines corpus at shifting offsets, as a prepared file."""
+    path = WORK / "char-250" / f"prepared-{megabytes}MB" / "train.arrow"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(read_corpus(corpus_path("unique-lines")))
+        count = megabytes * 10**6 // CHAR_DOCUMENT
+        starts = (start for shift in range(0, CHAR_DOCUMENT, 37)
+                  for start in range(shift, len(text) - CHAR_DOCUMENT, CHAR_DOCUMENT))
+        documents.write_documents(path, (text[start:start + CHAR_DOCUMENT] for start, _ in zip(starts, range(count))))
+    return path
+
+
+def char_tokenizer_file(source: Path) -> Path:
+    path = WORK / "char-250" / "tokenizer.json"
+    if not path.exists():
+        sample = list(documents.iter_documents(source))[:8000]
+        Tokenizer.train(sample, vocab_size=CHAR_VOCAB_SIZE, kind="char", special_tokens=[EOT], workers=2).save(path)
+    return path
+
+
+def encode_lmprep(source: Path, tokenizer_path: Path, out: Path, workers: int, **options) -> float:
     tokenizer = Tokenizer.load(tokenizer_path)
     start = time.perf_counter()
     with ProcessPoolExecutor(workers) as executor:
-        encode_split(source, out, "train", tokenizer_path=tokenizer_path, executor=executor,
-                     shard_tokens=1_000_000, eos_id=tokenizer.special_tokens[EOT], max_in_flight=2 * workers + 2)
+        encode_split(source, out, "train", tokenizer_path=tokenizer_path, executor=executor, shard_tokens=1_000_000,
+                     eos_id=tokenizer.special_tokens[EOT], max_in_flight=2 * workers + 2, **options)
     return time.perf_counter() - start
 
 
@@ -139,21 +166,55 @@ def child_rss(corpus: str, scale: int, workers: int) -> None:
     print(json.dumps({"corpus_mb": megabytes, "wall_s": wall, "main_mb": main, "worker_mb": worker}))
 
 
+def child_cache(megabytes: int, bound_mb: int, workers: int) -> None:
+    source = char_documents_file(megabytes)
+    wall = encode_lmprep(source, char_tokenizer_file(source), WORK / "char-250" / "shards", workers,
+                         cache_bytes=bound_mb * 10**6)
+    main = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(json.dumps({"wall_s": wall, "main_mb": main, "worker_mb": worker}))
+
+
+def cache_case(args: argparse.Namespace) -> None:
+    """Peak RSS per worker on distinct 250-character documents (each one chunk) for each cache bound."""
+    command = [sys.executable, __file__, "--child-cache-prepare", "--cache-case-mb", str(args.cache_case_mb)]
+    subprocess.run(command, check=True, capture_output=True)  # builds the documents and the tokenizer
+    count = args.cache_case_mb * 10**6 // CHAR_DOCUMENT
+    print(f"char kind (vocab {CHAR_VOCAB_SIZE}), no pre-split, {count:,} distinct {CHAR_DOCUMENT}-character "
+          f"documents ({args.cache_case_mb} MB), {args.workers} workers:")
+    for bound in args.cache_bounds.split(","):
+        command = [sys.executable, __file__, "--child-cache", bound, "--cache-case-mb", str(args.cache_case_mb),
+                   "--workers", str(args.workers)]
+        figures = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+        print(f"  chunk_cache_mb {bound}: peak RSS main {figures['main_mb']:.0f} MB, largest worker "
+              f"{figures['worker_mb']:.0f} MB (encode {figures['wall_s']:.1f} s)", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--scale", type=int, default=4, help="second corpus size for the memory figure, ×")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--corpus", default=",".join(CORPORA), help="comma-separated corpora (default: all)")
+    parser.add_argument("--cache-case-mb", type=int, default=200, help="MB of 250-character documents (0: skip)")
+    parser.add_argument("--cache-bounds", default="256,64", help="encode.chunk_cache_mb values to measure")
     parser.add_argument("--child-rss", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-prepare", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child-cache", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child-cache-prepare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_cache_prepare:
+        return print(char_tokenizer_file(char_documents_file(args.cache_case_mb)))
+    if args.child_cache is not None:
+        return child_cache(args.cache_case_mb, args.child_cache, args.workers)
     if args.child_rss:
         return child_rss(args.corpus, args.child_rss, args.workers)
     if args.child_prepare:
         return print(prepared_file(args.corpus, args.child_prepare), tokenizer_file(args.corpus))
     corpora = args.corpus.split(",")
     # memory first, while this process is small: Linux children start from the parent's peak RSS
+    if args.cache_case_mb:
+        cache_case(args)
     rows = {corpus: memory(corpus, args) for corpus in corpora}
     for corpus in corpora:
         rows[corpus] |= speed(corpus, args)

@@ -226,8 +226,8 @@ class _MergeState:
         ids[at], ids[gone], ranks[gone] = self.table.results[best], PAD, NO_RANK
         following[at], preceding[after] = after, at
         before = preceding[at]
-        ranks[at] = self.table.lookup(ids[at], ids[after])
-        ranks[before] = self.table.lookup(ids[before], ids[at])
+        lefts, rights = np.concatenate((at, before)), np.concatenate((after, at))  # the two new pairs, one lookup
+        ranks[lefts] = self.table.lookup(ids[lefts], ids[rights])
         return done
 
 
