@@ -90,6 +90,7 @@ class EncodeConfig:
     bos_token: str | None = None
     shard_tokens: int = _bounded(1_000_000, low=1)
     workers: int = _bounded(0, low=0, high=MAX_WORKERS)
+    chunk_cache_mb: int = _bounded(256, low=0)
     output_dir: str = "data/shards"
 
 
