@@ -307,7 +307,7 @@ def test_memory_kept_by_the_encoder_is_bounded_in_bytes():
 
 
 def test_each_task_bounds_its_workers_cache(prepared, tokenizer_path):
-    source = documents.prepared_path(prepared, "val")
+    source = prepared / documents.read_parts(prepared, "val")[0].file
     task = next(encoding.iter_tasks(source, Tokenizer.load(tokenizer_path), str(tokenizer_path), bos_id=None,
                                     eos_id=None, cache_bytes=12_345))
     encoding.encode_task(task)
