@@ -273,7 +273,7 @@ def test_batches_of_many_new_chunks_encode_like_the_merge_replay(tmp_path, byte_
 def test_the_chunk_cache_keeps_its_byte_bound():
     """Batches of distinct 250-character chunks, under and over the bound: the cache starts over, never grows past it."""
     bound = 60_000
-    cache = ChunkCache(lambda text: list(text.encode()), RANK_OF, RESULTS, per_byte=True, max_bytes=bound)
+    cache = ChunkCache(lambda text: list(text.encode()), RANK_OF, RESULTS, unit="byte", max_bytes=bound)
     rng = random.Random(5)
     for batch in (30, 30, 30, 100, 30, 5, 100):
         chunks = {"".join(rng.choice("abc") for _ in range(250)) for _ in range(batch)} | {"ab", "c" * 300}

@@ -321,7 +321,8 @@ class Tokenizer:
 
     def _build_encoder(self) -> ChunkEncoder:
         rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
-        cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results, per_byte=self.kind == "byte")
+        unit = {"byte": "byte", "char": "char", "word": "chunk"}[self.kind]
+        cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results, unit=unit)
         return ChunkEncoder(patterns.splitter(self.pattern), cache)
 
     def _base_ids(self) -> list[int]:

@@ -25,6 +25,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
+from typing import Literal
 
 import numpy as np
 
@@ -244,11 +245,12 @@ class ChunkCache:
     """
 
     def __init__(self, base_ids: Callable[[str], list[int]], rank_of: MergeTable, result_of: Sequence[int], *,
-                 per_byte: bool, max_bytes: int = DEFAULT_CACHE_BYTES):
-        """``base_ids`` maps a text to one base ID per UTF-8 byte (``per_byte``) or per character, so that
-        many chunks are mapped at once by mapping their concatenation."""
+                 unit: Literal["byte", "char", "chunk"], max_bytes: int = DEFAULT_CACHE_BYTES):
+        """``base_ids`` maps a text to one base ID per UTF-8 byte or per character (``unit``), so that many
+        chunks are mapped at once by mapping their concatenation; with ``unit="chunk"`` (a word-level
+        vocabulary, no merges) it maps each whole chunk to its one ID."""
         self._base_ids = base_ids
-        self._per_byte = per_byte
+        self._unit = unit
         self._rank_of = rank_of
         self._result_of = result_of
         self._pair_ranks: PairRanks | None = None
@@ -291,8 +293,10 @@ class ChunkCache:
     def _encode_many(self, chunks: Iterable[str]) -> dict[str, bytes]:
         """The packed IDs of each chunk: rows of similar length merged together, very long ones one by one."""
         chunks = list(chunks)
+        if self._unit == "chunk":
+            return {chunk: array("I", self._base_ids(chunk)).tobytes() for chunk in chunks}
         flat = np.array(self._base_ids("".join(chunks)), dtype=np.int32)
-        units = map(str.encode, chunks) if self._per_byte else chunks
+        units = map(str.encode, chunks) if self._unit == "byte" else chunks
         lengths = np.fromiter(map(len, units), dtype=np.int64, count=len(chunks))
         starts = np.cumsum(lengths) - lengths
         packed: list[bytes] = [b""] * len(chunks)
