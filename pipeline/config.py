@@ -26,6 +26,9 @@ from pipeline.errors import ConfigError
 
 BYTE_ALPHABET = 256
 MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
+# Training holds each token id as a character: one per Unicode scalar value except U+10FFFF
+# (pipeline/tokenizer/_train_pairs.py), so 1,114,112 code points less 2,048 surrogates less one.
+MAX_VOCAB_SIZE = 1_112_063
 
 
 def _bounded(default: Any, *, low: float | None = None, high: float | None = None,
@@ -66,7 +69,7 @@ class PrepareConfig:
 class TokenizerConfig:
     path: str | None = None
     kind: Literal["byte", "char"] = "byte"
-    vocab_size: int = _bounded(2048, low=1)
+    vocab_size: int = _bounded(2048, low=1, high=MAX_VOCAB_SIZE)
     pattern: str | None = None
     merge_newlines: bool | None = None
     min_frequency: int = _bounded(2, low=1)

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from pipeline.config import Config, TokenizerConfig
+from pipeline.config import MAX_VOCAB_SIZE, Config, TokenizerConfig
 from pipeline.errors import DataError
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import pattern_name
@@ -39,7 +39,7 @@ def tokenizer_group() -> None:
 
 @tokenizer_group.command("train")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--vocab-size", "vocab_size", type=click.IntRange(min=1),
+@click.option("--vocab-size", "vocab_size", type=click.IntRange(min=1, max=MAX_VOCAB_SIZE),
               help="Upper bound on IDs: base tokens + merges + special tokens [default: tokenizer.vocab_size].")
 @click.option("--kind", "kind", type=click.Choice(["byte", "char"]), help="[default: tokenizer.kind]")
 @click.option("--pattern", "pattern", help="Pre-split: gpt4, gpt2, none or a regex [default: tokenizer.pattern; "

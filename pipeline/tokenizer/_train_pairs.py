@@ -1,9 +1,12 @@
 """Pair bookkeeping for BPE training, written so that C code (str methods, numpy) does the scanning.
 
-A chunk's current symbols are a ``str`` whose characters are token ids (``chr(id)``). A pair
-``(left, right)`` is packed into one int, ``left << 21 | right``: ids stay below ``SEPARATOR_ID``
-(< 2**21), and int order equals tuple order, so the heap's tie-break on the packed int is the
-tie-break on the pair.
+A chunk's current symbols are a ``str`` with one character per token: token id ``i`` is the code point
+``symbol_of(i)``, which is ``i`` itself below U+D800 and skips the surrogate block U+D800..U+DFFF above
+it (no str -> UTF-32 codec accepts surrogates, and numpy reads the symbols through ``utf-32-le``). The
+mapping keeps order, so every comparison of symbols is the comparison of their ids, and the merge
+loop works on symbols alone; ids come back only in the learned merges. A pair ``(left, right)`` of
+symbols is packed into one int, ``left << 21 | right``: symbols stay below the separator (< 2**21), and
+int order equals tuple order, so the heap's tie-break on the packed int is the tie-break on the pair.
 """
 
 from __future__ import annotations
@@ -14,10 +17,23 @@ import numpy as np
 
 SHIFT = 21
 MASK = (1 << SHIFT) - 1
-SEPARATOR_ID = 0x10FFFF  # the last code point: joins chunks in bulk operations, never a token id
+SEPARATOR_ID = 0x10FFFF  # the last code point: joins chunks in bulk operations, never a token's symbol
 SEPARATOR = chr(SEPARATOR_ID)
 _UTF8_SEPARATOR = SEPARATOR.encode("utf-8")
+_SURROGATES_START = 0xD800
+_SURROGATES = 0x800
+MAX_ID = SEPARATOR_ID - 1 - _SURROGATES  # 1,112,062: its symbol is U+10FFFE, the last below the separator
 BULK_CHUNKS = 1000
+
+
+def symbol_of(token_id: int) -> int:
+    """The code point that stands for ``token_id`` in a chunk's str."""
+    return token_id if token_id < _SURROGATES_START else token_id + _SURROGATES
+
+
+def id_of(symbol: int) -> int:
+    """The token id that code point ``symbol`` stands for (the inverse of :func:`symbol_of`)."""
+    return symbol if symbol < _SURROGATES_START else symbol - _SURROGATES
 
 
 def pack(left: int, right: int) -> int:
@@ -42,9 +58,9 @@ def utf8_words(chunks: Sequence[str]) -> list[str]:
 
 
 def initial_pairs(words: Sequence[str], counts: np.ndarray, *, base: int) -> tuple[dict[int, int], dict[int, np.ndarray]]:
-    """Count every adjacent pair of base ids (weighted by chunk count) and list the chunks holding each pair.
+    """Count every adjacent pair of base symbols (weighted by chunk count) and list the chunks holding each pair.
 
-    ``base`` is the first id that is not a base id. Done with numpy over all chunks at once: the
+    ``base`` is above every base symbol. Done with numpy over all chunks at once: the
     pairs of each position, a stable argsort to group them by pair, sums per group for the totals.
     """
     ids = np.frombuffer(SEPARATOR.join(words).encode("utf-32-le"), dtype=np.uint32)
@@ -83,9 +99,9 @@ def _group_starts(sorted_values: np.ndarray) -> np.ndarray:
 
 
 def merge_chunks(
-    words: list[str], counts: Sequence[int], weights: np.ndarray, chunk_ids, code: int, new_id: int
+    words: list[str], counts: Sequence[int], weights: np.ndarray, chunk_ids, code: int, new_symbol: int
 ) -> tuple[dict[int, int], dict[int, int], dict[int, list[int]]]:
-    """Merge pair ``code`` into ``new_id`` in the listed chunks (in place in ``words``).
+    """Merge pair ``code`` into ``new_symbol`` in the listed chunks (in place in ``words``).
 
     ``counts`` and ``weights`` both hold each chunk's count (a list for the loop, an array for numpy).
     Returns the counts of the pairs born in this merge, the count drop of every old neighbouring pair
@@ -94,33 +110,33 @@ def merge_chunks(
     left to right without overlap (``"aaa"`` -> ``[N, a]``).
     """
     if len(chunk_ids) >= BULK_CHUNKS:
-        return _merge_bulk(words, weights, chunk_ids, code, new_id)
-    return _merge_each(words, counts, chunk_ids, code, new_id)
+        return _merge_bulk(words, weights, chunk_ids, code, new_symbol)
+    return _merge_each(words, counts, chunk_ids, code, new_symbol)
 
 
-def _merge_bulk(words: list[str], weights: np.ndarray, chunk_ids, code: int, new_id: int):
+def _merge_bulk(words: list[str], weights: np.ndarray, chunk_ids, code: int, new_symbol: int):
     """``merge_chunks`` for a pair listed in many chunks: one ``str.replace`` and numpy over all of them.
 
     The listed chunks are joined by the separator, merged in one call and split back; the neighbours of
-    every occurrence of ``new_id`` are then read from the UTF-32 code units, weighted and grouped with
+    every occurrence of ``new_symbol`` are then read from the UTF-32 code units, weighted and grouped with
     numpy. Merges listing >= 1,000 chunks are 367 of the 32,512 merges of the 100 MB benchmark but held
     half of the 2.1 M chunk visits.
     """
     left, right = unpack(code)
     chunk_ids = np.asarray(chunk_ids)
     joined = SEPARATOR.join(map(words.__getitem__, chunk_ids.tolist()))
-    merged = joined.replace(chr(left) + chr(right), chr(new_id))
+    merged = joined.replace(chr(left) + chr(right), chr(new_symbol))
     symbols = np.frombuffer(merged.encode("utf-32-le"), dtype=np.uint32)
     owner = np.cumsum(symbols == SEPARATOR_ID)
-    at = np.flatnonzero(symbols == new_id)
+    at = np.flatnonzero(symbols == new_symbol)
     _store_changed(words, merged.split(SEPARATOR), chunk_ids, np.unique(owner[at]))
     before = at[at > 0] - 1
     before = before[symbols[before] != SEPARATOR_ID]
     after = at[at < len(symbols) - 1] + 1
-    after = after[(symbols[after] != SEPARATOR_ID) & (symbols[after] != new_id)]
+    after = after[(symbols[after] != SEPARATOR_ID) & (symbols[after] != new_symbol)]
     before_sums, before_in = _neighbour_sums(symbols[before], chunk_ids[owner[before]], weights)
     after_sums, after_in = _neighbour_sums(symbols[after], chunk_ids[owner[after]], weights)
-    return _pair_deltas(left, right, new_id, before_sums, after_sums, before_in, after_in)
+    return _pair_deltas(left, right, new_symbol, before_sums, after_sums, before_in, after_in)
 
 
 def _store_changed(words: list[str], merged: list[str], chunk_ids: np.ndarray, changed: np.ndarray) -> None:
@@ -141,14 +157,14 @@ def _neighbour_sums(neighbours: np.ndarray, holders: np.ndarray, weights: np.nda
     return dict(zip(symbols, totals.tolist())), dict(zip(symbols, chunks))
 
 
-def _merge_each(words: list[str], counts: Sequence[int], chunk_ids, code: int, new_id: int):
+def _merge_each(words: list[str], counts: Sequence[int], chunk_ids, code: int, new_symbol: int):
     """``merge_chunks`` chunk by chunk, for pairs listed in few chunks.
 
     Hot loop: per occurrence it only sums chunk counts per neighbouring symbol; pairs are built once
     per distinct neighbour afterwards (``_pair_deltas``).
     """
     left, right = unpack(code)
-    pair, new = chr(left) + chr(right), chr(new_id)
+    pair, new = chr(left) + chr(right), chr(new_symbol)
     before: dict[str, int] = {}  # symbol x -> summed count of occurrences preceded by x
     after: dict[str, int] = {}  # symbol y -> summed count of occurrences followed by y (y != new)
     before_in: dict[str, list[int]] = {}
@@ -184,32 +200,32 @@ def _merge_each(words: list[str], counts: Sequence[int], chunk_ids, code: int, n
                 elif holders[-1] != index:
                     holders.append(index)
             position = merged.find(new, position)
-    return _pair_deltas(left, right, new_id, before, after, before_in, after_in)
+    return _pair_deltas(left, right, new_symbol, before, after, before_in, after_in)
 
 
-def _pair_deltas(left, right, new_id, before, after, before_in, after_in):
+def _pair_deltas(left, right, new_symbol, before, after, before_in, after_in):
     """Turn neighbour sums into the counts of born pairs, the count drops of old ones, and born pairs' chunks.
 
     Left of an occurrence, pair (x, left) becomes (x, new) -- where x is the new symbol itself when two
     merges touch, the old pair was (right, left). Right of it, (right, y) becomes (new, y); when y is
     the next occurrence, that pair is counted as the next occurrence's left side. Born pairs hold
-    ``new_id`` and old ones do not, so the two dicts never share a key.
+    ``new_symbol`` and old ones do not, so the two dicts never share a key.
     """
     born: dict[int, int] = {}
     dropped: dict[int, int] = {}
     born_in: dict[int, list[int]] = {}
     for x, total in before.items():
-        x_id = ord(x)
-        code = x_id << SHIFT | new_id
+        x_symbol = ord(x)
+        code = x_symbol << SHIFT | new_symbol
         born[code] = total
         born_in[code] = before_in[x]
-        old = (right if x_id == new_id else x_id) << SHIFT | left
+        old = (right if x_symbol == new_symbol else x_symbol) << SHIFT | left
         dropped[old] = dropped.get(old, 0) + total
     for y, total in after.items():
-        y_id = ord(y)
-        code = new_id << SHIFT | y_id  # y is never new_id, so no pair of the loop above
+        y_symbol = ord(y)
+        code = new_symbol << SHIFT | y_symbol  # y is never new_symbol, so no pair of the loop above
         born[code] = total
         born_in[code] = after_in[y]
-        old = right << SHIFT | y_id
+        old = right << SHIFT | y_symbol
         dropped[old] = dropped.get(old, 0) + total
     return born, dropped, born_in

@@ -14,8 +14,10 @@ Kinds:
 Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once):
 
 1. Count distinct pre-split chunks in worker processes (``_train_count``).
-2. Keep each distinct chunk's current symbols as a ``str`` whose characters are token ids
-   (``chr(id)``), so that finding and merging a pair is one C-level ``str.replace``.
+2. Keep each distinct chunk's current symbols as a ``str`` with one character per token (the code
+   point ``_train_pairs.symbol_of(id)``, which skips the surrogate block), so that finding and merging
+   a pair is one C-level ``str.replace``. Ids run up to ``MAX_ID`` (1,112,062): one per Unicode scalar
+   value, less the separator code point used by the bulk operations.
 3. Keep pair -> count, pair -> chunks that contained it, and a max-heap of (count, pair) with lazy
    refresh: a popped entry whose count went stale is pushed back with the current count. Only a merge
    creates pairs (all of them contain the new id), so an old pair's count never grows and the pair ->
@@ -83,7 +85,8 @@ def train_merges(
     first_id = 256 if kind == "byte" else len(alphabet) + 1
     _check_id_range(first_id + num_merges)
     newline_id = None if merge_newlines else _newline_id(kind, alphabet)
-    trainer = _Trainer(words, counts, first_id=first_id, min_frequency=min_frequency, forbidden=newline_id)
+    forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
+    trainer = _Trainer(words, counts, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
     merges, stop_reason = trainer.run(num_merges, progress=progress)
     return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason)
 
@@ -105,11 +108,11 @@ def _check_options(*, kind: str, pattern: str, num_merges: int, min_frequency: i
 
 
 def _check_id_range(end_id: int) -> None:
-    """Ids are stored as characters below the separator code point, so they must stay under it."""
-    if end_id >= pairs.SEPARATOR_ID:
+    """Every id needs a code point of its own below the separator (``_train_pairs.MAX_ID``)."""
+    if end_id > pairs.MAX_ID + 1:
         raise TokenizerError(
-            f"vocabulary would need ids up to {end_id - 1}, above the supported maximum {pairs.SEPARATOR_ID - 1}; "
-            "lower the vocabulary size"
+            f"training would need {end_id} ids (base tokens and merges), but it supports at most "
+            f"{pairs.MAX_ID + 1} ids; lower the vocabulary size"
         )
 
 
@@ -120,18 +123,22 @@ def _newline_id(kind: str, alphabet: list[str]) -> int | None:
 
 
 def _base_words(chunk_counts: dict[str, int], kind: str) -> tuple[list[str], list[int], list[str]]:
-    """Each distinct chunk as a string of base ids (one character per id), its count, and the alphabet."""
+    """Each distinct chunk as a string of base symbols (one character per id), its count, and the alphabet."""
     chunks = list(chunk_counts)
     counts = list(chunk_counts.values())
     if kind == "byte":
         return pairs.utf8_words(chunks), counts, []
     alphabet = sorted(set().union(*map(set, chunks))) if chunks else []
-    table = {ord(char): i + 1 for i, char in enumerate(alphabet)}
+    table = {ord(char): pairs.symbol_of(i + 1) for i, char in enumerate(alphabet)}
     return [chunk.translate(table) for chunk in chunks], counts, alphabet
 
 
 class _Trainer:
-    """The merge loop over distinct chunks: pair counts, pair -> chunks index and a lazy max-heap."""
+    """The merge loop over distinct chunks: pair counts, pair -> chunks index and a lazy max-heap.
+
+    Pairs, counts and the heap are all in symbols (``_train_pairs.symbol_of``), whose order is the
+    ids' order; ``forbidden`` is a symbol too.
+    """
 
     def __init__(self, words: list[str], counts: list[int], *, first_id: int, min_frequency: int, forbidden: int | None):
         self.words = words
@@ -140,7 +147,7 @@ class _Trainer:
         self.first_id = first_id
         self.min_frequency = min_frequency
         self.forbidden = forbidden
-        self.pair_counts, self.where = pairs.initial_pairs(words, self.weights, base=first_id)
+        self.pair_counts, self.where = pairs.initial_pairs(words, self.weights, base=pairs.symbol_of(first_id))
         self.heap = [
             -count << KEY_SHIFT | code for code, count in self.pair_counts.items() if self._eligible(code, count)
         ]
@@ -153,8 +160,9 @@ class _Trainer:
             code = self._pop_best()
             if code is None:
                 return merges, f"no pair occurs at least {self.min_frequency} times after {len(merges)} merges"
-            merges.append(pairs.unpack(code))
-            self._merge(code, self.first_id + len(merges) - 1)
+            left, right = pairs.unpack(code)
+            merges.append((pairs.id_of(left), pairs.id_of(right)))
+            self._merge(code, pairs.symbol_of(self.first_id + len(merges) - 1))
             if bar is not None:
                 bar.update()
         if bar is not None:
@@ -180,10 +188,10 @@ class _Trainer:
                 heapq.heappush(heap, -current << KEY_SHIFT | code)
         return None
 
-    def _merge(self, code: int, new_id: int) -> None:
-        """Replace the pair by ``new_id`` in every chunk listed for it and update counts, index and heap."""
+    def _merge(self, code: int, new_symbol: int) -> None:
+        """Replace the pair by ``new_symbol`` in every chunk listed for it and update counts, index and heap."""
         chunk_ids = self.where.pop(code)
-        born, dropped, born_in = pairs.merge_chunks(self.words, self.counts, self.weights, chunk_ids, code, new_id)
+        born, dropped, born_in = pairs.merge_chunks(self.words, self.counts, self.weights, chunk_ids, code, new_symbol)
         pair_counts = self.pair_counts
         for pair_code, drop in dropped.items():
             pair_counts[pair_code] -= drop
