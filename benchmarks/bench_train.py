@@ -9,7 +9,7 @@ Rust trainers use threads, so their figure is in the main process). lmprep's mer
 identical to rustbpe's.
 
     python benchmarks/build_corpus.py
-    python benchmarks/bench_train.py [--vocab-size 32768] [--threads 2] [--repeats 2]
+    python benchmarks/bench_train.py [--corpus PATH] [--vocab-size 32768] [--threads 2] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -72,9 +72,9 @@ def train_hf(texts: list[str], vocab_size: int, threads: int) -> list[bytes]:
     return []
 
 
-def run_one(name: str, vocab_size: int, threads: int) -> None:
+def run_one(name: str, corpus: Path, vocab_size: int, threads: int) -> None:
     """Child mode: train once, print one JSON line of figures, save the vocabulary for the parity check."""
-    texts = load_texts(CORPUS)
+    texts = load_texts(corpus)
     train = {"lmprep": train_lmprep, "rustbpe": train_rustbpe, "hf": train_hf}[name]
     start, start_cpu = time.perf_counter(), cpu_seconds()
     vocab = train(texts, vocab_size, threads)
@@ -95,9 +95,10 @@ def cpu_seconds() -> float:
     return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
-def measure(name: str, vocab_size: int, threads: int) -> dict:
+def measure(name: str, corpus: Path, vocab_size: int, threads: int) -> dict:
     env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
-    command = [sys.executable, __file__, "--one", name, "--vocab-size", str(vocab_size), "--threads", str(threads)]
+    command = [sys.executable, __file__, "--one", name, "--corpus", str(corpus), "--vocab-size", str(vocab_size),
+               "--threads", str(threads)]
     output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(output.strip().splitlines()[-1])
 
@@ -127,6 +128,7 @@ def check_parity() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="JSON Lines, one {\"text\": ...} per document")
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)
@@ -134,15 +136,16 @@ def main() -> None:
     parser.add_argument("--one", choices=TRAINERS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        return run_one(args.one, args.vocab_size, args.threads)
-    if not CORPUS.exists():
-        raise SystemExit(f"{CORPUS} is missing; run benchmarks/build_corpus.py first")
+        return run_one(args.one, args.corpus, args.vocab_size, args.threads)
+    if not args.corpus.exists():
+        raise SystemExit(f"{args.corpus} is missing; run benchmarks/build_corpus.py first")
     names = args.trainers.split(",")
     figures: dict[str, list[dict]] = {name: [] for name in names}
     for _ in range(args.repeats):
         for name in names:
-            figures[name].append(measure(name, args.vocab_size, args.threads))
-    print(f"corpus {CORPUS.stat().st_size / 1e6:.0f} MB, vocab {args.vocab_size}, {args.threads} threads/processes")
+            figures[name].append(measure(name, args.corpus, args.vocab_size, args.threads))
+    print(f"corpus {args.corpus.name} ({args.corpus.stat().st_size / 1e6:.0f} MB), vocab {args.vocab_size}, "
+          f"{args.threads} threads/processes")
     report(figures)
     if "lmprep" in names and "rustbpe" in names:
         check_parity()

@@ -128,9 +128,10 @@ def test_matches_naive_reference(texts, kind, pattern, num_merges, min_frequency
     assert result.merges == merges
     assert result.alphabet == alphabet
     assert (result.stop_reason is None) == (len(merges) == num_merges)
-    with pytest.MonkeyPatch.context() as patch:  # every merge through the numpy path
-        patch.setattr(_train_pairs, "BULK_CHUNKS", 1)
-        assert train_merges(texts, workers=1, **options).merges == merges
+    for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
+            assert train_merges(texts, workers=1, **options).merges == merges
 
 
 # --- parity with rustbpe on real text ----------------------------------------------------------
@@ -158,9 +159,10 @@ def test_byte_merges_identical_to_rustbpe():
     expected = [token for token, _rank in sorted(oracle.get_mergeable_ranks(), key=lambda item: item[1])]
     assert result.stop_reason is None
     assert token_bytes(result.merges) == expected
-    with pytest.MonkeyPatch.context() as patch:  # every merge through the numpy path
-        patch.setattr(_train_pairs, "BULK_CHUNKS", 1)
-        assert train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256).merges == result.merges
+    for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
+            assert train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256).merges == result.merges
 
 
 # --- ids past the surrogate block (U+D800..U+DFFF) ---------------------------------------------
@@ -185,17 +187,15 @@ def past_surrogates():
     expected = [token for token, _rank in sorted(oracle.get_mergeable_ranks(), key=lambda item: item[1])]
     paths = Counter()
 
-    def both_paths(words, counts, weights, chunk_ids, code, new_symbol):
-        if new_symbol < 0xD000:
-            return merge_chunks(words, counts, weights, chunk_ids, code, new_symbol)
-        paths["bulk" if new_symbol % 2 else "each", new_symbol > 0xDFFF] += 1
-        if new_symbol % 2:
-            return _train_pairs._merge_bulk(words, weights, chunk_ids, code, new_symbol)
-        return _train_pairs._merge_each(words, counts, chunk_ids, code, new_symbol)
+    def both_paths(chunks, positions, code, new):
+        if new < 0xD000:
+            return merge(chunks, positions, code, new)
+        paths["many" if new % 2 else "few", new > 0xDFFF] += 1
+        return (chunks._merge_many if new % 2 else chunks._merge_few)(positions, code, new)
 
-    merge_chunks = _train_pairs.merge_chunks
+    merge = _train_pairs.Chunks.merge
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_train_pairs, "merge_chunks", both_paths)
+        patch.setattr(_train_pairs.Chunks, "merge", both_paths)
         result = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=len(expected) - 256, workers=1)
     assert min(paths.values()) > 300 and len(paths) == 4  # both paths, in and past the block
     return texts, oracle, expected, result
@@ -207,15 +207,15 @@ def test_ids_past_the_surrogate_block_identical_to_rustbpe(past_surrogates):
     assert token_bytes(result.merges) == expected
 
 
-@pytest.mark.parametrize("bulk_chunks", [_train_pairs.BULK_CHUNKS, 1], ids=["default", "bulk"])
-def test_char_alphabet_across_the_surrogate_block_matches_reference(bulk_chunks):
+@pytest.mark.parametrize("bulk_positions", [0, 10**9], ids=["numpy", "loop"])
+def test_char_alphabet_across_the_surrogate_block_matches_reference(bulk_positions):
     # 60,000 distinct characters: base ids run through 55,296..57,343 and past it.
     letters = [chr(c) for c in range(0x4E00, 0x4E00 + 20_000)] + [chr(c) for c in range(0x20000, 0x20000 + 40_000)]
     texts = ["".join(letters[i : i + 200]) for i in range(0, len(letters), 200)]
     texts += [letters[-1] + letters[-2] + letters[0]] * 3 + [letters[56_000] + letters[57_500]] * 2
     options = dict(kind="char", pattern="", num_merges=4)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_train_pairs, "BULK_CHUNKS", bulk_chunks)
+        patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
         result = train_merges(texts, workers=1, **options)
     assert (result.merges, result.alphabet) == reference_merges(texts, **options)
     assert max(max(pair) for pair in result.merges) > 57_343
@@ -328,10 +328,11 @@ def test_bad_options_are_clear_errors(options, message):
         train_merges(["abab"], **arguments)
 
 
-def test_utf8_words_fall_back_when_a_chunk_holds_the_separator():
-    chunks = ["a\U0010ffffb", "\u00e9"]
-    assert _train_pairs.utf8_words(chunks) == [c.encode().decode("latin-1") for c in chunks]
-    assert _train_pairs.utf8_words(["x", "\u00e9"]) == ["x", "\xc3\xa9"]
+def test_utf8_symbols_keep_chunks_apart_whatever_they_hold():
+    separator = _train_pairs.SEPARATOR_ID
+    assert _train_pairs.utf8_symbols(["a\U0010ffffb", "\u00e9"]).tolist() == [
+        separator, 97, 0xF4, 0x8F, 0xBF, 0xBF, 98, separator, 0xC3, 0xA9, separator]
+    assert _train_pairs.utf8_symbols([]).tolist() == [separator, separator]
 
 
 @settings(max_examples=300, deadline=None)

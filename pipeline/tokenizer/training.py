@@ -14,23 +14,23 @@ Kinds:
 Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once):
 
 1. Count distinct pre-split chunks in worker processes (``_train_count``).
-2. Keep each distinct chunk's current symbols as a ``str`` with one character per token (the code
-   point ``_train_pairs.symbol_of(id)``, which skips the surrogate block), so that finding and merging
-   a pair is one C-level ``str.replace``. Ids run up to ``MAX_ID`` (1,112,062): one per Unicode scalar
-   value, less the separator code point used by the bulk operations.
-3. Keep pair -> count, pair -> chunks that contained it, and a max-heap of (count, pair) with lazy
+2. Lay the symbols of all distinct chunks out in one flat array with neighbour links
+   (``_train_pairs.Chunks``). Each id has a symbol, a code point that skips the surrogate block;
+   ids run up to ``_train_pairs.MAX_ID`` (1,112,062): one per Unicode scalar value, less the
+   separator U+10FFFF.
+3. Keep pair -> count, pair -> positions where it was born, and a max-heap of (count, pair) with lazy
    refresh: a popped entry whose count went stale is pushed back with the current count. Only a merge
    creates pairs (all of them contain the new id), so an old pair's count never grows and the pair ->
-   chunks index never needs more than the chunks listed when the pair was born.
-4. A merge visits only the chunks listed for its pair and updates counts around each merged
-   occurrence, summed per distinct neighbouring pair; a pair listed in many chunks is merged in all
-   of them with one ``str.replace`` and numpy (``_train_pairs.merge_chunks``).
+   positions index never needs more than the positions listed when the pair was born.
+4. A merge visits only the positions listed for its pair and updates counts around each merged
+   occurrence, summed per distinct neighbouring pair: in a loop for a few positions, with numpy for
+   many.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,13 +80,14 @@ def train_merges(
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
     chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
-    words, counts, alphabet = _base_words(chunk_counts, kind)
-    del chunk_counts
+    symbols, alphabet = _base_symbols(list(chunk_counts), kind)
+    chunks = pairs.Chunks(symbols, list(chunk_counts.values()))
+    del chunk_counts, symbols
     first_id = 256 if kind == "byte" else len(alphabet) + 1
     _check_id_range(first_id + num_merges)
     newline_id = None if merge_newlines else _newline_id(kind, alphabet)
     forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
-    trainer = _Trainer(words, counts, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
+    trainer = _Trainer(chunks, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
     merges, stop_reason = trainer.run(num_merges, progress=progress)
     return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason)
 
@@ -122,32 +123,28 @@ def _newline_id(kind: str, alphabet: list[str]) -> int | None:
     return alphabet.index("\n") + 1 if "\n" in alphabet else None
 
 
-def _base_words(chunk_counts: dict[str, int], kind: str) -> tuple[list[str], list[int], list[str]]:
-    """Each distinct chunk as a string of base symbols (one character per id), its count, and the alphabet."""
-    chunks = list(chunk_counts)
-    counts = list(chunk_counts.values())
+def _base_symbols(chunks: list[str], kind: str) -> tuple[np.ndarray, list[str]]:
+    """The base symbols of all chunks in one array (``_train_pairs.Chunks`` layout), and the alphabet."""
     if kind == "byte":
-        return pairs.utf8_words(chunks), counts, []
+        return pairs.utf8_symbols(chunks), []
     alphabet = sorted(set().union(*map(set, chunks))) if chunks else []
     table = {ord(char): pairs.symbol_of(i + 1) for i, char in enumerate(alphabet)}
-    return [chunk.translate(table) for chunk in chunks], counts, alphabet
+    return pairs.code_point_symbols([chunk.translate(table) for chunk in chunks]), alphabet
 
 
 class _Trainer:
-    """The merge loop over distinct chunks: pair counts, pair -> chunks index and a lazy max-heap.
+    """The merge loop over distinct chunks: pair counts, pair -> positions index and a lazy max-heap.
 
     Pairs, counts and the heap are all in symbols (``_train_pairs.symbol_of``), whose order is the
     ids' order; ``forbidden`` is a symbol too.
     """
 
-    def __init__(self, words: list[str], counts: list[int], *, first_id: int, min_frequency: int, forbidden: int | None):
-        self.words = words
-        self.counts = counts
-        self.weights = np.asarray(counts, dtype=np.int64)
+    def __init__(self, chunks: pairs.Chunks, *, first_id: int, min_frequency: int, forbidden: int | None):
+        self.chunks = chunks
         self.first_id = first_id
         self.min_frequency = min_frequency
         self.forbidden = forbidden
-        self.pair_counts, self.where = pairs.initial_pairs(words, self.weights, base=pairs.symbol_of(first_id))
+        self.pair_counts, self.where = chunks.initial_pairs(base=pairs.symbol_of(first_id))
         self.heap = [
             -count << KEY_SHIFT | code for code, count in self.pair_counts.items() if self._eligible(code, count)
         ]
@@ -189,24 +186,23 @@ class _Trainer:
         return None
 
     def _merge(self, code: int, new_symbol: int) -> None:
-        """Replace the pair by ``new_symbol`` in every chunk listed for it and update counts, index and heap."""
-        chunk_ids = self.where.pop(code)
-        born, dropped, born_in = pairs.merge_chunks(self.words, self.counts, self.weights, chunk_ids, code, new_symbol)
+        """Replace the pair by ``new_symbol`` wherever it occurs and update counts, index and heap."""
+        born, dropped, born_at = self.chunks.merge(self.where.pop(code), code, new_symbol)
         pair_counts = self.pair_counts
         for pair_code, drop in dropped.items():
             pair_counts[pair_code] -= drop
         del pair_counts[code]  # every occurrence is merged
         pair_counts.update(born)  # born pairs had no count before
-        self._index_born(born, born_in)
+        self._index_born(born, born_at)
 
-    def _index_born(self, born: dict[int, int], born_in: dict[int, list[int]]) -> None:
-        """Push the born pairs that may be merged onto the heap and keep their chunk lists."""
+    def _index_born(self, born: dict[int, int], born_at: dict[int, Sequence[int]]) -> None:
+        """Push the born pairs that may be merged onto the heap and keep their positions."""
         heap, where, min_frequency = self.heap, self.where, self.min_frequency
         anything_allowed = self.forbidden is None
         for pair_code, count in born.items():
             if count >= min_frequency and (anything_allowed or self._allowed(pair_code)):
                 heapq.heappush(heap, -count << KEY_SHIFT | pair_code)
-                where[pair_code] = born_in[pair_code]
+                where[pair_code] = born_at[pair_code]
 
 
 def _merge_bar(total: int):
