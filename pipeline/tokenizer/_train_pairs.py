@@ -75,16 +75,17 @@ def code_point_symbols(words: Sequence[str]) -> np.ndarray:
 class Chunks:
     """The symbols of all distinct chunks, their neighbour links and the count of the chunk of each position."""
 
-    def __init__(self, symbols: np.ndarray, counts: Sequence[int]):
+    def __init__(self, symbols: np.ndarray, counts: np.ndarray):
         size = len(symbols)
         index = np.int32 if size < 2**31 else np.int64
-        is_separator = symbols == SEPARATOR_ID
         self.sym = symbols
         self.nxt = np.arange(1, size + 1, dtype=index)
         self.prv = np.arange(-1, size - 1, dtype=index)
-        inside = ~is_separator
-        self.weight = np.zeros(size, dtype=np.int64)
-        self.weight[inside] = np.asarray(counts, dtype=np.int64)[np.cumsum(is_separator)[inside] - 1]
+        # a position's chunk is the number of separators before it, less one; separators weigh 0
+        is_separator = symbols == SEPARATOR_ID
+        counts = np.append(counts, 0).astype(np.int32 if counts.max(initial=0) < 2**31 else np.int64)
+        self.weight = counts[np.cumsum(is_separator, dtype=index) - is_separator - 1]
+        self.weight[is_separator] = 0
         self._sym, self._nxt, self._prv, self._weight = map(memoryview, (self.sym, self.nxt, self.prv, self.weight))
 
     def initial_pairs(self, base: int) -> tuple[dict[int, int], dict[int, np.ndarray]]:
@@ -97,9 +98,9 @@ class Chunks:
         at = np.flatnonzero((sym[:-1] != SEPARATOR_ID) & (sym[1:] != SEPARATOR_ID)).astype(self.nxt.dtype)
         if not len(at):
             return {}, {}
-        local = sym[at].astype(np.int64) * base + sym[at + 1]
-        # values < 65536 sort the same as uint16, which argsort handles several times faster
-        keys, totals, positions = _grouped(local, at, self.weight[at], sort_keys=local.astype(np.uint16) if base <= 256 else None)
+        # below 65536, uint16 keys: argsort sorts them several times faster, in a quarter of the memory
+        local = sym[at] * base + sym[at + 1] if base <= 256 else sym[at].astype(np.int64) * base + sym[at + 1]
+        keys, totals, positions = _grouped(local.astype(np.uint16) if base <= 256 else local, at, self.weight[at])
         codes = [pack(value // base, value % base) for value in keys.tolist()]
         return dict(zip(codes, totals.tolist())), dict(zip(codes, positions))
 
@@ -204,13 +205,13 @@ def _sums(symbols: np.ndarray, positions: np.ndarray, weights: np.ndarray):
     return dict(zip(keys, totals.tolist())), dict(zip(keys, groups))
 
 
-def _grouped(keys: np.ndarray, positions: np.ndarray, weights: np.ndarray, *, sort_keys: np.ndarray | None = None):
+def _grouped(keys: np.ndarray, positions: np.ndarray, weights: np.ndarray):
     """Group positions by key: per distinct key (ascending), the summed weight and the positions, in
     their original (ascending) order, as the sort is stable."""
-    order = np.argsort(keys if sort_keys is None else sort_keys, kind="stable")
+    order = np.argsort(keys, kind="stable")
     keys = keys[order]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    totals = np.add.reduceat(weights[order], starts)
+    totals = np.add.reduceat(weights[order], starts, dtype=np.int64)
     positions = positions[order]
     bounds = starts.tolist()
     bounds.append(len(positions))

@@ -19,7 +19,8 @@ Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once
    ids run up to ``_train_pairs.MAX_ID`` (1,112,062): one per Unicode scalar value, less the
    separator U+10FFFF.
 3. Keep pair -> count, pair -> positions where it was born, and a max-heap of (count, pair) with lazy
-   refresh: a popped entry whose count went stale is pushed back with the current count. Only a merge
+   refresh, for the pairs that may still be merged: a popped entry whose count went stale is pushed
+   back with the current count. Only a merge
    creates pairs (all of them contain the new id), so an old pair's count never grows and the pair ->
    positions index never needs more than the positions listed when the pair was born.
 4. A merge visits only the positions listed for its pair and updates counts around each merged
@@ -80,9 +81,13 @@ def train_merges(
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
     chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
-    symbols, alphabet = _base_symbols(list(chunk_counts), kind)
-    chunks = pairs.Chunks(symbols, list(chunk_counts.values()))
-    del chunk_counts, symbols
+    counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(chunk_counts))
+    distinct = list(chunk_counts)
+    del chunk_counts  # free each structure as soon as the next one is built: peak memory is a goal
+    symbols, alphabet = _base_symbols(distinct, kind)
+    del distinct
+    chunks = pairs.Chunks(symbols, counts)
+    del symbols, counts
     first_id = 256 if kind == "byte" else len(alphabet) + 1
     _check_id_range(first_id + num_merges)
     newline_id = None if merge_newlines else _newline_id(kind, alphabet)
@@ -144,10 +149,10 @@ class _Trainer:
         self.first_id = first_id
         self.min_frequency = min_frequency
         self.forbidden = forbidden
-        self.pair_counts, self.where = chunks.initial_pairs(base=pairs.symbol_of(first_id))
-        self.heap = [
-            -count << KEY_SHIFT | code for code, count in self.pair_counts.items() if self._eligible(code, count)
-        ]
+        counts, where = chunks.initial_pairs(base=pairs.symbol_of(first_id))
+        self.pair_counts = {code: count for code, count in counts.items() if self._eligible(code, count)}
+        self.where = {code: where[code] for code in self.pair_counts}
+        self.heap = [-count << KEY_SHIFT | code for code, count in self.pair_counts.items()]
         heapq.heapify(self.heap)
 
     def run(self, num_merges: int, *, progress: bool) -> tuple[list[tuple[int, int]], str | None]:
@@ -178,30 +183,38 @@ class _Trainer:
         while heap:
             key = heapq.heappop(heap)
             code = key & CODE_MASK
-            current = pair_counts.get(code, 0)
+            current = pair_counts.get(code)
             if current == -(key >> KEY_SHIFT):
                 return code
-            if current >= self.min_frequency:
+            if current is not None:
                 heapq.heappush(heap, -current << KEY_SHIFT | code)
         return None
 
     def _merge(self, code: int, new_symbol: int) -> None:
-        """Replace the pair by ``new_symbol`` wherever it occurs and update counts, index and heap."""
+        """Replace the pair by ``new_symbol`` wherever it occurs and update counts, index and heap.
+
+        Only pairs that may still be merged are tracked: counts never grow, so a pair that falls
+        below ``min_frequency`` leaves the counts and the index for good (its heap entry goes stale).
+        """
         born, dropped, born_at = self.chunks.merge(self.where.pop(code), code, new_symbol)
-        pair_counts = self.pair_counts
-        for pair_code, drop in dropped.items():
-            pair_counts[pair_code] -= drop
+        pair_counts, where, min_frequency = self.pair_counts, self.where, self.min_frequency
         del pair_counts[code]  # every occurrence is merged
-        pair_counts.update(born)  # born pairs had no count before
+        for pair_code, drop in dropped.items():
+            count = pair_counts.get(pair_code, 0) - drop
+            if count >= min_frequency:
+                pair_counts[pair_code] = count
+            elif pair_code in pair_counts:
+                del pair_counts[pair_code], where[pair_code]
         self._index_born(born, born_at)
 
     def _index_born(self, born: dict[int, int], born_at: dict[int, Sequence[int]]) -> None:
-        """Push the born pairs that may be merged onto the heap and keep their positions."""
-        heap, where, min_frequency = self.heap, self.where, self.min_frequency
+        """Track the born pairs that may be merged: their counts, positions and heap entries."""
+        heap, pair_counts, where, min_frequency = self.heap, self.pair_counts, self.where, self.min_frequency
         anything_allowed = self.forbidden is None
         for pair_code, count in born.items():
             if count >= min_frequency and (anything_allowed or self._allowed(pair_code)):
                 heapq.heappush(heap, -count << KEY_SHIFT | pair_code)
+                pair_counts[pair_code] = count
                 where[pair_code] = born_at[pair_code]
 
 
