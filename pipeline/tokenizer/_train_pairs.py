@@ -33,7 +33,7 @@ DEAD = -1  # the symbol of a position merged into its left neighbour
 _SURROGATES_START = 0xD800
 _SURROGATES = 0x800
 MAX_ID = SEPARATOR_ID - 1 - _SURROGATES  # 1,112,062: its symbol is U+10FFFE, the last below the separator
-BULK_POSITIONS = 400  # a merge listing at least this many positions runs with numpy
+BULK_POSITIONS = 64  # a merge listing at least this many positions runs with numpy
 
 
 def symbol_of(token_id: int) -> int:
