@@ -20,9 +20,9 @@ Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once
    separator U+10FFFF.
 3. Keep pair -> count, pair -> positions where it was born, and a max-heap of (count, pair) with lazy
    refresh, for the pairs that may still be merged: a popped entry whose count went stale is pushed
-   back with the current count. Only a merge
-   creates pairs (all of them contain the new id), so an old pair's count never grows and the pair ->
-   positions index never needs more than the positions listed when the pair was born.
+   back with the current count. Only a merge creates pairs (all of them contain the new id), so an
+   old pair's count never grows and the pair -> positions index never needs more than the positions
+   listed when the pair was born.
 4. A merge visits only the positions listed for its pair and updates counts around each merged
    occurrence, summed per distinct neighbouring pair: in a loop for a few positions, with numpy for
    many.
