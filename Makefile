@@ -15,7 +15,8 @@ LMPREP := $(BIN)/lmprep
 .DEFAULT_GOAL := all
 .PHONY: all prepare tokenize train status test clean help
 
-all: prepare tokenize train ## Run every stage that is stale (same as `make prepare tokenize train`)
+all: $(INSTALLED) ## Run every stale stage in one lmprep process (prepare, tokenizer, encode, train, export, stats)
+	$(LMPREP) run --config $(CONFIG)
 
 prepare: $(INSTALLED) ## Read, clean, de-duplicate and split data/raw/
 	$(LMPREP) run prepare --config $(CONFIG)
@@ -38,11 +39,13 @@ clean: $(INSTALLED) ## Delete derived data (never data/raw/ or checkpoints/)
 help: ## List the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
 
+# Two `make` at once must not create or pip-install into one venv together: each install step runs
+# under flock (util-linux; unlocked where flock is missing) on pyproject.toml, and skips the work
+# when, by the time it holds the lock, another make has done it.
+LOCKED := $(if $(shell command -v flock),flock pyproject.toml) bash -c
+
 $(INSTALLED): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -e .
-	touch $@
+	$(LOCKED) 'test $@ -nt $< || { { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } && $(PIP) install -e . && touch $@; }'
 
 $(TEST_INSTALLED): $(INSTALLED)
-	$(PIP) install -e '.[test]'
-	touch $@
+	$(LOCKED) 'test $@ -nt $< || { $(PIP) install -e ".[test]" && touch $@; }'

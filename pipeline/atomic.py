@@ -3,13 +3,21 @@
 A crash, ``kill -9`` or Ctrl-C at any point leaves either the old file or the
 new one, never a torn mix. ``os.replace`` is atomic within one file system,
 which a sibling temp file guarantees.
+
+A temporary is named after its target and the process writing it
+(``.{name}.tmp-{pid}-{random}``), so that cleaning up after a killed writer
+removes only that target's temporaries whose writer is gone, never those of a
+run still writing, such as a second pipeline using the same directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -17,9 +25,29 @@ from pathlib import Path
 from typing import Any
 
 _TMP_MARK = ".tmp-"
+# errors that only writing causes: reported against the output being written
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _name_output_in_write_errors(generator_function):
+    """Raise a full disk (or quota, or file size limit) met while writing an output as an
+    OSError naming the output, not a temporary or nothing at all, as buffered writes and
+    pyarrow's do: the output is the name the user knows."""
+
+    @functools.wraps(generator_function)
+    def named(path: str | os.PathLike[str]) -> Iterator[Path]:
+        try:
+            yield from generator_function(path)
+        except OSError as exc:
+            if exc.errno not in _WRITE_ERRNOS:
+                raise
+            raise OSError(exc.errno, os.strerror(exc.errno), os.fspath(path)) from exc
+
+    return named
 
 
 @contextlib.contextmanager
+@_name_output_in_write_errors
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it onto ``path``.
 
@@ -29,7 +57,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}{_TMP_MARK}", dir=target.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     _apply_umask(tmp, 0o666)
@@ -66,6 +94,7 @@ def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
 
 
 @contextlib.contextmanager
+@_name_output_in_write_errors
 def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield an empty staging directory; on success swap it in place of ``path``.
 
@@ -76,7 +105,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     target = Path(path)
     recover_dir(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{_TMP_MARK}", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=_temporary_prefix(target), dir=target.parent))
     _apply_umask(staging, 0o777)
     try:
         yield staging
@@ -100,17 +129,41 @@ def recover_dir(path: str | os.PathLike[str]) -> None:
             os.replace(backup, target)
 
 
-def remove_stale_temporaries(directory: str | os.PathLike[str]) -> None:
-    """Delete temp files and staging dirs left behind by killed writers."""
-    root = Path(directory)
-    if not root.is_dir():
+def remove_orphaned_temporaries(path: str | os.PathLike[str]) -> None:
+    """Delete the temp files and staging dirs of ``path`` whose writer has died.
+
+    Temporaries of other targets in the same directory, and those of a live
+    process, are left alone. A temporary without a writer's pid (named before
+    temporaries carried one) counts as orphaned.
+    """
+    target = Path(path)
+    if not target.parent.is_dir():
         return
-    for entry in root.iterdir():
-        if entry.name.startswith(".") and _TMP_MARK in entry.name:
+    prefix = f".{target.name}{_TMP_MARK}"
+    for entry in target.parent.iterdir():
+        if entry.name.startswith(prefix) and not _writer_alive(entry.name[len(prefix):]):
             if entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
+
+
+def _temporary_prefix(target: Path) -> str:
+    return f".{target.name}{_TMP_MARK}{os.getpid()}-"
+
+
+def _writer_alive(suffix: str) -> bool:
+    """Whether the process named at the start of a temporary's ``{pid}-{random}`` suffix still runs."""
+    match = re.match(r"(\d+)-", suffix)
+    if match is None:
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
 
 
 def _apply_umask(path: Path, mode: int) -> None:

@@ -10,6 +10,13 @@ and the merges themselves. Reading parses JSON and raw tensor bytes only, so a
 pickle hidden in the file can never run; pickles and ``torch.save`` archives
 are recognised by their first bytes and refused with a message that says why.
 
+The guard needs only the header (8 bytes of length, then JSON):
+:func:`read_header` reads it without loading a tensor or importing torch, so
+checking a checkpoint costs milliseconds whatever its size. :func:`read_checkpoint`
+checks the model config against the tensor shapes the header lists before it
+builds the model, so a forged config cannot make it allocate more than the
+file holds.
+
 Why keep the whole merge list (about 10 bytes a merge, 20 kB at vocab 2048)
 rather than a digest: a retrained tokenizer usually has the same vocab size,
 and "the first differing merge is #17: 'th'+'e' vs 'e'+' '" tells a user what
@@ -20,18 +27,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors import SafetensorError, safe_open
 
 from pipeline import atomic
 from pipeline.errors import CheckpointError, TokenizerMismatchError
-from pipeline.model import BigramLM, ModelConfig
+
+if TYPE_CHECKING:
+    import torch
+
+    from pipeline.model import BigramLM, ModelConfig
 
 FORMAT = "lmprep-checkpoint/1"
 CHECKPOINT_FILE = "checkpoint.safetensors"
@@ -40,6 +50,8 @@ _MODEL_PREFIX = "model."
 _OPTIMIZER_PREFIX = "optimizer."
 _TORCH_RNG = "rng.torch"
 _PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol 2+, torch.save's zip archive
+# What parsing malformed metadata raises (OverflowError: int() of an infinite float).
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, OverflowError)
 
 
 class TokenizerLike(Protocol):
@@ -104,6 +116,17 @@ class TokenizerRecord:
         )
 
 
+@dataclass(frozen=True)
+class CheckpointHeader:
+    """What a checkpoint's safetensors header says: its metadata and each tensor's shape."""
+
+    path: Path
+    step: int
+    tokenizer: TokenizerRecord
+    metadata: dict[str, Any]
+    shapes: dict[str, tuple[int, ...]]
+
+
 @dataclass
 class Checkpoint:
     """A loaded checkpoint: the model with its weights, plus what resuming needs."""
@@ -143,6 +166,8 @@ def save_checkpoint(
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
     """Atomically write a checkpoint to ``path`` (a ``.safetensors`` file or a directory)."""
+    import torch
+
     tensors = {_MODEL_PREFIX + name: t.detach().contiguous() for name, t in model.state_dict().items()}
     tensors[_TORCH_RNG] = torch.get_rng_state()
     optimizer_meta = None
@@ -162,21 +187,53 @@ def save_checkpoint(
     }
     target = checkpoint_file(path)
     with atomic.atomic_path(target) as tmp:
-        save_file(tensors, str(tmp), metadata={_METADATA_KEY: atomic.dumps_json(metadata, indent=None)})
+        _save_file(tensors, tmp, metadata={_METADATA_KEY: atomic.dumps_json(metadata, indent=None)})
     return target
+
+
+def _save_file(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+    """safetensors' ``save_file``, raising a failed write (a full disk) as the OSError it is:
+    safetensors reports it as its own error type with ``(os error N)`` in the text."""
+    from safetensors.torch import save_file
+
+    try:
+        save_file(tensors, str(path), metadata=metadata)
+    except SafetensorError as exc:
+        found = re.search(r"\(os error (\d+)\)", str(exc))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from exc
+
+
+def read_header(path: str | os.PathLike[str]) -> CheckpointHeader:
+    """Read a checkpoint's header only: no tensor is loaded and torch is not imported."""
+    file = checkpoint_file(path)
+    metadata, shapes = _read_safetensors_header(file)
+    try:
+        return CheckpointHeader(path=file, step=_non_negative_int(metadata["step"]),
+                                tokenizer=TokenizerRecord.from_dict(metadata["tokenizer"]),
+                                metadata=metadata, shapes=shapes)
+    except _MALFORMED as exc:
+        raise CheckpointError(_malformed_message(file, exc)) from None
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     """Read a checkpoint without checking its tokenizer (use :func:`load_checkpoint`)."""
-    file = checkpoint_file(path)
-    metadata, tensors = _read_safetensors(file)
+    from pipeline.model import ModelConfig
+
+    header = read_header(path)
     try:
-        return _assemble(file, metadata, tensors)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CheckpointError(
-            f"checkpoint {file} has malformed metadata ({type(exc).__name__}: {exc}); "
-            "retrain it with `lmprep run train`"
-        ) from None
+        config = ModelConfig.from_dict(header.metadata["model"])
+        _check_model_shapes(header, config)
+        return _assemble(header, config, _read_tensors(header.path))
+    except _MALFORMED as exc:
+        raise CheckpointError(_malformed_message(header.path, exc)) from None
+
+
+def _malformed_message(file: Path, exc: Exception) -> str:
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    return f"checkpoint {file} has malformed metadata ({reason}); retrain it with `lmprep run train`"
 
 
 def load_checkpoint(path: str | os.PathLike[str], tokenizer: TokenizerLike) -> Checkpoint:
@@ -186,15 +243,15 @@ def load_checkpoint(path: str | os.PathLike[str], tokenizer: TokenizerLike) -> C
     return checkpoint
 
 
-def check_tokenizer(checkpoint: Checkpoint, tokenizer: TokenizerLike) -> None:
-    """Raise TokenizerMismatchError unless the fingerprints are equal.
+def check_tokenizer(checkpoint: Checkpoint | CheckpointHeader, tokenizer: TokenizerLike) -> None:
+    """Raise TokenizerMismatchError unless the fingerprints (and vocab sizes) are equal.
 
     Equal vocab sizes prove nothing: a tokenizer retrained on changed data has
     the same size but gives the IDs other meanings, so the model would read
     garbage. The fingerprint covers every merge, the pattern and the specials.
     """
     expected = checkpoint.tokenizer
-    if expected.fingerprint == tokenizer.fingerprint:
+    if expected.fingerprint == tokenizer.fingerprint and expected.vocab_size == tokenizer.vocab_size:
         return
     actual = TokenizerRecord.of(tokenizer)
     raise TokenizerMismatchError(
@@ -240,26 +297,36 @@ def _piece(tokenizer: TokenizerLike, id: int) -> str:
     return tokenizer.token_bytes(id).decode("utf-8", errors="backslashreplace")
 
 
-def _read_safetensors(file: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+def _read_safetensors_header(file: Path) -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
+    """The lmprep metadata and every tensor's shape, from the header alone."""
     if not file.is_file():
         raise CheckpointError(
             f"no checkpoint at {file}; train one with `lmprep run train` or give the path of an existing checkpoint"
         )
     try:
-        with safe_open(str(file), framework="pt") as handle:
+        with safe_open(str(file), framework="numpy") as handle:  # "numpy": opening does not import torch
             raw = (handle.metadata() or {}).get(_METADATA_KEY)
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
-    except Exception as exc:  # safetensors raises its own error types for a bad header
+            shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except (SafetensorError, OSError) as exc:
         raise CheckpointError(_unreadable_message(file, exc)) from None
     if raw is None:
         raise CheckpointError(f"{file} is a safetensors file without lmprep checkpoint metadata")
     try:
         metadata = json.loads(raw)
-    except ValueError as exc:
-        raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else " ".join(str(exc).split())[:200]
+        raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {reason}") from None
     if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {file} is not in format {FORMAT!r}")
-    return metadata, tensors
+    return metadata, shapes
+
+
+def _read_tensors(file: Path) -> dict[str, torch.Tensor]:
+    try:
+        with safe_open(str(file), framework="pt") as handle:
+            return {name: handle.get_tensor(name) for name in handle.keys()}
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(_unreadable_message(file, exc)) from None
 
 
 def _unreadable_message(file: Path, exc: Exception) -> str:
@@ -275,14 +342,43 @@ def _unreadable_message(file: Path, exc: Exception) -> str:
     return f"{file} is not a readable safetensors checkpoint ({exc}); retrain it with `lmprep run train`"
 
 
-def _assemble(file: Path, metadata: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Checkpoint:
-    model = _build_model(file, ModelConfig.from_dict(metadata["model"]), tensors)
+def _check_model_shapes(header: CheckpointHeader, config: ModelConfig) -> None:
+    """The model tensors the header lists must be exactly those ``config`` builds, shape for shape.
+
+    The model is built on torch's meta device, which allocates nothing, so a
+    config forged to need 400 GB is refused before any memory is taken.
+    """
+    import torch
+
+    from pipeline.model import BigramLM
+
+    found = {name[len(_MODEL_PREFIX) :]: shape for name, shape in header.shapes.items()
+             if name.startswith(_MODEL_PREFIX)}
+    try:
+        with torch.device("meta"):
+            expected = {name: tuple(t.shape) for name, t in BigramLM(config).state_dict().items()}
+    except RuntimeError:  # sizes whose product overflows: no file holds such tensors
+        expected = None
+    if found != expected:
+        raise CheckpointError(
+            f"checkpoint {header.path}: its model config {config.to_dict()} does not match the model "
+            f"tensors the file holds {found}; retrain it with `lmprep run train`"
+        )
+    if config.vocab_size != header.tokenizer.vocab_size:
+        raise CheckpointError(
+            f"checkpoint {header.path}: the model has vocab size {config.vocab_size}, but its tokenizer "
+            f"record says {header.tokenizer.vocab_size}; retrain it with `lmprep run train`"
+        )
+
+
+def _assemble(header: CheckpointHeader, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> Checkpoint:
+    metadata = header.metadata
     optimizer_meta = metadata["optimizer"]
     return Checkpoint(
-        path=file,
-        step=_non_negative_int(metadata["step"]),
-        model=model,
-        tokenizer=TokenizerRecord.from_dict(metadata["tokenizer"]),
+        path=header.path,
+        step=header.step,
+        model=_build_model(header.path, config, tensors),
+        tokenizer=header.tokenizer,
         shard_fingerprint=metadata["shard_fingerprint"],
         train_config=dict(metadata["train_config"]),
         optimizer_state=None if optimizer_meta is None else _unflatten_optimizer(optimizer_meta, tensors),
@@ -293,11 +389,22 @@ def _assemble(file: Path, metadata: dict[str, Any], tensors: dict[str, torch.Ten
 
 
 def _build_model(file: Path, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> BigramLM:
+    """The model with the file's weights; NaN or infinite weights are refused (they only make NaN)."""
+    import torch
+
+    from pipeline.model import BigramLM
+
     weights = {
         name[len(_MODEL_PREFIX) :]: tensor
         for name, tensor in tensors.items()
         if name.startswith(_MODEL_PREFIX)
     }
+    for name, tensor in weights.items():
+        if not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(
+                f"checkpoint {file}: {_MODEL_PREFIX}{name} holds NaN or infinite weights; "
+                "retrain it with `lmprep run train`"
+            )
     model = BigramLM(config)
     try:
         model.load_state_dict(weights, strict=True)
@@ -309,6 +416,8 @@ def _build_model(file: Path, config: ModelConfig, tensors: dict[str, torch.Tenso
 
 def _flatten_optimizer(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Split an optimizer state dict into named tensors and JSON-able rest."""
+    import torch
+
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
     for param_id, param_state in state["state"].items():

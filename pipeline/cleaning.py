@@ -100,12 +100,15 @@ class PrepareStats:
                 "splits": {split: {"documents": self.documents[split], "characters": self.characters[split]}
                            for split in SPLITS}}
 
+    def describe_drops(self) -> str:
+        """``1,289 duplicate, 4 empty``, or ``none``."""
+        return ", ".join(f"{n:,} {reason}" for reason, n in sorted(self.dropped.items())) or "none"
+
     def summary(self) -> str:
         """A few human lines for the end of a run."""
-        dropped = ", ".join(f"{n:,} {reason}" for reason, n in sorted(self.dropped.items())) or "none"
         lines = [f"read {self.documents_read:,} documents ({self.characters_read:,} characters) "
                  f"from {self.files} files",
-                 f"dropped: {dropped}",
+                 f"dropped: {self.describe_drops()}",
                  f"kept {self.documents_kept:,} documents"]
         lines += [f"  {split}: {self.documents[split]:,} documents, {self.characters[split]:,} characters"
                   for split in SPLITS]

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import os
+import re
+import reprlib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -26,9 +29,13 @@ from pipeline.errors import ConfigError
 
 BYTE_ALPHABET = 256
 MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
-# Training holds each token id as a character: one per Unicode scalar value except U+10FFFF
-# (pipeline/tokenizer/_train_pairs.py), so 1,114,112 code points less 2,048 surrogates less one.
-MAX_VOCAB_SIZE = 1_112_063
+MAX_WORKERS = 256  # a fixed bound, so a config valid on one machine is valid on all; cores cap the processes
+MAX_DIM = 65_536
+MAX_POSITIONS = 2**20  # train.context and train.batch_size
+# BPE training holds each base token and merge as a character: one per Unicode scalar value except
+# U+10FFFF (pipeline/tokenizer/_train_pairs.py), so 1,114,112 code points less 2,048 surrogates less one.
+# Special tokens come on top.
+MAX_TRAINED_IDS = 1_112_063
 
 
 def _bounded(default: Any, *, low: float | None = None, high: float | None = None,
@@ -68,13 +75,14 @@ class PrepareConfig:
 @dataclass(frozen=True)
 class TokenizerConfig:
     path: str | None = None
-    kind: Literal["byte", "char"] = "byte"
-    vocab_size: int = _bounded(2048, low=1, high=MAX_VOCAB_SIZE)
+    kind: Literal["byte", "char", "word"] = "byte"
+    vocab_size: int | None = _bounded(2048, low=1)  # or set merges instead (and this to null); see _one_size_key
+    merges: int | None = _bounded(None, low=0)
     pattern: str | None = None
     merge_newlines: bool | None = None
     min_frequency: int = _bounded(2, low=1)
     special_tokens: tuple[str, ...] = ("<|endoftext|>",)
-    workers: int = _bounded(0, low=0)
+    workers: int = _bounded(0, low=0, high=MAX_WORKERS)
     output: str = "data/tokenizer/tokenizer.json"
 
 
@@ -83,16 +91,16 @@ class EncodeConfig:
     eos_token: str | None = "<|endoftext|>"
     bos_token: str | None = None
     shard_tokens: int = _bounded(1_000_000, low=1)
-    workers: int = _bounded(0, low=0)
+    workers: int = _bounded(0, low=0, high=MAX_WORKERS)
     output_dir: str = "data/shards"
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    dim: int = _bounded(64, low=1)
+    dim: int = _bounded(64, low=1, high=MAX_DIM)
     tie_weights: bool = False
-    context: int = _bounded(64, low=1)
-    batch_size: int = _bounded(32, low=1)
+    context: int = _bounded(64, low=1, high=MAX_POSITIONS)
+    batch_size: int = _bounded(32, low=1, high=MAX_POSITIONS)
     steps: int = _bounded(300, low=0)
     lr: float = _bounded(1e-2, low=0.0)
     weight_decay: float = _bounded(0.0, low=0.0)
@@ -102,6 +110,25 @@ class TrainConfig:
     output_dir: str = "checkpoints/default"
 
 
+EXPORT_FORMATS = ("parquet", "nanogpt")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """The optional ``export`` stage: present when ``output_dir`` is set."""
+
+    formats: tuple[Literal["parquet", "nanogpt"], ...] = EXPORT_FORMATS
+    output_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """The optional ``stats`` stage: present when ``output_dir`` is set."""
+
+    top: int = _bounded(10, low=0)
+    output_dir: str | None = None
+
+
 @dataclass(frozen=True)
 class Config:
     data: DataConfig = DataConfig()
@@ -109,6 +136,8 @@ class Config:
     tokenizer: TokenizerConfig = TokenizerConfig()
     encode: EncodeConfig = EncodeConfig()
     train: TrainConfig = TrainConfig()
+    export: ExportConfig = ExportConfig()
+    stats: StatsConfig = StatsConfig()
     state_dir: str = ".lmprep"
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,14 +157,14 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> 
     raw = _read_yaml(path)
     for override in overrides:
         _apply_override(raw, override)
-    config = _build(Config, raw, "", str(path))
+    config = _build(Config, _one_size_key(raw), "", str(path))
     _check_consistency(config, str(path))
     return config
 
 
 def parse_config(raw: Mapping[str, Any], *, origin: str = "<config>") -> Config:
     """Validate an already-parsed mapping (as found in a YAML file)."""
-    config = _build(Config, dict(raw), "", origin)
+    config = _build(Config, _one_size_key(dict(raw)), "", origin)
     _check_consistency(config, origin)
     return config
 
@@ -147,23 +176,134 @@ def dump_yaml(config: Config) -> str:
 
 # -- reading ---------------------------------------------------------------
 
+MAX_CONFIG_BYTES = 1 << 20
+"""A config is a few kilobytes; pure-Python YAML takes a second or more per megabyte, so a bigger file is refused."""
+MAX_NESTING = 32
+"""Levels of YAML nesting (after expanding aliases); the schema needs four."""
+MAX_NODES = 100_000
+"""YAML values after expanding aliases, so that an alias bomb is refused before it is built."""
+
 
 def _read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    name = os.fspath(path)
     try:
-        text = open(path, encoding="utf-8").read()
+        with open(path, "rb") as file:
+            data = file.read(MAX_CONFIG_BYTES + 1)
+        text = data.decode("utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"config file {os.fspath(path)} not found; pass --config PATH") from None
+        raise ConfigError(f"config file {name} not found; pass --config PATH") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {os.fspath(path)} cannot be read as UTF-8 text ({exc})") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{os.fspath(path)}: not valid YAML: {' '.join(str(exc).split())}") from None
+        raise ConfigError(f"config file {name} cannot be read as UTF-8 text ({exc})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {name} is larger than {MAX_CONFIG_BYTES:,} bytes; "
+                          "a config holds settings, not data: list data files in data.sources")
+    raw = _parse_yaml(text, name)
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{os.fspath(path)}: the top level must be a mapping of sections, got {_kind(raw)}")
+        raise ConfigError(f"{name}: the top level must be a mapping of sections, got {_kind(raw)}")
     return raw
+
+
+def _parse_yaml(text: str, origin: str) -> Any:
+    """``text`` parsed by :class:`_ConfigLoader`; a YAML error or a refused document is a ConfigError."""
+    try:
+        return yaml.load(text, Loader=_ConfigLoader)
+    except _Refused as exc:
+        raise ConfigError(f"{origin}: line {exc.problem_mark.line + 1}: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{origin}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """A well-formed YAML document that exceeds a bound of :class:`_ConfigLoader`."""
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` with bounds, reading floats as YAML 1.2 does.
+
+    PyYAML follows YAML 1.1, where a float needs a dot and a signed exponent, so ``1e-3``
+    is a string; a user typing a learning rate means a number (as in YAML 1.2 and JSON).
+
+    Bounds: the composer recurses per level, so deeper nesting than ``MAX_NESTING`` is
+    refused as it is read, not left to hit Python's recursion limit. Aliases share nodes,
+    so a few lines can describe billions of values ("billion laughs"); before anything is
+    built the node graph is measured as if expanded, and more than ``MAX_NODES`` values,
+    an expanded depth beyond ``MAX_NESTING`` or an alias inside its own anchor is refused.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self._depth >= MAX_NESTING:
+            raise _Refused(problem=f"nested more than {MAX_NESTING} levels deep",
+                           problem_mark=self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: Any) -> Any:
+        _check_expanded_size(node)
+        return super().construct_document(node)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        """An integer, refusing one too long for Python to convert (over 4,300 digits)."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise _Refused(problem=f"the integer {node.value[:20]}... has too many digits",
+                           problem_mark=node.start_mark) from None
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a node graph whose aliases expand beyond ``MAX_NODES`` values or ``MAX_NESTING`` levels.
+
+    Sizes and depths are memoised per node, so the walk costs one visit per distinct node.
+    """
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded values, levels)
+    open_nodes: set[int] = set()
+
+    def too_big(node: yaml.Node) -> _Refused:
+        return _Refused(problem=f"aliases expand to more than {MAX_NODES:,} values or {MAX_NESTING} levels "
+                        "of nesting", problem_mark=node.start_mark)
+
+    def measure(node: yaml.Node, depth: int) -> tuple[int, int]:
+        if id(node) in open_nodes:
+            raise _Refused(problem="an alias refers to a node that contains it", problem_mark=node.start_mark)
+        if id(node) not in measured:
+            if depth > MAX_NESTING:
+                raise too_big(node)
+            open_nodes.add(id(node))
+            children = [measure(child, depth + 1) for child in _child_nodes(node)]
+            open_nodes.discard(id(node))
+            measured[id(node)] = (1 + sum(size for size, _ in children),
+                                  1 + max((levels for _, levels in children), default=0))
+        size, levels = measured[id(node)]
+        if size > MAX_NODES or depth + levels - 1 > MAX_NESTING:
+            raise too_big(node)
+        return size, levels
+
+    measure(root, 1)
+
+
+def _child_nodes(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
 
 
 def _apply_override(raw: dict[str, Any], override: str) -> None:
@@ -174,7 +314,9 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
     parts = _split_key(key_path.strip())
     _check_key_path(parts)
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        value = yaml.load(text, Loader=_ConfigLoader) if text.strip() else None
+    except _Refused as exc:
+        raise ConfigError(f"--set {key_path}: {exc.problem}") from None
     except yaml.YAMLError:
         value = text
     node = raw
@@ -230,7 +372,7 @@ def _build(cls: type, raw: Any, path: str, origin: str) -> Any:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{origin}: {path or 'the config'} must be a mapping, got {_kind(raw)} {raw!r}")
+        raise ConfigError(f"{origin}: {path or 'the config'} must be a mapping, got {_kind(raw)} {_show(raw)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in fields:
@@ -266,7 +408,7 @@ def _convert(hint: Any, value: Any, key: str, origin: str, spec: dataclasses.Fie
 
 def _convert_sequence(item_type: Any, value: Any, key: str, origin: str) -> tuple:
     if not isinstance(value, (list, tuple)):
-        raise ConfigError(f"{origin}: {key} must be a list, got {_kind(value)} {value!r}")
+        raise ConfigError(f"{origin}: {key} must be a list, got {_kind(value)} {_show(value)}")
     return tuple(_convert(item_type, item, f"{key}[{i}]", origin) for i, item in enumerate(value))
 
 
@@ -276,17 +418,17 @@ def _convert_choice(choices: tuple, value: Any, key: str, origin: str) -> Any:
     allowed = ", ".join(repr(c) for c in choices)
     hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
-    raise ConfigError(f"{origin}: {key} must be one of {allowed}; got {value!r}{suggestion}")
+    raise ConfigError(f"{origin}: {key} must be one of {allowed}; got {_show(value)}{suggestion}")
 
 
 def _convert_scalar(scalar: type, value: Any, key: str, origin: str, wanted: str) -> Any:
     if scalar is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
-            raise ConfigError(f"{origin}: {key} must be {wanted}, got {value!r}")
+            raise ConfigError(f"{origin}: {key} must be {wanted}, got {_show(value)}")
         return float(value)
     if isinstance(value, scalar) and not (scalar is int and isinstance(value, bool)):
         return value
-    raise ConfigError(f"{origin}: {key} must be {wanted}, got {_kind(value)} {value!r}")
+    raise ConfigError(f"{origin}: {key} must be {wanted}, got {_kind(value)} {_show(value)}")
 
 
 def _check_bounds(value: Any, key: str, origin: str, spec: dataclasses.Field | None, wanted: str) -> None:
@@ -295,22 +437,57 @@ def _check_bounds(value: Any, key: str, origin: str, spec: dataclasses.Field | N
     low, high = spec.metadata.get("low"), spec.metadata.get("high")
     too_high = high is not None and (value > high if spec.metadata.get("high_inclusive") else value >= high)
     if (low is not None and value < low) or too_high:
-        raise ConfigError(f"{origin}: {key} must be {wanted}, got {value!r}")
+        raise ConfigError(f"{origin}: {key} must be {wanted}, got {_show(value)}")
+
+
+def _one_size_key(raw: dict[str, Any]) -> dict[str, Any]:
+    """``tokenizer.merges`` given without ``vocab_size``: the vocab size is not the default but unset."""
+    tok = raw.get("tokenizer")
+    if isinstance(tok, dict) and tok.get("merges") is not None and "vocab_size" not in tok:
+        return {**raw, "tokenizer": {**tok, "vocab_size": None}}
+    return raw
+
+
+def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
+    """``(vocab_size, merges)`` with the unset one filled in where the config alone decides it: the byte
+    kind always has 256 base tokens; the char kind's base is the training text's characters (None)."""
+    if tok.kind != "byte":
+        return tok.vocab_size, tok.merges
+    reserved = BYTE_ALPHABET + len(tok.special_tokens)
+    if tok.merges is None:
+        return tok.vocab_size, tok.vocab_size - reserved
+    return reserved + tok.merges, tok.merges
 
 
 def _check_consistency(config: Config, origin: str) -> None:
     """Rules that involve more than one key."""
     prepare, tok, encode = config.prepare, config.tokenizer, config.encode
+    for index, source in enumerate(config.data.sources):
+        if not source.separator:
+            raise ConfigError(f"{origin}: data.sources[{index}].separator must not be empty; use 'document', "
+                              "'blank_line', 'line' or a literal string such as '<|endoftext|>'")
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
+    if not config.export.formats or len(set(config.export.formats)) != len(config.export.formats):
+        raise ConfigError(f"{origin}: export.formats must list distinct formats among {list(EXPORT_FORMATS)}, "
+                          f"got {list(config.export.formats)}")
     if "" in tok.special_tokens or len(set(tok.special_tokens)) != len(tok.special_tokens):
         raise ConfigError(f"{origin}: tokenizer.special_tokens must be distinct non-empty strings, "
                           f"got {list(tok.special_tokens)}")
+    if tok.vocab_size is not None and tok.merges is not None:
+        raise ConfigError(f"{origin}: tokenizer.vocab_size ({tok.vocab_size}) and tokenizer.merges ({tok.merges}) "
+                          "are both set; keep one and set the other to null (e.g. --set tokenizer.vocab_size=null)")
+    if tok.vocab_size is None and tok.merges is None:
+        raise ConfigError(f"{origin}: tokenizer.vocab_size and tokenizer.merges are both null; set one of them")
+    if tok.kind == "word" and tok.merges is not None:
+        raise ConfigError(f"{origin}: tokenizer.merges does not apply to the word kind (it has no merges); "
+                          "set tokenizer.vocab_size instead")
     floor = (BYTE_ALPHABET if tok.kind == "byte" else 1) + len(tok.special_tokens)
-    if tok.vocab_size < floor:
+    if tok.vocab_size is not None and tok.vocab_size < floor:
         raise ConfigError(f"{origin}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
                           f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
+    _check_trained_ids(tok, origin)
     if tok.path is None:
         for key in ("eos_token", "bos_token"):
             token = getattr(encode, key)
@@ -319,9 +496,27 @@ def _check_consistency(config: Config, origin: str) -> None:
                                   f"{list(tok.special_tokens)}; add it there or set encode.{key}: null")
 
 
+def _check_trained_ids(tok: TokenizerConfig, origin: str) -> None:
+    """BPE base tokens and merges fit in ``MAX_TRAINED_IDS`` (the byte kind's 256 bytes are known here;
+    the char kind's alphabet only after counting, when training checks again)."""
+    if tok.kind == "word":
+        return
+    limit = MAX_TRAINED_IDS + len(tok.special_tokens)
+    if tok.vocab_size is not None and tok.vocab_size > limit:
+        raise ConfigError(f"{origin}: tokenizer.vocab_size must be at most {limit} ({MAX_TRAINED_IDS} base tokens "
+                          f"and merges, the most training can hold, and {len(tok.special_tokens)} special tokens), "
+                          f"got {tok.vocab_size}")
+    base = BYTE_ALPHABET if tok.kind == "byte" else 2  # the char kind: unknown and at least one character
+    if tok.merges is not None and tok.merges > MAX_TRAINED_IDS - base:
+        raise ConfigError(f"{origin}: tokenizer.merges must be at most {MAX_TRAINED_IDS - base} for a "
+                          f"{tok.kind}-level tokenizer ({MAX_TRAINED_IDS} base tokens and merges, the most "
+                          f"training can hold), got {tok.merges}")
+
+
 # -- schema helpers --------------------------------------------------------
 
 
+@functools.cache
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -388,6 +583,16 @@ def _split_key(key_path: str) -> list[str]:
 
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
+
+
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 80
+_SHORT_REPR.maxlong = 40
+
+
+def _show(value: Any) -> str:
+    """``repr(value)`` shortened with "...", so an error about a huge value stays one readable line."""
+    return _SHORT_REPR.repr(value)
 
 
 def _kind(value: Any) -> str:

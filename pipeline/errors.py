@@ -21,6 +21,15 @@ class TokenizerError(PipelineError):
     """Bad input to a tokenizer: an invalid ID, undecodable bytes, a bad pattern."""
 
 
+class InvalidUtf8Error(TokenizerError):
+    """Token IDs decode to bytes that are not UTF-8. ``problem`` is the message without the advice,
+    so that each interface (Python API, CLI) can name its own way out."""
+
+    def __init__(self, problem: str, advice: str) -> None:
+        super().__init__(f"{problem}; {advice}")
+        self.problem = problem
+
+
 class TokenizerFormatError(TokenizerError):
     """A tokenizer file is malformed or uses a component lmprep does not implement."""
 
@@ -39,3 +48,7 @@ class CheckpointError(PipelineError):
 
 class RunnerError(PipelineError):
     """The stage runner cannot proceed (another run holds the lock, a cycle, an unknown stage)."""
+
+
+class TrainingError(PipelineError):
+    """Training cannot start or go on: the model would not fit in memory, or the loss diverged."""

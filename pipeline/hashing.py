@@ -1,7 +1,9 @@
 """Content hashes: the one place the project hashes files, trees and values.
 
-File hashes are cached by ``(size, mtime_ns, inode)`` so that a no-op run over
-gigabytes of data costs one ``stat`` per file, as DVC and git do.
+File hashes are cached by ``(size, mtime_ns, ctime_ns, inode)`` so that a no-op
+run over gigabytes of data costs one ``stat`` per file, as DVC and git do. The
+change time is what catches an edit that keeps the size and puts the old mtime
+back (``cp -p``, ``rsync -t --inplace``): no user tool can set it.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ class HashCache:
     def file_hash(self, path: str | os.PathLike[str]) -> str:
         st = os.stat(path)
         key = os.path.abspath(path)
-        stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         cached = self._entries.get(key)
-        if cached is not None and cached[:3] == stamp:
-            return cached[3]
+        if cached is not None and cached[:-1] == stamp:
+            return cached[-1]
         digest = sha256_file(path)
         self._entries[key] = [*stamp, digest]
         self._dirty = True

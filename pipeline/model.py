@@ -50,6 +50,21 @@ class ModelConfig:
         return config
 
 
+def training_memory_bytes(config: ModelConfig, *, batch_size: int, context: int) -> int:
+    """A lower estimate of the memory a training step takes, to refuse a shape before allocating it.
+
+    Weights, gradients and AdamW's two moments are four float32 copies of the
+    parameters; a batch is a few int64 index arrays of its positions; the loss
+    holds an embedding row (and its gradient) and about six float32 rows of
+    logits-sized tensors per distinct token of the batch, at most one per
+    vocabulary entry. torch's own ~100 MB are not counted.
+    """
+    parameters = config.vocab_size * config.dim * (1 if config.tie_weights else 2)
+    positions = batch_size * (context + 1)
+    distinct = min(batch_size * context, config.vocab_size)
+    return 16 * parameters + 48 * positions + distinct * (8 * config.dim + 24 * config.vocab_size)
+
+
 class BigramLM(nn.Module):
     """Token embedding followed by a linear head: logits for the next token."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
@@ -9,6 +10,14 @@ from typing import TypeVar
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
+
+
+def worker_count(requested: int) -> int:
+    """The processes to start for ``requested`` workers: 0 means one per core, and more than the cores
+    are capped to the cores. The work is CPU-bound, so extra processes would only cost memory, and
+    every parallel output is identical for any worker count."""
+    cores = os.cpu_count() or 1
+    return min(requested, cores) if requested else cores
 
 
 def ordered_map(executor: Executor, function: Callable[[_T], _R], items: Iterable[_T], *,

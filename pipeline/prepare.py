@@ -3,7 +3,8 @@
 Reading, cleaning, filtering and writing stream one document at a time; the
 only state that grows is the de-duplication digest set. The output directory
 is built in a staging directory and swapped in whole, so an error (bad UTF-8,
-a bad JSON line) or an interrupt leaves the previous output untouched.
+a bad JSON line, no document left for the train split) or an interrupt leaves
+the previous output untouched.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pipeline import atomic
 from pipeline.cleaning import Deduplicator, PrepareStats, clean_text, drop_reason, split_of
 from pipeline.config import PrepareConfig
 from pipeline.documents import SPLITS, DocumentWriter, prepared_path
+from pipeline.errors import DataError
 from pipeline.sources import SourceFile, TextDecoder, read_documents
 
 STATS_FILE = "stats.json"
@@ -38,8 +40,27 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
                 writer.close()
         stats.documents_read += decoder.skipped
         stats.count_drop("decode_error", decoder.skipped)
+        _refuse_empty_train_split(stats, files, settings.val_fraction)
         atomic.write_json(Path(staging) / STATS_FILE, stats.to_dict())
     return stats
+
+
+def _refuse_empty_train_split(stats: PrepareStats, files: Sequence[SourceFile], val_fraction: float) -> None:
+    """An empty train split is an error here, where its cause is known, not later in the tokenizer or train."""
+    if stats.documents["train"]:
+        return
+    if stats.documents_kept:
+        raise DataError(f"0 of the {stats.documents_kept:,} documents kept fell in the train split "
+                        f"(prepare.val_fraction={val_fraction}); add data or lower prepare.val_fraction; "
+                        "the previous prepared data is left as it was")
+    raise DataError(f"0 documents kept from {_name_files(files)} (read {stats.documents_read:,}, dropped: "
+                    f"{stats.describe_drops()}); check data.sources and the prepare filters; "
+                    "the previous prepared data is left as it was")
+
+
+def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
+    names = ", ".join(str(file.path) for file in files[:shown])
+    return names + (f" and {len(files) - shown} more files" if len(files) > shown else "")
 
 
 def _kept_documents(texts: Iterator[str], settings: PrepareConfig, stats: PrepareStats) -> Iterator[str]:

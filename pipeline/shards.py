@@ -38,6 +38,8 @@ COLUMN = "input_ids"
 UINT16_VOCAB_LIMIT = 1 << 16
 METADATA_PREFIX = "lmprep."
 _MAX_SHARD_TOKENS = (1 << 31) - 1  # Arrow ``list`` offsets are int32
+# A shard damaged in place (bit rot keeps its size and mtime) still looks up to date to the runner.
+REENCODE = "re-encode with 'lmprep run encode --force'"
 
 
 def ids_dtype(vocab_size: int) -> np.dtype:
@@ -121,31 +123,75 @@ class Manifest:
         return {**self.stamp.to_dict(), **totals, "shards": shards}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
-        """Parse a manifest; KeyError/TypeError/ValueError on a malformed one."""
-        if data["format_version"] != FORMAT_VERSION:
-            raise ValueError(f"format_version {data['format_version']!r}, expected {FORMAT_VERSION}")
+    def from_dict(cls, data: Any) -> Manifest:
+        """Parse a manifest; ValueError naming the first field that is missing or of the wrong type."""
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        if _field(data, "format_version", int) != FORMAT_VERSION:
+            raise ValueError(f"format_version {data['format_version']}, expected {FORMAT_VERSION}")
         stamp = ShardStamp(
-            split=str(data["split"]),
-            tokenizer_fingerprint=str(data["tokenizer_fingerprint"]),
-            vocab_size=int(data["vocab_size"]),
-            special_ids=dict(data["special_ids"]),
-            prepared_fingerprint=str(data["prepared_fingerprint"]),
+            split=_field(data, "split", str),
+            tokenizer_fingerprint=_field(data, "tokenizer_fingerprint", str),
+            vocab_size=_field(data, "vocab_size", int),
+            special_ids=_special_ids(_field(data, "special_ids", dict)),
+            prepared_fingerprint=_field(data, "prepared_fingerprint", str),
         )
-        entries = tuple(ShardEntry(**entry) for entry in data["shards"])
-        return cls(stamp=stamp, shards=entries, max_id=int(data["max_id"]))
+        if stamp.vocab_size < 1:
+            raise ValueError(f"vocab_size must be positive, got {stamp.vocab_size}")
+        listed = _field(data, "shards", list)
+        shards = tuple(_shard_entry(entry, shard_name(stamp.split, index)) for index, entry in enumerate(listed))
+        return cls(stamp=stamp, shards=shards, max_id=_field(data, "max_id", int))
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    """``data[key]`` if it is a ``kind`` (booleans are not integers); ValueError otherwise."""
+    if key not in data:
+        raise ValueError(f"{key} is missing")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{key} must be of type {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _special_ids(data: dict[str, Any]) -> dict[str, int | None]:
+    for role, value in data.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ValueError(f"special_ids.{role} must be an integer or null, got {type(value).__name__}")
+    return dict(data)
+
+
+def _shard_entry(data: Any, expected_name: str) -> ShardEntry:
+    """One manifest entry; its file must be the shard's own name, never a path elsewhere."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a shard entry must be a JSON object, got {type(data).__name__}")
+    if set(data) != {"file", "rows", "tokens", "sha256"}:
+        raise ValueError(f"a shard entry has keys {sorted(data)}, expected file, rows, tokens, sha256")
+    if _field(data, "file", str) != expected_name:
+        raise ValueError(f"shard file {data['file']!r:.80} should be {expected_name!r}")
+    entry = ShardEntry(file=expected_name, rows=_field(data, "rows", int), tokens=_field(data, "tokens", int),
+                       sha256=_field(data, "sha256", str))
+    if entry.rows < 0 or entry.tokens < 0:
+        raise ValueError(f"{expected_name}: negative rows or tokens")
+    return entry
 
 
 def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
     path = manifest_path(directory, split)
     try:
-        return Manifest.from_dict(json.loads(path.read_text("utf-8")))
+        return Manifest.from_dict(json.loads(path.read_bytes()))
     except FileNotFoundError:
         raise ShardError(
             f"{path}: no shard set for split {split!r} (manifest missing); run 'lmprep run encode'"
         ) from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ShardError(f"{path}: malformed shard manifest ({exc!r}); re-run 'lmprep run encode'") from exc
+    except OSError as exc:
+        raise ShardError(f"{path}: cannot read the shard manifest ({exc.strerror})") from None
+    except (ValueError, RecursionError) as exc:
+        raise ShardError(f"{path}: malformed shard manifest ({_reason(exc)}); {REENCODE}") from None
+
+
+def _reason(exc: Exception) -> str:
+    """A short reason for a malformed JSON document (a RecursionError's own text is long and internal)."""
+    return "nested too deeply" if isinstance(exc, RecursionError) else f"{exc}"[:200]
 
 
 # --------------------------------------------------------------------------- writing
@@ -288,23 +334,34 @@ class Shard:
 
 
 def open_shard(path: str | os.PathLike[str]) -> Shard:
-    """Memory-map one shard file; ShardError if it is not a well-formed shard."""
+    """Memory-map one shard file; ShardError if it is not a well-formed shard.
+
+    Arrow's full validation runs before any buffer is touched: a damaged
+    length or offset would otherwise make a numpy view reach past the mapping,
+    and reading it kills the process with a segfault.
+    """
     path = Path(path)
     try:
         reader = pa.ipc.open_stream(pa.memory_map(str(path)))
         batches = list(reader)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise ShardError(f"{path}: cannot read shard ({exc}); re-run 'lmprep run encode'") from exc
+        for batch in batches:
+            batch.validate(full=True)
+    except (OSError, pa.ArrowException) as exc:
+        raise ShardError(f"{path}: cannot read shard ({_short(exc)}); {REENCODE}") from None
     column = _single_list_column(path, reader.schema, batches)
     offsets = column.offsets.to_numpy(zero_copy_only=True)
     tokens = column.values.to_numpy(zero_copy_only=True)[offsets[0] : offsets[-1]]
-    return Shard(path=path, tokens=tokens, offsets=offsets, metadata=_parse_metadata(reader.schema))
+    return Shard(path=path, tokens=tokens, offsets=offsets, metadata=_parse_metadata(path, reader.schema))
+
+
+def _short(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def _single_list_column(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.ListArray:
     expected = {shard_schema(np.dtype(dtype)) for dtype in (np.uint16, np.uint32)}
     if schema.remove_metadata() not in expected:
-        raise ShardError(f"{path}: schema {schema.remove_metadata()} is not a token shard schema")
+        raise ShardError(f"{path}: schema {_short(schema.remove_metadata())} is not a token shard schema")
     if len(batches) != 1 or batches[0].column(0).offset != 0:
         raise ShardError(f"{path}: expected exactly one record batch, found {len(batches)}")
     column = batches[0].column(0)
@@ -313,10 +370,13 @@ def _single_list_column(path: Path, schema: pa.Schema, batches: list[pa.RecordBa
     return column
 
 
-def _parse_metadata(schema: pa.Schema) -> dict[str, Any]:
+def _parse_metadata(path: Path, schema: pa.Schema) -> dict[str, Any]:
     raw = schema.metadata or {}
     prefix = METADATA_PREFIX.encode()
-    return {key[len(prefix) :].decode(): json.loads(value) for key, value in raw.items() if key.startswith(prefix)}
+    try:
+        return {key[len(prefix) :].decode(): json.loads(value) for key, value in raw.items() if key.startswith(prefix)}
+    except (ValueError, RecursionError) as exc:
+        raise ShardError(f"{path}: malformed shard metadata ({_reason(exc)}); {REENCODE}") from None
 
 
 class ShardSet:
@@ -348,11 +408,15 @@ class ShardSet:
         manifest = read_manifest(directory, split)
         if tokenizer is not None:
             _check_tokenizer(manifest, tokenizer, manifest_path(directory, split))
-        shards = [open_shard(directory / entry.file) for entry in manifest.shards]
-        for shard, entry in zip(shards, manifest.shards):
+        shards = []
+        for entry in manifest.shards:
+            if verify:
+                _verify_checksum(directory / entry.file, entry)
+            shard = open_shard(directory / entry.file)
             _check_shard_metadata(shard, entry, manifest)
             if verify:
-                _verify_shard(shard, entry, manifest.stamp.vocab_size)
+                _verify_ids(shard, manifest.stamp.vocab_size)
+            shards.append(shard)
         return cls(directory, manifest, shards)
 
     @property
@@ -445,28 +509,34 @@ def _check_shard_metadata(shard: Shard, entry: ShardEntry, manifest: Manifest) -
     if missing:
         raise TokenizerMismatchError(
             f"{shard.path}: shard metadata lacks {', '.join(missing)}, so the tokenizer that made it is "
-            f"unknown; re-encode with 'lmprep run encode'"
+            f"unknown; {REENCODE}"
         )
     if shard.metadata["tokenizer_fingerprint"] != manifest.stamp.tokenizer_fingerprint:
         raise TokenizerMismatchError(
             f"{shard.path}: shard was encoded with tokenizer {shard.metadata['tokenizer_fingerprint']}, "
-            f"but its manifest says {manifest.stamp.tokenizer_fingerprint}; re-encode with 'lmprep run encode'"
+            f"but its manifest says {manifest.stamp.tokenizer_fingerprint}; {REENCODE}"
         )
     wrong = [key for key in expected if shard.metadata[key] != expected[key]]
     if wrong or (shard.num_documents, shard.num_tokens) != (entry.rows, entry.tokens):
         raise ShardError(
-            f"{shard.path}: shard does not match its manifest ({', '.join(wrong) or 'rows/tokens'}); "
-            f"re-encode with 'lmprep run encode'"
+            f"{shard.path}: shard does not match its manifest ({', '.join(wrong) or 'rows/tokens'}); {REENCODE}"
         )
 
 
-def _verify_shard(shard: Shard, entry: ShardEntry, vocab_size: int) -> None:
-    digest = hashing.sha256_file(shard.path)
+def _verify_checksum(path: Path, entry: ShardEntry) -> None:
+    """Compare the file's sha256 with the manifest's, before the file is opened as a shard."""
+    try:
+        digest = hashing.sha256_file(path)
+    except OSError as exc:
+        raise ShardError(f"{path}: cannot read shard ({exc.strerror}); {REENCODE}") from None
     if digest != entry.sha256:
         raise ShardError(
-            f"{shard.path}: checksum {digest} differs from the manifest's {entry.sha256}; "
-            f"the file is corrupt or was changed, re-encode with 'lmprep run encode'"
+            f"{path}: checksum {digest} differs from the manifest's {entry.sha256}; "
+            f"the file is corrupt or was changed, {REENCODE}"
         )
+
+
+def _verify_ids(shard: Shard, vocab_size: int) -> None:
     if shard.num_tokens and int(shard.tokens.max()) >= vocab_size:
         raise ShardError(
             f"{shard.path}: token ID {int(shard.tokens.max())} is outside the vocabulary of {vocab_size}"

@@ -190,8 +190,8 @@ def _read_jsonl(stream: BinaryIO, file: SourceFile, decoder: TextDecoder) -> Ite
 def _json_field(line: str, file: SourceFile, number: int) -> str:
     try:
         record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{file.path}:{number}: bad JSON line ({exc.msg} at column {exc.colno}); "
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{file.path}:{number}: bad JSON line ({_json_reason(exc)}); "
                         "each line must be one JSON object") from None
     if not isinstance(record, dict):
         raise DataError(f"{file.path}:{number}: expected a JSON object, got {type(record).__name__}")
@@ -203,6 +203,15 @@ def _json_field(line: str, file: SourceFile, number: int) -> str:
         raise DataError(f"{file.path}:{number}: field {file.field!r} must be a string, "
                         f"got {type(value).__name__}")
     return value
+
+
+def _json_reason(exc: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` refused a line: a syntax error, an integer over Python's digit limit, deep nesting."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return " ".join(str(exc).split())[:120]
 
 
 # -- parquet --------------------------------------------------------------
@@ -218,8 +227,20 @@ def _read_parquet(file: SourceFile, progress: ProgressCallback | None) -> Iterat
         except (pa.ArrowException, OSError) as exc:
             raise DataError(f"{file.path}: not a readable parquet file ({exc})") from None
         _check_column(parquet.schema_arrow, file, pa)
-        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH, columns=[file.field]):
-            yield from (text or "" for text in batch.column(0).to_pylist())
+        batches = parquet.iter_batches(batch_size=_PARQUET_BATCH, columns=[file.field])
+        while (texts := _next_texts(batches, file, pa)) is not None:
+            yield from texts
+
+
+def _next_texts(batches: Iterator[Any], file: SourceFile, pa: Any) -> list[str] | None:
+    """The next batch's texts, None after the last; a corrupt page or invalid UTF-8 is a DataError."""
+    try:
+        batch = next(batches, None)
+        return None if batch is None else [text or "" for text in batch.column(0).to_pylist()]
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{file.path}: corrupt parquet data ({' '.join(str(exc).split())[:200]})") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{file.path}: column {file.field!r} holds invalid UTF-8; fix the file") from None
 
 
 def _check_column(schema: Any, file: SourceFile, pa: Any) -> None:

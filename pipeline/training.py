@@ -10,16 +10,16 @@ Validation uses its own generator, reseeded for every evaluation, so every
 evaluation scores the same val windows and evaluating never shifts the
 training batches.
 
-``train.steps`` counts the steps to train on the current shards. A checkpoint
-directory is resumed only when the weights in it are what the current settings
-would have produced so far: same tokenizer fingerprint (hence vocab size) and
-same weight-shaping settings, i.e. every ``train`` key except ``steps``,
-``eval_every``, ``eval_batches`` and ``output_dir`` (so ``dim``, ``tie_weights``,
-``context``, ``batch_size``, ``lr``, ``weight_decay``, ``seed``). Then it continues on the same
-shards up to ``train.steps`` (raising it continues training), or on changed
-shards (new data, frozen tokenizer) for ``train.steps`` more steps, counted from
-the step where the data changed; a checkpoint that already has ``train.steps``
-steps on these shards is left as it is.
+``train.steps`` is the step the checkpoint reaches: an absolute target, whatever
+happened before. A checkpoint directory is resumed only when the weights in it
+are what the current settings would have produced so far: same tokenizer
+fingerprint (hence vocab size) and same weight-shaping settings, i.e. every
+``train`` key except ``steps``, ``eval_every``, ``eval_batches`` and
+``output_dir`` (so ``dim``, ``tie_weights``, ``context``, ``batch_size``, ``lr``,
+``weight_decay``, ``seed``), and when it is below ``train.steps``. It then
+continues up to step ``train.steps``, on the current shards (which may be new
+data encoded with the same, frozen, tokenizer). A checkpoint already at
+``train.steps`` on these shards is left as it is.
 
 Otherwise training starts from scratch, and only once it has succeeded is the
 old directory renamed aside (never deleted) and the new one swapped in; a run
@@ -27,8 +27,17 @@ that fails or is interrupted leaves the old checkpoint where it was. The suffix
 says why: ``default-<fp12>`` holds the checkpoint of the previous tokenizer
 (its fingerprint's first 12 hex digits), ``default-old-lr-seed``
 one trained with the previous ``train.lr`` and ``train.seed``,
-``default-old-steps`` one that already had more steps on these shards than
-``train.steps`` now asks for, and ``default-unreadable`` one that could not be read.
+``default-old-steps`` one already past ``train.steps``, ``default-old-data`` one
+already at ``train.steps`` when the shards changed (raise ``train.steps`` to
+continue it on the new shards instead), ``default-forced`` one replaced by
+``lmprep run train --force``, and ``default-unreadable`` one that could not be read.
+The suffix is decided when the directory moves, from the checkpoint in it then:
+if another run replaced it meanwhile, the name is that checkpoint's, and
+``default-replaced`` when it needed no setting aside.
+
+Each metrics record holds the loss in nats per token and in bits per byte
+(nats / ln 2 × tokens / UTF-8 bytes of the split): unlike the first, the second
+compares across tokenizers. The first record after a resume is marked.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -48,8 +58,8 @@ import torch
 
 from pipeline import atomic
 from pipeline.checkpoint import Checkpoint, TokenizerLike, checkpoint_file, read_checkpoint, save_checkpoint
-from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError
-from pipeline.model import BigramLM, ModelConfig
+from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
+from pipeline.model import BigramLM, ModelConfig, training_memory_bytes
 
 if TYPE_CHECKING:
     from pipeline.config import TrainConfig
@@ -130,15 +140,22 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
 
 
 def plan_resume(
-    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, settings: TrainConfig, shard_fingerprint: str,
+    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, settings: TrainConfig,
+    shard_fingerprint: str | None, retrain: bool = False,
 ) -> ResumePlan:
-    """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``."""
+    """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``.
+
+    ``retrain`` sets any checkpoint aside (``--force``).
+    """
     if not checkpoint_file(directory).exists():
         return ResumePlan("fresh", "no previous checkpoint")
     try:
         checkpoint = read_checkpoint(directory)
     except CheckpointError as exc:
         return ResumePlan("set_aside", f"the previous checkpoint is unreadable ({exc})", tag="unreadable")
+    if retrain:
+        return ResumePlan("set_aside", f"retraining as forced (the checkpoint was at step {checkpoint.step:,})",
+                          checkpoint, tag="forced")
     old, new = checkpoint.tokenizer.fingerprint[:12], tokenizer.fingerprint[:12]
     if checkpoint.tokenizer.fingerprint != tokenizer.fingerprint:
         return ResumePlan("set_aside", f"the tokenizer changed ({old} → {new})", checkpoint, tag=old)
@@ -160,29 +177,22 @@ def changed_settings(recorded: Mapping[str, Any], settings: TrainConfig) -> dict
     }
 
 
-def _plan_steps(checkpoint: Checkpoint, steps: int, shard_fingerprint: str) -> ResumePlan:
-    """Resume, keep or set aside a checkpoint trained with the current settings, by its steps on these shards."""
-    start = data_start_step(checkpoint, shard_fingerprint)
-    done = checkpoint.step - start
-    if done > steps:
-        return ResumePlan("set_aside", f"train.steps was lowered (the checkpoint has {done} steps on these shards, "
-                          f"train.steps={steps})", checkpoint, tag="old-steps")
-    if done == steps:
-        return ResumePlan("done", f"the checkpoint already has {done} steps on these shards with these settings "
-                          f"(train.steps={steps})", checkpoint)
-    if checkpoint.shard_fingerprint != shard_fingerprint:
-        return ResumePlan("resume", f"the shards changed; continuing from step {checkpoint.step} for "
-                          f"{steps} steps on the new shards", checkpoint)
-    return ResumePlan("resume", f"resuming from step {checkpoint.step} to step {start + steps}", checkpoint)
-
-
-def data_start_step(checkpoint: Checkpoint | None, shard_fingerprint: str) -> int:
-    """The step at which training on the shards ``shard_fingerprint`` began (or begins now)."""
-    if checkpoint is None:
-        return 0
-    if checkpoint.shard_fingerprint != shard_fingerprint:
-        return checkpoint.step
-    return int(checkpoint.extra.get("data_start_step", 0))
+def _plan_steps(checkpoint: Checkpoint, steps: int, shard_fingerprint: str | None) -> ResumePlan:
+    """Resume, keep or set aside a checkpoint trained with the current settings, by its step and its shards."""
+    step, same_shards = checkpoint.step, checkpoint.shard_fingerprint == shard_fingerprint
+    if step > steps:
+        return ResumePlan("set_aside", f"train.steps={steps:,} is below the checkpoint's step {step:,}",
+                          checkpoint, tag="old-steps")
+    if step == steps and same_shards:
+        return ResumePlan("done", f"the checkpoint is at step {step:,} = train.steps on these shards with these "
+                          "settings", checkpoint)
+    if step == steps:
+        return ResumePlan("set_aside", f"the shards changed and the checkpoint is already at train.steps={steps:,} "
+                          "(raise train.steps to continue it on the new shards instead)", checkpoint, tag="old-data")
+    if not same_shards:
+        return ResumePlan("resume", f"the shards changed; continuing from step {step:,} to step {steps:,} on the "
+                          "new shards", checkpoint)
+    return ResumePlan("resume", f"resuming from step {step:,} to step {steps:,}", checkpoint)
 
 
 def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
@@ -205,8 +215,9 @@ def train_checkpoint_dir(
     val_set: ShardSet | None,
     progress: bool = False,
     notify: Notify = _ignore,
+    retrain: bool = False,
 ) -> TrainSummary:
-    """Train into ``settings.output_dir``: resume or start fresh, then swap in atomically.
+    """Train into ``settings.output_dir``: resume or start fresh (always with ``retrain``), then swap in atomically.
 
     Training writes into a staging directory and the old checkpoint directory is
     set aside only after training has succeeded, so a failed or interrupted run
@@ -216,11 +227,12 @@ def train_checkpoint_dir(
     """
     directory = Path(settings.output_dir)
     model_config = model_config_for(settings, tokenizer)
-    _check_inputs(tokenizer, model_config, train_set, val_set)  # before anything is written
-    plan = plan_resume(directory, tokenizer=tokenizer, settings=settings, shard_fingerprint=train_set.fingerprint)
+    _check_inputs(settings, tokenizer, model_config, train_set, val_set)  # before anything is written
+    plan = plan_resume(directory, tokenizer=tokenizer, settings=settings, shard_fingerprint=train_set.fingerprint,
+                       retrain=retrain)
     if plan.action == "done":
         notify(f"nothing to train: {plan.reason}; raise train.steps to train further, "
-               f"or delete {directory} to retrain from scratch")
+               "or pass --force to retrain from scratch")
         return TrainSummary(checkpoint=plan.checkpoint.path, start_step=plan.checkpoint.step,
                             step=plan.checkpoint.step)
     resume = _announce(plan, notify)
@@ -228,7 +240,11 @@ def train_checkpoint_dir(
         summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
                         output_dir=staging, resume=resume, progress=progress, notify=notify)
         if plan.action == "set_aside":
-            notify(f"moved the old checkpoint to {set_aside(directory, plan.tag)}")
+            # named after the checkpoint there now, which another run may have replaced while this one trained
+            now = plan_resume(directory, tokenizer=tokenizer, settings=settings,
+                              shard_fingerprint=train_set.fingerprint, retrain=retrain)
+            if now.action != "fresh":
+                notify(f"moved the old checkpoint to {set_aside(directory, now.tag or 'replaced')}")
     return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
 
 
@@ -265,33 +281,58 @@ def train(
     progress: bool = False,
     notify: Notify = _ignore,
 ) -> TrainSummary:
-    """Train ``settings.steps`` steps on ``train_set`` (counting those ``resume`` already did on it)
+    """Train from ``resume`` (or from scratch) up to step ``settings.steps`` on ``train_set``
     and write checkpoint, metrics and loss plot into ``output_dir``."""
     model_config = model_config_for(settings, tokenizer)
-    _check_inputs(tokenizer, model_config, train_set, val_set)
+    _check_inputs(settings, tokenizer, model_config, train_set, val_set)
     if val_set is None or not _holds_window(val_set, settings.context):
         notify(f"the val split has no window of {settings.context + 1} tokens; skipping validation")
         val_set = None
-    data_start = data_start_step(resume, train_set.fingerprint)
+    factors = {split.split: _bits_per_byte_factor(split, tokenizer) for split in (train_set, val_set) if split}
     with _deterministic():
         run = _start(settings, model_config, resume)
-        summary = _loop(run, settings, train_set, val_set, target=data_start + settings.steps, progress=progress)
+        first = len(run.metrics)
+        summary = _loop(run, settings, train_set, val_set, target=settings.steps, progress=progress)
         output_dir = Path(output_dir)
         path = save_checkpoint(
             output_dir, model=run.model, step=run.step, tokenizer=tokenizer,
             shard_fingerprint=train_set.fingerprint, train_config=dataclasses.asdict(settings),
             optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
-            extra={"data_start_step": data_start, "special_ids": dict(train_set.special_ids)},
+            extra={"special_ids": dict(train_set.special_ids)},
         )
+    _add_bits_per_byte(run.metrics[first:], factors)
+    if resume is not None and len(run.metrics) > first:
+        run.metrics[first] |= {"resumed": True, "new_shards": resume.shard_fingerprint != train_set.fingerprint}
     _write_metrics(output_dir, run.metrics)
     return dataclasses.replace(summary, checkpoint=path)
 
 
-def _check_inputs(tokenizer: TokenizerLike, model_config: ModelConfig, train_set: ShardSet,
+def _check_inputs(settings: TrainConfig, tokenizer: TokenizerLike, model_config: ModelConfig, train_set: ShardSet,
                   val_set: ShardSet | None) -> None:
     for shard_set in (train_set, val_set):
         if shard_set is not None:
             check_agreement(tokenizer, model_config, shard_set)
+    check_fits_in_memory(settings, model_config)
+
+
+def check_fits_in_memory(settings: TrainConfig, model_config: ModelConfig) -> None:
+    """Refuse a model and batch shape whose estimated memory exceeds the machine's physical memory."""
+    needed = training_memory_bytes(model_config, batch_size=settings.batch_size, context=settings.context)
+    available = _physical_memory()
+    if available is not None and needed > available:
+        raise TrainingError(
+            f"train.dim={settings.dim}, train.batch_size={settings.batch_size} and train.context={settings.context} "
+            f"with vocab size {model_config.vocab_size} need about {needed / 2**30:,.1f} GiB, more than this "
+            f"machine's {available / 2**30:,.1f} GiB of memory; lower them"
+        )
+
+
+def _physical_memory() -> int | None:
+    """Bytes of physical memory, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _start(settings: TrainConfig, model_config: ModelConfig, resume: Checkpoint | None) -> _Run:
@@ -323,10 +364,11 @@ def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardS
             tick = time.perf_counter()
             batch = torch.from_numpy(train_set.sample_batch(run.rng, settings.batch_size, settings.context))
             data_seconds += time.perf_counter() - tick
-            train_loss = _step(run, batch)
+            train_loss = _finite(_step(run, batch), "train", run.step, settings)
             record: dict[str, Any] = {"step": run.step, "train_loss": train_loss}
             if val_set is not None and (run.step % settings.eval_every == 0 or run.step == target):
-                record["val_loss"] = val_loss = _evaluate(run.model, val_set, settings)
+                record["val_loss"] = val_loss = _finite(_evaluate(run.model, val_set, settings), "val", run.step,
+                                                        settings)
             run.metrics.append(record)
             rate = (run.step - start_step) * tokens_per_step / (time.perf_counter() - began)
             bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
@@ -337,6 +379,14 @@ def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardS
         data_seconds=data_seconds, train_loss=train_loss if run.step > start_step else None,
         val_loss=val_loss if val_set is not None and run.step > start_step else None,
     )
+
+
+def _finite(loss: float, split: str, step: int, settings: TrainConfig) -> float:
+    """``loss``, or a TrainingError if it is NaN or infinite: training cannot recover from that."""
+    if not math.isfinite(loss):
+        raise TrainingError(f"the {split} loss became {loss} at step {step} (train.lr={settings.lr}); training "
+                            "stopped and nothing was saved; lower train.lr")
+    return loss
 
 
 def _step(run: _Run, batch: torch.Tensor) -> float:
@@ -360,6 +410,21 @@ def _evaluate(model: BigramLM, val_set: ShardSet, settings: TrainConfig) -> floa
             )
         ]
     return float(np.mean(losses))
+
+
+def _bits_per_byte_factor(shard_set: ShardSet, tokenizer: TokenizerLike) -> float | None:
+    """What turns a mean loss in nats per token into bits per byte of the split's text."""
+    from pipeline.shard_stats import text_bytes
+
+    size = text_bytes(shard_set, tokenizer)
+    return shard_set.num_tokens / (size * math.log(2)) if size else None
+
+
+def _add_bits_per_byte(records: list[dict[str, Any]], factors: Mapping[str, float | None]) -> None:
+    for record in records:
+        for split, factor in factors.items():
+            if f"{split}_loss" in record and factor is not None:
+                record[f"{split}_bits_per_byte"] = record[f"{split}_loss"] * factor
 
 
 def _holds_window(shard_set: ShardSet, context: int) -> bool:
@@ -418,17 +483,30 @@ def _write_metrics(directory: Path, metrics: list[dict[str, Any]]) -> None:
 
 
 def _plot_losses(path: Path, metrics: list[dict[str, Any]]) -> None:
-    """Train and val loss against step, drawn with Agg (no display, no pyplot state)."""
+    """Loss against step, in nats per token (left) and bits per byte (right), resumes marked by dashed lines.
+
+    Drawn with Agg (no display, no pyplot state). Bits per byte do not depend on the tokenizer,
+    so runs with byte and char tokenizers, or different vocabulary sizes, compare on the right.
+    """
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(6, 4), dpi=100)
-    axes = figure.add_subplot()
-    train = [(r["step"], r["train_loss"]) for r in metrics if "train_loss" in r]
-    val = [(r["step"], r["val_loss"]) for r in metrics if "val_loss" in r]
-    axes.plot(*zip(*train), label="train", linewidth=1)
-    if val:
-        axes.plot(*zip(*val), marker="o", label="val")
-    axes.set(xlabel="step", ylabel="cross-entropy loss", title="training loss")
-    axes.legend()
+    figure = Figure(figsize=(11, 4), dpi=100, layout="constrained")
+    nats, bits = figure.subplots(1, 2)
+    for axes, unit, label in ((nats, "loss", "cross-entropy, nats per token"),
+                              (bits, "bits_per_byte", "bits per byte of text")):
+        for split, style in (("train", {"linewidth": 1}), ("val", {"marker": "o"})):
+            points = [(r["step"], r[f"{split}_{unit}"]) for r in metrics if f"{split}_{unit}" in r]
+            if points:
+                axes.plot(*zip(*points), label=split, **style)
+        for record in metrics:
+            if record.get("resumed"):
+                why = "resumed on new shards" if record.get("new_shards") else "resumed"
+                axes.axvline(record["step"] - 1, color="grey", linestyle="--", linewidth=1)
+                axes.annotate(f"{why} at step {record['step'] - 1:,}", (record["step"] - 1, 1), xycoords=("data", "axes fraction"),
+                              rotation=90, va="top", ha="right", fontsize=8, color="grey")
+        axes.set(xlabel="step", ylabel=label)
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.suptitle("training loss")
     with atomic.atomic_path(path) as tmp:
         figure.savefig(tmp, format="png")

@@ -1,14 +1,18 @@
 """The ``lmprep`` command: one thin click layer over the library and the stages.
 
-Every error a user can cause is a :class:`pipeline.errors.PipelineError` or a
-click usage error (unknown option, bad value, missing argument); either is
-printed as one line on stderr with exit status 2 and no traceback. Anything
-else is a bug and keeps its traceback.
+Every error a user can cause is a :class:`pipeline.errors.PipelineError`, a
+click usage error (unknown option, bad value, missing argument) or an OSError
+about the user's files that the user must fix (a full disk, a quota, a
+read-only file system, a denied permission, too long a name); each is printed as
+one line on stderr with exit status 2 and no traceback. Anything else is a bug
+and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 from collections.abc import Iterator
 
 import click
@@ -16,6 +20,8 @@ from click.exceptions import NoArgsIsHelpError
 
 from pipeline.errors import PipelineError
 
+# OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name)
+USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG})
 ARGUMENTS = "lmprep.arguments"  # ctx.meta key: the root's command line, to name the command a parser error is about
 
 
@@ -91,10 +97,24 @@ class LmprepGroup(click.Group):
                 return super().invoke(ctx)
             except PipelineError as exc:
                 raise UserError(" ".join(str(exc).split())) from None
+            except OSError as exc:
+                if exc.errno not in USER_OS_ERRNOS:
+                    raise
+                raise UserError(os_error_message(exc)) from None
+
+
+def os_error_message(exc: OSError) -> str:
+    """``out/shards: no space left on device; free some space and run again``."""
+    message = os.strerror(exc.errno).lower()
+    if exc.filename is not None:
+        message = f"{exc.filename}: {message}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        message += "; free some space and run again"
+    return message
 
 
 @click.group("lmprep", cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="lmprep")
+@click.version_option(None, "-V", "--version", package_name="lmprep")
 def cli() -> None:
     """Turn a folder of raw text into a tokenizer, Arrow token shards and a checkpoint."""
 

@@ -1,66 +1,70 @@
-"""``lmprep export`` and ``lmprep stats``: the encoded shards for other tools and for humans."""
+"""``lmprep export`` and ``lmprep stats``: run the ``export``/``stats`` stages (and what they need).
+
+They are the stages the config declares (``export.output_dir``, ``stats.output_dir``);
+the options are shorthands for those keys, so the runner tracks the outputs like any other.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
+import json
+from typing import Any
 
 import click
 
-from pipeline import documents, export, shard_stats
-from pipeline.config import Config
-from pipeline.shards import ShardSet, manifest_path
-from pipeline.tokenizer import Tokenizer
+from pipeline.config import EXPORT_FORMATS, Config
+from pipeline.errors import ConfigError
+from stages import stats as stats_stage
+from stages.cli_pipeline import make_pipeline
 from stages.options import config_options
 
-EXPORT_SUFFIX = {"parquet": ".parquet", "nanogpt": ".bin"}
+
+def with_section(config: Config, section: str, **values: Any) -> Config:
+    """``config`` with the given keys of ``section`` replaced (None values leave a key as it is)."""
+    given = {key: value for key, value in values.items() if value not in (None, ())}
+    return dataclasses.replace(config, **{section: dataclasses.replace(getattr(config, section), **given)})
 
 
-def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
-    """The tokenizer and every split's verified shard set (train required, val when present)."""
-    tokenizer = Tokenizer.load(config.tokenizer.output)
-    directory = config.encode.output_dir
-    splits = [split for split in documents.SPLITS if split == "train" or manifest_path(directory, split).exists()]
-    return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]
+def run_stage(config: Config, name: str, force: bool) -> None:
+    if getattr(config, name).output_dir is None:
+        raise ConfigError(f"the config declares no {name} stage: set {name}.output_dir (or pass --out)")
+    make_pipeline(config).run([name], force=force)
 
 
 @click.command(name="export")
-@click.option("--format", "format_", type=click.Choice(sorted(EXPORT_SUFFIX)), required=True,
-              help="parquet: one .parquet per split; nanogpt: flat uint16 train.bin/val.bin.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="data/export", show_default=True,
-              help="Directory to write into.")
+@click.option("--format", "formats", type=click.Choice(EXPORT_FORMATS), multiple=True,
+              help="parquet: one .parquet per split; nanogpt: flat uint16 train.bin/val.bin and meta.pkl "
+                   "(repeatable) [default: export.formats].")
+@click.option("--out", "output_dir", type=click.Path(file_okay=False), help="[default: export.output_dir]")
+@click.option("--force", is_flag=True, help="Export even when the exports are up to date.")
 @config_options
-def export_command(format_: str, out_dir: str, config: Config) -> None:
-    """Write the shards in another tool's format."""
-    _, shard_sets = open_splits(config)
-    writer = export.write_parquet if format_ == "parquet" else export.write_nanogpt_bin
-    for shard_set in shard_sets:
-        path = Path(out_dir) / f"{shard_set.split}{EXPORT_SUFFIX[format_]}"
-        writer(shard_set, path)
-        click.echo(f"{shard_set.split}: {shard_set.num_tokens:,} tokens → {path}")
+def export_command(formats: tuple[str, ...], output_dir: str | None, force: bool, config: Config) -> None:
+    """Run the export stage: the shards in other tools' formats, each file with a JSON sidecar."""
+    run_stage(with_section(config, "export", formats=formats, output_dir=output_dir), "export", force)
 
 
 @click.command(name="stats")
-@click.option("--top", default=10, show_default=True, type=click.IntRange(min=0),
-              help="How many of the most frequent tokens to list.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="data/stats", show_default=True,
-              help="Directory for the document-length histogram (doc_lengths.png).")
+@click.option("--top", type=click.IntRange(min=0), help="How many of the most frequent tokens to list "
+                                                         "[default: stats.top].")
+@click.option("--out", "output_dir", type=click.Path(file_okay=False), help="[default: stats.output_dir]")
+@click.option("--force", is_flag=True, help="Recompute even when the stats are up to date.")
 @config_options
-def stats_command(top: int, out_dir: str, config: Config) -> None:
-    """Per split: documents, tokens, bytes per token, the most frequent tokens; plus a length histogram."""
-    tokenizer, shard_sets = open_splits(config)
-    lengths = {}
-    for shard_set in shard_sets:
-        stats = shard_stats.split_stats(shard_set, tokenizer, top=top)
-        _print_stats(stats, tokenizer)
-        lengths[stats.split] = stats.document_lengths
-    plot = Path(out_dir) / "doc_lengths.png"
-    shard_stats.plot_document_lengths(lengths, plot)
-    click.echo(f"histogram of document lengths → {plot}")
+def stats_command(top: int | None, output_dir: str | None, force: bool, config: Config) -> None:
+    """Run the stats stage, then print per split: documents, tokens, bytes per token, the most frequent tokens."""
+    config = with_section(config, "stats", top=top, output_dir=output_dir)
+    run_stage(config, "stats", force)
+    summary = json.loads(stats_stage.summary_path(config).read_text("utf-8"))
+    for split, figures in summary["splits"].items():
+        click.echo(split_table(split, figures))
+    click.echo(f"histogram of document lengths → {config.stats.output_dir}/{stats_stage.PLOT_FILE}")
 
 
-def _print_stats(stats: shard_stats.SplitStats, tokenizer: Tokenizer) -> None:
-    click.echo(f"{stats.split}: {stats.documents:,} documents, {stats.tokens:,} tokens, "
-               f"{stats.bytes_per_token:.2f} bytes per token")
-    for token_id, count in stats.top_tokens:
-        share = count / stats.tokens
-        click.echo(f"  {token_id:>7}  {count:>12,}  {share:6.2%}  {tokenizer.render_token(token_id)}")
+def split_table(split: str, figures: dict[str, Any]) -> str:
+    lines = [f"{split}: {figures['documents']:,} documents, {figures['tokens']:,} tokens, "
+             f"{figures['bytes_per_token']:.2f} bytes per token"]
+    if figures["top_tokens"]:
+        lines.append(f"  {'ID':>7}  {'count':>12}  {'share':>6}  token")
+    for row in figures["top_tokens"]:
+        share = row["count"] / figures["tokens"]
+        lines.append(f"  {row['id']:>7}  {row['count']:>12,}  {share:6.2%}  {row['token']}")
+    return "\n".join(lines)

@@ -5,12 +5,17 @@ torch is imported inside the commands, so the rest of the CLI starts without it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from pipeline.config import Config
-from pipeline.errors import TokenizerMismatchError
+from pipeline.errors import CheckpointError, TokenizerMismatchError
 from pipeline.tokenizer import Tokenizer
 from stages.options import config_options
+
+if TYPE_CHECKING:
+    from pipeline.checkpoint import Checkpoint
 
 
 @click.command()
@@ -35,7 +40,7 @@ def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoi
 
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     checkpoint = load_checkpoint(checkpoint_path or config.train.output_dir, tokenizer)
-    eos_id = end_of_text_id(checkpoint.extra, tokenizer, config)
+    eos_id = end_of_text_id(checkpoint, tokenizer, config)
     prompt_ids = tokenizer.encode(prompt) or ([eos_id] if eos_id is not None else [])
     if not prompt_ids:
         raise click.UsageError("--prompt is empty and the tokenizer has no end-of-text token to start from")
@@ -46,10 +51,16 @@ def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoi
     click.echo(prompt + continuation(tokenizer, new_ids, eos_id))
 
 
-def end_of_text_id(extra: dict, tokenizer: Tokenizer, config: Config) -> int | None:
+def end_of_text_id(checkpoint: Checkpoint, tokenizer: Tokenizer, config: Config) -> int | None:
     """The EOS the training shards carried, else ``encode.eos_token``'s ID."""
-    recorded = extra.get("special_ids", {}).get("eos")
-    return recorded if recorded is not None else tokenizer.special_tokens.get(config.encode.eos_token or "")
+    special_ids = checkpoint.extra.get("special_ids") or {}
+    recorded = special_ids.get("eos") if isinstance(special_ids, dict) else special_ids
+    if recorded is None:
+        return tokenizer.special_tokens.get(config.encode.eos_token or "")
+    if isinstance(special_ids, dict) and type(recorded) is int and 0 <= recorded < tokenizer.vocab_size:
+        return recorded
+    raise CheckpointError(f"checkpoint {checkpoint.path} records malformed special IDs ({type(special_ids).__name__} "
+                          f"{special_ids!r:.60}); retrain it with `lmprep run train`")
 
 
 def stop_ids(tokenizer: Tokenizer, eos_id: int | None) -> set[int]:
@@ -72,11 +83,11 @@ def continuation(tokenizer: Tokenizer, ids: list[int], eos_id: int | None) -> st
               help="tokenizer.json to check against [default: tokenizer.output].")
 @config_options(optional=True)
 def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> None:
-    """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not."""
-    from pipeline.checkpoint import check_tokenizer, read_checkpoint
+    """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not (reads only its header)."""
+    from pipeline.checkpoint import check_tokenizer, read_header
 
     tokenizer_path = tokenizer_path or config.tokenizer.output
-    checkpoint = read_checkpoint(checkpoint_path)
+    checkpoint = read_header(checkpoint_path)
     tokenizer = Tokenizer.load(tokenizer_path)
     try:
         check_tokenizer(checkpoint, tokenizer)
@@ -84,6 +95,6 @@ def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> N
         click.echo(f"incompatible: {exc}")
         click.get_current_context().exit(1)
     click.echo(
-        f"compatible: {checkpoint.path} (step {checkpoint.step}) was trained with tokenizer "
-        f"{tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size})"
+        f"compatible: {checkpoint.path} (step {checkpoint.step:,}) was trained with tokenizer "
+        f"{tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size:,})"
     )

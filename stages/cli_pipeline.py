@@ -4,23 +4,40 @@ from __future__ import annotations
 
 import click
 
-from pipeline.config import Config, dump_yaml
+from pipeline.config import Config, dump_yaml, resolved_size
+from pipeline.errors import ConfigError
 from pipeline.runner import Pipeline
-from stages.options import config_options
-from stages.registry import CHECKPOINT_STAGES, build_stages
+from stages.options import config_file, config_options
+from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, build_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
-    return Pipeline(build_stages(config), param_value=config.value, state_dir=config.state_dir, log=click.echo)
+    """The pipeline of ``config``, rooted in the current directory (the project root)."""
+    path = config_file()
+    guarded = {f"the config file {path!r}": path} if path is not None else {}
+    return Pipeline(build_stages(config), param_value=config.value, state_dir=config.state_dir,
+                    guarded=guarded, log=click.echo)
 
 
-@click.command()
+@click.command(help=f"""Run the stale stages (all, or STAGE... and what they depend on), in order.
+
+While another run is going on in the same state dir, wait for it to finish first.
+
+\b
+Stages: {', '.join(STAGE_NAMES)}
+(export and stats when the config sets export.output_dir / stats.output_dir).
+--force on train retrains from scratch (the old checkpoint is set aside).""")
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
+@click.option("--no-wait", is_flag=True, help="Fail at once if another run is going on here, instead of waiting for it.")
 @config_options
-def run(stages: tuple[str, ...], force: bool, config: Config) -> None:
-    """Run the stale stages (all, or STAGE... and what they depend on), in order."""
-    make_pipeline(config).run(list(stages) or None, force=force)
+def run(stages: tuple[str, ...], force: bool, no_wait: bool, config: Config) -> None:
+    pipeline = make_pipeline(config)
+    declared = {stage.name for stage in pipeline.stages}
+    for name in stages:
+        if name in STAGE_NAMES and name not in declared:
+            raise ConfigError(f"stage '{name}' is not declared by this config; set {name}.output_dir to add it")
+    pipeline.run(list(stages) or None, force=force, wait=not no_wait)
 
 
 @click.command()
@@ -36,6 +53,8 @@ def status(check: bool, config: Config) -> None:
         click.echo(f"{stage.name}: stale")
         for reason in stage.reasons:
             click.echo(f"    {reason}")
+        if stage.warning:
+            click.echo(f"    warning: {stage.warning}")
     if check and any(stage.stale for stage in report):
         raise SystemExit(1)
 
@@ -61,6 +80,26 @@ def config_group() -> None:
 @config_group.command(name="show")
 @config_options
 def show(config: Config) -> None:
-    """Print the effective config (file + --set overrides + defaults) as YAML."""
-    click.echo(dump_yaml(config), nl=False)
+    """Print the effective config (file + --set overrides + defaults) as YAML.
+
+    Of ``tokenizer.vocab_size`` and ``tokenizer.merges`` one is set and the other null; the null one's
+    resolved value is shown as a comment on its line, so the output still loads as a config.
+    """
+    click.echo(_with_resolved_size(dump_yaml(config), config), nl=False)
+
+
+def _with_resolved_size(text: str, config: Config) -> str:
+    vocab_size, merges = resolved_size(config.tokenizer)
+    key, value = ("merges", merges) if config.tokenizer.merges is None else ("vocab_size", vocab_size)
+    if value is not None:
+        note = f"resolved: {value}"
+    elif config.tokenizer.kind == "word":
+        note = "the word kind has no merges"
+    else:
+        note = "depends on the training text's characters (char kind)"
+    lines = text.splitlines(keepends=True)
+    section = lines.index("tokenizer:\n")
+    at = next(i for i in range(section + 1, len(lines)) if lines[i] == f"  {key}: null\n")
+    lines[at] = f"  {key}: null  # {note}\n"
+    return "".join(lines)
 

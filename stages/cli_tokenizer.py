@@ -7,19 +7,21 @@ PipelineErrors, which the root group prints as one line with exit status 2.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pipeline.config import MAX_VOCAB_SIZE, Config, TokenizerConfig
-from pipeline.errors import DataError
+from pipeline.config import Config, TokenizerConfig
+from pipeline.errors import DataError, InvalidUtf8Error
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import pattern_name
 from stages.options import config_options
 
-_INTEGER = re.compile(r"[+-]?\d+")
+# Digits beyond 30 make no ID (and int() refuses over 4,300): such a token stays text, an invalid ID.
+_INTEGER = re.compile(r"[+-]?0*\d{1,30}")
 
 tokenizer_option = click.option(
     "--tokenizer", "tokenizer_path", metavar="PATH", type=click.Path(dir_okay=False),
@@ -37,43 +39,65 @@ def tokenizer_group() -> None:
     """
 
 
+def training_options(command):
+    """The options of how to train (not how big), shared by ``train`` and ``sweep``; each defaults to its key."""
+    options = [
+        click.option("--kind", "kind", type=click.Choice(["byte", "char", "word"]),
+                     help="[default: tokenizer.kind]"),
+        click.option("--pattern", "pattern", help="Pre-split: gpt4, gpt2, none or a regex [default: "
+                                                  "tokenizer.pattern; if null, gpt4 for byte and none for char]."),
+        click.option("--special", "special_tokens", multiple=True,
+                     help="A special token (repeatable); IDs follow the merges [default: tokenizer.special_tokens]."),
+        click.option("--min-frequency", "min_frequency", type=click.IntRange(min=1),
+                     help="Stop when no pair occurs this often [default: tokenizer.min_frequency]."),
+        click.option("--merge-newlines/--no-merge-newlines", "merge_newlines", default=None,
+                     help="Allow tokens containing a newline [default: tokenizer.merge_newlines; "
+                          "if null, yes for byte and no for char]."),
+        click.option("--workers", "workers", type=click.IntRange(min=0),
+                     help="Processes, 0 = all cores [default: tokenizer.workers]."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @tokenizer_group.command("train")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--vocab-size", "vocab_size", type=click.IntRange(min=1, max=MAX_VOCAB_SIZE),
+@click.option("--vocab-size", "vocab_size", type=click.IntRange(min=1),
               help="Upper bound on IDs: base tokens + merges + special tokens [default: tokenizer.vocab_size].")
-@click.option("--kind", "kind", type=click.Choice(["byte", "char"]), help="[default: tokenizer.kind]")
-@click.option("--pattern", "pattern", help="Pre-split: gpt4, gpt2, none or a regex [default: tokenizer.pattern; "
-                                           "if null, gpt4 for byte and none for char].")
-@click.option("--special", "special_tokens", multiple=True,
-              help="A special token (repeatable); IDs follow the merges [default: tokenizer.special_tokens].")
-@click.option("--min-frequency", "min_frequency", type=click.IntRange(min=1),
-              help="Stop when no pair occurs this often [default: tokenizer.min_frequency].")
-@click.option("--merge-newlines/--no-merge-newlines", "merge_newlines", default=None,
-              help="Allow tokens containing a newline [default: tokenizer.merge_newlines; "
-                   "if null, yes for byte and no for char].")
-@click.option("--workers", "workers", type=click.IntRange(min=0),
-              help="Processes, 0 = all cores [default: tokenizer.workers].")
+@click.option("--merges", "merges", type=click.IntRange(min=0),
+              help="Upper bound on merges, instead of --vocab-size [default: tokenizer.merges].")
+@training_options
 @click.option("--out", type=click.Path(dir_okay=False), help="[default: tokenizer.output]")
 @config_options(optional=True)
 def train_command(files, out, config, **given) -> None:
     """Train on FILE... (UTF-8 text; each file's whole text is one training sequence)."""
     settings = with_given_options(config.tokenizer, given)
     tokenizer = Tokenizer.train(
-        (read_utf8(path) for path in files), vocab_size=settings.vocab_size, kind=settings.kind,
-        pattern=settings.pattern, special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
+        (read_utf8(path) for path in files), vocab_size=settings.vocab_size, merges=settings.merges,
+        kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
+        min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers,
     )
     if tokenizer.stop_reason:
         click.echo(f"stopped early: {tokenizer.stop_reason}", err=True)
     out = out or settings.output
     tokenizer.save(out)
-    click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size} IDs "
-               f"({len(tokenizer.merges)} merges), fingerprint {tokenizer.fingerprint}")
+    click.echo(f"wrote {out}: {tokenizer.kind} kind, {tokenizer.vocab_size:,} IDs "
+               f"({len(tokenizer.merges):,} merges), fingerprint {tokenizer.fingerprint}")
 
 
 def with_given_options(settings: TokenizerConfig, given: dict[str, Any]) -> TokenizerConfig:
-    """The config's tokenizer section, with each option given on the command line in place of its key."""
-    return dataclasses.replace(settings, **{key: value for key, value in given.items() if value not in (None, ())})
+    """The config's tokenizer section, with each option given on the command line in place of its key.
+
+    ``--vocab-size`` and ``--merges`` set the size together: giving one drops the config's other one.
+    """
+    given = {key: value for key, value in given.items() if value not in (None, ())}
+    if "vocab_size" in given and "merges" in given:
+        raise click.UsageError("give --vocab-size or --merges, not both")
+    if "vocab_size" in given or "merges" in given:
+        given = {"vocab_size": None, "merges": None} | given
+    return dataclasses.replace(settings, **given)
 
 
 def read_utf8(path: str) -> str:
@@ -109,7 +133,11 @@ def decode_command(ids, replace, tokenizer_path, config: Config) -> None:
     """Print the text of ID... (negative or unknown IDs are an error naming the first one)."""
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     values = [int(token) if _INTEGER.fullmatch(token) else token for token in ids]
-    click.echo(tokenizer.decode(values, errors="replace" if replace else "strict"))
+    try:
+        text = tokenizer.decode(values, errors="replace" if replace else "strict")
+    except InvalidUtf8Error as exc:
+        raise InvalidUtf8Error(exc.problem, "pass --replace to print U+FFFD for them") from None
+    click.echo(text)
 
 
 @tokenizer_group.command("fingerprint")
@@ -131,14 +159,16 @@ def fingerprint_command(tokenizer_path, config: Config) -> None:
 def export_command(tokenizer_path, fmt, out, config: Config) -> None:
     """Write the tokenizer in another library's format (tiktoken's ranks file).
 
+    Prints the Python code that loads it (on stdout; the note on stderr), so
+    ``lmprep tokenizer export --format tiktoken --out x.tiktoken > load_x.py`` gives a runnable file.
     TOKENIZER_PATH defaults to the config's tokenizer.output.
     """
-    from pipeline.tokenizer.tiktoken_export import tiktoken_pattern
+    from pipeline.tokenizer.tiktoken_export import loading_snippet
 
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     tokenizer.export_tiktoken(out)
-    click.echo(f"wrote {out}; build it with tiktoken.Encoding(name, pat_str={tiktoken_pattern(tokenizer)!r}, "
-               f"mergeable_ranks=tiktoken.load.load_tiktoken_bpe({out!r}), special_tokens={tokenizer.special_tokens!r})")
+    click.echo(f"wrote {out}; this Python code loads it:", err=True)
+    click.echo(loading_snippet(tokenizer, out), nl=False)
 
 
 @tokenizer_group.command("eval")
@@ -147,25 +177,36 @@ def export_command(tokenizer_path, fmt, out, config: Config) -> None:
               help="A tokenizer.json to compare (repeatable) [default: tokenizer.output].")
 @config_options(optional=True)
 def eval_command(files, tokenizer_paths, config: Config) -> None:
-    """Compare tokenizers by compression: tokens and bytes per token on each FILE."""
+    """Compare tokenizers by compression: tokens and bytes per token on each FILE.
+
+    When a tokenizer has an unknown token (char and word kinds), each also gets the share of its
+    tokens that are unknown: text it cannot give back.
+    """
     tokenizer_paths = tokenizer_paths or (config.tokenizer.output,)
     tokenizers = [Tokenizer.load(path) for path in tokenizer_paths]
     texts = {path: read_utf8(path) for path in files}
-    rows = [_eval_row(Path(path).name, text, tokenizers) for path, text in texts.items()]
+    unknown = any(tokenizer.unk_id is not None for tokenizer in tokenizers)
+    rows = [_eval_row(Path(path).name, text, tokenizers, unknown) for path, text in texts.items()]
     if len(files) > 1:
-        rows.append(_eval_row("total", "".join(texts.values()), tokenizers))
-    header = ["text", "bytes"] + [f"{Path(p).name} {what}" for p in tokenizer_paths for what in ("tokens", "bytes/tok")]
+        rows.append(_eval_row("total", "".join(texts.values()), tokenizers, unknown))
+    columns = ("tokens", "bytes/tok", "unknown") if unknown else ("tokens", "bytes/tok")
+    names = [Path(p).name for p in tokenizer_paths]
+    labels = names if len(set(names)) == len(names) else list(tokenizer_paths)  # same file names: whole paths
+    header = ["text", "bytes"] + [f"{label} {what}" for label in labels for what in columns]
     if len(tokenizers) > 1:
         header.append("tokens vs first")
     click.echo(_table([header, *rows]))
 
 
-def _eval_row(name: str, text: str, tokenizers: list[Tokenizer]) -> list[str]:
+def _eval_row(name: str, text: str, tokenizers: list[Tokenizer], unknown: bool) -> list[str]:
     size = len(text.encode("utf-8"))
-    counts = [len(tokenizer.encode(text)) for tokenizer in tokenizers]
-    row = [name, str(size)]
-    for count in counts:
-        row += [str(count), f"{size / count:.2f}" if count else "-"]
+    encoded = [tokenizer.encode(text) for tokenizer in tokenizers]
+    counts = list(map(len, encoded))
+    row = [name, f"{size:,}"]
+    for tokenizer, ids in zip(tokenizers, encoded):
+        row += [f"{len(ids):,}", f"{size / len(ids):.2f}" if ids else "-"]
+        if unknown:
+            row.append(f"{ids.count(tokenizer.unk_id) / len(ids):.2%}" if ids else "-")
     if len(counts) > 1:
         row.append(" ".join(f"{(c - counts[0]) / counts[0]:+.1%}" if counts[0] else "-" for c in counts[1:]))
     return row
@@ -190,7 +231,7 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
     """
     tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
     click.echo(f"kind: {tokenizer.kind}")
-    click.echo(f"vocab size: {tokenizer.vocab_size} ({len(tokenizer.merges)} merges, "
+    click.echo(f"vocab size: {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges, "
                f"{len(tokenizer.special_tokens)} special tokens)")
     click.echo(f"pattern: {pattern_name(tokenizer.pattern)}")
     click.echo(f"merge newlines: {'yes' if tokenizer.merge_newlines else 'no'}")
@@ -200,3 +241,91 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
         result = tokenizer.merge_results[rank]
         click.echo(f"  {result}: {tokenizer.render_token(a)} + {tokenizer.render_token(b)} -> "
                    f"{tokenizer.render_token(result)}")
+
+
+@tokenizer_group.command("trace")
+@click.argument("text")
+@click.option("--max-steps", "max_steps", type=click.IntRange(min=0),
+              help="Show at most this many merges (the IDs are always the full encoding).")
+@click.option("--json", "as_json", is_flag=True, help="Print the trace as JSON.")
+@tokenizer_option
+@config_options(optional=True)
+def trace_command(text, max_steps, as_json, tokenizer_path, config: Config) -> None:
+    """Show BPE at work on TEXT: the starting pieces, each merge that applies in training order, the IDs.
+
+    Bytes that are not whole characters are shown as <e6>; special-token strings are plain text.
+    """
+    from pipeline.tokenizer import trace
+
+    tokenizer = Tokenizer.load(tokenizer_path or config.tokenizer.output)
+    result = trace.trace(tokenizer, text, max_steps=max_steps)
+    if as_json:
+        click.echo(json.dumps(trace.to_json(tokenizer, text, result), ensure_ascii=False))
+    else:
+        click.echo("\n".join(trace.format_text(tokenizer, result)))
+
+
+def _size_list(ctx, param, value: str | None) -> list[int] | None:
+    """``512,1024,2048`` → ``[512, 1024, 2048]``; the order is checked by the sweep itself."""
+    if value is None:
+        return None
+    try:
+        return [int(item) for item in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers, "
+                                 "e.g. 512,1024,2048") from None
+
+
+@tokenizer_group.command("sweep")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--sizes", "vocab_sizes", callback=_size_list, metavar="N,N,...",
+              help="Vocabulary sizes to compare, increasing (special tokens included), e.g. 512,1024,2048.")
+@click.option("--merges", "merge_counts", callback=_size_list, metavar="N,N,...",
+              help="Merge counts to compare instead of sizes, increasing, e.g. 0,6,12,24,48.")
+@click.option("--eval", "eval_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Count tokens on this file instead of the training FILEs (repeatable), e.g. held-out text.")
+@click.option("--min-gain", "min_gain", type=click.FloatRange(min=0), default=3.0, show_default=True,
+              help="For the suggestion: the least gain worth having, in percent fewer tokens per 1,000 "
+                   "extra vocabulary entries.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default="sweep.png", show_default=True,
+              help="Where to draw bytes per token against vocabulary size.")
+@training_options
+@config_options(optional=True)
+def sweep_command(files, vocab_sizes, merge_counts, eval_files, min_gain, plot_path, config: Config,
+                  **given) -> None:
+    """Compare vocabulary sizes on FILE...: train once to the largest, read the others off its merges.
+
+    Per size: tokens, bytes per token, the gain over the previous size per 1,000 extra entries, and
+    the embedding + output head parameters at the config's train.dim. Ends with a suggested size.
+    """
+    from pipeline.tokenizer import sweep
+
+    if (vocab_sizes is None) == (merge_counts is None):
+        raise click.UsageError("give either --sizes or --merges")
+    settings = with_given_options(config.tokenizer, given)
+    texts = [read_utf8(path) for path in files]
+    if not any(texts):
+        raise DataError(f"{', '.join(files)}: no text to train on (the files are empty)")
+    eval_texts = [read_utf8(path) for path in eval_files] or None
+    if eval_texts is not None and not any(eval_texts):
+        raise DataError(f"{', '.join(eval_files)}: no text to count tokens on (the --eval files are empty)")
+    result = sweep.sweep(texts, eval_texts=eval_texts, vocab_sizes=vocab_sizes, merge_counts=merge_counts,
+                         kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
+                         min_frequency=settings.min_frequency, merge_newlines=settings.merge_newlines,
+                         workers=settings.workers)
+    dim, tied = config.train.dim, config.train.tie_weights
+    measured = "the --eval files" if eval_texts else "the training files"
+    click.echo(f"trained once: {settings.kind} kind, {result.rows[-1].merges:,} merges; tokens counted on {measured} "
+               f"({result.rows[0].text_bytes:,} bytes)")
+    header = ["vocab", "merges", "tokens", "bytes/token", f"fewer tokens per +{sweep.GAIN_PER:,} vocab",
+              f"{'embedding (tied)' if tied else 'embedding + head'} params at dim {dim}"]
+    rows = [[f"{row.vocab_size:,}", f"{row.merges:,}", f"{row.tokens:,}", f"{row.bytes_per_token:.3f}",
+             f"{sweep.gain_per_thousand(previous, row):.1f}%" if previous else "-",
+             f"{sweep.embedding_parameters(row.vocab_size, dim, tie_weights=tied):,}"]
+            for previous, row in zip([None, *result.rows], result.rows)]
+    click.echo(_table([header, *rows]))
+    suggestion = sweep.suggest(result, min_gain=min_gain)
+    click.echo(f"suggested vocab size: {suggestion.vocab_size:,} "
+               f"(a suggestion, not a measurement: {suggestion.rule})")
+    sweep.plot(result, plot_path, title=f"{settings.kind}-level BPE, {', '.join(files)}"[:80])
+    click.echo(f"bytes per token against vocabulary size → {plot_path}")

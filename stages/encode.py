@@ -8,24 +8,32 @@ shards untouched (and the stage stale).
 from __future__ import annotations
 
 import functools
-import os
 from concurrent.futures import ProcessPoolExecutor
 
 from pipeline import documents, encoding
 from pipeline.config import Config
 from pipeline.errors import ConfigError
+from pipeline.parallel import worker_count
 from pipeline.runner import Stage
+from pipeline.shards import ShardSet, manifest_path
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
 
+# Version of the code that shapes this stage's outputs (encoding, shards, the tokenizer's encoder):
+# bump it whenever the same prepared data, tokenizer file and settings would give other shards, and
+# the stage re-runs wherever it ran before. tests/test_code_versions.py pins the outputs.
+CODE_VERSION = 2
+
 def build(config: Config) -> Stage:
     prepared = tuple(str(documents.prepared_path(config.prepare.output_dir, split))
                      for split in documents.SPLITS)
     return Stage(name="encode", deps=(*prepared, config.tokenizer.output),
-                 outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config))
+                 outs=(config.encode.output_dir,), params=PARAMS, run=functools.partial(run, config),
+                 code_version=CODE_VERSION,
+                 keys={config.tokenizer.output: "tokenizer.output", config.encode.output_dir: "encode.output_dir"})
 
 
 def run(config: Config) -> None:
@@ -33,7 +41,7 @@ def run(config: Config) -> None:
     tokenizer = encoding.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
-    workers = settings.workers or os.cpu_count() or 1
+    workers = worker_count(settings.workers)
     with ProcessPoolExecutor(workers) as executor:
         manifests = encoding.encode_corpus(
             config.prepare.output_dir, settings.output_dir, tokenizer_path=tokenizer_path,
@@ -55,3 +63,11 @@ def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) 
             f"add it to tokenizer.special_tokens and retrain, or set {key}: null"
         )
     return tokenizer.special_tokens[token]
+
+
+def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
+    """The tokenizer and every split's verified shard set (train required, val when present)."""
+    tokenizer = Tokenizer.load(config.tokenizer.output)
+    directory = config.encode.output_dir
+    splits = [split for split in documents.SPLITS if split == "train" or manifest_path(directory, split).exists()]
+    return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]

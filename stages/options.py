@@ -13,6 +13,7 @@ from click.core import ParameterSource
 from pipeline.config import Config, load_config, parse_config
 
 DEFAULT_CONFIG = "configs/default.yaml"
+_CONFIG_FILE = "lmprep.config_file"
 
 Command = Callable[..., Any]
 
@@ -38,9 +39,16 @@ def config_options(command: Command | None = None, *, optional: bool = False) ->
     def wrapper(*args: Any, config_path: str, overrides: tuple[str, ...], **kwargs: Any) -> Any:
         if optional and _default_config_missing(config_path, overrides):
             return command(*args, config=builtin_defaults(), **kwargs)
-        return command(*args, config=load_config(config_path, overrides), **kwargs)
+        config = load_config(config_path, overrides)
+        click.get_current_context().meta[_CONFIG_FILE] = config_path
+        return command(*args, config=config, **kwargs)
 
     return wrapper
+
+
+def config_file() -> str | None:
+    """The config file the current command read; None when it runs on the built-in defaults."""
+    return click.get_current_context().meta.get(_CONFIG_FILE)
 
 
 def builtin_defaults() -> Config:

@@ -2,12 +2,16 @@
 
 Its dependencies are the files the globs match *now*, so adding, removing or
 editing a raw file makes it stale, as does any key under ``data`` or ``prepare``.
+It scans each glob's base directory, which the runner keeps every output out of.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import re
 from collections.abc import Sequence
+from pathlib import PurePath
 
 import click
 
@@ -18,15 +22,34 @@ from pipeline.sources import SourceFile, expand_sources
 from stages.console import show_progress
 
 
+# Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
+# bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
+# wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
+CODE_VERSION = 1
+
 def build(config: Config) -> Stage:
     files = expand_sources(config.data.sources)
+    bases = {glob_base(source.glob): f"data.sources[{index}].glob" for index, source in enumerate(config.data.sources)}
     return Stage(
         name="prepare",
         deps=tuple(str(file.path) for file in files),
         outs=(config.prepare.output_dir,),
         params=("data", "prepare"),
         run=functools.partial(run, config, files),
+        code_version=CODE_VERSION,
+        scans=tuple(bases),
+        keys={**bases, config.prepare.output_dir: "prepare.output_dir"},
     )
+
+
+def glob_base(pattern: str) -> str:
+    """The directory a glob reads under: its leading components without a wildcard."""
+    parts = []
+    for part in PurePath(pattern).parts:
+        if re.search(r"[*?[]", part):
+            break
+        parts.append(part)
+    return os.path.join(*parts) if parts else "."
 
 
 def run(config: Config, files: Sequence[SourceFile]) -> None:

@@ -1,7 +1,9 @@
 """The ``tokenizer`` stage: train a BPE tokenizer on the prepared train split, or reuse a frozen one.
 
 Either way its output is ``tokenizer.output``, the file every later stage
-reads. With ``tokenizer.path`` set the stage only copies that file there
+reads, with ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it
+(the EOS/BOS roles of ``encode.eos_token``/``encode.bos_token``), so that the
+directory loads with ``transformers.AutoTokenizer.from_pretrained``. With ``tokenizer.path`` set the stage only copies that file there
 (after validating it), and depends on that file alone, not on the prepared
 data: a data change then re-runs prepare, encode and train but never this
 stage, the fingerprint stays the same, and training can resume.
@@ -14,25 +16,37 @@ import os
 
 from pipeline import atomic, documents
 from pipeline.config import Config
-from pipeline.errors import ConfigError
 from pipeline.runner import Stage
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import Tokenizer, hf_dir
 from stages.console import say, show_progress
+from stages.encode import special_id
 
-TRAINING_KEYS = ("kind", "vocab_size", "pattern", "merge_newlines", "min_frequency", "special_tokens")
+TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "min_frequency", "special_tokens")
+ROLE_KEYS = ("encode.eos_token", "encode.bos_token")  # the special-token roles written for transformers
 
+
+# Version of the code that shapes this stage's outputs (the trainer and tokenizer.json writer in
+# pipeline/tokenizer/): bump it whenever the same prepared data and settings would give another
+# tokenizer.json (3: it also writes tokenizer_config.json and special_tokens_map.json), and the stage
+# re-runs wherever it ran before. tests/test_code_versions.py pins it.
+CODE_VERSION = 3
 
 def build(config: Config) -> Stage:
     settings = config.tokenizer
+    outs = (settings.output, *hf_dir.companion_paths(settings.output))
     if settings.path is not None:
-        return Stage(name="tokenizer", deps=(settings.path,), outs=(settings.output,),
-                     params=("tokenizer.path", "tokenizer.output"), run=functools.partial(reuse, config))
+        return Stage(name="tokenizer", deps=(settings.path,), outs=outs,
+                     params=("tokenizer.path", "tokenizer.output", *ROLE_KEYS), run=functools.partial(reuse, config),
+                     code_version=CODE_VERSION,
+                     keys={settings.path: "tokenizer.path", **dict.fromkeys(outs, "tokenizer.output")})
     return Stage(
         name="tokenizer",
         deps=(str(training_file(config)),),
-        outs=(settings.output,),
-        params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS)),
+        outs=outs,
+        params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS), *ROLE_KEYS),
         run=functools.partial(train, config),
+        code_version=CODE_VERSION,
+        keys=dict.fromkeys(outs, "tokenizer.output"),
     )
 
 
@@ -44,24 +58,42 @@ def train(config: Config) -> None:
     settings = config.tokenizer
     tokenizer = Tokenizer.train(
         documents.iter_documents(training_file(config)),
-        vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
+        vocab_size=settings.vocab_size, merges=settings.merges, kind=settings.kind, pattern=settings.pattern,
         special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers, progress=show_progress(),
     )
+    check_roles(config, tokenizer)
     tokenizer.save(settings.output)
+    write_companions(config)
     stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""
-    say("tokenizer", f"trained vocab {tokenizer.vocab_size}{stopped}, fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
+    say("tokenizer", f"trained vocab {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges){stopped}, "
+                     f"fingerprint {tokenizer.fingerprint[:12]} → {settings.output}")
 
 
 def reuse(config: Config) -> None:
-    """Validate the frozen tokenizer and copy its exact bytes to ``tokenizer.output``."""
+    """Validate the frozen tokenizer and copy its exact bytes to ``tokenizer.output``.
+
+    The runner refuses a ``tokenizer.output`` that is ``tokenizer.path`` before this runs.
+    """
     source, output = config.tokenizer.path, config.tokenizer.output
-    if os.path.abspath(source) == os.path.abspath(output):
-        raise ConfigError(
-            f"tokenizer.path and tokenizer.output are both {source!r}; point tokenizer.output elsewhere "
-            f"(it is a derived file the pipeline rewrites)"
-        )
     tokenizer = Tokenizer.load(source)
+    check_roles(config, tokenizer)
     with open(source, "rb") as handle:
         atomic.write_bytes(output, handle.read())
-    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
+    write_companions(config)
+    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size:,}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
+
+
+def check_roles(config: Config, tokenizer: Tokenizer) -> None:
+    """Each role's token must be one of the tokenizer's special tokens: transformers would add
+    any other as a new token, with an ID lmprep never made."""
+    settings = config.tokenizer
+    for key in ROLE_KEYS:
+        special_id(tokenizer, getattr(config.encode, key.partition(".")[2]), key=key,
+                   path=settings.path or settings.output)
+
+
+def write_companions(config: Config) -> None:
+    """The transformers files beside ``tokenizer.output``."""
+    encode = config.encode
+    hf_dir.write_companions(config.tokenizer.output, eos_token=encode.eos_token, bos_token=encode.bos_token)

@@ -1,19 +1,27 @@
 """The ``train`` stage: shards + tokenizer → ``checkpoints/<name>/`` (checkpoint, metrics, loss plot).
 
-torch is imported only when the stage runs, so listing or checking the
-pipeline never pays for it.
+torch is imported only when the stage runs, or when ``status`` previews a
+stale train stage with a checkpoint in place, so listing or checking the
+pipeline otherwise never pays for it.
 """
 
 from __future__ import annotations
 
 import functools
 
+from pipeline import hashing
 from pipeline.config import Config
+from pipeline.errors import PipelineError
 from pipeline.runner import Stage
-from pipeline.shards import ShardSet, manifest_path
+from pipeline.shards import ShardSet, manifest_path, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
+
+# Version of the code that shapes this stage's outputs (training, model, checkpoint in pipeline/):
+# bump it whenever the same shards, tokenizer and settings would give another checkpoint, and the
+# stage re-runs wherever it ran before.
+CODE_VERSION = 1
 
 def build(config: Config) -> Stage:
     return Stage(
@@ -22,6 +30,11 @@ def build(config: Config) -> Stage:
         outs=(config.train.output_dir,),
         params=("train",),
         run=functools.partial(run, config),
+        code_version=CODE_VERSION,
+        keys={config.encode.output_dir: "encode.output_dir", tokenizer_path(config): "tokenizer.output",
+              config.train.output_dir: "train.output_dir"},
+        run_forced=functools.partial(run, config, retrain=True),
+        preview=functools.partial(preview, config),
     )
 
 
@@ -30,7 +43,7 @@ def tokenizer_path(config: Config) -> str:
     return config.tokenizer.output
 
 
-def run(config: Config) -> None:
+def run(config: Config, retrain: bool = False) -> None:
     from pipeline import training
 
     tokenizer = Tokenizer.load(tokenizer_path(config))
@@ -39,12 +52,34 @@ def run(config: Config) -> None:
     val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if manifest_path(shard_dir, "val").exists() else None
     summary = training.train_checkpoint_dir(
         config.train, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
-        progress=show_progress(), notify=functools.partial(say, "train"),
+        progress=show_progress(), notify=functools.partial(say, "train"), retrain=retrain,
     )
     if summary.step > summary.start_step:
         say(
             "train",
-            f"trained steps {summary.start_step}→{summary.step}: train loss {summary.train_loss:.4f}"
+            f"trained steps {summary.start_step:,}→{summary.step:,}: train loss {summary.train_loss:.4f}"
             + (f", val loss {summary.val_loss:.4f}" if summary.val_loss is not None else "")
             + f", {summary.tokens_per_second:,.0f} tokens/s → {summary.checkpoint}"
         )
+
+
+def preview(config: Config) -> str | None:
+    """Warn when running the stage now would set the current checkpoint aside and train from scratch.
+
+    Judged on the tokenizer and shards as they are now; a stale stage before this one may still change them.
+    """
+    from pipeline import training
+    from pipeline.checkpoint import checkpoint_file
+
+    directory = config.train.output_dir
+    if not checkpoint_file(directory).exists():
+        return None
+    try:
+        tokenizer = Tokenizer.load(tokenizer_path(config))
+        shards = hashing.canonical_hash(read_manifest(config.encode.output_dir, "train").to_dict())
+    except PipelineError:  # a missing or broken input: the run itself will say what is wrong
+        return None
+    plan = training.plan_resume(directory, tokenizer=tokenizer, settings=config.train, shard_fingerprint=shards)
+    if plan.action != "set_aside":
+        return None
+    return f"{plan.reason}: running it will move {directory} to {directory}-{plan.tag} and train from scratch"

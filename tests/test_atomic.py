@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -53,9 +55,25 @@ def test_a_swap_killed_between_its_two_renames_is_undone(tmp_path):
     assert (target / "a").read_text() == "1" and not (tmp_path / ".shards.old").exists()
 
 
-def test_temporaries_of_killed_writers_are_removed(tmp_path):
-    (tmp_path / ".out.txt.tmp-abc").write_text("partial")
-    (tmp_path / ".shards.tmp-xyz").mkdir()
-    (tmp_path / "keep.txt").write_text("kept")
-    atomic.remove_stale_temporaries(tmp_path)
-    assert os.listdir(tmp_path) == ["keep.txt"]
+def dead_pid() -> int:
+    """The pid of a process that has exited."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(child.stdout)
+
+
+def test_only_this_targets_temporaries_of_dead_writers_are_removed(tmp_path):
+    dead = dead_pid()
+    orphans = [f".out.txt.tmp-{dead}-abc", ".out.txt.tmp-legacy", f".out.txt.tmp-{10**30}-x"]
+    kept = [f".out.txt.tmp-{os.getpid()}-live", f".other.txt.tmp-{dead}-abc", "keep.txt"]
+    for name in [*orphans, *kept]:
+        (tmp_path / name).write_text("partial")
+    (tmp_path / f".out.txt.tmp-{dead}-dir").mkdir()
+    atomic.remove_orphaned_temporaries(tmp_path / "out.txt")
+    assert sorted(os.listdir(tmp_path)) == sorted(kept)
+
+
+def test_temporaries_are_named_after_their_target_and_writer(tmp_path):
+    with atomic.atomic_path(tmp_path / "out.txt") as tmp:
+        assert tmp.name.startswith(f".out.txt.tmp-{os.getpid()}-")
+    with atomic.atomic_dir(tmp_path / "shards") as staging:
+        assert staging.name.startswith(f".shards.tmp-{os.getpid()}-")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import pickle
+
 import pytest
 import torch
 from conftest import FakeTokenizer
+from safetensors import safe_open
 from safetensors.torch import save_file
 
 from pipeline import checkpoint as ckpt
@@ -136,8 +140,68 @@ def test_crash_while_writing_keeps_previous_checkpoint(tmp_path, monkeypatch):
             handle.write(b"torn")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ckpt, "save_file", crash)
+    monkeypatch.setattr("safetensors.torch.save_file", crash)
     with pytest.raises(KeyboardInterrupt):
         _save(tmp_path)
     assert (tmp_path / "run" / "checkpoint.safetensors").read_bytes() == before
     assert os.listdir(tmp_path / "run") == ["checkpoint.safetensors"]
+
+
+def rewrite_metadata(path, edit) -> None:
+    """Re-save a checkpoint with ``edit`` applied to its metadata (a JSON document, or its raw text)."""
+    with safe_open(str(path), framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        raw = handle.metadata()["lmprep"]
+    edited = edit(json.loads(raw)) if callable(edit) else edit
+    save_file(tensors, str(path), metadata={"lmprep": edited if isinstance(edited, str) else json.dumps(edited)})
+
+
+def test_metadata_nested_too_deeply_is_refused(tmp_path):
+    path = _save(tmp_path)
+    rewrite_metadata(path, "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CheckpointError, match="metadata that is not JSON: nested too deeply"):
+        ckpt.read_header(path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: {**m, "model": {**m["model"], "vocab_size": 10_000_000, "dim": 10_000}}, "does not match"),
+        (lambda m: {**m, "model": {**m["model"], "vocab_size": 2**62, "dim": 2**62}}, "does not match"),
+        (lambda m: {**m, "model": {**m["model"], "tie_weights": True}}, "does not match"),
+        (lambda m: {**m, "tokenizer": {**m["tokenizer"], "vocab_size": 1e400}}, "OverflowError"),
+        (lambda m: {**m, "tokenizer": {**m["tokenizer"], "vocab_size": 300}}, "its tokenizer record says 300"),
+    ],
+    ids=["400GB", "overflowing", "tied", "infinite", "vocab"],
+)
+def test_a_model_config_that_does_not_fit_the_tensors_is_refused_before_building(tmp_path, edit, message):
+    path = _save(tmp_path)
+    rewrite_metadata(path, edit)
+    with pytest.raises(CheckpointError, match=message):
+        ckpt.read_checkpoint(path)
+
+
+def test_nan_weights_are_refused(tmp_path):
+    model = BigramLM(ModelConfig(vocab_size=TOKENIZER_A.vocab_size, dim=4))
+    with torch.no_grad():
+        model.head.weight[3, 1] = float("nan")
+    with pytest.raises(CheckpointError, match=r"model.head.weight holds NaN or infinite weights"):
+        ckpt.read_checkpoint(_save(tmp_path, model=model))
+
+
+def test_the_header_is_read_without_tensors(tmp_path, monkeypatch):
+    path = _save(tmp_path)
+    monkeypatch.setattr(ckpt, "_read_tensors", lambda file: pytest.fail("a tensor was read"))
+    header = ckpt.read_header(path)
+    assert header.step == 7 and header.tokenizer.fingerprint == TOKENIZER_A.fingerprint
+    assert header.shapes["model.embed.weight"] == (TOKENIZER_A.vocab_size, 4)
+    ckpt.check_tokenizer(header, TOKENIZER_A)
+    with pytest.raises(TokenizerMismatchError):
+        ckpt.check_tokenizer(header, TOKENIZER_B)
+
+
+def test_the_guard_refuses_an_equal_fingerprint_with_another_vocab_size(tmp_path):
+    header = ckpt.read_header(_save(tmp_path))
+    forged = dataclasses.replace(header, tokenizer=dataclasses.replace(header.tokenizer, vocab_size=999))
+    with pytest.raises(TokenizerMismatchError, match="vocab size 999"):
+        ckpt.check_tokenizer(forged, TOKENIZER_A)

@@ -184,12 +184,13 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_forced_train_with_a_complete_checkpoint_says_how_to_retrain(project):
+def test_forced_train_with_a_complete_checkpoint_retrains_and_keeps_the_old_one(project):
+    before = (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes()
     result = invoke("run", "train", "--force", "--config", "lmprep.yaml")
     assert result.exit_code == 0, result.output
-    assert ("train: nothing to train: the checkpoint already has 3 steps on these shards with these settings "
-            "(train.steps=3); raise train.steps to train further, or delete out/ckpt to retrain from scratch"
-            ) in result.output
+    assert "train: retraining as forced (the checkpoint was at step 3); training from scratch" in result.output
+    assert "trained steps 0→3" in result.output
+    assert (project / "out" / "ckpt-forced" / "checkpoint.safetensors").read_bytes() == before
 
 
 def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch):
@@ -203,7 +204,38 @@ def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch)
         interrupted = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert interrupted.exit_code == 1 and "Aborted!" in interrupted.output
     assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
-    assert sorted(path.name for path in (project / "out").iterdir()) == ["ckpt", "prepared", "shards", "tokenizer.json"]
+    assert sorted(path.name for path in (project / "out").iterdir()) == ["ckpt", "prepared", "shards", "special_tokens_map.json",
+                                                                          "tokenizer.json", "tokenizer_config.json"]
     result = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert "train: moved the old checkpoint to out/ckpt-old-seed" in result.output
     assert (project / "out" / "ckpt-old-seed" / "checkpoint.safetensors").read_bytes() == before
+
+
+def test_check_reads_the_header_without_importing_torch(trained):
+    import subprocess
+    import sys
+
+    root, checkpoint, _ = trained
+    code = ("import sys; from stages.cli import cli; "
+            f"cli(['check', {str(checkpoint)!r}, '--tokenizer', {str(root / 'tok.json')!r}], standalone_mode=False); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("compatible: ") and "(step 60)" in result.stdout
+
+
+def test_sample_refuses_nan_weights_with_one_line(trained, tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    root, checkpoint, config = trained
+    with safe_open(str(checkpoint / "checkpoint.safetensors"), framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        metadata = handle.metadata()
+    tensors["model.embed.weight"][5, 0] = float("nan")
+    save_file(tensors, str(tmp_path / "checkpoint.safetensors"), metadata=metadata)
+    result = invoke("sample", "--config", config, "--checkpoint", tmp_path, "--tokenizer", root / "tok.json",
+                    "--prompt", "the")
+    assert result.exit_code == 2
+    assert result.output == (f"error: checkpoint {tmp_path / 'checkpoint.safetensors'}: model.embed.weight holds "
+                             "NaN or infinite weights; retrain it with `lmprep run train`\n")

@@ -69,6 +69,8 @@ def test_config_show_prints_effective_yaml(project):
     [
         (("status", "--set", "train.stepz=1"), "error: --set: unknown key 'train.stepz'; did you mean 'train.steps'?"),
         (("run", "nonsense"), "error: unknown stage 'nonsense'; stages: prepare, tokenizer, encode, train"),
+        (("run", "tokenize"),
+         "error: unknown stage 'tokenize'; did you mean 'tokenizer'? stages: prepare, tokenizer, encode, train"),
         (("config", "show", "--set", "prepare.val_fraction=2"), "error: lmprep.yaml: prepare.val_fraction must be"),
     ],
 )
@@ -120,8 +122,9 @@ def test_a_duplicate_document_reruns_only_prepare(project):
         (["tokenizer", "train", "a.txt", "--out"],
          "error: Option '--out' requires an argument. (see 'lmprep tokenizer train --help')"),
         (["config", "show", "--set"], "error: Option '--set' requires an argument. (see 'lmprep config show --help')"),
-        (["tokenizer", "train", "--kind", "word", "a.txt"],
-         "error: Invalid value for '--kind': 'word' is not one of 'byte', 'char'. (see 'lmprep tokenizer train --help')"),
+        (["tokenizer", "train", "--kind", "unigram", "a.txt"],
+         "error: Invalid value for '--kind': 'unigram' is not one of 'byte', 'char', 'word'. "
+         "(see 'lmprep tokenizer train --help')"),
         (["tokenizer", "train"], "error: Missing argument 'FILES...'. (see 'lmprep tokenizer train --help')"),
         (["tokenizer", "encode"], "error: give either TEXT or --file PATH (see 'lmprep tokenizer encode --help')"),
     ],
@@ -133,9 +136,23 @@ def test_usage_errors_are_one_line_on_stderr_with_exit_2(project, args, line):
 
 
 def test_help_and_version_exit_0(project):
-    for args in (["--help"], ["-h"], ["tokenizer", "train", "--help"], ["--version"]):
+    for args in (["--help"], ["-h"], ["tokenizer", "train", "--help"], ["--version"], ["-V"]):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0 and result.stderr == "", args
+    assert CliRunner().invoke(cli, ["-V"]).output.startswith("lmprep, version ")
+
+
+def test_run_help_lists_the_stages(project):
+    assert "Stages: prepare, tokenizer, encode, train, export, stats" in CliRunner().invoke(cli, ["run", "--help"]).output
+
+
+def test_status_warns_when_running_would_set_the_checkpoint_aside(project):
+    assert lmprep("run").exit_code == 0
+    result = lmprep("status", "--set", "train.lr=0.02")
+    assert ("    warning: the train settings changed (train.lr 0.01 → 0.02): running it will move out/ckpt to "
+            "out/ckpt-old-lr and train from scratch\n") in result.output
+    assert "warning: train.steps=1 is below the checkpoint's step 2" in lmprep("status", "--set", "train.steps=1").output
+    assert "warning" not in lmprep("status", "--set", "train.steps=5").output  # raising steps resumes
 
 
 def test_a_bare_group_still_prints_its_help(project):

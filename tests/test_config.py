@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import Config, TrainConfig, dump_yaml, load_config, parse_config
+from pipeline.config import MAX_CONFIG_BYTES, Config, TrainConfig, dump_yaml, load_config, parse_config
 from pipeline.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,7 +85,7 @@ def test_overrides_parse_yaml_scalars(tmp_path):
         ("train: {steps: abc}\n", (), "train.steps must be an integer >= 0, got a string 'abc'"),
         ("train: {steps: 1.5}\n", (), "train.steps must be an integer"),
         ("train: {steps: true}\n", (), "train.steps must be an integer >= 0, got a boolean True"),
-        ("", ("train.batch_size=0",), "train.batch_size must be an integer >= 1, got 0"),
+        ("", ("train.batch_size=0",), "train.batch_size must be an integer >= 1 and <= 1048576, got 0"),
         ("", ("prepare.val_fraction=1",), "prepare.val_fraction must be a number >= 0.0 and < 1.0, got 1.0"),
         ("", ("prepare.normalize=NFD",), "prepare.normalize must be one of 'NFC', 'NFKC', 'none'; got 'NFD'"),
         ("", ("tokenizer.kind=bytes",), "did you mean 'byte'?"),
@@ -102,6 +102,14 @@ def test_overrides_parse_yaml_scalars(tmp_path):
         ("", ("train.weight_decay=.inf",), "train.weight_decay must be a number >= 0.0, got inf"),
         ("", ("train.seed=100000000000000000000000000",), "train.seed must be an integer >= 0 and <= 9223372036854775807"),
         ("", ("prepare.seed=-1",), "prepare.seed must be an integer >= 0"),
+        ("data: {sources: [{glob: a, separator: ''}]}\n", (), "data.sources[0].separator must not be empty"),
+        ("", ("encode.workers=1000000000000000000000000000000",), "encode.workers must be an integer >= 0 and <= 256"),
+        ("", ("tokenizer.workers=257",), "tokenizer.workers must be an integer >= 0 and <= 256, got 257"),
+        ("", ("train.dim=1000000000",), "train.dim must be an integer >= 1 and <= 65536, got 1000000000"),
+        ("", ("train.batch_size=1000000000",), "train.batch_size must be an integer >= 1 and <= 1048576"),
+        ("", ("train.context=1000000000",), "train.context must be an integer >= 1 and <= 1048576"),
+        ("", ("train.seed=" + "9" * 5000,), "--set train.seed: the integer 99999999999999999999... has too many"),
+        ("train: {seed: " + "9" * 5000 + "}\n", (), "line 1: the integer 99999999999999999999... has too many"),
     ],
 )
 def test_errors_name_key_value_and_allowed(tmp_path, text, overrides, expected):
@@ -129,3 +137,77 @@ def test_char_tokenizer_allows_small_vocab(tmp_path):
 def test_frozen_tokenizer_path_skips_special_token_check(tmp_path):
     config = load_config(write_config(tmp_path, "tokenizer: {path: t.json, special_tokens: []}\n"))
     assert config.tokenizer.special_tokens == () and config.encode.eos_token == "<|endoftext|>"
+
+
+@pytest.mark.parametrize("typed", ["1e-3", "1E-3", "1e3", "1E3", "+1.5e-3", "1.0e3", ".5e1", "2e+2"])
+def test_floats_read_as_typed_in_file_and_set(tmp_path, typed):
+    """YAML 1.1 reads ``1e-3`` (no dot, or no exponent sign) as a string; a user means a number."""
+    expected = float(typed)
+    assert load_config(write_config(tmp_path, f"train: {{lr: {typed}}}\n")).train.lr == expected
+    assert load_config(write_config(tmp_path, ""), [f"train.lr={typed}"]).train.lr == expected
+
+
+def test_exponent_is_not_an_integer(tmp_path):
+    assert "train.steps must be an integer >= 0, got a number 1000.0" in error_of(tmp_path, "", ("train.steps=1e3",))
+
+
+def billion_laughs(levels: int) -> str:
+    """Anchors nested ten-fold: ``levels`` lines that expand to 10**levels strings."""
+    anchors = ["&l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    anchors += [f"&l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return f"tokenizer:\n  special_tokens: [{', '.join(anchors)}]\n"
+
+
+def test_alias_bomb_is_refused_before_it_is_built(tmp_path):
+    message = error_of(tmp_path, billion_laughs(6))
+    assert message.endswith("line 2: aliases expand to more than 100,000 values or 32 levels of nesting")
+
+
+def test_aliases_within_bounds_still_work(tmp_path):
+    text = "data:\n  sources:\n    - &src {glob: 'a/*.txt', separator: line}\n    - *src\n"
+    assert load_config(write_config(tmp_path, text)).data.sources[0] == load_config(write_config(tmp_path, text)).data.sources[1]
+
+
+def test_recursive_alias_is_refused(tmp_path):
+    assert "an alias refers to a node that contains it" in error_of(tmp_path, "tokenizer: {special_tokens: &a [*a]}\n")
+
+
+@pytest.mark.parametrize("where", ["file", "set"])
+def test_deep_nesting_is_one_line(tmp_path, where):
+    nested = "[" * 5000 + "]" * 5000
+    if where == "file":
+        assert error_of(tmp_path, f"train: {{lr: {nested}}}\n").endswith("line 1: nested more than 32 levels deep")
+    else:
+        assert error_of(tmp_path, "", (f"train.lr={nested}",)).endswith("--set train.lr: nested more than 32 levels deep")
+
+
+def test_aliases_cannot_nest_beyond_the_bound(tmp_path):
+    level = "[" * 20 + "x" + "]" * 20
+    text = f"tokenizer:\n  special_tokens: [&a {level}, &b [[[[[[[[[[[[[[[[*a]]]]]]]]]]]]]]]]]\n"
+    assert "aliases expand to more than 100,000 values or 32 levels" in error_of(tmp_path, text)
+
+
+def test_oversized_config_is_refused_unread(tmp_path):
+    text = "# " + "x" * MAX_CONFIG_BYTES + "\n"
+    assert f"is larger than {MAX_CONFIG_BYTES:,} bytes" in error_of(tmp_path, text)
+
+
+def test_errors_show_huge_values_shortened(tmp_path):
+    message = error_of(tmp_path, "train: {seed: '" + "7" * 100_000 + "'}\n")
+    assert len(message) < 300 and "..." in message
+
+
+def test_cli_accepts_exponent_floats_and_refuses_bombs_in_one_line(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from stages.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, "train: {weight_decay: 1E-4}\n")
+    shown = CliRunner().invoke(cli, ["config", "show", "--config", "config.yaml", "--set", "train.lr=1e-3"])
+    assert shown.exit_code == 0, shown.output
+    assert "lr: 0.001\n" in shown.output and "weight_decay: 0.0001\n" in shown.output
+    (tmp_path / "bomb.yaml").write_text(billion_laughs(7))
+    refused = CliRunner().invoke(cli, ["config", "show", "--config", "bomb.yaml"])
+    assert refused.exit_code == 2
+    assert refused.output == "error: bomb.yaml: line 2: aliases expand to more than 100,000 values or 32 levels of nesting\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -174,9 +175,13 @@ def test_a_frozen_tokenizer_is_copied_and_does_not_depend_on_the_data(tmp_path, 
 
     config = stage_config(tmp_path, prepared, tokenizer={"path": str(tokenizer_path)})
     stage = tokenize_stage.build(config)
-    assert stage.deps == (str(tokenizer_path),) and stage.outs == (config.tokenizer.output,)
+    directory = Path(config.tokenizer.output).parent
+    assert stage.deps == (str(tokenizer_path),)
+    assert stage.outs == (config.tokenizer.output, str(directory / "tokenizer_config.json"),
+                          str(directory / "special_tokens_map.json"))
     stage.run()
     assert Path(config.tokenizer.output).read_bytes() == tokenizer_path.read_bytes()
+    assert json.loads((directory / "special_tokens_map.json").read_text()) == {"eos_token": "<|endoftext|>"}
 
 
 def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, tokenizer_path):
@@ -189,6 +194,18 @@ def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, toke
     Path(config.tokenizer.output).write_bytes(tokenizer_path.read_bytes())
     with pytest.raises(ConfigError, match=re.escape("encode.eos_token '<|eot|>' is not a special token")):
         encode_stage.run(config)
+
+
+def test_the_tokenizer_stage_refuses_a_role_whose_token_is_not_special(tmp_path, prepared, tokenizer_path):
+    """transformers would add such a token as a new one, with an ID lmprep never made."""
+    from pipeline.errors import ConfigError
+    from stages import tokenize as tokenize_stage
+
+    config = stage_config(tmp_path, prepared, tokenizer={"path": str(tokenizer_path)},
+                          encode={"bos_token": "<|eot|>"})
+    with pytest.raises(ConfigError, match=re.escape("encode.bos_token '<|eot|>' is not a special token")):
+        tokenize_stage.build(config).run()
+    assert not Path(config.tokenizer.output).exists()
 
 
 def test_share_tokenizer_reuses_an_unchanged_file_and_reloads_a_replaced_one(tmp_path):

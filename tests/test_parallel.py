@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from pipeline.parallel import ordered_map
 
 
@@ -31,3 +33,30 @@ def test_items_are_pulled_lazily_up_to_the_bound():
         assert next(results) == 0
         assert len(pulled) == 3
         results.close()
+
+
+def test_worker_count_is_one_per_core_and_never_more(monkeypatch):
+    from pipeline.parallel import worker_count
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert [worker_count(n) for n in (0, 1, 2, 64, 256)] == [2, 1, 2, 2, 2]
+
+
+def test_encode_starts_no_more_processes_than_cores(monkeypatch):
+    from pipeline.config import Config, EncodeConfig
+    from stages import encode
+
+    started = []
+
+    class NoPool:
+        def __init__(self, max_workers):
+            started.append(max_workers)
+            raise RuntimeError("not starting")
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr(encode, "ProcessPoolExecutor", NoPool)
+    monkeypatch.setattr(encode.encoding, "share_tokenizer", lambda path: None)
+    monkeypatch.setattr(encode, "special_id", lambda *args, **kwargs: None)
+    with pytest.raises(RuntimeError, match="not starting"):
+        encode.run(Config(encode=EncodeConfig(workers=64)))
+    assert started == [2]

@@ -72,3 +72,62 @@ def test_output_is_byte_identical_across_runs(raw):
     first = {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()}
     prepare(raw)
     assert {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()} == first
+
+
+def test_no_document_kept_is_refused_and_leaves_previous_output(raw):
+    prepare(raw)
+    before = {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()}
+    with pytest.raises(DataError, match=r"^0 documents kept from .*qa.txt, .*d.jsonl.gz \(read 7, dropped: "
+                                        r"1 empty, 6 too_short\); check data.sources and the prepare filters"):
+        prepare(raw, min_chars=1000)
+    with pytest.raises(DataError, match=r"^0 of the 4 documents kept fell in the train split "
+                                        r"\(prepare.val_fraction=0.999999\)"):
+        prepare(raw, val_fraction=0.999999)
+    assert {p.name: p.read_bytes() for p in (raw / "prepared").iterdir()} == before
+
+
+CLI_CONFIG = """\
+data:
+  sources:
+    - {glob: "raw/*.txt", separator: blank_line}
+prepare: {output_dir: prepared}
+state_dir: state
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"document {i}" for i in range(20)))
+    (tmp_path / "lmprep.yaml").write_text(CLI_CONFIG)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def lmprep(*args: str):
+    from click.testing import CliRunner
+
+    from stages.cli import cli
+
+    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
+
+
+def test_cli_empty_corpus_fails_at_prepare_and_keeps_the_previous_data(project):
+    assert lmprep("run", "prepare").exit_code == 0
+    before = {p.name: p.read_bytes() for p in (project / "prepared").iterdir()}
+    (project / "raw" / "a.txt").write_text(" \n\n\t\n")
+    result = lmprep("run", "prepare")
+    assert result.exit_code == 2
+    assert result.output.startswith("running 'prepare'")
+    assert result.output.splitlines()[-1] == (
+        "error: 0 documents kept from raw/a.txt (read 0, dropped: none); check data.sources and the prepare "
+        "filters; the previous prepared data is left as it was")
+    assert {p.name: p.read_bytes() for p in (project / "prepared").iterdir()} == before
+    assert "prepare: stale" in lmprep("status").output
+
+
+def test_cli_empty_separator_is_a_config_error(project):
+    result = lmprep("run", "prepare", "--set", "data.sources.0.separator=''")
+    assert result.exit_code == 2
+    assert result.output == ("error: lmprep.yaml: data.sources[0].separator must not be empty; use 'document', "
+                             "'blank_line', 'line' or a literal string such as '<|endoftext|>'\n")

@@ -231,7 +231,7 @@ def test_hash_cache_avoids_rehashing_unchanged_files(ws, monkeypatch):
     assert ws.pipeline().run() == []
 
 
-def test_second_concurrent_run_fails_clearly(ws):
+def test_second_concurrent_run_without_waiting_fails_clearly(ws):
     state = ws.root / ".state"
     state.mkdir()
     holder = subprocess.Popen(
@@ -246,8 +246,8 @@ def test_second_concurrent_run_fails_clearly(ws):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(RunnerError, match=rf"another lmprep run \(pid {holder.pid}\) is running"):
-            ws.pipeline().run()
+        with pytest.raises(RunnerError, match=rf"another lmprep run \(PID {holder.pid}\) is running"):
+            ws.pipeline().run(wait=False)
         assert ws.calls == []
     finally:
         holder.communicate("")
@@ -297,3 +297,85 @@ def test_clean_removes_outputs_of_named_stages_and_forgets_them(ws):
     assert not (ws.root / "count.txt").exists()
     assert reasons(pipeline)["prepare"] == ("never run",)
     assert pipeline.clean(["prepare"]) == []
+
+
+def test_two_pipelines_writing_beside_each_other_run_at_once(ws):
+    """A run of another config (its own state dir) recovers only its own outputs' temporaries."""
+    (ws.root / "ckpt").mkdir()
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from pipeline import atomic
+        from pipeline.runner import Pipeline, Stage
+        root = Path({str(ws.root)!r})
+
+        def train_slowly():
+            with atomic.atomic_dir(root / "ckpt" / "default") as staging:
+                (staging / "weights").write_text("default")
+                print("training", flush=True)
+                sys.stdin.readline()  # the other config runs now
+
+        stages = [Stage("train", ("raw.txt",), ("ckpt/default",), (), train_slowly)]
+        Pipeline(stages, param_value=lambda key: None, state_dir=".state-default", root=root).run()
+    """)
+    default = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert default.stdout.readline() == "training\n"
+
+        def train_char():
+            with atomic.atomic_dir(ws.root / "ckpt" / "char") as staging:
+                (staging / "weights").write_text("char")
+
+        char = [Stage("train", ("raw.txt",), ("ckpt/char",), (), train_char)]
+        assert Pipeline(char, param_value=ws.param, state_dir=".state-char", root=ws.root).run() == ["train"]
+    finally:
+        default.communicate("go\n")
+    assert default.returncode == 0
+    assert ws.read("ckpt/default/weights") == "default" and ws.read("ckpt/char/weights") == "char"
+    assert sorted(os.listdir(ws.root / "ckpt")) == ["char", "default"]
+
+
+def test_lock_and_hash_cache_temporaries_of_a_killed_write_are_removed(ws):
+    ws.pipeline().run()
+    state = ws.root / ".state"
+    orphans = [state / ".lock.json.tmp-abc", state / ".hashes.json.tmp-xyz"]
+    for orphan in orphans:
+        orphan.write_text("torn")
+    assert ws.pipeline().run() == []
+    assert not any(orphan.exists() for orphan in orphans)
+
+
+def test_an_output_may_hold_a_later_stages_input_but_overlap_nothing_else(ws):
+    ws.pipeline()  # 'out/upper.txt' is prepare's output and count's input
+    over_upstream = Stage("report", ("count.txt",), ("out",), (), lambda: None, keys={"out": "report.dir"})
+    with pytest.raises(RunnerError, match=r"^'out/upper.txt' lies inside report.dir 'out'; lmprep replaces"):
+        ws.pipeline(report=over_upstream)
+    over_raw = Stage("count", ("out/upper.txt",), ("raw.txt",), (), lambda: None)
+    with pytest.raises(RunnerError, match=r"^'raw.txt' is the same path as the input 'raw.txt' of stage 'prepare'"):
+        ws.pipeline(count=over_raw)
+    with pytest.raises(RunnerError, match=r"^'out/upper.txt' lies inside the directory 'out' that stage 'prepare'"):
+        ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), (), lambda: None, scans=("out",)))
+    ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), (), lambda: None, scans=(".",)))
+
+
+def test_an_existing_output_the_stage_did_not_write_is_never_replaced(ws):
+    (ws.root / "report").mkdir()
+    (ws.root / "report" / "mine.txt").write_text("mine")
+    with pytest.raises(RunnerError, match=r"^'report' already exists and is not what stage 'report' wrote"):
+        ws.pipeline().run()
+    assert ws.calls == [] and ws.read("report/mine.txt") == "mine"
+    with pytest.raises(RunnerError, match="not what stage 'report' wrote"):
+        ws.pipeline().clean(["report"])
+    (ws.root / "report" / "mine.txt").unlink()  # an empty directory is free to take
+    assert ws.pipeline().run() == ["prepare", "count", "report"]
+
+
+def test_ownership_is_recorded_before_a_stage_writes_and_survives_a_deleted_lock(ws):
+    ws.pipeline().run()
+    owners = json.loads((ws.root / ".state" / "outputs.json").read_text())
+    assert owners["outputs"] == {"out/upper.txt": "prepare", "count.txt": "count", "report": "report"}
+    (ws.root / ".state" / "lock.json").unlink()
+    assert ws.pipeline().run() == ["prepare", "count", "report"]
+    (ws.root / ".state" / "outputs.json").unlink()  # a project locked before ownership was recorded
+    assert ws.pipeline().run(force=True) == ["prepare", "count", "report"]

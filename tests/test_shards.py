@@ -232,3 +232,94 @@ def test_hf_datasets_reads_a_shard(tmp_path):
     write_set(tmp_path, DOCS, shard_tokens=100)
     dataset = datasets.Dataset.from_file(str(tmp_path / "train-00000.arrow"))
     assert dataset["input_ids"][:] == DOCS
+
+
+def flip_top_byte_of_the_values_length(path: Path, tokens: int) -> None:
+    """Damage the int64 length of the values buffer in the header, keeping the size and mtime (bit rot)."""
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    at = data.index(np.array([tokens], "<i8").tobytes())
+    data[at + 7] = 0x74
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_damaged_length_fails_the_checksum_before_the_buffers_are_read(tmp_path):
+    write_set(tmp_path, [[1, 2, 3, 4, 5, 6, 7]], shard_tokens=100)
+    flip_top_byte_of_the_values_length(tmp_path / "train-00000.arrow", 7)
+    with pytest.raises(ShardError, match=r"train-00000.arrow: checksum .* 'lmprep run encode --force'$"):
+        ShardSet.open(tmp_path, "train")
+
+
+def test_a_damaged_length_is_refused_by_validation_without_a_checksum(tmp_path):
+    write_set(tmp_path, [[1, 2, 3, 4, 5, 6, 7]], shard_tokens=100)
+    flip_top_byte_of_the_values_length(tmp_path / "train-00000.arrow", 7)
+    with pytest.raises(ShardError, match=r"train-00000.arrow: cannot read shard \(.*impossibly large"):
+        ShardSet.open(tmp_path, "train", verify=False)
+
+
+def test_a_missing_shard_file_is_named(tmp_path):
+    write_set(tmp_path, DOCS, shard_tokens=100)
+    (tmp_path / "train-00000.arrow").unlink()
+    with pytest.raises(ShardError, match="train-00000.arrow: cannot read shard"):
+        ShardSet.open(tmp_path, "train")
+
+
+def edit_manifest(directory: Path, edit) -> None:
+    path = directory / "train.manifest.json"
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda m: m["shards"][0].update(file=5), "file must be of type str, got int"),
+        (lambda m: m["shards"][0].update(file="../elsewhere.arrow"), "should be 'train-00000.arrow'"),
+        (lambda m: m["shards"][0].update(rows="3"), "rows must be of type int, got str"),
+        (lambda m: m.update(shards=[7]), "a shard entry must be a JSON object, got int"),
+        (lambda m: m.update(vocab_size=1e400), "vocab_size must be of type int, got float"),
+        (lambda m: m.update(vocab_size=True), "vocab_size must be of type int, got bool"),
+        (lambda m: m["special_ids"].update(eos="x"), "special_ids.eos must be an integer or null"),
+        (lambda m: m.pop("split"), "split is missing"),
+    ],
+)
+def test_a_malformed_manifest_is_one_error(tmp_path, edit, reason):
+    write_set(tmp_path, DOCS, shard_tokens=100)
+    edit_manifest(tmp_path, edit)
+    with pytest.raises(ShardError, match=rf"train.manifest.json: malformed shard manifest \(.*{reason}"):
+        ShardSet.open(tmp_path, "train")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"vocab_size": ' + b"9" * 5000 + b"}", b"\xff\xfe\x00garbage", b"[1, 2]"],
+    ids=["deep", "huge-int", "not-utf8", "not-an-object"],
+)
+def test_an_unparseable_manifest_is_one_error(tmp_path, content):
+    write_set(tmp_path, DOCS, shard_tokens=100)
+    (tmp_path / "train.manifest.json").write_bytes(content)
+    with pytest.raises(ShardError, match="train.manifest.json: malformed shard manifest"):
+        ShardSet.open(tmp_path, "train")
+
+
+@pytest.mark.parametrize(
+    "value", [b"[" * 100_000 + b"]" * 100_000, b"\xff\xfe not json", b"not json"], ids=["deep", "not-utf8", "text"],
+)
+def test_unparseable_shard_metadata_is_one_error(tmp_path, value):
+    write_set(tmp_path, [[1, 2]], shard_tokens=100)
+    metadata = {**shards._shard_metadata(stamp(), rows=1, tokens=2), "lmprep.split": value}
+    forge_shard(tmp_path, [1, 2], metadata, {})
+    with pytest.raises(ShardError, match="train-00000.arrow: malformed shard metadata"):
+        ShardSet.open(tmp_path, "train")
+
+
+def test_a_shard_with_another_schema_is_refused(tmp_path):
+    write_set(tmp_path, [[1, 2]], shard_tokens=100)
+    path = tmp_path / "train-00000.arrow"
+    table = pa.table({"input_ids": pa.array([1, 2], pa.int64())})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    with pytest.raises(ShardError, match="is not a token shard schema"):
+        ShardSet.open(tmp_path, "train", verify=False)

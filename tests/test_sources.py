@@ -75,7 +75,10 @@ def test_jsonl_reads_field_and_skips_blank_lines(tmp_path, name):
         ('{"txt": "x"}', "d.jsonl:2: no field 'text' (fields: txt); set field: in data.sources"),
         ('{"text": 3}', "d.jsonl:2: field 'text' must be a string, got int"),
         ('["text"]', "d.jsonl:2: expected a JSON object, got list"),
+        ('{"text": "x", "n": ' + "7" * 5000 + "}", "d.jsonl:2: bad JSON line (Exceeds the limit"),
+        ("[" * 100_000 + "]" * 100_000, "d.jsonl:2: bad JSON line (nested too deeply)"),
     ],
+    ids=["syntax", "field", "type", "list", "huge-int", "deep"],
 )
 def test_jsonl_errors_name_file_and_line(tmp_path, line, message):
     write(tmp_path / "d.jsonl", '{"text": "fine"}\n' + line + "\n")
@@ -102,6 +105,28 @@ def test_parquet_missing_or_non_string_column(tmp_path):
         read_all(tmp_path, SourceConfig("t.parquet"))
     with pytest.raises(DataError, match="column 'id' must hold strings, got int64"):
         read_all(tmp_path, SourceConfig("t.parquet", field="id"))
+
+
+def corrupt_parquet(tmp_path, position: int, value: int | None = None) -> None:
+    """A Parquet file of 200 documents with the byte at ``position`` (from the end if negative) changed."""
+    texts = [f"document number {i} " * 5 for i in range(200)]
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"text": texts}), sink, row_group_size=50, compression="snappy")
+    data = bytearray(sink.getvalue().to_pybytes())
+    data[position] = data[position] ^ 0xFF if value is None else value
+    write(tmp_path / "t.parquet", bytes(data))
+
+
+def test_a_corrupt_parquet_page_is_a_data_error(tmp_path):
+    corrupt_parquet(tmp_path, 4)  # the first data page's header
+    with pytest.raises(DataError, match=r"t.parquet: corrupt parquet data \(Couldn't deserialize thrift"):
+        read_all(tmp_path, SourceConfig("t.parquet"))
+
+
+def test_invalid_utf8_in_a_parquet_string_is_a_data_error(tmp_path):
+    corrupt_parquet(tmp_path, 32, 0x9A)  # inside the first dictionary page's text
+    with pytest.raises(DataError, match="t.parquet: column 'text' holds invalid UTF-8"):
+        read_all(tmp_path, SourceConfig("t.parquet"))
 
 
 def test_invalid_utf8_names_file_and_byte_offset(tmp_path):

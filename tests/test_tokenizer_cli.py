@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import rustbpe
 from click.testing import CliRunner
@@ -70,9 +72,16 @@ def test_fingerprint_and_inspect(run, trained):
     assert shown.count(" -> ") == 3
 
 
-def test_export_tiktoken(run, trained, tmp_path):
-    result = run("tokenizer", "export", trained, "--format", "tiktoken", "--out", tmp_path / "t.tiktoken")
+def test_export_tiktoken_prints_code_that_runs_as_printed(run, trained, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("tokenizer", "export", trained, "--format", "tiktoken", "--out", "t.tiktoken")
     assert result.exit_code == 0 and (tmp_path / "t.tiktoken").read_text().startswith("AA== 0\n")
+    assert result.stderr == "wrote t.tiktoken; this Python code loads it:\n"
+    namespace: dict = {}
+    exec(result.stdout, namespace)
+    text = "It's 2024 <|endoftext|> naïve café"
+    assert namespace["encoding"].encode_ordinary(text) == Tokenizer.load(trained).encode(text)
+    assert namespace["encoding"].name == "t"
 
 
 def test_eval_table(run, trained, tmp_path, corpus_files):
@@ -82,6 +91,8 @@ def test_eval_table(run, trained, tmp_path, corpus_files):
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert "bytes/tok" in lines[0] and lines[-1].startswith("total") and "%" in lines[-1]
+    total_bytes = sum(len(Path(path).read_bytes()) for path in corpus_files[:2])
+    assert lines[-1].split()[1] == f"{total_bytes:,}" and total_bytes >= 1000  # thousands separators
 
 
 def test_char_kind_training_stops_early_with_a_message(run, tmp_path):
@@ -95,7 +106,8 @@ def test_char_kind_training_stops_early_with_a_message(run, tmp_path):
     (["decode", "1", "-5", "2"], "invalid token ID -5 at position 1"),
     (["decode", "1", "x7"], "invalid token ID 'x7' at position 1"),
     (["decode", "99999"], "invalid token ID 99999 at position 0"),
-    (["decode", "195"], "not valid UTF-8"),
+    (["decode", "195"], "not valid UTF-8 (at byte offset 0: b'\\xc3'); pass --replace to print U+FFFD for them"),
+    (["decode", "0001", "9" * 5000], "invalid token ID '99999"),
     (["encode"], "either TEXT or --file"),
 ])
 def test_errors_exit_2_with_one_line(run, trained, args, message):

@@ -199,7 +199,7 @@ def test_vocab_size_is_an_upper_bound_with_a_stop_reason():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"vocab_size": 200}, "too small"),
-    ({"vocab_size": 300, "kind": "word"}, "unknown tokenizer kind 'word'"),
+    ({"vocab_size": 300, "kind": "unigram"}, "unknown tokenizer kind 'unigram'"),
     ({"vocab_size": 300, "pattern": "(unclosed"}, r"invalid split pattern '\(unclosed"),
     ({"vocab_size": 300, "special_tokens": ["", "x"]}, "non-empty"),
     ({"vocab_size": 300, "special_tokens": ["x", "x"]}, "more than once"),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from conftest import FakeTokenizer
 from pipeline import training
 from pipeline.checkpoint import read_checkpoint
 from pipeline.config import TrainConfig
-from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError
+from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
 from pipeline.shards import ShardSet, ShardStamp, ShardWriter
 
 TOKENIZER = FakeTokenizer(merges=[(97, 98), (256, 99)], special_tokens={"<|endoftext|>": 258})
@@ -46,11 +48,11 @@ def shards(tmp_path):
     return write_shards(tmp_path / "shards", "train", DOCS), write_shards(tmp_path / "shards", "val", DOCS[:3])
 
 
-def run(tmp_path, shards, settings=SETTINGS, tokenizer=TOKENIZER, notes=None):
+def run(tmp_path, shards, settings=SETTINGS, tokenizer=TOKENIZER, notes=None, retrain=False):
     settings = dataclasses.replace(settings, output_dir=str(tmp_path / "ckpt"))
     return training.train_checkpoint_dir(
         settings, tokenizer=tokenizer, train_set=shards[0], val_set=shards[1],
-        notify=(notes.append if notes is not None else print),
+        notify=(notes.append if notes is not None else print), retrain=retrain,
     )
 
 
@@ -107,9 +109,8 @@ def test_nothing_to_train_when_steps_are_reached(tmp_path, shards):
     notes = []
     summary = run(tmp_path, shards, notes=notes)
     assert summary.step == summary.start_step == 6
-    assert notes == ["nothing to train: the checkpoint already has 6 steps on these shards with these settings "
-                     f"(train.steps=6); raise train.steps to train further, or delete {tmp_path / 'ckpt'} "
-                     "to retrain from scratch"]
+    assert notes == ["nothing to train: the checkpoint is at step 6 = train.steps on these shards with these "
+                     "settings; raise train.steps to train further, or pass --force to retrain from scratch"]
     assert (tmp_path / "ckpt" / "checkpoint.safetensors").read_bytes() == before
 
 
@@ -154,22 +155,54 @@ def test_lowered_steps_set_aside_and_train_from_scratch(tmp_path, shards):
     run(tmp_path, shards)
     notes = []
     summary = run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=2), notes=notes)
-    assert notes[0].startswith("train.steps was lowered (the checkpoint has 6 steps on these shards, train.steps=2)")
+    assert notes[0].startswith("train.steps=2 is below the checkpoint's step 6")
     assert (summary.start_step, summary.step) == (0, 2)
     assert read_checkpoint(tmp_path / "ckpt-old-steps").step == 6
 
 
-def test_changed_shards_continue_for_another_round_of_steps(tmp_path, shards):
+def test_train_steps_is_the_step_reached_also_after_the_shards_change(tmp_path, shards):
+    """train.steps is absolute: new shards with raised steps continue up to it, never steps more."""
+    run(tmp_path, shards, dataclasses.replace(SETTINGS, steps=4))
+    new_data = (write_shards(tmp_path / "new", "train", DOCS[:5] + [[97, 98, 99, 258] * 8]), None)
+    notes = []
+    summary = run(tmp_path, new_data, notes=notes)
+    assert (summary.start_step, summary.step) == (4, 6)
+    assert notes[0] == "the shards changed; continuing from step 4 to step 6 on the new shards"
+    assert read_checkpoint(tmp_path / "ckpt").shard_fingerprint == new_data[0].fingerprint
+    assert run(tmp_path, new_data).step == 6
+    more = run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8), notes=notes)
+    assert (more.start_step, more.step) == (6, 8)
+    metrics = [json.loads(line) for line in (tmp_path / "ckpt" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r.get("resumed"), r.get("new_shards")) for r in metrics if "resumed" in r] == [
+        (5, True, True), (7, True, False)]
+
+
+def test_new_shards_with_the_checkpoint_at_train_steps_set_it_aside(tmp_path, shards):
     run(tmp_path, shards)
     new_data = (write_shards(tmp_path / "new", "train", DOCS[:5] + [[97, 98, 99, 258] * 8]), None)
     notes = []
     summary = run(tmp_path, new_data, notes=notes)
-    assert (summary.start_step, summary.step) == (6, 12)
-    assert notes[0] == "the shards changed; continuing from step 6 for 6 steps on the new shards"
-    assert read_checkpoint(tmp_path / "ckpt").shard_fingerprint == new_data[0].fingerprint
-    more = run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8), notes=notes)
-    assert (more.start_step, more.step) == (12, 14)
-    assert run(tmp_path, new_data, dataclasses.replace(SETTINGS, steps=8)).step == 14
+    assert (summary.start_step, summary.step) == (0, 6)
+    assert notes[0] == ("the shards changed and the checkpoint is already at train.steps=6 (raise train.steps to "
+                        "continue it on the new shards instead); training from scratch")
+    assert read_checkpoint(tmp_path / "ckpt-old-data").shard_fingerprint == shards[0].fingerprint
+
+
+def test_retrain_sets_a_complete_checkpoint_aside(tmp_path, shards):
+    run(tmp_path, shards)
+    notes = []
+    summary = run(tmp_path, shards, notes=notes, retrain=True)
+    assert (summary.start_step, summary.step) == (0, 6)
+    assert notes[0] == "retraining as forced (the checkpoint was at step 6); training from scratch"
+    assert read_checkpoint(tmp_path / "ckpt-forced").step == 6
+
+
+def test_metrics_hold_bits_per_byte(tmp_path, shards):
+    run(tmp_path, shards)
+    record = json.loads((tmp_path / "ckpt" / "metrics.jsonl").read_text().splitlines()[-1])
+    tokens_per_byte = 5 / 6  # each repeat of a document: 'abc', ' ', 'd', 'e' and the special token (no bytes)
+    for split in ("train", "val"):
+        assert record[f"{split}_bits_per_byte"] == pytest.approx(record[f"{split}_loss"] / math.log(2) * tokens_per_byte)
 
 
 def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
@@ -186,6 +219,36 @@ def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
     assert notes[-1] == f"moved the old checkpoint to {aside}"
     assert any("skipping validation" in note for note in notes)
     assert read_checkpoint(tmp_path / "ckpt").tokenizer.fingerprint == RETRAINED.fingerprint
+
+
+@pytest.mark.parametrize("other_tokenizer", ["third", "retrained"])
+def test_the_set_aside_directory_is_named_after_the_checkpoint_it_holds(tmp_path, shards, monkeypatch,
+                                                                         other_tokenizer):
+    """Another run (another state dir, same output) replaced the checkpoint while this one trained."""
+    third = FakeTokenizer(merges=[(99, 100), (97, 256)], special_tokens={"<|endoftext|>": 258})
+    other = {"third": third, "retrained": RETRAINED}[other_tokenizer]
+    new_shards = (write_shards(tmp_path / "new", "train", DOCS, tokenizer=RETRAINED), None)
+    other_set = (new_shards[0] if other is RETRAINED
+                 else write_shards(tmp_path / "third", "train", DOCS, tokenizer=third))
+    training.train_checkpoint_dir(dataclasses.replace(SETTINGS, output_dir=str(tmp_path / "other")),
+                                  tokenizer=other, train_set=other_set, val_set=None)
+    run(tmp_path, shards)  # trained with TOKENIZER
+    real_train = training.train
+
+    def train_while_another_run_replaces_the_checkpoint(*args, **kwargs):
+        summary = real_train(*args, **kwargs)
+        shutil.rmtree(tmp_path / "ckpt")
+        shutil.copytree(tmp_path / "other", tmp_path / "ckpt")
+        return summary
+
+    monkeypatch.setattr(training, "train", train_while_another_run_replaces_the_checkpoint)
+    notes = []
+    run(tmp_path, new_shards, tokenizer=RETRAINED, notes=notes)
+    # a checkpoint of another tokenizer is named after it; one this run would have kept, "replaced"
+    aside = tmp_path / ("ckpt-replaced" if other is RETRAINED else f"ckpt-{third.fingerprint[:12]}")
+    assert notes[-1] == f"moved the old checkpoint to {aside}"
+    assert read_checkpoint(aside).tokenizer.fingerprint == other.fingerprint
+    assert not (tmp_path / f"ckpt-{TOKENIZER.fingerprint[:12]}").exists()
 
 
 def test_changed_model_config_also_sets_aside(tmp_path, shards):
@@ -288,3 +351,52 @@ def test_unreadable_checkpoint_is_set_aside_not_deleted(tmp_path, shards):
     assert run(tmp_path, shards, notes=notes).step == 6
     assert (tmp_path / "ckpt-unreadable" / "checkpoint.safetensors").read_bytes() == b"not a checkpoint"
     assert notes[0].startswith("the previous checkpoint is unreadable")
+
+
+def test_a_diverging_loss_stops_at_once_and_keeps_the_old_checkpoint(tmp_path, shards):
+    run(tmp_path, shards)
+    before = snapshot(tmp_path / "ckpt")
+    with pytest.raises(TrainingError, match=r"^the train loss became (nan|inf) at step \d+ \(train.lr=1e\+30\); "
+                                            r"training stopped and nothing was saved; lower train.lr$"):
+        run(tmp_path, shards, dataclasses.replace(SETTINGS, lr=1e30, steps=50))
+    assert snapshot(tmp_path / "ckpt") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
+
+
+def test_a_shape_beyond_physical_memory_is_refused_before_training(tmp_path, shards, monkeypatch):
+    monkeypatch.setattr(training, "_physical_memory", lambda: 2**28)
+    huge = dataclasses.replace(SETTINGS, dim=65_536, batch_size=1024, context=1024)
+    with pytest.raises(TrainingError, match=r"^train.dim=65536, train.batch_size=1024 and train.context=1024 with "
+                                            r"vocab size 259 need about 0.7 GiB, more than this machine's 0.2 GiB of memory; lower them$"):
+        run(tmp_path, shards, huge)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+CLI_CONFIG = """\
+data:
+  sources:
+    - {glob: "raw/*.txt", separator: blank_line}
+prepare: {output_dir: out/prepared, val_fraction: 0.2}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
+encode: {output_dir: out/shards, workers: 1}
+train: {output_dir: out/ckpt, steps: 30, eval_every: 10, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
+state_dir: state
+"""
+
+
+def test_cli_diverging_training_is_one_line_and_keeps_the_checkpoint(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from stages.cli import cli
+
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
+    (tmp_path / "lmprep.yaml").write_text(CLI_CONFIG)
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml"]).exit_code == 0
+    before = snapshot(tmp_path / "out" / "ckpt")
+    result = CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml", "--set", "train.lr=1e30"])
+    assert result.exit_code == 2
+    assert re.fullmatch(r"error: the train loss became (nan|inf) at step \d+ \(train.lr=1e\+30\); training stopped "
+                        r"and nothing was saved; lower train.lr", result.output.splitlines()[-1])
+    assert snapshot(tmp_path / "out" / "ckpt") == before

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config import MAX_VOCAB_SIZE, parse_config
+from pipeline.config import MAX_TRAINED_IDS, parse_config
 from pipeline.errors import ConfigError, TokenizerError
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer import _train_count, _train_pairs
@@ -232,20 +232,26 @@ def test_tokenizer_past_the_surrogate_block_encodes_like_rustbpe(past_surrogates
 
 
 def test_id_limit_is_the_documented_vocabulary_maximum():
-    assert _train_pairs.MAX_ID + 1 == MAX_VOCAB_SIZE == 1_112_063
+    assert _train_pairs.MAX_ID + 1 == MAX_TRAINED_IDS == 1_112_063
     assert _train_pairs.symbol_of(_train_pairs.MAX_ID) == 0x10FFFE  # the last code point below the separator
-    with pytest.raises(TokenizerError, match="supports at most 1112063 ids"):
-        train_merges(["abab"], kind="byte", pattern="", num_merges=MAX_VOCAB_SIZE - 255, workers=1)
+    with pytest.raises(TokenizerError, match="holds at most 1112063"):
+        train_merges(["abab"], kind="byte", pattern="", num_merges=MAX_TRAINED_IDS - 255, workers=1)
 
 
-def test_vocab_size_above_the_maximum_is_refused_by_config_and_cli(tmp_path):
-    with pytest.raises(ConfigError, match=r"tokenizer.vocab_size must be an integer >= 1 and <= 1112063, got 1112064"):
-        parse_config({"tokenizer": {"vocab_size": MAX_VOCAB_SIZE + 1}})
-    assert parse_config({"tokenizer": {"vocab_size": MAX_VOCAB_SIZE}}).tokenizer.vocab_size == MAX_VOCAB_SIZE
+def test_ids_above_the_maximum_are_refused_by_config_cli_and_trainer(tmp_path):
+    with pytest.raises(ConfigError, match=r"tokenizer.vocab_size must be at most 1112064 \(1112063 base tokens "
+                                          r"and merges, the most training can hold, and 1 special tokens\), got 1112065"):
+        parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 2}})
+    assert parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 1}}).tokenizer.vocab_size == MAX_TRAINED_IDS + 1
+    with pytest.raises(ConfigError, match=r"tokenizer.merges must be at most 1111807 for a byte-level tokenizer"):
+        parse_config({"tokenizer": {"vocab_size": None, "merges": MAX_TRAINED_IDS - 255}})
+    word = {"kind": "word", "vocab_size": MAX_TRAINED_IDS * 2}  # no merges: the limit is BPE training's
+    assert parse_config({"tokenizer": word}).tokenizer.vocab_size == MAX_TRAINED_IDS * 2
     (tmp_path / "a.txt").write_text("abab", "utf-8")
-    result = CliRunner().invoke(cli, ["tokenizer", "train", str(tmp_path / "a.txt"), "--vocab-size", "1112064"])
+    result = CliRunner().invoke(cli, ["tokenizer", "train", str(tmp_path / "a.txt"), "--vocab-size", "1112065"])
     assert result.exit_code == 2
-    assert "1112064 is not in the range 1<=x<=1112063" in result.output
+    assert "training would need 1112064 ids for base tokens and merges, but it holds at most 1112063" in result.output
+    assert "Traceback" not in result.output
 
 
 # --- determinism -------------------------------------------------------------------------------

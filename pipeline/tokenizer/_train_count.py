@@ -11,7 +11,6 @@ and keep peak memory low, while the number of round trips stays small.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -20,7 +19,7 @@ from functools import partial
 
 import regex
 
-from pipeline.parallel import ordered_map
+from pipeline.parallel import ordered_map, worker_count
 from pipeline.tokenizer.patterns import GPT4, splitter
 
 BLOCK_CHARS = 4_000_000
@@ -41,7 +40,7 @@ def count_chunks(
     Each text is split on its own, so chunks never cross texts. Empty chunks are dropped. The counts do
     not depend on ``workers`` (blocks are cut by text size alone, and addition commutes).
     """
-    processes = workers or os.cpu_count() or 1
+    processes = worker_count(workers)
     count_block = partial(_count_block, pattern)
     blocks = _blocks(texts, progress=progress)
     if processes == 1:

@@ -1,5 +1,7 @@
 """The Tokenizer: a BPE vocabulary (byte or char kind), its merges, special tokens and split pattern.
 
+The word kind (``pipeline.tokenizer.word``) is a Tokenizer without merges whose base tokens are pieces.
+
 IDs are laid out as the trainer makes them (byte kind: 0–255 raw bytes, then
 one ID per merge; char kind: 0 unknown, then the alphabet in code-point order,
 then merges; special tokens last), but any layout that a valid HF byte-level
@@ -17,14 +19,17 @@ from typing import Literal
 import numpy as np
 import regex
 
-from pipeline.errors import TokenizerError, TokenizerFormatError
+from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
 from pipeline.hashing import canonical_hash
 from pipeline.tokenizer import patterns
-from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder
+from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder, apply_merges
 
-KINDS = ("byte", "char")
+KINDS = ("byte", "char", "word")
 UNKNOWN_TEXT = "\ufffd"
-FINGERPRINT_VERSION = 1
+# Hashed into every fingerprint. Bump it whenever the same tokenizer file would encode or decode
+# differently (so that shards and checkpoints made before are refused, not silently reused);
+# tests/test_code_versions.py pins what each version does.
+FINGERPRINT_VERSION = 2
 
 
 class Tokenizer:
@@ -91,7 +96,8 @@ class Tokenizer:
         cls,
         texts: Iterable[str],
         *,
-        vocab_size: int,
+        vocab_size: int | None = None,
+        merges: int | None = None,
         kind: str = "byte",
         pattern: str | None = None,
         special_tokens: Sequence[str] = (),
@@ -100,9 +106,10 @@ class Tokenizer:
         workers: int = 0,
         progress: bool = False,
     ) -> Tokenizer:
-        """Learn merges from ``texts`` (each one training sequence) up to ``vocab_size`` IDs in all.
+        """Learn merges from ``texts`` (each one training sequence) up to ``vocab_size`` IDs in all
+        and up to ``merges`` merges (give at least one; with both, the first limit reached stops it).
 
-        ``vocab_size`` counts base tokens, merges and special tokens; it is an upper bound:
+        ``vocab_size`` counts base tokens, merges and special tokens; both are upper bounds:
         training stops early when no pair occurs ``min_frequency`` times, and the returned
         tokenizer's ``stop_reason`` says so. ``merge_newlines`` defaults to False for the char
         kind (newline stays a token of its own, so it can end generation) and True for bytes.
@@ -110,19 +117,27 @@ class Tokenizer:
         from pipeline.tokenizer.training import train_merges
 
         _check_kind(kind)
+        if kind == "word":
+            return _train_word(texts, vocab_size=vocab_size, merges=merges, pattern=pattern,
+                               special_tokens=special_tokens, min_frequency=min_frequency, workers=workers,
+                               progress=progress)
         regex_ = patterns.resolve_pattern(pattern, kind=kind)
         specials = _check_special_names(special_tokens)
         newlines = (kind == "byte") if merge_newlines is None else merge_newlines
         reserved = (256 if kind == "byte" else 1) + len(specials)
-        if vocab_size < reserved:
+        if vocab_size is None and merges is None:
+            raise TokenizerError("give a vocabulary size or a number of merges to train")
+        if vocab_size is not None and vocab_size < reserved:
             raise TokenizerError(
                 f"vocab_size {vocab_size} is too small: {kind} kind needs at least {reserved} IDs "
                 f"for its base tokens and {len(specials)} special tokens; raise --vocab-size"
             )
-        result = train_merges(texts, kind=kind, pattern=regex_, num_merges=vocab_size - reserved,
+        room = None if vocab_size is None else vocab_size - reserved
+        num_merges = min(limit for limit in (merges, room) if limit is not None)
+        result = train_merges(texts, kind=kind, pattern=regex_, num_merges=num_merges,
                               min_frequency=min_frequency, merge_newlines=newlines, workers=workers, progress=progress)
-        merges, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
-        tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=merges, alphabet=result.alphabet,
+        learned, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
+        tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=learned, alphabet=result.alphabet,
                                     special_tokens=specials, merge_newlines=newlines)
         tokenizer.stop_reason = stop_reason
         return tokenizer
@@ -167,9 +182,7 @@ class Tokenizer:
         """Char kind: the characters of the base tokens in ID order (empty for the byte kind)."""
         if self.kind != "char":
             return []
-        merged = set(self._merge_results)
-        return [b.decode() for i, b in enumerate(self._token_bytes)
-                if i != self.unk_id and i not in merged and i not in self.special_tokens.values()]
+        return [self._token_bytes[i].decode() for i in self._base_ids()]
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (a special token's are its UTF-8 string, the unknown token's U+FFFD)."""
@@ -182,6 +195,25 @@ class Tokenizer:
             if special_id == token_id:
                 return name
         return repr(self.token_bytes(token_id).decode("utf-8", errors="backslashreplace"))
+
+    def first_token_merges_do_not_make(self) -> int | None:
+        """Byte kind: the lowest regular ID whose bytes, encoded alone, do not give that one ID; else None.
+
+        Such a token is either one that no merge makes (a vocabulary entry appended without a merge)
+        or one whose merges rank order never reaches. Encoders that look a whole chunk up in the
+        vocabulary before merging (tiktoken, HF with ``ignore_merges``) emit it where ``encode`` does
+        not; every token of a tokenizer lmprep trains passes.
+        """
+        rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
+        byte_id = [0] * 256
+        for i in self._base_ids():
+            byte_id[self._token_bytes[i][0]] = i
+        specials = set(self.special_tokens.values())
+        for token_id, data in enumerate(self._token_bytes):
+            if len(data) > 1 and token_id not in specials:
+                if apply_merges([byte_id[b] for b in data], rank_of, self._merge_results) != [token_id]:
+                    return token_id
+        return None
 
     # ---- encoding -------------------------------------------------------------------------------
 
@@ -217,6 +249,11 @@ class Tokenizer:
         """All texts' IDs concatenated (``np.uint32``) and ``len(texts) + 1`` document offsets (``np.int64``)."""
         return self._encode_checked(self._encoder.flat, texts)
 
+    def split_base_ids(self, text: str) -> list[list[int]]:
+        """``text`` cut by the pattern into chunks, each as the base IDs that merging starts from."""
+        base_ids = self._base_ids_function()
+        return self._encode_checked(lambda t: [base_ids(chunk) for chunk in patterns.splitter(self.pattern)(t)], text)
+
     # ---- decoding -------------------------------------------------------------------------------
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
@@ -233,9 +270,9 @@ class Tokenizer:
         try:
             return data.decode("utf-8", errors)
         except UnicodeDecodeError as exc:
-            raise TokenizerError(
+            raise InvalidUtf8Error(
                 f"the IDs decode to bytes that are not valid UTF-8 (at byte offset {exc.start}: "
-                f"{data[exc.start:exc.end]!r}); pass errors='replace' or use decode_bytes"
+                f"{data[exc.start:exc.end]!r})", "pass errors='replace' or use decode_bytes"
             ) from None
 
     # ---- internals ------------------------------------------------------------------------------
@@ -245,10 +282,26 @@ class Tokenizer:
         cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results)
         return ChunkEncoder(patterns.splitter(self.pattern), cache)
 
-    def _base_ids_function(self):
-        merged = set(self._merge_results)
+    def _base_ids(self) -> list[int]:
+        """The IDs a chunk is first cut into: the regular tokens of one byte (byte kind), one character
+        (char kind) or one whole piece (word kind).
+
+        A longer token that no merge makes (a vocabulary entry appended without a merge) is never
+        emitted, as in HF ``tokenizers``; it only decodes.
+        """
         specials = set(self.special_tokens.values())
-        base = [i for i in range(self.vocab_size) if i not in merged and i not in specials and i != self.unk_id]
+        unit = {"byte": lambda data: len(data) == 1,
+                "char": lambda data: len(data.decode()) == 1,
+                "word": lambda data: True}[self.kind]  # a word token is a whole piece of the split
+        return [i for i, data in enumerate(self._token_bytes)
+                if unit(data) and i not in specials and i != self.unk_id]
+
+    def _base_ids_function(self):
+        base = self._base_ids()
+        if self.kind == "word":
+            piece_id = {self._token_bytes[i].decode(): i for i in base}
+            unk = self.unk_id
+            return lambda chunk: [piece_id.get(chunk, unk)]
         if self.kind == "char":
             char_id = {self._token_bytes[i].decode(): i for i in base}
             unk = self.unk_id
@@ -323,6 +376,15 @@ def _check_kind(kind: str) -> None:
         raise TokenizerError(f"unknown tokenizer kind {kind!r}; use one of {', '.join(KINDS)}")
 
 
+def _train_word(texts, *, vocab_size: int | None, merges: int | None, **options) -> Tokenizer:
+    from pipeline.tokenizer import word
+
+    if merges is not None or vocab_size is None:
+        raise TokenizerError("the word kind has no merges: give a vocabulary size, not a number of merges")
+    options["special_tokens"] = _check_special_names(options["special_tokens"])
+    return word.train(texts, vocab_size=vocab_size, **options)
+
+
 def _check_special_names(special_tokens: Sequence[str]) -> list[str]:
     names = list(special_tokens)
     for name in names:
@@ -334,9 +396,10 @@ def _check_special_names(special_tokens: Sequence[str]) -> list[str]:
     return names
 
 
-def _fit_merges(result, *, kind: str, vocab_size: int, reserved: int) -> tuple[list[tuple[int, int]], str | None]:
+def _fit_merges(result, *, kind: str, vocab_size: int | None,
+                reserved: int) -> tuple[list[tuple[int, int]], str | None]:
     """The char kind learns its alphabet while training: keep only the merges that fit ``vocab_size``."""
-    if kind == "byte":
+    if kind == "byte" or vocab_size is None:
         return list(result.merges), result.stop_reason
     room = vocab_size - reserved - len(result.alphabet)
     if room < 0:

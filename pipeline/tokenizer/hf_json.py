@@ -13,6 +13,17 @@ model fields, while an unknown top-level key makes it refuse the file.
 
 HF turns special-token strings in the text into their IDs on every ``encode``;
 ours does so only with ``allowed_special``. On text without them the IDs agree.
+
+Foreign files: the reader accepts a file only when our encoder gives HF's IDs
+for every text, and refuses anything else with one line naming the field or
+token. Accepted: byte-level BPE (``ByteLevel`` pre-tokenizer, or ``Split`` then
+``ByteLevel(use_regex=false)``), special added tokens, vocabulary entries that
+no merge makes (HF never emits them; they only decode), ``byte_fallback``,
+``unk_token`` and ``fuse_unk`` (a byte-level vocabulary never needs them), and
+``ignore_merges`` when every token encodes alone to itself. Refused: any
+normalizer, ``dropout``, ``continuing_subword_prefix``, ``end_of_word_suffix``,
+``add_prefix_space``, post-processors that add IDs, non-special added tokens,
+and malformed or wrong-typed fields.
 """
 
 from __future__ import annotations
@@ -20,11 +31,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
 from pipeline import atomic
-from pipeline.errors import TokenizerFormatError
+from pipeline.errors import TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.core import UNKNOWN_TEXT, Tokenizer
 
@@ -59,6 +71,10 @@ def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
 
 
 def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
+    if tokenizer.kind == "word":
+        from pipeline.tokenizer import word
+
+        return word.to_hf_dict(tokenizer)
     spell = _byte_speller() if tokenizer.kind == "byte" else _char_speller(tokenizer)
     return {
         "version": "1.0",
@@ -137,8 +153,6 @@ def _metadata(tokenizer: Tokenizer) -> dict[str, Any]:
     if tokenizer.kind == "char":
         meta |= {"alphabet": tokenizer.alphabet, "unk_id": tokenizer.unk_id}
     return meta
-
-
 # ---- reading ------------------------------------------------------------------------------------
 
 
@@ -153,6 +167,10 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TokenizerFormatError(f"{os.fspath(path)} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise TokenizerFormatError(f"{os.fspath(path)} nests JSON too deeply to be a tokenizer.json") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (the advice after ';' is for code)
+        raise TokenizerFormatError(f"{os.fspath(path)} is not a tokenizer.json: {str(exc).split(';')[0]}") from None
     try:
         return from_dict(data)
     except TokenizerFormatError as exc:
@@ -160,9 +178,17 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
 
 
 def from_dict(data: Any) -> Tokenizer:
-    """Validate a parsed tokenizer.json and build the Tokenizer it describes."""
+    """Validate a parsed tokenizer.json and build the Tokenizer it describes.
+
+    A file is accepted only when our encoder gives the IDs HF ``tokenizers`` gives: components and
+    options that would change them are refused with a message naming the field.
+    """
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise TokenizerFormatError("not a tokenizer.json: no 'model' object")
+    if data["model"].get("type") == "WordLevel":
+        from pipeline.tokenizer import word
+
+        return word.from_hf_dict(data)
     _check_supported(data)
     model = data["model"]
     meta = model.get("lmprep") or {}
@@ -173,18 +199,23 @@ def from_dict(data: Any) -> Tokenizer:
             "BPE model without a ByteLevel pre-tokenizer and without lmprep metadata; "
             "only byte-level BPE files and lmprep's own char-level files are supported"
         )
+    _check_model_options(model, kind)
     specials = _read_added_tokens(data.get("added_tokens") or [])
-    vocab = _read_vocab(model, special_ids=set(specials.values()))
+    model_vocab = _read_vocab(model)
+    vocab = {name: i for name, i in model_vocab.items() if i not in specials.values()}
     tokens, unk_id = _decode_vocab(vocab, kind=kind, unk_token=model.get("unk_token"))
     merges = _read_merges(model.get("merges"), vocab)
-    return Tokenizer(kind=kind, pattern=pattern, tokens=tokens, merges=merges, special_tokens=specials,
-                     unk_id=unk_id, merge_newlines=bool(meta.get("merge_newlines", True)))
+    tokenizer = Tokenizer(kind=kind, pattern=pattern, tokens=tokens, merges=merges, special_tokens=specials,
+                          unk_id=unk_id, merge_newlines=bool(meta.get("merge_newlines", True)))
+    if model.get("ignore_merges"):
+        _check_whole_chunk_lookup(tokenizer, model_vocab, specials)
+    return tokenizer
 
 
 def _check_supported(data: Mapping[str, Any]) -> None:
     """Refuse components that would make HF's IDs differ from what we compute."""
     model = data["model"]
-    _require(model.get("type") == "BPE", f"model type {model.get('type')!r} is not supported (only BPE)")
+    _require(model.get("type") == "BPE", f"model type {_show(model.get('type'))} is not supported (only BPE)")
     _require(_type_of(data.get("normalizer")) is None,
              f"normalizer {_type_of(data.get('normalizer'))!r} is not supported; lmprep normalizes text in prepare")
     _require(_type_of(data.get("post_processor")) in _IDS_ONLY_POST_PROCESSORS,
@@ -192,32 +223,96 @@ def _check_supported(data: Mapping[str, Any]) -> None:
     _require(_type_of(data.get("decoder")) in _DECODERS, f"decoder {_type_of(data.get('decoder'))!r} is not supported")
     for key in ("truncation", "padding"):
         _require(data.get(key) is None, f"{key} is set; lmprep supports only {key}: null")
-    for key in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
-        _require(not model.get(key), f"BPE {key}={model.get(key)!r} is not supported")
-    for key in ("byte_fallback", "ignore_merges", "fuse_unk"):
-        _require(not model.get(key), f"BPE {key}=true is not supported")
     meta = model.get("lmprep")
     if meta is not None:
         _require(isinstance(meta, dict) and meta.get("format_version") == FORMAT_VERSION,
-                 f"lmprep format version {meta.get('format_version') if isinstance(meta, dict) else meta!r} "
+                 f"lmprep format version {_show(meta.get('format_version') if isinstance(meta, dict) else meta)} "
                  f"is not supported (this lmprep reads version {FORMAT_VERSION})")
 
 
-def _require(condition: bool, message: str) -> None:
+def _check_model_options(model: Mapping[str, Any], kind: str) -> None:
+    """The BPE options: those that change IDs are refused, those that cannot here are accepted.
+
+    A byte-level vocabulary holds all 256 byte characters (checked when reading it), so HF never
+    needs ``byte_fallback``, ``unk_token`` or ``fuse_unk`` on it; ``ignore_merges`` is checked
+    against the vocabulary once it is read.
+    """
+    dropout = model.get("dropout")
+    _require(dropout is None or (isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout == 0),
+             f"BPE dropout={_show(dropout)} is not supported (it makes encoding random); use null")
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        _require(model.get(key) in (None, ""), f"BPE {key}={_show(model.get(key))} is not supported")
+    for key in ("byte_fallback", "ignore_merges", "fuse_unk"):
+        value = model.get(key)
+        _require(value is None or isinstance(value, bool), f"BPE {key}={_show(value)} is not true or false")
+        _require(kind == "byte" or not value, f"BPE {key}=true is not supported in a char-level model")
+
+
+def _check_whole_chunk_lookup(tokenizer: Tokenizer, model_vocab: Mapping[str, int], specials: Mapping[str, int]) -> None:
+    """``ignore_merges``: HF looks each chunk up in the model's vocabulary before merging.
+
+    That gives our IDs exactly when every regular token encodes alone to itself (then the lookup
+    finds what the merges make) and no chunk can be spelt like a special token's vocabulary entry
+    (HF takes special tokens out of the text before, so only a literal spelling is safe).
+    """
+    spell = _byte_speller()
+    by_id = {token_id: name for name, token_id in specials.items()}
+    for name, token_id in model_vocab.items():
+        if token_id in by_id:
+            _require(name == by_id[token_id] == spell(name.encode("utf-8")),
+                     f"BPE ignore_merges=true with vocab entry {_show(name)} for special token ID {token_id} "
+                     f"({_show(by_id[token_id])}) is not supported")
+    bad = tokenizer.first_token_merges_do_not_make()
+    _require(bad is None, lambda: f"BPE ignore_merges=true: vocab token {_show(spell(tokenizer.token_bytes(bad)))} "
+                                  f"(ID {bad}) is not what the merges make of its bytes, so HF emits it where lmprep "
+                                  "does not")
+
+
+def _require(condition: bool, message) -> None:
+    """Raise TokenizerFormatError with ``message`` (a string, or a function making one) unless ``condition``."""
     if not condition:
-        raise TokenizerFormatError(message)
+        raise TokenizerFormatError(message() if callable(message) else message)
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``repr`` for values read from a file: short, shallow, and safe on huge integers."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        return repr(x) if x.bit_length() <= 64 else f"<integer of {x.bit_length()} bits>"
+
+
+_SHOWER = _BoundedRepr()
+_SHOWER.maxstring = _SHOWER.maxother = 80
+_SHOWER.maxlevel = 3
+
+
+def _show(value: Any) -> str:
+    return _SHOWER.repr(value)
 
 
 def _type_of(component: Any) -> str | None:
     if component is None:
         return None
-    return component.get("type", "<no type>") if isinstance(component, dict) else repr(component)
+    if not isinstance(component, dict):
+        return _show(component)
+    kind = component.get("type", "<no type>")
+    return kind if isinstance(kind, str) else _show(kind)
+
+
+def _bool_field(step: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = step.get(key, default)
+    _require(isinstance(value, bool), f"{step.get('type')} {key}={_show(value)} is not true or false")
+    return value
 
 
 def _read_pre_tokenizer(component: Any) -> tuple[str, bool]:
     """(split regex, whether bytes are mapped by ByteLevel) for the supported pre-tokenizers."""
-    steps = component.get("pretokenizers") if _type_of(component) == "Sequence" else [component]
-    steps = [step for step in (steps or []) if step is not None]
+    if _type_of(component) == "Sequence":
+        steps = component.get("pretokenizers")
+        _require(isinstance(steps, list), f"pre_tokenizer Sequence has pretokenizers={_show(steps)}, not a list")
+    else:
+        steps = [component]
+    steps = [step for step in steps if step is not None]
     kinds = [_type_of(step) for step in steps]
     if kinds == []:
         return "", False
@@ -234,66 +329,87 @@ def _read_pre_tokenizer(component: Any) -> tuple[str, bool]:
 
 
 def _byte_level_pattern(step: Mapping[str, Any]) -> str:
-    _require(not step.get("add_prefix_space"), "ByteLevel add_prefix_space=true is not supported")
-    return patterns.GPT2 if step.get("use_regex", True) else ""
+    _require(not _bool_field(step, "add_prefix_space", True), "ByteLevel add_prefix_space=true is not supported")
+    return patterns.GPT2 if _bool_field(step, "use_regex", True) else ""
 
 
 def _split_pattern(step: Mapping[str, Any]) -> str:
-    _require(step.get("behavior") == "Isolated" and not step.get("invert"),
-             f"Split behavior {step.get('behavior')!r} (invert={step.get('invert')}) is not supported; use Isolated")
-    spec = step.get("pattern") or {}
-    if "String" in spec:
-        raise TokenizerFormatError("Split with a String pattern is not supported; use a Regex pattern")
+    _require(step.get("behavior") == "Isolated" and step.get("invert") in (None, False),
+             f"Split behavior {_show(step.get('behavior'))} (invert={_show(step.get('invert'))}) is not "
+             "supported; use Isolated")
+    spec = step.get("pattern")
+    _require(isinstance(spec, dict), f"Split pattern {_show(spec)} is not an object with a Regex")
+    _require("String" not in spec, "Split with a String pattern is not supported; use a Regex pattern")
     regex_ = spec.get("Regex")
-    _require(isinstance(regex_, str), "Split pattern has no Regex")
-    resolved = patterns.resolve_pattern(regex_, kind="byte")
-    _require(resolved == regex_, f"Split regex {regex_!r} may leave text unmatched; lmprep needs it to end "
+    _require(_is_text(regex_), f"Split pattern Regex {_show(regex_)} is not a string of Unicode characters")
+    try:
+        resolved = patterns.resolve_pattern(regex_, kind="byte")
+    except TokenizerError as exc:
+        raise TokenizerFormatError(f"Split pattern: {exc}") from None
+    _require(resolved == regex_, f"Split regex {_show(regex_)} may leave text unmatched; lmprep needs it to end "
                                  r"with '|[\s\S]' (as lmprep writes custom patterns)")
     return regex_
 
 
 def _read_added_tokens(entries: Any) -> dict[str, int]:
-    _require(isinstance(entries, list), "added_tokens must be a list")
+    _require(isinstance(entries, list), f"added_tokens {_show(entries)} is not a list")
     specials: dict[str, int] = {}
     for entry in entries:
         name = entry.get("content") if isinstance(entry, dict) else None
-        _require(isinstance(name, str) and isinstance(entry.get("id"), int), f"malformed added token {entry!r}")
-        _require(bool(entry.get("special")), f"added token {name!r} is not special; only special added tokens "
-                                             "are supported")
+        _require(_is_text(name) and _is_id(entry.get("id")), f"malformed added token {_show(entry)}")
+        _require(entry.get("special") is True, f"added token {_show(name)} is not special; only special added "
+                                               "tokens are supported")
         for flag in ("single_word", "lstrip", "rstrip"):
-            _require(not entry.get(flag), f"added token {name!r} has {flag}=true, which is not supported")
-        _require(name not in specials, f"added token {name!r} appears twice")
+            _require(not entry.get(flag), f"added token {_show(name)} has {flag}={_show(entry.get(flag))}, "
+                                          "which is not supported")
+        _require(name not in specials, f"added token {_show(name)} appears twice")
         specials[name] = entry["id"]
     return specials
 
 
-def _read_vocab(model: Mapping[str, Any], *, special_ids: set[int]) -> dict[str, int]:
+def _is_text(value: Any) -> bool:
+    """A string that UTF-8 can encode (JSON escapes can spell lone surrogates, which it cannot)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _read_vocab(model: Mapping[str, Any]) -> dict[str, int]:
     vocab = model.get("vocab")
     _require(isinstance(vocab, dict), "model.vocab must be an object mapping tokens to IDs")
     seen: dict[int, str] = {}
     for name, token_id in vocab.items():
-        _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0,
-                 f"vocab token {name!r} has ID {token_id!r}; IDs are non-negative integers")
-        _require(token_id not in seen, f"duplicate ID {token_id} for tokens {seen.get(token_id)!r} and {name!r}")
+        _require(_is_id(token_id), f"vocab token {_show(name)} has ID {_show(token_id)}; IDs are non-negative integers")
+        _require(token_id not in seen, f"duplicate ID {token_id} for tokens {_show(seen.get(token_id))} and {_show(name)}")
         seen[token_id] = name
-    return {name: i for name, i in vocab.items() if i not in special_ids}
+    return vocab
 
 
 def _decode_vocab(vocab: dict[str, int], *, kind: str, unk_token: Any) -> tuple[dict[int, bytes], int | None]:
     """Token bytes by ID (ByteLevel spelling undone for the byte kind) and the unknown token's ID."""
     if kind == "char":
-        _require(isinstance(unk_token, str), f"char-level model's unk_token must be a string, got {unk_token!r}")
-        _require(unk_token in vocab, f"char-level model needs its unk_token {unk_token!r} in the vocab")
+        _require(isinstance(unk_token, str), f"char-level model's unk_token must be a string, got {_show(unk_token)}")
+        _require(unk_token in vocab, f"char-level model needs its unk_token {_show(unk_token)} in the vocab")
         unk_id = vocab[unk_token]
+        bad = next((name for name, i in vocab.items() if i != unk_id and not _is_text(name)), None)
+        _require(bad is None, lambda: f"vocab token {_show(bad)} (ID {vocab[bad]}) is not valid Unicode text")
         return {i: (UNKNOWN_TEXT if i == unk_id else name).encode("utf-8") for name, i in vocab.items()}, unk_id
-    _require(unk_token is None, f"byte-level model must not have an unk_token (has {unk_token!r})")
+    _require(unk_token is None or isinstance(unk_token, str), f"unk_token {_show(unk_token)} is not a string")
     table = unicode_to_byte()
     try:  # a C-level map per token (load of 32k IDs: 0.17-0.21 s -> 0.15 s); the except only names the culprit
         tokens = {token_id: bytes(map(table.__getitem__, name)) for name, token_id in vocab.items()}
     except KeyError:
         name, bad = next((name, c) for name in vocab for c in name if c not in table)
         raise TokenizerFormatError(
-            f"vocab token {name!r} (ID {vocab[name]}) has {bad!r}, which is not a ByteLevel character"
+            f"vocab token {_show(name)} (ID {vocab[name]}) has {bad!r}, which is not a ByteLevel character"
         ) from None
     singles = {data for data in tokens.values() if len(data) == 1}
     _require(len(singles) == 256, f"byte-level vocab has {len(singles)} of the 256 single bytes; it cannot "
@@ -308,7 +424,7 @@ def _read_merges(merges: Any, vocab: Mapping[str, int]) -> list[tuple[int, int]]
     on the path of every encode before its workers start); the checked loop
     runs only to name the entry at fault.
     """
-    _require(isinstance(merges, list), "model.merges must be a list")
+    _require(isinstance(merges, list), f"model.merges {_show(merges)} is not a list")
     try:
         return [(vocab[left], vocab[right]) for left, right in map(_merge_parts, merges)]
     except (KeyError, TypeError, ValueError):
@@ -327,8 +443,8 @@ def _read_merges_checked(merges: list[Any], vocab: Mapping[str, int]) -> list[tu
     for rank, merge in enumerate(merges):
         parts = _merge_parts(merge)
         _require(isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts),
-                 f"merge #{rank} {merge!r} does not have exactly two parts")
+                 f"merge #{rank} {_show(merge)} does not have exactly two parts")
         missing = next((p for p in parts if p not in vocab), None)
-        _require(missing is None, f"merge #{rank} {merge!r}: part {missing!r} is not in the vocab")
+        _require(missing is None, f"merge #{rank} {_show(merge)}: part {_show(missing)} is not in the vocab")
         pairs.append((vocab[parts[0]], vocab[parts[1]]))
     return pairs

@@ -10,9 +10,10 @@ Oniguruma and tiktoken's fancy-regex all cut text identically:
 - ``none``: no pre-split; each document is one sequence. Default for the char kind.
 
 A custom regex is completed with ``|[\\s\\S]`` so that text it does not match
-becomes one-character chunks instead of being dropped: every consumer
-(training, our encoder, HF ``Split``, tiktoken) then sees the same chunks and
-every text round-trips.
+becomes one-character chunks. Chunks are cut as HF's ``Split(pattern,
+"isolated")`` cuts them (:func:`isolated_split`: whole matches whatever the
+groups, and the text between matches), by one function for training and
+encoding alike, so every text round-trips and HF gives the same IDs.
 """
 
 from __future__ import annotations
@@ -77,21 +78,54 @@ def compile_checked(pattern: str) -> regex.Pattern:
     """Compile ``pattern`` with the ``regex`` module, or raise a TokenizerError naming it."""
     try:
         return regex.compile(pattern)
-    except (regex.error, TypeError, ValueError) as exc:
-        raise TokenizerError(
-            f"invalid split pattern {pattern!r}: {exc}; use gpt4, gpt2, none or a valid regex"
-        ) from None
+    except (regex.error, TypeError, ValueError, RecursionError) as exc:
+        shown = repr(pattern[:200]) + ("…" if len(pattern) > 200 else "")
+        raise TokenizerError(f"invalid split pattern {shown}: {exc}; use gpt4, gpt2, none or a valid regex") from None
 
 
 def splitter(pattern: str) -> Callable[[str], list[str]]:
-    """A function cutting a text into its non-empty chunks (the whole text when ``pattern`` is empty)."""
+    """A function cutting a text into its non-empty chunks (the whole text when ``pattern`` is empty).
+
+    The one place text is cut into chunks, for training and encoding alike; see :func:`isolated_split`.
+    """
     if not pattern:
         return lambda text: [text] if text else []
-    findall = compile_checked(pattern).findall
-    if pattern in ASCII_TWINS:  # every alternative consumes a character: no empty chunks to drop
+    compiled = compile_checked(pattern)
+    if pattern in ASCII_TWINS:  # every character is matched, never by an empty match: the chunks are findall's
+        findall = compiled.findall
         ascii_findall = re.compile(ASCII_TWINS[pattern], re.ASCII).findall
         return lambda text: ascii_findall(text) if text.isascii() else mixed_split(text, findall, ascii_findall)
-    return lambda text: [chunk for chunk in findall(text) if chunk]
+    return functools.partial(isolated_split, compiled)
+
+
+def isolated_split(compiled: regex.Pattern, text: str) -> list[str]:
+    """The chunks HF ``tokenizers`` makes with ``Split(pattern, behavior="isolated")``.
+
+    Each whole match is a chunk (whatever groups the pattern has) and so is each stretch of text
+    between matches, so no text is lost; empty chunks are dropped. Matches are found as Oniguruma's
+    iterator finds them: an empty match is skipped where the previous match ended, and the search
+    then moves one character on (Python's own iterator would instead retry a non-empty match there).
+
+    >>> isolated_split(regex.compile(r"a*|b+"), "abb")
+    ['a', 'b', 'b']
+    """
+    if not compiled.groups:  # common case: findall gives the matches; exact when none is empty and none leaves a gap
+        chunks = compiled.findall(text)
+        if "" not in chunks and sum(map(len, chunks)) == len(text):
+            return chunks
+    chunks = []
+    done = position = 0
+    last_end = -1
+    while position <= len(text) and (match := compiled.search(text, position)):
+        start, end = match.span()
+        if start == end == last_end:
+            position = end + 1
+            continue
+        chunks += [piece for piece in (text[done:start], text[start:end]) if piece]
+        done = position = last_end = end
+    if done < len(text):
+        chunks.append(text[done:])
+    return chunks
 
 
 def mixed_split(text: str, findall: Callable[[str], list[str]], ascii_findall: Callable[[str], list[str]]) -> list[str]:

@@ -80,6 +80,7 @@ def train_merges(
     the newline symbol, so no learned token contains ``"\\n"``. ``workers=0`` uses all cores.
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
+    _check_id_range((256 if kind == "byte" else 1) + num_merges)  # the ids known before counting
     chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
     counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(chunk_counts))
     distinct = list(chunk_counts)
@@ -117,8 +118,8 @@ def _check_id_range(end_id: int) -> None:
     """Every id needs a code point of its own below the separator (``_train_pairs.MAX_ID``)."""
     if end_id > pairs.MAX_ID + 1:
         raise TokenizerError(
-            f"training would need {end_id} ids (base tokens and merges), but it supports at most "
-            f"{pairs.MAX_ID + 1} ids; lower the vocabulary size"
+            f"training would need {end_id} ids for base tokens and merges, but it holds at most "
+            f"{pairs.MAX_ID + 1}; lower the vocabulary size or the number of merges"
         )
 
 

@@ -1,0 +1,55 @@
+"""The two small files beside ``tokenizer.json`` that make its directory a Hugging Face tokenizer directory.
+
+``transformers.AutoTokenizer.from_pretrained(directory)`` reads
+``tokenizer_config.json`` (which class to build, the special-token roles,
+how to decode) and ``special_tokens_map.json`` (the roles again, for older
+readers), then the vocabulary and merges from ``tokenizer.json``. Without them
+``eos_token`` and ``bos_token`` are None, and ``decode`` cleans up spaces
+before punctuation (``"a ."`` becomes ``"a."``), so text would not round-trip.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pipeline import atomic
+
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+
+
+def companion_paths(tokenizer_path: str | os.PathLike[str]) -> tuple[str, str]:
+    """The paths of the two files written beside ``tokenizer_path``."""
+    directory = Path(tokenizer_path).parent
+    return str(directory / TOKENIZER_CONFIG), str(directory / SPECIAL_TOKENS_MAP)
+
+
+def special_tokens_map(*, eos_token: str | None, bos_token: str | None) -> dict[str, str]:
+    """Role → token text, for the roles the pipeline gives a token (a role left unset is left out)."""
+    roles = {"eos_token": eos_token, "bos_token": bos_token}
+    return {role: token for role, token in roles.items() if token is not None}
+
+
+def tokenizer_config(*, eos_token: str | None, bos_token: str | None) -> dict[str, Any]:
+    """``tokenizer_config.json``: the fast tokenizer class, the special-token roles, exact decoding.
+
+    ``add_bos_token``/``add_eos_token`` stay false: lmprep's shards carry BOS/EOS because the encode
+    stage inserts their IDs per document, never because the tokenizer adds them.
+    """
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "clean_up_tokenization_spaces": False,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        **special_tokens_map(eos_token=eos_token, bos_token=bos_token),
+    }
+
+
+def write_companions(tokenizer_path: str | os.PathLike[str], *, eos_token: str | None,
+                     bos_token: str | None) -> None:
+    """Write ``tokenizer_config.json`` and ``special_tokens_map.json`` beside ``tokenizer_path``, atomically."""
+    config_path, map_path = companion_paths(tokenizer_path)
+    atomic.write_json(config_path, tokenizer_config(eos_token=eos_token, bos_token=bos_token))
+    atomic.write_json(map_path, special_tokens_map(eos_token=eos_token, bos_token=bos_token))
