@@ -212,12 +212,12 @@ def _grouped(keys: np.ndarray, positions: np.ndarray, weights: np.ndarray):
     their original (ascending) order, as the sort is stable."""
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    ends = (np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist()
+    starts = [0, *ends]
+    ends.append(len(keys))
     totals = np.add.reduceat(weights[order], starts, dtype=np.int64)
     positions = positions[order]
-    bounds = starts.tolist()
-    bounds.append(len(positions))
-    return keys[starts], totals, [positions[start:end] for start, end in zip(bounds, bounds[1:])]
+    return keys[starts], totals, [positions[start:end] for start, end in zip(starts, ends)]
 
 
 def _pair_deltas(left, right, new, before, after, before_at, after_at):
