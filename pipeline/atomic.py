@@ -53,9 +53,12 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     The caller writes the temporary path however it likes (pyarrow, torch,
     plain ``open``). On any exception the temporary file is removed and the
-    previous ``path`` is untouched.
+    previous ``path`` is untouched. A ``path`` that names a directory (an existing
+    one, or ending in a separator) is refused before anything is written.
     """
     target = Path(path)
+    if os.fspath(path).endswith(("/", os.sep)) or target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
     os.close(fd)
