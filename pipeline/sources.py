@@ -84,6 +84,10 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
         matches = storage.glob_files(source.glob, base)
         if not matches:
             raise DataError(f"data.sources glob {source.glob!r} matches no files under {base.resolve()}")
+        for path in matches:
+            if not path.exists():
+                raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                                "fetch the data it stands for, or remove the link")
         files.extend(_source_file(path, source) for path in matches)
     return files
 

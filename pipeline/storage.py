@@ -25,12 +25,14 @@ def absolute(path: str | os.PathLike[str]) -> Path:
 
 
 def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path]:
-    """Files matching ``pattern`` under ``root``, sorted, as ``root`` joined with each match.
+    """Files matching ``pattern`` under ``root``, sorted, as ``root`` joined with each match; symbolic
+    links whose target is missing are kept (the caller refuses them: they stand for files).
 
     ``glob.glob``, unlike ``Path.glob``, skips hidden files such as temporaries of interrupted writers.
     """
     base = Path(root)
-    return sorted(p for p in map(base.joinpath, glob.glob(pattern, root_dir=base, recursive=True)) if p.is_file())
+    return sorted(p for p in map(base.joinpath, glob.glob(pattern, root_dir=base, recursive=True))
+                  if p.is_file() or (p.is_symlink() and not p.exists()))
 
 
 def size(path: str | os.PathLike[str]) -> int:

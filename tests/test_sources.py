@@ -170,6 +170,14 @@ def test_glob_matching_nothing_is_named(tmp_path):
         expand_sources([], root=tmp_path)
 
 
+
+def test_a_broken_symbolic_link_is_an_error_not_skipped(tmp_path):
+    """A link to data not fetched (as DVC or git-annex leave) must not silently drop a file."""
+    write(tmp_path / "raw" / "a.txt", "kept")
+    (tmp_path / "raw" / "b.txt").symlink_to(tmp_path / "store" / "b.txt")
+    with pytest.raises(DataError, match=r"raw/b.txt is a symbolic link to .*store/b.txt, which does not exist"):
+        expand_sources([SourceConfig("raw/*.txt")], root=tmp_path)
+
 def test_unknown_extension_needs_an_explicit_format(tmp_path):
     write(tmp_path / "notes.md", "# hi")
     with pytest.raises(DataError, match="notes.md: cannot tell the format"):
