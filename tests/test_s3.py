@@ -1,0 +1,206 @@
+"""Raw data and outputs in object storage: a real S3 API (moto's server on 127.0.0.1) with s3fs as the client.
+
+The server counts the requests it answers, so a test can say that ``status`` read no object's body.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import itertools
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+from pipeline import storage  # noqa: E402
+from pipeline.config import SourceConfig  # noqa: E402
+from pipeline.errors import StorageError  # noqa: E402
+from pipeline.sources import TextDecoder, expand_sources, read_documents  # noqa: E402
+from stages.cli import cli  # noqa: E402
+
+_BUCKETS = (f"bucket-{n}" for n in itertools.count())
+
+
+class RequestCounter:
+    """WSGI middleware counting the S3 operations the server answers, by (method, kind)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "").strip("/")
+        kind = "object" if "/" in path else "bucket"
+        self.counts[(environ["REQUEST_METHOD"], kind)] += 1
+        return self.app(environ, start_response)
+
+    @property
+    def object_reads(self) -> int:
+        """GET requests for an object (GetObject): reading a body; listings are GETs of the bucket."""
+        return self.counts[("GET", "object")]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    server._server.app = counter = RequestCounter(server._server.app)
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}", counter
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """A fresh bucket on the local server; credentials and endpoint only in the environment, as AWS tools read them."""
+    import s3fs
+
+    endpoint, counter = s3_server
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    bucket = next(_BUCKETS)
+    fs.mkdir(bucket)
+    yield Store(fs, bucket, counter)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+class Store:
+    def __init__(self, fs, bucket: str, counter: RequestCounter):
+        self.fs, self.bucket, self.counter = fs, bucket, counter
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def put(self, key: str, data: bytes) -> str:
+        self.fs.pipe_file(self.url(key), data)
+        return self.url(key)
+
+
+def gz(text: str) -> bytes:
+    return gzip.compress(text.encode("utf-8"), mtime=0)
+
+
+def jsonl(texts) -> str:
+    return "".join(json.dumps({"text": text}) + "\n" for text in texts)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_globs_gzip_jsonl_and_parquet_from_s3(s3):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    s3.put("raw/a/one.jsonl.gz", gz(jsonl(["first", "second"])))
+    s3.put("raw/b/two.jsonl", jsonl(["third"]).encode())
+    s3.put("raw/.hidden/three.jsonl", jsonl(["never"]).encode())
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"text": [f"row {i}" for i in range(10)]}), sink, row_group_size=3)
+    s3.put("raw/c.parquet", sink.getvalue())
+
+    files = expand_sources([SourceConfig(glob=s3.url("raw/**/*.jsonl*")), SourceConfig(glob=s3.url("raw/*.parquet"))])
+
+    assert [file.path for file in files] == [s3.url("raw/a/one.jsonl.gz"), s3.url("raw/b/two.jsonl"),
+                                             s3.url("raw/c.parquet")]
+    decoder = TextDecoder()
+    assert [list(read_documents(file, decoder)) for file in files] == [
+        ["first", "second"], ["third"], [f"row {i}" for i in range(10)]]
+
+
+def test_parquet_row_groups_are_read_in_ranges(s3):
+    """A partition of row groups reads its byte ranges, never the whole object."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.sources import plan_partitions, read_partition
+
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"text": [f"{i} " + "x" * 2000 for i in range(200)]}), sink, row_group_size=20,
+                   compression="none")
+    s3.put("big.parquet", sink.getvalue())
+    files = expand_sources([SourceConfig(glob=s3.url("big.parquet"))])
+    partitions = plan_partitions(files, 40_000)
+    assert len(partitions) == 10
+    before = s3.counter.object_reads
+    assert list(read_partition(partitions[3], TextDecoder()))[0].startswith("60 ")
+    assert 0 < s3.counter.object_reads - before < 8
+
+
+def test_bad_url_missing_bucket_and_missing_credentials_are_storage_errors(s3, monkeypatch):
+    import s3fs
+
+    with pytest.raises(StorageError, match="unknown URL protocol 'nosuch'"):
+        storage.glob_files("nosuch://x/*.txt", ".")
+    with pytest.raises(StorageError, match="s3://no-such-bucket/raw/"):
+        storage.glob_files("s3://no-such-bucket/raw/*.txt", ".")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    s3fs.S3FileSystem.clear_instance_cache()
+    with pytest.raises(StorageError, match="credentials"):
+        storage.glob_files(s3.url("raw/*.txt"), ".")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def write_config(tmp_path: Path, **paths: str) -> None:
+    (tmp_path / "lmprep.yaml").write_text(f"""\
+data:
+  sources:
+    - {{glob: "{paths['raw']}"}}
+prepare: {{output_dir: {paths.get('prepared', 'out/prepared')}, val_fraction: 0.2, partition_bytes: 2000}}
+tokenizer: {{output: out/tokenizer.json, vocab_size: 300}}
+encode: {{output_dir: {paths.get('shards', 'out/shards')}, shard_tokens: 500}}
+train: {{output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}}
+state_dir: state
+""")
+
+
+def lmprep(*args: str):
+    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
+
+
+def corpus(s3, files: int = 3, documents: int = 30) -> None:
+    for index in range(files):
+        texts = [f"Q: what is {index}.{i}?\nA: it is {i * index} and {i + index}." for i in range(documents)]
+        s3.put(f"raw/part-{index}.jsonl.gz", gz(jsonl(texts)))
+
+
+def test_status_on_an_unchanged_remote_corpus_reads_no_object(s3, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus(s3)
+    write_config(tmp_path, raw=s3.url("raw/*.jsonl.gz"))
+    assert lmprep("run", "prepare").exit_code == 0
+    before = s3.counter.object_reads
+    result = lmprep("status")
+    assert "prepare: up to date" in result.output, result.output
+    assert s3.counter.object_reads == before
+
+    s3.put("raw/part-1.jsonl.gz", gz(jsonl(["changed"])))
+    assert f"dependency '{s3.url('raw/part-1.jsonl.gz')}' changed" in lmprep("status").output
+    assert s3.counter.object_reads == before
+
+
+@pytest.mark.parametrize("glob, message", [
+    ("s3://no-such-bucket/raw/*.jsonl", "s3://no-such-bucket/raw/*.jsonl: no bucket 'no-such-bucket'"),
+    ("nosuch://bucket/raw/*.jsonl", "unknown URL protocol 'nosuch'"),
+])
+def test_cli_storage_errors_are_one_line_with_exit_2(s3, tmp_path, monkeypatch, glob, message):
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, raw=glob)
+    result = lmprep("status")
+    assert result.exit_code == 2
+    assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
