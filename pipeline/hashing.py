@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import atomic, storage
+from pipeline.errors import StorageError
 
 _CHUNK = 1 << 20
 
@@ -39,10 +40,13 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def remote_hash(location: str | os.PathLike[str]) -> str:
-    """A remote file's identity without reading it: the hash of the store's size and content identity
-    (:func:`pipeline.storage.stamp`), which the store changes whenever it stores other bytes there."""
-    return "stamp:" + canonical_hash(storage.stamp(location))
+def remote_hash(location: str) -> str:
+    """A remote file's or output's identity without reading a file: the hash of the store's sizes and content
+    identities (:func:`pipeline.storage.tree_stamp`), which the store changes whenever it stores other bytes."""
+    found = storage.tree_stamp(location)
+    if found is None:
+        raise StorageError(f"{location}: not found")
+    return "stamp:" + canonical_hash(found)
 
 
 class HashCache:

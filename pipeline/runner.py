@@ -481,7 +481,7 @@ def _exists(path: Path | str) -> bool:
 def _holds_anything(path: Path | str) -> bool:
     """Whether ``path`` is a file, or a directory with any entry (a swap would remove them)."""
     if isinstance(path, str):
-        return storage.exists(path)
+        return storage.holds_anything(path)
     if path.is_dir():
         return any(path.iterdir())
     return path.exists() or path.is_symlink()
@@ -489,7 +489,7 @@ def _holds_anything(path: Path | str) -> bool:
 
 def _remove(path: Path | str) -> bool:
     if isinstance(path, str):
-        found = storage.exists(path)
+        found = storage.holds_anything(path)
         storage.remove(path)
         return found
     if path.is_dir():

@@ -14,20 +14,32 @@ gives, or use URLs.
 A remote file is identified without reading it by :func:`stamp`: its size and
 the store's own content identity (S3's ETag and version ID, GCS's md5/crc32c
 and generation), as the listing already returns them.
+
+Object stores have no atomic rename, so a remote output directory is written
+by attempts (:func:`output_dir`): a run writes every file under a new hidden
+prefix ``.attempt-{time}-{random}/`` and then publishes it with one PUT of
+``_lmprep_commit.json``, which names the attempt and lists its files with their
+stamps. Readers go through the commit (:func:`committed`), so a file of an
+interrupted or superseded attempt is never read; the run that commits removes
+the other attempts, which under the runner's lock are all ended.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import re
 import shutil
 import tempfile
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+from pipeline import atomic
 from pipeline.errors import StorageError
 
 SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
@@ -36,6 +48,11 @@ _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 # what identifies a remote object's content, as fsspec backends name it in ``info()``
 _IDENTITY_KEYS = ("ETag", "VersionId", "md5Hash", "crc32c", "generation", "checksum")
 _TIME_KEYS = ("LastModified", "mtime", "created", "updated")  # only for stores that give no identity
+
+
+COMMIT_FILE = "_lmprep_commit.json"
+COMMIT_VERSION = 1
+_ATTEMPT_PREFIX = ".attempt-"
 
 
 def is_url(location: str | os.PathLike[str]) -> bool:
@@ -91,11 +108,43 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
 
 
 def exists(location: str | os.PathLike[str]) -> bool:
+    """Whether the file or directory exists; remotely, a file, or a committed output or a directory in one."""
     if not is_url(location):
         return os.path.exists(local(location))
+    return tree_stamp(location) is not None
+
+
+def holds_anything(location: str) -> bool:
+    """Whether any object lies at or under a remote location, committed or not."""
     fs, _ = _filesystem(location)
     with _named_errors(location):
         return fs.exists(location)
+
+
+def tree_stamp(location: str) -> dict[str, Any] | None:
+    """A remote location's identity without reading a body: a file's :func:`stamp`, or for a committed
+    output or a directory within one the commit's stamps of the files under it (with the attempt, for the
+    output itself, so that a lock entry points at one commit); None when it is neither."""
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        try:
+            is_file = fs.info(location).get("type") == "file"
+        except FileNotFoundError:
+            is_file = False
+    if is_file:
+        return stamp(location)
+    text = location.rstrip("/")
+    for root in _ancestors(text):
+        record = _read_commit(root)
+        if record is None:
+            continue
+        inner = text[len(root):].strip("/")
+        files = {name: entry for name, entry in record["files"].items()
+                 if not inner or name == inner or name.startswith(inner + "/")}
+        if not files:
+            return None
+        return {"files": files, **({} if inner else {"attempt": record["attempt"]})}
+    return None
 
 
 def size(location: str | os.PathLike[str]) -> int:
@@ -152,6 +201,76 @@ def local_copy(location: str | os.PathLike[str]) -> Iterator[Path]:
         yield copy
 
 
+@contextlib.contextmanager
+def output_dir(location: str | os.PathLike[str]) -> Iterator[Path | str]:
+    """Yield an empty directory to write an output into; on success it replaces ``location`` as a whole.
+
+    Locally a staging directory swapped in (:func:`pipeline.atomic.atomic_dir`). Remotely a new attempt
+    prefix, published by writing its commit last; an exception leaves the previous commit in place.
+    """
+    if not is_url(location):
+        with atomic.atomic_dir(local(location)) as staging:
+            yield absolute(staging)
+        return
+    url = os.fspath(location).rstrip("/")
+    attempt = f"{_ATTEMPT_PREFIX}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+    yield join(url, attempt)
+    record = {"version": COMMIT_VERSION, "attempt": attempt, "files": list_files(join(url, attempt))}
+    write_bytes(join(url, COMMIT_FILE), (atomic.dumps_json(record) + "\n").encode("utf-8"))
+    _remove_attempts(url, keep=attempt)
+
+
+def committed(location: str | os.PathLike[str]) -> Path | str:
+    """Where an output's committed files are read: the directory itself locally, its committed attempt remotely."""
+    if not is_url(location):
+        return absolute(location)
+    url = os.fspath(location).rstrip("/")
+    record = _read_commit(url)
+    if record is None:
+        raise StorageError(f"{url}: no committed output there ({COMMIT_FILE} missing); run the stage that writes it")
+    return join(url, record["attempt"])
+
+
+@contextlib.contextmanager
+def output_file(location: str | os.PathLike[str]) -> Iterator[Path]:
+    """A local path to write; on success it becomes ``location``: renamed into place locally, uploaded in
+    one request remotely (an object appears whole or not at all)."""
+    if not is_url(location):
+        with atomic.atomic_path(local(location)) as tmp:
+            yield tmp
+        return
+    with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:
+        tmp = Path(scratch) / name_of(location)
+        yield tmp
+        put_file(tmp, os.fspath(location))
+
+
+def write_bytes(location: str | os.PathLike[str], data: bytes) -> None:
+    """Replace the file with ``data``, atomically."""
+    if not is_url(location):
+        atomic.write_bytes(local(location), data)
+        return
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        fs.pipe_file(os.fspath(location), data)
+
+
+def make_dir(location: str | os.PathLike[str]) -> None:
+    """Create a local directory and its parents; object stores need none."""
+    if not is_url(location):
+        Path(local(location)).mkdir(parents=True, exist_ok=True)
+
+
+def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Move a file within one output being written (remotely a copy and a delete, before the commit)."""
+    if not is_url(source):
+        os.replace(local(source), local(target))
+        return
+    fs, _ = _filesystem(source)
+    with _named_errors(source):
+        fs.mv(os.fspath(source), os.fspath(target))
+
+
 def put_file(source: str | os.PathLike[str], location: str) -> None:
     """Upload a local file to a remote location: one PUT, so the object appears whole or not at all."""
     fs, _ = _filesystem(location)
@@ -182,6 +301,42 @@ def list_files(prefix: str) -> dict[str, dict[str, Any]]:
     return {key[len(root) + 1:]: {"size": int(entry["size"]),
                                   **{k: str(entry[k]) for k in _IDENTITY_KEYS if entry.get(k) not in (None, "")}}
             for key, entry in sorted(found.items()) if entry.get("type") == "file"}
+
+
+def _read_commit(url: str) -> dict[str, Any] | None:
+    """The commit record of a remote output, or None if it has none."""
+    fs, _ = _filesystem(url)
+    path = join(url, COMMIT_FILE)
+    with _named_errors(path):
+        try:
+            record = json.loads(fs.cat_file(path))
+        except FileNotFoundError:
+            return None
+        except ValueError as exc:
+            raise StorageError(f"{path}: malformed commit record ({_short(exc)}); delete it and re-run the stage")
+    if not isinstance(record, dict) or record.get("version") != COMMIT_VERSION:
+        raise StorageError(f"{path}: not a commit record of this lmprep version; delete it and re-run the stage")
+    return record
+
+
+def _remove_attempts(url: str, *, keep: str) -> None:
+    """Delete the attempts of an output other than ``keep``: interrupted or superseded runs, all ended,
+    since runs of one project hold its lock and an output belongs to one project."""
+    fs, protocol = _filesystem(url)
+    with _named_errors(url):
+        entries = fs.ls(url, detail=False, refresh=True)
+    for entry in entries:
+        name = entry.rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith(_ATTEMPT_PREFIX) and name != keep:
+            remove(_url(protocol, entry))
+
+
+def _ancestors(url: str) -> Iterator[str]:
+    """``url`` and its parents up to, not including, the bucket."""
+    scheme, _, path = url.partition("://")
+    parts = path.split("/")
+    for end in range(len(parts), 1, -1):
+        yield f"{scheme}://{'/'.join(parts[:end])}"
 
 
 def _filesystem(location: str | os.PathLike[str]) -> tuple[Any, str]:

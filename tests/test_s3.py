@@ -204,3 +204,63 @@ def test_cli_storage_errors_are_one_line_with_exit_2(s3, tmp_path, monkeypatch, 
     result = lmprep("status")
     assert result.exit_code == 2
     assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+# --------------------------------------------------------------------------- outputs in object storage
+
+
+def test_pipeline_on_s3_gives_the_shards_of_the_local_run(s3, tmp_path, monkeypatch):
+    corpus(s3)
+    local_project, remote_project = tmp_path / "local", tmp_path / "remote"
+    local_project.mkdir()
+    remote_project.mkdir()
+    for index in range(3):
+        s3.fs.get_file(s3.url(f"raw/part-{index}.jsonl.gz"), str(local_project / f"part-{index}.jsonl.gz"))
+    write_config(local_project, raw="part-*.jsonl.gz")
+    write_config(remote_project, raw=s3.url("raw/*.jsonl.gz"), prepared=s3.url("prepared"), shards=s3.url("shards"))
+    monkeypatch.chdir(local_project)
+    assert lmprep("run").exit_code == 0
+    monkeypatch.chdir(remote_project)
+    result = lmprep("run")
+    assert result.exit_code == 0, result.output
+
+    committed = storage.committed(s3.url("shards"))
+    local_files = sorted(path.name for path in (local_project / "out" / "shards").iterdir())
+    assert sorted(storage.list_files(committed)) == local_files and len(local_files) > 3
+    for name in local_files:
+        assert storage.read_bytes(f"{committed}/{name}") == (local_project / "out" / "shards" / name).read_bytes()
+    assert "'train' is up to date" in lmprep("run").output
+
+
+def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_files(s3, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus(s3)
+    write_config(tmp_path, raw=s3.url("raw/*.jsonl*"), prepared=s3.url("prepared"))
+    assert lmprep("run", "prepare").exit_code == 0
+    first = storage.committed(s3.url("prepared"))
+    listed = storage.list_files(first)
+
+    s3.put("raw/zz-broken.jsonl", b'{"text": "fine"}\n{not json\n')
+    failed = lmprep("run", "prepare")
+    assert failed.exit_code == 2 and "bad JSON line" in failed.output
+    assert storage.committed(s3.url("prepared")) == first and storage.list_files(first) == listed
+    attempts = {path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.url("prepared"))}
+    assert len(attempts) == 3  # the commit, its attempt and the failed one's files
+
+    s3.put("raw/zz-broken.jsonl", b'{"text": "fine"}\n')
+    assert lmprep("run", "prepare").exit_code == 0
+    current = storage.committed(s3.url("prepared"))
+    assert current != first
+    s3.fs.invalidate_cache()
+    assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.url("prepared"))) == [
+        current.rsplit("/", 1)[-1], storage.COMMIT_FILE]
+    assert "kept" not in lmprep("run", "prepare").output  # up to date: the lock points at this commit
+
+
+def test_local_only_outputs_refuse_a_url_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, raw="raw/*.txt")
+    result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml", "--set", "tokenizer.output=s3://b/tok.json"])
+    assert result.exit_code == 2
+    assert "tokenizer.output 's3://b/tok.json' must be a local path" in result.output
+    assert len(result.output.strip().splitlines()) == 1
