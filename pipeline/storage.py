@@ -332,10 +332,10 @@ def _remove_attempts(url: str, *, keep: str) -> None:
 
 
 def _ancestors(url: str) -> Iterator[str]:
-    """``url`` and its parents up to, not including, the bucket."""
+    """``url`` and its parents up to the bucket."""
     scheme, _, path = url.partition("://")
     parts = path.split("/")
-    for end in range(len(parts), 1, -1):
+    for end in range(len(parts), 0, -1):
         yield f"{scheme}://{'/'.join(parts[:end])}"
 
 

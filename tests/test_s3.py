@@ -264,3 +264,17 @@ def test_local_only_outputs_refuse_a_url_in_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert "tokenizer.output 's3://b/tok.json' must be a local path" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_memory_urls_read_and_commit_like_s3():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe({"/lmprep-test/raw/a.txt": b"one", "/lmprep-test/raw/b.txt.gz": gz("two")})
+    files = expand_sources([SourceConfig(glob="memory://lmprep-test/raw/*")])
+    assert [list(read_documents(file, TextDecoder())) for file in files] == [["one"], ["two"]]
+    with storage.output_dir("memory://lmprep-test/out") as attempt:
+        storage.write_bytes(f"{attempt}/x.json", b"{}")
+    assert storage.read_bytes(f"{storage.committed('memory://lmprep-test/out')}/x.json") == b"{}"
+    assert storage.exists("memory://lmprep-test/out/x.json") and not storage.exists("memory://lmprep-test/none")
+    fs.rm("/lmprep-test", recursive=True)
