@@ -53,6 +53,8 @@ _TIME_KEYS = ("LastModified", "mtime", "created", "updated")  # only for stores 
 COMMIT_FILE = "_lmprep_commit.json"
 COMMIT_VERSION = 1
 _ATTEMPT_PREFIX = ".attempt-"
+# URL → stamp of the files the last glob_files in this process listed (each glob lists afresh)
+_LISTED: dict[str, dict[str, Any]] = {}
 
 
 def is_url(location: str | os.PathLike[str]) -> bool:
@@ -100,8 +102,10 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
             if not found:
                 _check_container(fs, pattern)
         fixed = _fixed_parts(fs._strip_protocol(pattern))
-        return sorted(_url(protocol, key) for key, entry in found.items()
-                      if entry.get("type") == "file" and not _hidden(key.split("/")[fixed:]))
+        files = {_url(protocol, key): entry for key, entry in found.items()
+                 if entry.get("type") == "file" and not _hidden(key.split("/")[fixed:])}
+        _LISTED.update({url: _identity(entry) for url, entry in files.items()})
+        return sorted(files)
     base = Path(local(root))
     pattern = os.fspath(local(pattern))
     return sorted(p for p in map(base.joinpath, glob.glob(pattern, root_dir=base, recursive=True)) if p.is_file())
@@ -125,6 +129,8 @@ def tree_stamp(location: str) -> dict[str, Any] | None:
     """A remote location's identity without reading a body: a file's :func:`stamp`, or for a committed
     output or a directory within one the commit's stamps of the files under it (with the attempt, for the
     output itself, so that a lock entry points at one commit); None when it is neither."""
+    if location in _LISTED:
+        return _LISTED[location]
     fs, _ = _filesystem(location)
     with _named_errors(location):
         try:
@@ -156,13 +162,21 @@ def size(location: str | os.PathLike[str]) -> int:
 def stamp(location: str | os.PathLike[str]) -> dict[str, Any]:
     """What the store says identifies a remote file: its size and content identity, from ``info()``.
 
-    After :func:`glob_files` this is answered from the listing, without a request per file.
+    After :func:`glob_files` this is answered from its listing, without a request (or a search of
+    fsspec's cached listing, which is linear in the directory's size) per file.
     """
+    listed = _LISTED.get(os.fspath(location))
+    if listed is not None:
+        return listed
     fs, _ = _filesystem(location)
     with _named_errors(location):
         info = fs.info(location)
     if info.get("type") != "file":
         raise StorageError(f"{location}: not a file")
+    return _identity(info)
+
+
+def _identity(info: dict[str, Any]) -> dict[str, Any]:
     identity = {key: str(info[key]) for key in _IDENTITY_KEYS if info.get(key) not in (None, "")}
     if not identity:
         identity = {key: str(info[key]) for key in _TIME_KEYS if info.get(key) not in (None, "")}
@@ -298,9 +312,7 @@ def list_files(prefix: str) -> dict[str, dict[str, Any]]:
     root = fs._strip_protocol(prefix).rstrip("/")
     with _named_errors(prefix):
         found = fs.find(prefix, detail=True)
-    return {key[len(root) + 1:]: {"size": int(entry["size"]),
-                                  **{k: str(entry[k]) for k in _IDENTITY_KEYS if entry.get(k) not in (None, "")}}
-            for key, entry in sorted(found.items()) if entry.get("type") == "file"}
+    return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items()) if entry.get("type") == "file"}
 
 
 def _read_commit(url: str) -> dict[str, Any] | None:
