@@ -33,6 +33,10 @@ MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
 MAX_WORKERS = 256  # a fixed bound, so a config valid on one machine is valid on all; cores cap the processes
 MAX_DIM = 65_536
 MAX_POSITIONS = 2**20  # train.context and train.batch_size
+# BPE training holds each base token and merge as a character: one per Unicode scalar value except
+# U+10FFFF (pipeline/tokenizer/_train_pairs.py), so 1,114,112 code points less 2,048 surrogates less one.
+# Special tokens come on top.
+MAX_TRAINED_IDS = 1_112_063
 
 
 def _bounded(default: Any, *, low: float | None = None, high: float | None = None,
@@ -91,6 +95,7 @@ class EncodeConfig:
     bos_token: str | None = None
     shard_tokens: int = _bounded(1_000_000, low=1)
     workers: int = _bounded(0, low=0, high=MAX_WORKERS)
+    chunk_cache_mb: int = _bounded(256, low=0)
     output_dir: str = "data/shards"
 
 
@@ -508,12 +513,30 @@ def _check_consistency(config: Config, origin: str) -> None:
     if tok.vocab_size is not None and tok.vocab_size < floor:
         raise ConfigError(f"{origin}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
                           f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
+    _check_trained_ids(tok, origin)
     if tok.path is None:
         for key in ("eos_token", "bos_token"):
             token = getattr(encode, key)
             if token is not None and token not in tok.special_tokens:
                 raise ConfigError(f"{origin}: encode.{key} {token!r} is not one of tokenizer.special_tokens "
                                   f"{list(tok.special_tokens)}; add it there or set encode.{key}: null")
+
+
+def _check_trained_ids(tok: TokenizerConfig, origin: str) -> None:
+    """BPE base tokens and merges fit in ``MAX_TRAINED_IDS`` (the byte kind's 256 bytes are known here;
+    the char kind's alphabet only after counting, when training checks again)."""
+    if tok.kind == "word":
+        return
+    limit = MAX_TRAINED_IDS + len(tok.special_tokens)
+    if tok.vocab_size is not None and tok.vocab_size > limit:
+        raise ConfigError(f"{origin}: tokenizer.vocab_size must be at most {limit} ({MAX_TRAINED_IDS} base tokens "
+                          f"and merges, the most training can hold, and {len(tok.special_tokens)} special tokens), "
+                          f"got {tok.vocab_size}")
+    base = BYTE_ALPHABET if tok.kind == "byte" else 2  # the char kind: unknown and at least one character
+    if tok.merges is not None and tok.merges > MAX_TRAINED_IDS - base:
+        raise ConfigError(f"{origin}: tokenizer.merges must be at most {MAX_TRAINED_IDS - base} for a "
+                          f"{tok.kind}-level tokenizer ({MAX_TRAINED_IDS} base tokens and merges, the most "
+                          f"training can hold), got {tok.merges}")
 
 
 # -- schema helpers --------------------------------------------------------

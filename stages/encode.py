@@ -42,7 +42,8 @@ def run(config: Config) -> None:
     with open_tasks(config.executor, workers=settings.workers) as tasks:
         manifests = encoding.encode_corpus(
             config.prepare.output_dir, settings.output_dir, tokenizer_path=tokenizer_path, tasks=tasks,
-            shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id, progress=show_progress(),
+            shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
+            cache_bytes=settings.chunk_cache_mb * 10**6, progress=show_progress(),
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
