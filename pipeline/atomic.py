@@ -63,9 +63,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    _apply_umask(tmp, 0o666)
     try:
         yield tmp
+        _apply_umask(tmp, 0o666)  # after the writer: some (safetensors) replace the file with a private one
         _fsync_file(tmp)
         os.replace(tmp, target)
     finally:
