@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from safetensors import SafetensorError, safe_open
 
 from pipeline import atomic
-from pipeline.errors import CheckpointError, TokenizerMismatchError
+from pipeline.errors import CheckpointError, TokenizerMismatchError, json_error_reason
 
 if TYPE_CHECKING:
     import torch
@@ -314,8 +314,7 @@ def _read_safetensors_header(file: Path) -> tuple[dict[str, Any], dict[str, tupl
     try:
         metadata = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else " ".join(str(exc).split())[:200]
-        raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {reason}") from None
+        raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {json_error_reason(exc)}") from None
     if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {file} is not in format {FORMAT!r}")
     return metadata, shapes

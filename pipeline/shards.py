@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import atomic, hashing, storage
-from pipeline.errors import ShardError, TokenizerMismatchError
+from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
 
 if TYPE_CHECKING:
     from pipeline.tokenizer import Tokenizer
@@ -192,12 +192,8 @@ def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
     except OSError as exc:
         raise ShardError(f"{path}: cannot read the shard manifest ({exc.strerror})") from None
     except (ValueError, RecursionError) as exc:
-        raise ShardError(f"{path}: malformed shard manifest ({_reason(exc)}); {REENCODE}") from None
+        raise ShardError(f"{path}: malformed shard manifest ({json_error_reason(exc)}); {REENCODE}") from None
 
-
-def _reason(exc: Exception) -> str:
-    """A short reason for a malformed JSON document (a RecursionError's own text is long and internal)."""
-    return "nested too deeply" if isinstance(exc, RecursionError) else f"{exc}"[:200]
 
 
 # --------------------------------------------------------------------------- writing
@@ -400,7 +396,7 @@ def _parse_metadata(path: Path, schema: pa.Schema) -> dict[str, Any]:
     try:
         return {key[len(prefix) :].decode(): json.loads(value) for key, value in raw.items() if key.startswith(prefix)}
     except (ValueError, RecursionError) as exc:
-        raise ShardError(f"{path}: malformed shard metadata ({_reason(exc)}); {REENCODE}") from None
+        raise ShardError(f"{path}: malformed shard metadata ({json_error_reason(exc)}); {REENCODE}") from None
 
 
 class ShardSet:

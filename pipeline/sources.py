@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 
 from pipeline import storage
 from pipeline.config import SourceConfig
-from pipeline.errors import DataError
+from pipeline.errors import DataError, json_error_reason
 
 _FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 _CHUNK = 1 << 20
@@ -288,7 +288,7 @@ def _json_field(line: str, file: SourceFile, offset: int) -> str:
     try:
         record = json.loads(line)
     except (ValueError, RecursionError) as exc:
-        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: bad JSON line ({_json_reason(exc)}); "
+        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: bad JSON line ({json_error_reason(exc)}); "
                         "each line must be one JSON object") from None
     if not isinstance(record, dict):
         raise DataError(f"{file.path}:{_line_number(file.path, offset)}: expected a JSON object, got {type(record).__name__}")
@@ -301,14 +301,6 @@ def _json_field(line: str, file: SourceFile, offset: int) -> str:
                         f"got {type(value).__name__}")
     return value
 
-
-def _json_reason(exc: ValueError | RecursionError) -> str:
-    """Why ``json.loads`` refused a line: a syntax error, an integer over Python's digit limit, deep nesting."""
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at column {exc.colno}"
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    return " ".join(str(exc).split())[:120]
 
 
 # -- parquet --------------------------------------------------------------
