@@ -27,6 +27,7 @@ split) or an interrupt leaves the previous output untouched.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
@@ -65,21 +66,21 @@ class WrittenPart:
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
                    tasks: Tasks, progress: bool = False) -> PrepareStats:
     """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats."""
-    partitions = [Partition(p.index, _absolute(p.file), p.start, p.end)
-                  for p in plan_partitions(files, settings.partition_bytes)]
-    labels = [f"{p.index} ({p.describe()})" for p in partitions]
+    partitions = [dataclasses.replace(partition, file=_absolute(partition.file))
+                  for partition in plan_partitions(files, settings.partition_bytes)]
+    labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
     with atomic.atomic_dir(out_dir) as staging:
         staging = storage.absolute(staging)
         work = staging / WORK_DIR
         work.mkdir()
-        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels,
+        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels, sizes=sizes,
                           desc="prepare: read and clean", progress=progress)
         buckets = range(settings.dedup_buckets)
         duplicates = tasks.map(functools.partial(find_duplicates, work, len(partitions)), buckets,
                                labels=[f"dedup bucket {b}" for b in buckets], desc="prepare: deduplicate",
                                progress=progress)
         written = tasks.map(functools.partial(write_partition, settings, work, staging), partitions, labels=labels,
-                            desc="prepare: write", progress=progress)
+                            sizes=sizes, desc="prepare: write", progress=progress)
         shutil.rmtree(work)
         for split in SPLITS:
             atomic.remove_temporaries_in(documents.split_dir(staging, split))
