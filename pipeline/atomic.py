@@ -35,9 +35,9 @@ def _name_output_in_write_errors(generator_function):
     pyarrow's do: the output is the name the user knows."""
 
     @functools.wraps(generator_function)
-    def named(path: str | os.PathLike[str]) -> Iterator[Path]:
+    def named(path: str | os.PathLike[str], **options: Any) -> Iterator[Path]:
         try:
-            yield from generator_function(path)
+            yield from generator_function(path, **options)
         except OSError as exc:
             if exc.errno not in _WRITE_ERRNOS:
                 raise
@@ -48,12 +48,14 @@ def _name_output_in_write_errors(generator_function):
 
 @contextlib.contextmanager
 @_name_output_in_write_errors
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it onto ``path``.
 
     The caller writes the temporary path however it likes (pyarrow, torch,
     plain ``open``). On any exception the temporary file is removed and the
-    previous ``path`` is untouched.
+    previous ``path`` is untouched. ``durable=False`` skips the fsync before the
+    rename: for intermediate files in a staging directory that a crash discards
+    anyway (a few ms each locally, more on a network file system).
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +65,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     _apply_umask(tmp, 0o666)
     try:
         yield tmp
-        _fsync_file(tmp)
+        if durable:
+            _fsync_file(tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

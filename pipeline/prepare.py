@@ -21,7 +21,8 @@ own, and the driver sees only counts and checksums:
 Part names come from the partition index, so the output is byte-identical for
 any number of workers. Everything is built in a staging directory swapped in
 whole: an error (bad UTF-8, a bad JSON line, no document left for the train
-split) or an interrupt leaves the previous output untouched.
+split) or an interrupt leaves the previous output untouched. The intermediate
+files of ``.work`` are not fsynced: a crash discards the staging directory.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def scan_partition(settings: PrepareConfig, work: Path, partition: Partition) ->
     read = characters = 0
     dropped: dict[str, int] = {}
     digests: list[bytes] = []
-    with atomic.atomic_path(work / f"candidates-{partition.index:05d}.arrow") as tmp, DocumentWriter(tmp) as writer:
+    candidates = work / f"candidates-{partition.index:05d}.arrow"
+    with atomic.atomic_path(candidates, durable=False) as tmp, DocumentWriter(tmp) as writer:
         for raw in read_partition(partition, decoder):
             read += 1
             characters += len(raw)
@@ -145,7 +147,7 @@ def find_duplicates(work: Path, partitions: int, bucket: int) -> int:
     _, first = np.unique(digests_all.view(np.dtype((np.void, 16))).ravel(), return_index=True)
     later = np.ones(len(digests_all), dtype=bool)
     later[first] = False  # np.unique's index is the first occurrence, and the rows are in corpus order
-    with atomic.atomic_path(work / f"duplicates-{bucket:05d}.npy") as tmp, open(tmp, "wb") as handle:
+    with atomic.atomic_path(work / f"duplicates-{bucket:05d}.npy", durable=False) as tmp, open(tmp, "wb") as handle:
         np.save(handle, where_all[later])
     return int(later.sum())
 
@@ -182,7 +184,7 @@ def _save_digests(path: Path, digests: list[bytes], buckets: int) -> None:
     bucket_of = array[:, 0] % np.uint64(buckets)
     order = np.argsort(bucket_of, kind="stable")
     bounds = np.searchsorted(bucket_of[order], np.arange(buckets + 1, dtype=np.uint64))
-    with atomic.atomic_path(path) as tmp, open(tmp, "wb") as handle:
+    with atomic.atomic_path(path, durable=False) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, digests=array[order], positions=order.astype(np.int64), bounds=bounds)
 
 

@@ -172,3 +172,13 @@ def test_the_largest_partitions_are_read_and_written_first(tmp_path, start_order
     prepare_corpus(files, PrepareConfig(val_fraction=0.0), tmp_path / "prepared", tasks=Tasks(start_order))
     reads = [label.split()[0] for label in start_order.labels if not label.startswith("dedup")]
     assert reads == ["1", "2", "0"] * 2  # scan, then write: b (the largest), c, a
+
+
+def test_only_the_output_files_are_fsynced_not_the_intermediate_ones(raw, monkeypatch):
+    import pipeline.atomic
+
+    synced: list[Path] = []
+    real_fsync = pipeline.atomic._fsync_file
+    monkeypatch.setattr(pipeline.atomic, "_fsync_file", lambda path: (synced.append(path), real_fsync(path)))
+    prepare(raw, partition_bytes=40)
+    assert synced and not [path for path in synced if ".work" in path.parts]
