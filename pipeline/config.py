@@ -25,6 +25,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from pipeline import storage
 from pipeline.errors import ConfigError
 
 BYTE_ALPHABET = 256
@@ -474,6 +475,11 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
     return reserved + tok.merges, tok.merges
 
 
+# paths that may not be fsspec URLs (yet): the tokenizer file, checkpoints, exports, stats, the runner's state
+LOCAL_ONLY_KEYS = ("tokenizer.path", "tokenizer.output", "train.output_dir", "export.output_dir",
+                   "stats.output_dir", "state_dir")
+
+
 def _check_consistency(config: Config, origin: str) -> None:
     """Rules that involve more than one key."""
     prepare, tok, encode = config.prepare, config.tokenizer, config.encode
@@ -481,6 +487,11 @@ def _check_consistency(config: Config, origin: str) -> None:
         if not source.separator:
             raise ConfigError(f"{origin}: data.sources[{index}].separator must not be empty; use 'document', "
                               "'blank_line', 'line' or a literal string such as '<|endoftext|>'")
+    for key in LOCAL_ONLY_KEYS:
+        value = config.value(key)
+        if value is not None and storage.is_url(value):
+            raise ConfigError(f"{origin}: {key} {value!r} must be a local path (URLs are supported for "
+                              "data.sources, prepare.output_dir and encode.output_dir)")
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")

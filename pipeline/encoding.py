@@ -160,8 +160,8 @@ def _task_bounds(offsets: np.ndarray, task_bytes: int) -> Iterator[tuple[int, in
 class PartJob:
     """What one encode task needs: small and picklable."""
 
-    source: Path
-    out_dir: Path
+    source: Path | str
+    out_dir: Path | str
     stamp: ShardStamp
     prefix: str
     sha256: str
@@ -175,15 +175,16 @@ class PartJob:
 
 def encode_part(job: PartJob) -> Manifest:
     """Task: encode one prepared part file into its own shards; return their (unsaved) manifest."""
-    if hashing.sha256_file(job.source) != job.sha256:
-        raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
-                        f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
-    tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
-    writer = ShardWriter(job.out_dir, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
-    for task in iter_tasks(job.source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
-                           task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
-        batch = encode_task(task)
-        writer.write(batch.ids, batch.offsets)
+    with storage.local_copy(job.source) as source:
+        if hashing.sha256_file(source) != job.sha256:
+            raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
+                            f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
+        tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
+        writer = ShardWriter(job.out_dir, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
+        for task in iter_tasks(source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
+                               task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
+            batch = encode_task(task)
+            writer.write(batch.ids, batch.offsets)
     return writer.finish()
 
 
@@ -200,9 +201,8 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
     path = str(storage.absolute(tokenizer_path))
     tokenizer = share_tokenizer(path)
     _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
-    prepared = storage.absolute(prepared_dir)
-    with atomic.atomic_dir(output_dir) as staging:
-        staging = storage.absolute(staging)
+    prepared = storage.committed(prepared_dir)
+    with storage.output_dir(output_dir) as staging:
         jobs: list[PartJob] = []
         sizes: list[int] = []
         stamps = {}
@@ -211,13 +211,14 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
             stamps[split] = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
                                        vocab_size=tokenizer.vocab_size, special_ids={"bos": bos_id, "eos": eos_id},
                                        prepared_fingerprint=documents.split_fingerprint(parts))
-            jobs += [PartJob(prepared / part.file, staging, stamps[split], f"{split}-{part.index:05d}", part.sha256,
-                             path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes)
+            jobs += [PartJob(storage.join(prepared, part.file), staging, stamps[split], f"{split}-{part.index:05d}",
+                             part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes)
                      for part in parts if part.documents]
             sizes += [part.bytes for part in parts if part.documents]
         results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs], sizes=sizes,
                             desc="encode", progress=progress)
-        atomic.remove_temporaries_in(staging)
+        if not storage.is_url(staging):  # uploads leave no temporaries
+            atomic.remove_temporaries_in(staging)
         manifests = []
         for split, stamp in stamps.items():
             parts = [result for job, result in zip(jobs, results) if job.stamp.split == split]
@@ -227,12 +228,12 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
     return manifests
 
 
-def _number_shards(directory: Path, manifest: Manifest) -> Manifest:
+def _number_shards(directory: Path | str, manifest: Manifest) -> Manifest:
     """Rename the tasks' part-named shards to the set's names, ``{split}-00000.arrow``, … in part order."""
     entries = []
     for index, entry in enumerate(manifest.shards):
         name = shard_name(manifest.stamp.split, index)
-        os.replace(directory / entry.file, directory / name)
+        storage.rename(storage.join(directory, entry.file), storage.join(directory, name))
         entries.append(dataclasses.replace(entry, file=name))
     return dataclasses.replace(manifest, shards=tuple(entries))
 

@@ -17,6 +17,10 @@ class DataError(PipelineError):
     """Raw or prepared data cannot be read (bad UTF-8, bad JSON line, missing column)."""
 
 
+class StorageError(PipelineError):
+    """A file or object store cannot be reached or read: a bad URL, a missing bucket, no credentials."""
+
+
 class TokenizerError(PipelineError):
     """Bad input to a tokenizer: an invalid ID, undecodable bytes, a bad pattern."""
 

@@ -43,7 +43,7 @@ _PARQUET_BATCH = 1024
 class SourceFile:
     """One raw file and how to read it (``format`` resolved from the extension)."""
 
-    path: Path
+    path: Path | str  # a URL (str) for a remote file
     format: str
     separator: str
     field: str
@@ -56,7 +56,7 @@ class TextDecoder:
         self.on_error = on_error
         self.skipped = 0
 
-    def decode(self, data: bytes, *, path: Path, offset: int) -> str | None:
+    def decode(self, data: bytes, *, path: Path | str, offset: int) -> str | None:
         """Decode one document's bytes found at ``offset`` in ``path``; None if skipped."""
         try:
             return data.decode("utf-8")
@@ -66,7 +66,7 @@ class TextDecoder:
             if self.on_error == "skip":
                 self.skipped += 1
                 return None
-            where = " of the decompressed data" if path.suffix == ".gz" else ""
+            where = " of the decompressed data" if _gzipped(path) else ""
             raise DataError(f"{path}: invalid UTF-8 at byte offset {offset + exc.start}{where}; fix the file "
                             "or set prepare.on_decode_error to 'replace' or 'skip'") from None
 
@@ -74,7 +74,8 @@ class TextDecoder:
 def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".") -> list[SourceFile]:
     """Every file matched by the sources' globs, each glob's matches sorted; a glob matching nothing is an error.
 
-    Paths are ``root`` joined with the match, so a relative ``root`` gives relative paths.
+    Paths are ``root`` joined with the match, so a relative ``root`` gives relative paths; a glob
+    that is a URL (``s3://bucket/raw/**/*.jsonl.gz``) gives URLs.
     """
     if not sources:
         raise DataError("data.sources is empty; list at least one glob of raw files in the config")
@@ -83,7 +84,8 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     for source in sources:
         matches = storage.glob_files(source.glob, base)
         if not matches:
-            raise DataError(f"data.sources glob {source.glob!r} matches no files under {base.resolve()}")
+            where = "" if storage.is_url(source.glob) else f" under {base.resolve()}"
+            raise DataError(f"data.sources glob {source.glob!r} matches no files{where}")
         files.extend(_source_file(path, source) for path in matches)
     return files
 
@@ -118,7 +120,7 @@ def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[P
 
 
 def _file_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[SourceFile, int, int | None, int]]:
-    if file.format == "parquet" and file.path.suffix != ".gz":
+    if file.format == "parquet" and not _gzipped(file.path):
         return [(file, start, end, size) for start, end, size in _row_group_ranges(file, partition_bytes)]
     file_size = storage.size(file.path)
     if not _splits_by_line(file):
@@ -129,7 +131,7 @@ def _file_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[SourceFil
 
 
 def _splits_by_line(file: SourceFile) -> bool:
-    return file.path.suffix != ".gz" and (file.format == "jsonl" or (file.format == "txt" and file.separator == "line"))
+    return not _gzipped(file.path) and (file.format == "jsonl" or (file.format == "txt" and file.separator == "line"))
 
 
 def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int, int | None, int]]:
@@ -170,13 +172,18 @@ def read_documents(file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
     yield from read_partition(Partition(0, file), decoder)
 
 
-def _source_file(path: Path, source: SourceConfig) -> SourceFile:
+def _gzipped(path: Path | str) -> bool:
+    return storage.name_of(path).endswith(".gz")
+
+
+def _source_file(path: Path | str, source: SourceConfig) -> SourceFile:
     fmt = source.format if source.format != "auto" else _format_from_name(path)
     return SourceFile(path=path, format=fmt, separator=source.separator, field=source.field)
 
 
-def _format_from_name(path: Path) -> str:
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+def _format_from_name(path: Path | str) -> str:
+    name = storage.name_of(path)
+    name = name[:-3] if name.endswith(".gz") else name
     fmt = _FORMATS.get(os.path.splitext(name)[1].lower())
     if fmt is None:
         raise DataError(f"{path}: cannot tell the format from the extension (known: {', '.join(_FORMATS)}, "
@@ -267,7 +274,7 @@ def _read_jsonl(lines: Iterator[tuple[int, bytes]], file: SourceFile, decoder: T
             yield _json_field(text, file, offset)
 
 
-def _line_number(path: Path, offset: int) -> int:
+def _line_number(path: Path | str, offset: int) -> int:
     """The 1-based number of the line starting at byte ``offset`` (counted only to report an error)."""
     newlines, remaining = 0, offset
     with _open_binary(path) as stream:
@@ -354,10 +361,10 @@ def _check_column(schema: Any, file: SourceFile, pa: Any) -> None:
 
 
 @contextlib.contextmanager
-def _open_binary(path: Path) -> Iterator[BinaryIO]:
+def _open_binary(path: Path | str) -> Iterator[BinaryIO]:
     """A buffered binary stream of the file's (decompressed) bytes."""
     with io.BufferedReader(storage.open_input(path), buffer_size=_CHUNK) as buffered:
-        if path.suffix != ".gz":
+        if not _gzipped(path):
             yield buffered
             return
         with gzip.GzipFile(fileobj=buffered, mode="rb") as unzipped:

@@ -14,7 +14,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError
 from pipeline.executor import open_tasks
 from pipeline.runner import Stage
-from pipeline.shards import ShardSet, manifest_path
+from pipeline.shards import ShardSet, has_split
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
@@ -66,5 +66,5 @@ def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     """The tokenizer and every split's verified shard set (train required, val when present)."""
     tokenizer = Tokenizer.load(config.tokenizer.output)
     directory = config.encode.output_dir
-    splits = [split for split in documents.SPLITS if split == "train" or manifest_path(directory, split).exists()]
+    splits = [split for split in documents.SPLITS if split == "train" or has_split(directory, split)]
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]

@@ -13,7 +13,7 @@ from pipeline import hashing
 from pipeline.config import Config
 from pipeline.errors import PipelineError
 from pipeline.runner import Stage
-from pipeline.shards import ShardSet, manifest_path, read_manifest
+from pipeline.shards import ShardSet, has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
@@ -49,7 +49,7 @@ def run(config: Config, retrain: bool = False) -> None:
     tokenizer = Tokenizer.load(tokenizer_path(config))
     shard_dir = config.encode.output_dir
     train_set = ShardSet.open(shard_dir, "train", tokenizer=tokenizer)
-    val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if manifest_path(shard_dir, "val").exists() else None
+    val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if has_split(shard_dir, "val") else None
     summary = training.train_checkpoint_dir(
         config.train, tokenizer=tokenizer, train_set=train_set, val_set=val_set,
         progress=show_progress(), notify=functools.partial(say, "train"), retrain=retrain,
