@@ -58,9 +58,20 @@ class DocumentWriter:
 
     def _flush(self) -> None:
         if self._pending:
-            column = pa.array(self._pending, type=pa.large_string())
-            self._writer.write_batch(pa.record_batch([column], schema=SCHEMA))
+            self._writer.write_batch(pa.record_batch([text_column(self._pending)], schema=SCHEMA))
             self._pending = []
+
+
+def text_column(texts: list[str]) -> pa.LargeStringArray:
+    """``texts`` as an Arrow column, built from its UTF-8 bytes and offsets.
+
+    ``pa.array`` would give the same column but imports pandas, where it is
+    installed, on its first call: 0.2 s of CPU and ~40 MB in every worker process.
+    """
+    encoded = [text.encode("utf-8") for text in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    return pa.LargeStringArray.from_buffers(len(encoded), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded)))
 
 
 def write_documents(path: str | os.PathLike[str], texts: Iterable[str]) -> None:

@@ -204,6 +204,7 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
     prepared = storage.committed(prepared_dir)
     with storage.output_dir(output_dir) as staging:
         jobs: list[PartJob] = []
+        sizes: list[int] = []
         stamps = {}
         for split in splits:
             parts = documents.read_parts(prepared, split)
@@ -213,7 +214,8 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
             jobs += [PartJob(storage.join(prepared, part.file), staging, stamps[split], f"{split}-{part.index:05d}",
                              part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes)
                      for part in parts if part.documents]
-        results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs],
+            sizes += [part.bytes for part in parts if part.documents]
+        results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs], sizes=sizes,
                             desc="encode", progress=progress)
         if not storage.is_url(staging):  # uploads leave no temporaries
             atomic.remove_temporaries_in(staging)

@@ -21,12 +21,14 @@ own, and the driver sees only counts and checksums:
 Part names come from the partition index, so the output is byte-identical for
 any number of workers. Everything is built in a staging directory swapped in
 whole: an error (bad UTF-8, a bad JSON line, no document left for the train
-split) or an interrupt leaves the previous output untouched.
+split) or an interrupt leaves the previous output untouched. The intermediate
+files of ``.work`` are not fsynced: a crash discards the staging directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
@@ -64,20 +66,20 @@ class WrittenPart:
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
                    tasks: Tasks, progress: bool = False) -> PrepareStats:
     """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats."""
-    partitions = [Partition(p.index, _absolute(p.file), p.start, p.end)
-                  for p in plan_partitions(files, settings.partition_bytes)]
-    labels = [f"{p.index} ({p.describe()})" for p in partitions]
+    partitions = [dataclasses.replace(partition, file=_absolute(partition.file))
+                  for partition in plan_partitions(files, settings.partition_bytes)]
+    labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
     with storage.output_dir(out_dir) as staging:
         work = storage.join(staging, WORK_DIR)
         storage.make_dir(work)
-        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels,
+        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels, sizes=sizes,
                           desc="prepare: read and clean", progress=progress)
         buckets = range(settings.dedup_buckets)
         duplicates = tasks.map(functools.partial(find_duplicates, work, len(partitions)), buckets,
                                labels=[f"dedup bucket {b}" for b in buckets], desc="prepare: deduplicate",
                                progress=progress)
         written = tasks.map(functools.partial(write_partition, settings, work, staging), partitions, labels=labels,
-                            desc="prepare: write", progress=progress)
+                            sizes=sizes, desc="prepare: write", progress=progress)
         storage.remove(work)
         if not storage.is_url(staging):  # uploads leave no temporaries
             for split in SPLITS:
@@ -114,7 +116,7 @@ def scan_partition(settings: PrepareConfig, work: Path | str, partition: Partiti
     dropped: dict[str, int] = {}
     digests: list[bytes] = []
     candidates = storage.join(work, f"candidates-{partition.index:05d}.arrow")
-    with storage.output_file(candidates) as tmp, DocumentWriter(tmp) as writer:
+    with storage.output_file(candidates, durable=False) as tmp, DocumentWriter(tmp) as writer:
         for raw in read_partition(partition, decoder):
             read += 1
             characters += len(raw)
@@ -144,7 +146,8 @@ def find_duplicates(work: Path | str, partitions: int, bucket: int) -> int:
     _, first = np.unique(digests_all.view(np.dtype((np.void, 16))).ravel(), return_index=True)
     later = np.ones(len(digests_all), dtype=bool)
     later[first] = False  # np.unique's index is the first occurrence, and the rows are in corpus order
-    with storage.output_file(storage.join(work, f"duplicates-{bucket:05d}.npy")) as tmp, open(tmp, "wb") as handle:
+    duplicates = storage.join(work, f"duplicates-{bucket:05d}.npy")
+    with storage.output_file(duplicates, durable=False) as tmp, open(tmp, "wb") as handle:
         np.save(handle, where_all[later])
     return int(later.sum())
 
@@ -184,7 +187,7 @@ def _save_digests(path: Path | str, digests: list[bytes], buckets: int) -> None:
     bucket_of = array[:, 0] % np.uint64(buckets)
     order = np.argsort(bucket_of, kind="stable")
     bounds = np.searchsorted(bucket_of[order], np.arange(buckets + 1, dtype=np.uint64))
-    with storage.output_file(path) as tmp, open(tmp, "wb") as handle:
+    with storage.output_file(path, durable=False) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, digests=array[order], positions=order.astype(np.int64), bounds=bounds)
 
 

@@ -97,12 +97,14 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
 @dataclass(frozen=True)
 class Partition:
     """What one task reads: ``file``'s bytes ``[start, end)``, or its row groups ``[start, end)`` for
-    Parquet; ``end`` None means to the end of the file. ``index`` is its place in the corpus order."""
+    Parquet; ``end`` None means to the end of the file. ``index`` is its place in the corpus order;
+    ``size`` its bytes (Parquet: its row groups' total byte size), by which the largest start first."""
 
     index: int
     file: SourceFile
     start: int = 0
     end: int | None = None
+    size: int = 0
 
     def describe(self) -> str:
         """The partition as error messages and logs name it."""
@@ -118,36 +120,38 @@ def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[P
     Reads only file sizes and Parquet footers, so the driver never touches the text.
     """
     ranges = [bounds for file in files for bounds in _file_ranges(file, partition_bytes)]
-    return [Partition(index, file, start, end) for index, (file, start, end) in enumerate(ranges)]
+    return [Partition(index, file, start, end, size) for index, (file, start, end, size) in enumerate(ranges)]
 
 
-def _file_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[SourceFile, int, int | None]]:
+def _file_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[SourceFile, int, int | None, int]]:
     if file.format == "parquet" and not _gzipped(file.path):
-        return [(file, start, end) for start, end in _row_group_ranges(file, partition_bytes)]
+        return [(file, start, end, size) for start, end, size in _row_group_ranges(file, partition_bytes)]
+    file_size = storage.size(file.path)
     if not _splits_by_line(file):
-        return [(file, 0, None)]
-    starts = range(0, max(storage.size(file.path), 1), partition_bytes)
-    return [(file, start, None if start == starts[-1] else start + partition_bytes) for start in starts]
+        return [(file, 0, None, file_size)]
+    starts = range(0, max(file_size, 1), partition_bytes)
+    return [(file, start, None if start == starts[-1] else start + partition_bytes,
+             min(partition_bytes, file_size - start)) for start in starts]
 
 
 def _splits_by_line(file: SourceFile) -> bool:
     return not _gzipped(file.path) and (file.format == "jsonl" or (file.format == "txt" and file.separator == "line"))
 
 
-def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int, int | None]]:
-    """Runs of consecutive row groups of about ``partition_bytes`` compressed bytes."""
+def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int, int | None, int]]:
+    """Runs of consecutive row groups of about ``partition_bytes`` bytes each, with their bytes."""
     with _open_binary(file.path) as stream:
         groups = _parquet_file(file, stream).metadata
     ranges, start, size = [], 0, 0
     for index in range(groups.num_row_groups):
         size += groups.row_group(index).total_byte_size
         if size >= partition_bytes:
-            ranges.append((start, index + 1))
+            ranges.append((start, index + 1, size))
             start, size = index + 1, 0
     if start < groups.num_row_groups or not ranges:
-        ranges.append((start, None))
+        ranges.append((start, None, size))
     else:
-        ranges[-1] = (ranges[-1][0], None)
+        ranges[-1] = (ranges[-1][0], None, ranges[-1][2])
     return ranges
 
 

@@ -248,11 +248,12 @@ def committed(location: str | os.PathLike[str]) -> Path | str:
 
 
 @contextlib.contextmanager
-def output_file(location: str | os.PathLike[str]) -> Iterator[Path]:
+def output_file(location: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
     """A local path to write; on success it becomes ``location``: renamed into place locally, uploaded in
-    one request remotely (an object appears whole or not at all)."""
+    one request remotely (an object appears whole or not at all). ``durable=False``: not fsynced locally
+    (see :func:`atomic.atomic_path`)."""
     if not is_url(location):
-        with atomic.atomic_path(local(location)) as tmp:
+        with atomic.atomic_path(local(location), durable=durable) as tmp:
             yield tmp
         return
     with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:

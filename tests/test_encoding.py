@@ -328,3 +328,8 @@ def test_the_cache_bound_is_read_from_the_encode_section(tmp_path, prepared, tok
     monkeypatch.setattr(encoding, "encode_corpus", lambda *args, **options: seen.update(options) or [])
     encode_stage.run(config)
     assert seen["cache_bytes"] == 3_000_000
+
+
+def test_the_largest_parts_are_encoded_first(tmp_path, prepared, tokenizer_path, start_order):
+    encode(prepared, tmp_path / "shards", tokenizer_path, start_order)
+    assert [label.split()[0] for label in start_order.labels] == ["train-00002", "train-00000", "val-00000"]
