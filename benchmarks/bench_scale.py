@@ -1,5 +1,5 @@
 """Scaling benchmark: prepare and encode throughput with 1 and 2 local processes and a 2-worker Dask
-cluster, and the driver's peak RSS as the corpus grows.
+cluster, datatrove's prepare beside lmprep's, and the driver's peak RSS as the corpus grows.
 
 The corpus of ``build_corpus.py`` is cut into ``--files`` JSON Lines files (``--scale`` × repeats it for
 the memory figure, which then holds mostly duplicates). Each configuration runs in a fresh interpreter:
@@ -7,8 +7,21 @@ prepare (read → clean → exact de-duplication → split → write) then encod
 trained once on the first 20 MB). The Dask cluster is a ``LocalCluster`` of processes on this machine,
 started before the clock starts. Peak RSS is the driver's own (``RUSAGE_SELF``), workers excluded.
 
+On a shared machine the wall clock says more about the other jobs than about lmprep, so each stage
+also reports CPU seconds (the driver's and every worker's) and its critical path: the driver's CPU
+plus, for each round of tasks, the busiest worker's CPU. That is the wall time on otherwise idle
+cores, and its ratio between 1 and 2 processes is the scaling that the orchestration allows.
+
+datatrove (``datatrove_prepare.py``: its ``LocalPipelineExecutor`` doing read → clean → exact
+de-duplication → write on the same files, with as many tasks as lmprep has partitions, the same
+number of hash buckets and the same number of workers) runs in its own environment, made once:
+
+    python -m venv benchmarks/.venv-datatrove
+    benchmarks/.venv-datatrove/bin/pip install datatrove==0.10.1 orjson==3.13.0 xxhash==3.8.2 \\
+        pyarrow==26.0.1 pyyaml==6.0.4 regex==2026.11.15 tokenizers==0.23.3
+
     python benchmarks/build_corpus.py
-    python benchmarks/bench_scale.py [--files 24] [--scale 4]
+    python benchmarks/bench_scale.py [--files 24] [--scale 4] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -19,8 +32,12 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -28,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline import documents  # noqa: E402
 from pipeline.config import ExecutorConfig, PrepareConfig, SourceConfig  # noqa: E402
 from pipeline.encoding import encode_corpus  # noqa: E402
-from pipeline.executor import open_tasks  # noqa: E402
+from pipeline.executor import Tasks, open_tasks  # noqa: E402
 from pipeline.prepare import prepare_corpus  # noqa: E402
 from pipeline.sources import expand_sources  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
@@ -39,6 +56,7 @@ WORK = DATA / "bench_scale"
 EOT = "<|endoftext|>"
 MODES = {"local-1": ExecutorConfig(kind="local", workers=1), "local-2": ExecutorConfig(kind="local", workers=2),
          "dask-2": ExecutorConfig(kind="dask", address="local", workers=2)}
+DATATROVE_PYTHON = ROOT / "benchmarks" / ".venv-datatrove" / "bin" / "python"
 
 
 def raw_files(files: int, scale: int) -> Path:
@@ -67,29 +85,107 @@ def tokenizer_file() -> Path:
     return path
 
 
+def workers_cpu() -> dict[int, float]:
+    """CPU seconds so far of each process below this one (the pool's or the cluster's workers)."""
+    seconds = {}
+    for process in psutil.Process().children(recursive=True):
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        seconds[process.pid] = times.user + times.system
+    return seconds
+
+
+class MeasuredTasks:
+    """Stands in for :class:`Tasks` and records each round's CPU seconds per worker."""
+
+    def __init__(self, tasks: Tasks):
+        self._tasks = tasks
+        self.rounds: list[list[float]] = []
+
+    def map(self, *args, **kwargs):
+        return self._measure(self._tasks.map, *args, **kwargs)
+
+    def map_reduce(self, *args, **kwargs):
+        return self._measure(self._tasks.map_reduce, *args, **kwargs)
+
+    def _measure(self, call: Callable, *args, **kwargs):
+        before = workers_cpu()
+        result = call(*args, **kwargs)
+        self.rounds.append([seconds - before.get(pid, 0.0) for pid, seconds in workers_cpu().items()])
+        return result
+
+
+def measure_stage(mode: str, run: Callable[[MeasuredTasks], object]) -> dict:
+    """Wall seconds, CPU seconds of the driver and the workers, and the critical path of one stage.
+
+    Each stage opens its own pool or cluster, as ``lmprep run`` does, outside the clock.
+    """
+    with open_tasks(MODES[mode]) as tasks:
+        measured = MeasuredTasks(tasks)
+        start, driver_start = time.perf_counter(), time.process_time()
+        run(measured)
+        wall, driver = time.perf_counter() - start, time.process_time() - driver_start
+    return {"wall_s": wall, "cpu_s": driver + sum(sum(r) for r in measured.rounds),
+            "critical_s": driver + sum(max(r, default=0.0) for r in measured.rounds)}
+
+
 def child(mode: str, files: int, scale: int) -> None:
     raw, tokenizer_path = raw_files(files, scale), tokenizer_file()
     sources = expand_sources([SourceConfig(glob="*.jsonl")], root=raw)
     raw_mb = sum(file.path.stat().st_size for file in sources) / 1e6
     out = WORK / f"out-{mode}-x{scale}"
-    with open_tasks(MODES[mode]) as tasks:
-        start = time.perf_counter()
-        prepare_corpus(sources, PrepareConfig(), out / "prepared", tasks=tasks)
-        prepare_s = time.perf_counter() - start
-        eos = Tokenizer.load(tokenizer_path).special_tokens[EOT]
-        start = time.perf_counter()
-        encode_corpus(out / "prepared", out / "shards", tokenizer_path=tokenizer_path, tasks=tasks,
-                      shard_tokens=1_000_000, eos_id=eos)
-        encode_s = time.perf_counter() - start
+    eos = Tokenizer.load(tokenizer_path).special_tokens[EOT]
+    prepare = measure_stage(mode, lambda tasks: prepare_corpus(sources, PrepareConfig(), out / "prepared", tasks=tasks))
+    encode = measure_stage(mode, lambda tasks: encode_corpus(out / "prepared", out / "shards", tasks=tasks,
+                                                             tokenizer_path=tokenizer_path, shard_tokens=1_000_000,
+                                                             eos_id=eos))
     prepared_mb = sum(part.bytes for split in documents.SPLITS
                       for part in documents.read_parts(out / "prepared", split)) / 1e6
-    print(json.dumps({"raw_mb": raw_mb, "prepare_s": prepare_s, "prepared_mb": prepared_mb, "encode_s": encode_s,
-                      "driver_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"raw_mb": raw_mb, "prepared_mb": prepared_mb, "prepare": prepare, "encode": encode,
+                      "documents": sum(part.documents for split in documents.SPLITS
+                                       for part in documents.read_parts(out / "prepared", split)),
+                      "driver_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "load": psutil.getloadavg()[0]}))
 
 
 def run(mode: str, files: int, scale: int) -> dict:
     command = [sys.executable, __file__, "--child", mode, "--files", str(files), "--scale", str(scale)]
     return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+
+
+def run_datatrove(workers: int, files: int) -> dict:
+    """datatrove's prepare in its own environment; CPU seconds sampled over its whole process tree."""
+    command = [str(DATATROVE_PYTHON), str(ROOT / "benchmarks" / "datatrove_prepare.py"), str(raw_files(files, 1)),
+               str(WORK / f"out-datatrove-{workers}"), "--tasks", str(files), "--workers", str(workers),
+               "--buckets", str(PrepareConfig().dedup_buckets)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    cpu = _sample_tree_cpu(process)
+    stdout, _ = process.communicate()
+    if process.returncode:
+        raise SystemExit(f"{' '.join(command)} failed with exit status {process.returncode}")
+    return {**json.loads(stdout.splitlines()[-1]), "cpu_s": cpu, "load": psutil.getloadavg()[0]}
+
+
+def _sample_tree_cpu(process: subprocess.Popen, interval: float = 0.05) -> float:
+    """CPU seconds of ``process`` and all its descendants, sampled until it exits (its workers are
+    not all its own children: datatrove's pool forks from a fork server)."""
+    last: dict[int, float] = {}
+    root = psutil.Process(process.pid)
+    while process.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        for member in tree:
+            try:
+                times = member.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            last[member.pid] = times.user + times.system
+        time.sleep(interval)
+    return sum(last.values())
 
 
 def same_outputs(a: Path, b: Path) -> bool:
@@ -98,23 +194,68 @@ def same_outputs(a: Path, b: Path) -> bool:
         (a / f).read_bytes() == (b / f).read_bytes() for f in files)
 
 
+def describe_stage(name: str, megabytes: float, stage: dict) -> str:
+    """Throughput, CPU seconds, the cores the machine gave (CPU / wall) and the critical path."""
+    return (f"{name} {megabytes / stage['wall_s']:.1f} MB/s ({stage['wall_s']:.1f} s; CPU {stage['cpu_s']:.1f} s = "
+            f"{stage['cpu_s'] / stage['wall_s']:.2f} cores; critical path {stage['critical_s']:.2f} s = "
+            f"{megabytes / stage['critical_s']:.1f} MB/s; load {stage['load']:.1f})")
+
+
+def fastest(runs: list[dict], stage: str) -> dict:
+    """The run of a configuration whose ``stage`` took the least wall time, with the load it ran under."""
+    best = min(runs, key=lambda figures: figures[stage]["wall_s"])
+    return {**best[stage], "load": best["load"]}
+
+
+def report_lmprep(runs: dict[str, list[dict]]) -> None:
+    for mode, figures in runs.items():
+        print(f"{mode}: {describe_stage('prepare', figures[0]['raw_mb'], fastest(figures, 'prepare'))}; "
+              f"{describe_stage('encode', figures[0]['prepared_mb'], fastest(figures, 'encode'))}; "
+              f"driver peak RSS {max(f['driver_rss_mb'] for f in figures):.0f} MB")
+    for stage in ("prepare", "encode"):
+        one, two = fastest(runs["local-1"], stage), fastest(runs["local-2"], stage)
+        print(f"{stage} 1 → 2 local processes: {one['wall_s'] / two['wall_s']:.2f}× wall, "
+              f"{one['critical_s'] / two['critical_s']:.2f}× critical path, CPU {one['cpu_s']:.1f} → "
+              f"{two['cpu_s']:.1f} s")
+
+
+def report_datatrove(runs: dict[str, list[dict]], datatrove: dict[int, list[dict]]) -> None:
+    raw_mb = runs["local-1"][0]["raw_mb"]
+    for workers, theirs_runs in datatrove.items():
+        theirs, ours = min(theirs_runs, key=lambda f: f["seconds"]), fastest(runs[f"local-{workers}"], "prepare")
+        print(f"prepare with {workers} worker(s): datatrove {raw_mb / theirs['seconds']:.1f} MB/s "
+              f"({theirs['seconds']:.1f} s, CPU {theirs['cpu_s']:.1f} s, load {theirs['load']:.1f}, "
+              f"{theirs['documents']:,} documents kept), "
+              f"lmprep {raw_mb / ours['wall_s']:.1f} MB/s ({ours['wall_s']:.1f} s, CPU {ours['cpu_s']:.1f} s, load "
+              f"{ours['load']:.1f}, {runs[f'local-{workers}'][0]['documents']:,} documents kept): lmprep "
+              f"{theirs['seconds'] / ours['wall_s']:.2f}× faster, {theirs['cpu_s'] / ours['cpu_s']:.2f}× less CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=24)
     parser.add_argument("--scale", type=int, default=4, help="second corpus size for the memory figure, ×")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each configuration, interleaved; the fastest of each stage is shown")
     parser.add_argument("--child", choices=sorted(MODES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.files, args.scale)
     raw_files(args.files, 1), raw_files(args.files, args.scale), tokenizer_file()
-    for mode in MODES:
-        figures = run(mode, args.files, 1)
-        print(f"{mode}: prepare {figures['raw_mb']:.0f} MB in {figures['prepare_s']:.1f} s "
-              f"({figures['raw_mb'] / figures['prepare_s']:.1f} MB/s), encode {figures['prepared_mb']:.0f} MB in "
-              f"{figures['encode_s']:.1f} s ({figures['prepared_mb'] / figures['encode_s']:.1f} MB/s), "
-              f"driver peak RSS {figures['driver_rss_mb']:.0f} MB", flush=True)
+    with_datatrove = DATATROVE_PYTHON.exists()
+    if not with_datatrove:
+        print(f"datatrove skipped: {DATATROVE_PYTHON} is missing (see this script's docstring)")
+    runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    datatrove: dict[int, list[dict]] = {workers: [] for workers in ((1, 2) if with_datatrove else ())}
+    for _ in range(args.repeats):
+        for mode in MODES:
+            runs[mode].append(run(mode, args.files, 1))
+        for workers in datatrove:
+            datatrove[workers].append(run_datatrove(workers, args.files))
+    report_lmprep(runs)
     print(f"outputs identical across modes: "
           f"{all(same_outputs(WORK / 'out-local-1-x1', WORK / f'out-{m}-x1') for m in MODES)}")
+    report_datatrove(runs, datatrove)
     figures = run("local-2", args.files, args.scale)
     print(f"local-2 at {figures['raw_mb']:.0f} MB: driver peak RSS {figures['driver_rss_mb']:.0f} MB")
     shutil.rmtree(WORK / f"out-local-2-x{args.scale}")

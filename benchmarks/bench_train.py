@@ -1,15 +1,16 @@
 """Training benchmark: lmprep's BPE trainer against rustbpe and HF tokenizers, side by side.
 
-Each trainer runs in a fresh subprocess on the same corpus (built by ``build_corpus.py``), the same
-GPT-4 split pattern, the same vocabulary size and the same number of threads/processes. The figures:
-wall time of training alone (reading the corpus file is excluded for everyone), CPU time of the
-process and its workers (steadier than wall time on a busy machine), peak RSS of the main
-process, and peak RSS of the largest worker process (lmprep counts chunks in worker processes; the
-Rust trainers use threads, so their figure is in the main process). lmprep's merges are checked to be
-identical to rustbpe's.
+Each trainer runs in a fresh subprocess on the same corpus, the same GPT-4 split pattern, the same
+vocabulary size and the same number of threads/processes; by default on both corpora of
+``build_corpus.py`` (``full`` and ``unique-lines``), one table each. The figures: wall time of training
+alone (reading the corpus file is excluded for everyone), CPU time of the process and its workers
+(steadier than wall time on a busy machine), peak RSS of the main process, and peak RSS of the largest
+worker process (lmprep counts chunks in forked worker processes, whose resident size includes the pages
+they share with the main one, the loaded corpus among them; the Rust trainers use threads, so their
+figure is in the main process). lmprep's merges are checked to be identical to rustbpe's.
 
     python benchmarks/build_corpus.py
-    python benchmarks/bench_train.py [--vocab-size 32768] [--threads 2] [--repeats 2]
+    python benchmarks/bench_train.py [--corpus full|unique-lines|PATH]... [--vocab-size 32768] [--threads 2] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.build_corpus import CORPORA  # noqa: E402
+
 DATA = ROOT / "benchmarks" / ".data"
-CORPUS = DATA / "corpus.jsonl"
 GPT4_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
@@ -72,15 +74,15 @@ def train_hf(texts: list[str], vocab_size: int, threads: int) -> list[bytes]:
     return []
 
 
-def run_one(name: str, vocab_size: int, threads: int) -> None:
+def run_one(name: str, corpus: Path, vocab_size: int, threads: int) -> None:
     """Child mode: train once, print one JSON line of figures, save the vocabulary for the parity check."""
-    texts = load_texts(CORPUS)
+    texts = load_texts(corpus)
     train = {"lmprep": train_lmprep, "rustbpe": train_rustbpe, "hf": train_hf}[name]
     start, start_cpu = time.perf_counter(), cpu_seconds()
     vocab = train(texts, vocab_size, threads)
     wall, cpu = time.perf_counter() - start, cpu_seconds() - start_cpu
     if vocab:
-        (DATA / f"vocab-{name}.json").write_text(json.dumps([token.hex() for token in vocab]))
+        vocab_file(corpus, name).write_text(json.dumps([token.hex() for token in vocab]))
     print(json.dumps({
         "wall": wall,
         "cpu": cpu,
@@ -95,9 +97,10 @@ def cpu_seconds() -> float:
     return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
-def measure(name: str, vocab_size: int, threads: int) -> dict:
+def measure(name: str, corpus: Path, vocab_size: int, threads: int) -> dict:
     env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
-    command = [sys.executable, __file__, "--one", name, "--vocab-size", str(vocab_size), "--threads", str(threads)]
+    command = [sys.executable, __file__, "--one", name, "--corpus", str(corpus), "--vocab-size", str(vocab_size),
+               "--threads", str(threads)]
     output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(output.strip().splitlines()[-1])
 
@@ -115,9 +118,13 @@ def report(figures: dict[str, list[dict]]) -> None:
         print(f"{name:<10} {walls:<22} {best / base:>9.2f}x {cpus:<18} {main_rss:>12.0f} {worker_rss:>14.0f}")
 
 
-def check_parity() -> None:
-    ours = json.loads((DATA / "vocab-lmprep.json").read_text())
-    theirs = json.loads((DATA / "vocab-rustbpe.json").read_text())
+def vocab_file(corpus: Path, trainer: str) -> Path:
+    return DATA / f"vocab-{corpus.stem}-{trainer}.json"
+
+
+def check_parity(corpus: Path) -> None:
+    ours = json.loads(vocab_file(corpus, "lmprep").read_text())
+    theirs = json.loads(vocab_file(corpus, "rustbpe").read_text())
     if ours == theirs:
         print(f"merges identical to rustbpe ({len(ours) - 256} merges)")
         return
@@ -127,25 +134,32 @@ def check_parity() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", action="append", help="full, unique-lines or the path of a JSON Lines file "
+                                                          "(one {\"text\": ...} per document); repeatable [default: both]")
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--trainers", default=",".join(TRAINERS))
+    parser.add_argument("--corpus", choices=list(CORPORA), default="full")
     parser.add_argument("--one", choices=TRAINERS, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    corpora = [Path(CORPORA.get(corpus, corpus)) for corpus in args.corpus or CORPORA]
     if args.one:
-        return run_one(args.one, args.vocab_size, args.threads)
-    if not CORPUS.exists():
-        raise SystemExit(f"{CORPUS} is missing; run benchmarks/build_corpus.py first")
+        return run_one(args.one, corpora[0], args.vocab_size, args.threads)
+    for corpus in corpora:
+        if not corpus.exists():
+            raise SystemExit(f"{corpus} is missing; run benchmarks/build_corpus.py first")
     names = args.trainers.split(",")
-    figures: dict[str, list[dict]] = {name: [] for name in names}
-    for _ in range(args.repeats):
-        for name in names:
-            figures[name].append(measure(name, args.vocab_size, args.threads))
-    print(f"corpus {CORPUS.stat().st_size / 1e6:.0f} MB, vocab {args.vocab_size}, {args.threads} threads/processes")
-    report(figures)
-    if "lmprep" in names and "rustbpe" in names:
-        check_parity()
+    for corpus in corpora:
+        figures: dict[str, list[dict]] = {name: [] for name in names}
+        for _ in range(args.repeats):
+            for name in names:
+                figures[name].append(measure(name, corpus, args.vocab_size, args.threads))
+        print(f"corpus {corpus.name} ({corpus.stat().st_size / 1e6:.0f} MB), vocab {args.vocab_size}, "
+              f"{args.threads} threads/processes")
+        report(figures)
+        if "lmprep" in names and "rustbpe" in names:
+            check_parity(corpus)
 
 
 if __name__ == "__main__":

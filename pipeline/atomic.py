@@ -35,9 +35,9 @@ def _name_output_in_write_errors(generator_function):
     pyarrow's do: the output is the name the user knows."""
 
     @functools.wraps(generator_function)
-    def named(path: str | os.PathLike[str]) -> Iterator[Path]:
+    def named(path: str | os.PathLike[str], **options: Any) -> Iterator[Path]:
         try:
-            yield from generator_function(path)
+            yield from generator_function(path, **options)
         except OSError as exc:
             if exc.errno not in _WRITE_ERRNOS:
                 raise
@@ -48,22 +48,28 @@ def _name_output_in_write_errors(generator_function):
 
 @contextlib.contextmanager
 @_name_output_in_write_errors
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it onto ``path``.
 
     The caller writes the temporary path however it likes (pyarrow, torch,
     plain ``open``). On any exception the temporary file is removed and the
-    previous ``path`` is untouched.
+    previous ``path`` is untouched. A ``path`` that names a directory (an existing
+    one, or ending in a separator) is refused before anything is written. ``durable=False`` skips the
+    fsync before the rename: for intermediate files in a staging directory that a crash discards
+    anyway (a few ms each locally, more on a network file system).
     """
     target = Path(path)
+    if os.fspath(path).endswith(("/", os.sep)) or target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    _apply_umask(tmp, 0o666)
     try:
         yield tmp
-        _fsync_file(tmp)
+        _apply_umask(tmp, 0o666)  # after the writer: some (safetensors) replace the file with a private one
+        if durable:
+            _fsync_file(tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from safetensors import SafetensorError, safe_open
 
 from pipeline import atomic
-from pipeline.errors import CheckpointError, TokenizerMismatchError
+from pipeline.errors import CheckpointError, TokenizerMismatchError, json_error_reason
 
 if TYPE_CHECKING:
     import torch
@@ -322,8 +322,7 @@ def _read_safetensors_header(file: Path) -> tuple[dict[str, Any], dict[str, tupl
     try:
         metadata = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else " ".join(str(exc).split())[:200]
-        raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {reason}") from None
+        raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {json_error_reason(exc)}") from None
     if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {file} is not in format {FORMAT!r}")
     return metadata, shapes
@@ -382,7 +381,7 @@ def _check_model_shapes(header: CheckpointHeader, config: ModelConfig) -> None:
 def _assemble(header: CheckpointHeader, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> Checkpoint:
     metadata = header.metadata
     optimizer_meta = metadata["optimizer"]
-    return Checkpoint(
+    checkpoint = Checkpoint(
         path=header.path,
         step=header.step,
         model=_build_model(header.path, config, tensors),
@@ -394,6 +393,28 @@ def _assemble(header: CheckpointHeader, config: ModelConfig, tensors: dict[str, 
         torch_rng_state=tensors.get(_TORCH_RNG),
         extra=dict(metadata.get("extra") or {}),
     )
+    _check_resume_state(checkpoint)
+    return checkpoint
+
+
+def _check_resume_state(checkpoint: Checkpoint) -> None:
+    """Raise one of ``_MALFORMED`` unless training can resume from the checkpoint: its optimizer
+    state loads into AdamW over its model with numeric hyperparameters, and its numpy state is a
+    PCG64 state (``numpy.random.default_rng``'s). Found here, a bad state sets the checkpoint aside
+    as unreadable instead of failing half-way into resuming."""
+    import numpy as np
+    import torch
+
+    state = checkpoint.optimizer_state
+    if state is not None:
+        torch.optim.AdamW(checkpoint.model.parameters()).load_state_dict(state)
+        for group in state["param_groups"]:
+            beta1, beta2 = group["betas"]
+            for value in (group["lr"], group["eps"], group["weight_decay"], beta1, beta2):
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    raise TypeError(f"optimizer hyperparameter {value!r} is not a number")
+    if checkpoint.numpy_rng_state is not None:
+        np.random.PCG64().state = checkpoint.numpy_rng_state
 
 
 def _build_model(file: Path, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> BigramLM:

@@ -32,6 +32,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from pipeline import storage
 from pipeline.errors import ConfigError
 
 BYTE_ALPHABET = 256
@@ -39,6 +40,10 @@ MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
 MAX_WORKERS = 256  # a fixed bound, so a config valid on one machine is valid on all; cores cap the processes
 MAX_DIM = 65_536
 MAX_POSITIONS = 2**20  # train.context and train.batch_size
+# BPE training holds each base token and merge as a character: one per Unicode scalar value except
+# U+10FFFF (pipeline/tokenizer/_train_pairs.py), so 1,114,112 code points less 2,048 surrogates less one.
+# Special tokens come on top.
+MAX_TRAINED_IDS = 1_112_063
 
 
 INTERNAL = "internal"  # field metadata: not a key of the file (Config.root)
@@ -105,6 +110,7 @@ class EncodeConfig:
     bos_token: str | None = None
     shard_tokens: int = _bounded(1_000_000, low=1)
     workers: int = _bounded(0, low=0, high=MAX_WORKERS)
+    chunk_cache_mb: int = _bounded(256, low=0)
     output_dir: str = _path("data/shards", "output")
 
 
@@ -176,32 +182,34 @@ class Config:
         return self.here(self.output_root)
 
     def out(self, value: str) -> str:
-        """An output key's value as a path relative to :attr:`project_root` (it is written so)."""
-        return os.path.normpath(value)
+        """An output key's value as a path relative to :attr:`project_root` (it is written so), or a URL."""
+        return value if storage.is_url(value) else _as_directory_if(value, os.path.normpath(value))
 
     def input(self, value: str) -> str:
         """An input path of the config (relative to its directory) as a path relative to :attr:`project_root`
         (an absolute one stays absolute)."""
-        if os.path.isabs(value):
+        if os.path.isabs(value) or storage.is_url(value):
             return value
         return os.path.relpath(os.path.join(self.root, value), os.path.join(self.root, self.output_root))
 
     def here(self, value: str | os.PathLike[str]) -> str:
         """A path relative to :attr:`root`, as one to open from the current directory: relative while it
         stays below the current directory, else absolute."""
-        if self.root == ".":
+        if self.root == "." or storage.is_url(value):
             return os.fspath(value)
         absolute = os.path.normpath(os.path.join(self.root, value))
         relative = os.path.relpath(absolute)
-        return absolute if relative == ".." or relative.startswith(".." + os.sep) else relative
+        return _as_directory_if(value, absolute if relative == ".." or relative.startswith(".." + os.sep) else relative)
 
     def output_path(self, value: str) -> str:
-        """An output key's value as a path to open from the current directory."""
-        return self.here(os.path.join(self.output_root, value))
+        """An output key's value as a path to open from the current directory (a URL as it is)."""
+        return value if storage.is_url(value) else self.here(os.path.join(self.output_root, value))
 
     def output_value(self, path: str | os.PathLike[str]) -> str:
         """The value of an output key naming ``path`` (a path from the current directory): relative to
         ``output_root``, as a command-line option's path is rewritten."""
+        if storage.is_url(path):
+            return os.fspath(path)
         return os.path.relpath(os.path.abspath(path), os.path.abspath(self.here(self.output_root)))
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,7 +341,7 @@ def _rebase_paths(raw: dict[str, Any], from_dir: str, to_dir: str) -> None:
     for key_path in _input_path_keys(raw):
         node, last = _parent_node(raw, key_path)
         value = node[last]
-        if isinstance(value, str) and not os.path.isabs(value):
+        if isinstance(value, str) and not os.path.isabs(value) and not storage.is_url(value):
             node[last] = os.path.relpath(os.path.join(from_dir, value), to_dir)
 
 
@@ -370,13 +378,18 @@ def _rebase_set_path(raw: dict[str, Any], key_path: str, config_dir: str) -> Non
     kind = _path_kind(_split_key(key_path))
     node, last = _parent_node(raw, key_path)
     value = node[last]
-    if kind is None or not isinstance(value, str) or os.path.isabs(value):
+    if kind is None or not isinstance(value, str) or os.path.isabs(value) or storage.is_url(value):
         return
     base = config_dir
     if kind == "output":
         output_root = raw.get("output_root", ".")
         base = os.path.join(config_dir, output_root if isinstance(output_root, str) else ".")
-    node[last] = os.path.relpath(os.path.abspath(value), os.path.abspath(base))
+    node[last] = _as_directory_if(value, os.path.relpath(os.path.abspath(value), os.path.abspath(base)))
+
+
+def _as_directory_if(written: str | os.PathLike[str], path: str) -> str:
+    """``path`` with a trailing separator when ``written`` had one (it says "a directory": keep saying it)."""
+    return path + os.sep if os.fspath(written).endswith(("/", os.sep)) and not path.endswith(os.sep) else path
 
 
 def _path_kind(parts: list[str]) -> str | None:
@@ -687,6 +700,11 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
     return reserved + tok.merges, tok.merges
 
 
+# paths that may not be fsspec URLs (yet): the tokenizer file, checkpoints, exports, stats, the runner's state
+LOCAL_ONLY_KEYS = ("tokenizer.path", "tokenizer.output", "train.output_dir", "export.output_dir",
+                   "stats.output_dir", "state_dir")
+
+
 def _check_consistency(config: Config, origin: Origins) -> None:
     """Rules that involve more than one key."""
     prepare, tok, encode = config.prepare, config.tokenizer, config.encode
@@ -694,6 +712,11 @@ def _check_consistency(config: Config, origin: Origins) -> None:
         if not source.separator:
             raise ConfigError(f"{origin(f'data.sources.{index}.separator')}: data.sources[{index}].separator must not be empty; use 'document', "
                               "'blank_line', 'line' or a literal string such as '<|endoftext|>'")
+    for key in LOCAL_ONLY_KEYS:
+        value = config.value(key)
+        if value is not None and storage.is_url(value):
+            raise ConfigError(f"{origin(key)}: {key} {value!r} must be a local path (URLs are supported for "
+                              "data.sources, prepare.output_dir and encode.output_dir)")
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
@@ -715,12 +738,30 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     if tok.vocab_size is not None and tok.vocab_size < floor:
         raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
                           f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
+    _check_trained_ids(tok, origin)
     if tok.path is None:
         for key in ("eos_token", "bos_token"):
             token = getattr(encode, key)
             if token is not None and token not in tok.special_tokens:
                 raise ConfigError(f"{origin(f'encode.{key}')}: encode.{key} {token!r} is not one of tokenizer.special_tokens "
                                   f"{list(tok.special_tokens)}; add it there or set encode.{key}: null")
+
+
+def _check_trained_ids(tok: TokenizerConfig, origin: Origins) -> None:
+    """BPE base tokens and merges fit in ``MAX_TRAINED_IDS`` (the byte kind's 256 bytes are known here;
+    the char kind's alphabet only after counting, when training checks again)."""
+    if tok.kind == "word":
+        return
+    limit = MAX_TRAINED_IDS + len(tok.special_tokens)
+    if tok.vocab_size is not None and tok.vocab_size > limit:
+        raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size must be at most {limit} ({MAX_TRAINED_IDS} base tokens "
+                          f"and merges, the most training can hold, and {len(tok.special_tokens)} special tokens), "
+                          f"got {tok.vocab_size}")
+    base = BYTE_ALPHABET if tok.kind == "byte" else 2  # the char kind: unknown and at least one character
+    if tok.merges is not None and tok.merges > MAX_TRAINED_IDS - base:
+        raise ConfigError(f"{origin('tokenizer.merges')}: tokenizer.merges must be at most {MAX_TRAINED_IDS - base} for a "
+                          f"{tok.kind}-level tokenizer ({MAX_TRAINED_IDS} base tokens and merges, the most "
+                          f"training can hold), got {tok.merges}")
 
 
 # -- schema helpers --------------------------------------------------------

@@ -27,6 +27,7 @@ from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
 from pipeline.executor import Tasks
 from pipeline.shards import Manifest, ShardStamp, ShardWriter, ids_dtype, join_manifests, shard_name, write_manifest
 from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer.encode import DEFAULT_CACHE_BYTES
 
 TASK_BYTES = 1 << 20
 
@@ -41,6 +42,7 @@ class EncodeTask:
     offsets: np.ndarray
     bos_id: int | None
     eos_id: int | None
+    cache_bytes: int = DEFAULT_CACHE_BYTES
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def share_tokenizer(path: str) -> Tokenizer:
 def encode_task(task: EncodeTask) -> EncodedBatch:
     """Worker: decode the task's documents, encode them and add the special IDs."""
     tokenizer = load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)
+    tokenizer.bound_cache(task.cache_bytes)
     count = len(task.offsets) - 1
     column = pa.LargeStringArray.from_buffers(count, pa.py_buffer(task.offsets), pa.py_buffer(task.data))
     ids, offsets = tokenizer.encode_batch_flat(column.to_pylist())
@@ -121,7 +124,8 @@ def encode_task(task: EncodeTask) -> EncodedBatch:
 
 
 def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_id: int | None,
-               eos_id: int | None, task_bytes: int = TASK_BYTES) -> Iterator[EncodeTask]:
+               eos_id: int | None, task_bytes: int = TASK_BYTES,
+               cache_bytes: int = DEFAULT_CACHE_BYTES) -> Iterator[EncodeTask]:
     """Cut a prepared file into tasks of about ``task_bytes`` of text (at least one document each)."""
     for column in _text_columns(source):
         offsets = documents.text_offsets(column)
@@ -129,7 +133,7 @@ def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_i
         for start, end in _task_bounds(offsets, task_bytes):
             chunk = data[int(offsets[start]) : int(offsets[end])].to_pybytes()
             yield EncodeTask(tokenizer_path, tokenizer.fingerprint, chunk, offsets[start : end + 1] - offsets[start],
-                             bos_id, eos_id)
+                             bos_id, eos_id, cache_bytes)
 
 
 def _text_columns(source: Path) -> Iterator[pa.LargeStringArray]:
@@ -156,8 +160,8 @@ def _task_bounds(offsets: np.ndarray, task_bytes: int) -> Iterator[tuple[int, in
 class PartJob:
     """What one encode task needs: small and picklable."""
 
-    source: Path
-    out_dir: Path
+    source: Path | str
+    out_dir: Path | str
     stamp: ShardStamp
     prefix: str
     sha256: str
@@ -166,49 +170,55 @@ class PartJob:
     bos_id: int | None
     eos_id: int | None
     task_bytes: int
+    cache_bytes: int
 
 
 def encode_part(job: PartJob) -> Manifest:
     """Task: encode one prepared part file into its own shards; return their (unsaved) manifest."""
-    if hashing.sha256_file(job.source) != job.sha256:
-        raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
-                        f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
-    tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
-    writer = ShardWriter(job.out_dir, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
-    for task in iter_tasks(job.source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
-                           task_bytes=job.task_bytes):
-        batch = encode_task(task)
-        writer.write(batch.ids, batch.offsets)
+    with storage.local_copy(job.source) as source:
+        if hashing.sha256_file(source) != job.sha256:
+            raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
+                            f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
+        tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
+        writer = ShardWriter(job.out_dir, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
+        for task in iter_tasks(source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
+                               task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
+            batch = encode_task(task)
+            writer.write(batch.ids, batch.offsets)
     return writer.finish()
 
 
 def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
                   tokenizer_path: str | os.PathLike[str], tasks: Tasks, shard_tokens: int,
                   bos_id: int | None = None, eos_id: int | None = None, splits: Iterable[str] = documents.SPLITS,
-                  task_bytes: int = TASK_BYTES, progress: bool = False) -> list[Manifest]:
+                  task_bytes: int = TASK_BYTES, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                  progress: bool = False) -> list[Manifest]:
     """Encode every split into a fresh shard directory swapped in atomically; return the manifests.
 
-    An exception or a kill mid-way leaves the previous ``output_dir`` intact.
+    An exception or a kill mid-way leaves the previous ``output_dir`` intact. ``cache_bytes`` bounds
+    each task's chunk cache (see :class:`~pipeline.tokenizer.encode.ChunkCache`).
     """
     path = str(storage.absolute(tokenizer_path))
     tokenizer = share_tokenizer(path)
     _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
-    prepared = storage.absolute(prepared_dir)
-    with atomic.atomic_dir(output_dir) as staging:
-        staging = storage.absolute(staging)
+    prepared = storage.committed(prepared_dir)
+    with storage.output_dir(output_dir) as staging:
         jobs: list[PartJob] = []
+        sizes: list[int] = []
         stamps = {}
         for split in splits:
             parts = documents.read_parts(prepared, split)
             stamps[split] = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
                                        vocab_size=tokenizer.vocab_size, special_ids={"bos": bos_id, "eos": eos_id},
                                        prepared_fingerprint=documents.split_fingerprint(parts))
-            jobs += [PartJob(prepared / part.file, staging, stamps[split], f"{split}-{part.index:05d}", part.sha256,
-                             path, shard_tokens, bos_id, eos_id, task_bytes)
+            jobs += [PartJob(storage.join(prepared, part.file), staging, stamps[split], f"{split}-{part.index:05d}",
+                             part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes)
                      for part in parts if part.documents]
-        results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs],
+            sizes += [part.bytes for part in parts if part.documents]
+        results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs], sizes=sizes,
                             desc="encode", progress=progress)
-        atomic.remove_temporaries_in(staging)
+        if not storage.is_url(staging):  # uploads leave no temporaries
+            atomic.remove_temporaries_in(staging)
         manifests = []
         for split, stamp in stamps.items():
             parts = [result for job, result in zip(jobs, results) if job.stamp.split == split]
@@ -218,12 +228,12 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
     return manifests
 
 
-def _number_shards(directory: Path, manifest: Manifest) -> Manifest:
+def _number_shards(directory: Path | str, manifest: Manifest) -> Manifest:
     """Rename the tasks' part-named shards to the set's names, ``{split}-00000.arrow``, … in part order."""
     entries = []
     for index, entry in enumerate(manifest.shards):
         name = shard_name(manifest.stamp.split, index)
-        os.replace(directory / entry.file, directory / name)
+        storage.rename(storage.join(directory, entry.file), storage.join(directory, name))
         entries.append(dataclasses.replace(entry, file=name))
     return dataclasses.replace(manifest, shards=tuple(entries))
 

@@ -4,6 +4,9 @@ Every message names the file, key, value or ID at fault and, where there is one,
 the fix. The CLI prints ``str(error)`` on one line and exits with status 2.
 """
 
+import json
+import sys
+
 
 class PipelineError(Exception):
     """Root of every error a user can cause and fix."""
@@ -15,6 +18,10 @@ class ConfigError(PipelineError):
 
 class DataError(PipelineError):
     """Raw or prepared data cannot be read (bad UTF-8, bad JSON line, missing column)."""
+
+
+class StorageError(PipelineError):
+    """A file or object store cannot be reached or read: a bad URL, a missing bucket, no credentials."""
 
 
 class TokenizerError(PipelineError):
@@ -52,3 +59,16 @@ class RunnerError(PipelineError):
 
 class TrainingError(PipelineError):
     """Training cannot start or go on: the model would not fit in memory, or the loss diverged."""
+
+
+def json_error_reason(exc: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` refused a document, in a user's words: a syntax error and where, an integer
+    over Python's digit limit, or nesting too deep (the last two's own texts are about the interpreter)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        where = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno} column {exc.colno}"
+        return f"{exc.msg} at {where}"
+    if "int_max_str_digits" in str(exc):
+        return f"an integer of more than {sys.get_int_max_str_digits():,} digits"
+    return " ".join(str(exc).split())[:200]

@@ -8,7 +8,9 @@ item order, so outputs do not depend on the number or speed of workers.
 
 Both backends offer the same two operations:
 
-- :meth:`Tasks.map`: every item's result, in order; the progress bar counts finished partitions;
+- :meth:`Tasks.map`: every item's result, in order; the progress bar counts finished partitions.
+  Given the items' sizes it starts the largest first, so that a large partition does not start last
+  and leave the other workers idle while it runs (the results stay in item order);
 - :meth:`Tasks.map_reduce`: the results folded pairwise as a tree (on a cluster the partial results
   move between workers, and only the final one reaches the driver).
 
@@ -43,9 +45,11 @@ class Tasks:
         self._executor = executor
 
     def map(self, function: Callable[[_T], _R], items: Sequence[_T], *, labels: Sequence[str],
-            desc: str = "", progress: bool = False) -> list[_R]:
-        """``function`` applied to every item, results in item order."""
-        futures = [self._executor.submit(run_task, function, label, item) for label, item in zip(labels, items)]
+            sizes: Sequence[int] | None = None, desc: str = "", progress: bool = False) -> list[_R]:
+        """``function`` applied to every item, results in item order; the largest ``sizes`` are started first."""
+        futures: list[Future] = [None] * len(items)  # type: ignore[list-item]
+        for index in largest_first(sizes) if sizes is not None else range(len(items)):
+            futures[index] = self._executor.submit(run_task, function, labels[index], items[index])
         _wait(futures, labels, desc=desc, progress=progress)
         return [future.result() for future in futures]
 
@@ -86,6 +90,15 @@ class DaskTasks(Tasks):
         root = fold.result()
         _wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
         return root.result()
+
+
+def largest_first(sizes: Sequence[int]) -> list[int]:
+    """Item indices by decreasing size, ties in item order: the longest-processing-time-first order.
+
+    >>> largest_first([3, 9, 1, 9])
+    [1, 3, 0, 2]
+    """
+    return sorted(range(len(sizes)), key=lambda index: -sizes[index])
 
 
 def run_task(function: Callable[[_T], _R], label: str, item: _T) -> _R:

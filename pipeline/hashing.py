@@ -1,5 +1,8 @@
 """Content hashes: the one place the project hashes files, trees and values.
 
+Remote files (fsspec URLs) are not read: their hash stands for the store's own
+size and content identity (see :func:`remote_hash`).
+
 File hashes are cached by ``(size, mtime_ns, ctime_ns, inode)`` so that a no-op
 run over gigabytes of data costs one ``stat`` per file, as DVC and git do. The
 change time is what catches an edit that keeps the size and puts the old mtime
@@ -14,7 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pipeline import atomic
+from pipeline import atomic, storage
+from pipeline.errors import StorageError
 
 _CHUNK = 1 << 20
 
@@ -34,6 +38,15 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         while block := handle.read(_CHUNK):
             digest.update(block)
     return digest.hexdigest()
+
+
+def remote_hash(location: str) -> str:
+    """A remote file's or output's identity without reading a file: the hash of the store's sizes and content
+    identities (:func:`pipeline.storage.tree_stamp`), which the store changes whenever it stores other bytes."""
+    found = storage.tree_stamp(location)
+    if found is None:
+        raise StorageError(f"{location}: not found")
+    return "stamp:" + canonical_hash(found)
 
 
 class HashCache:
@@ -61,6 +74,8 @@ class HashCache:
 
         Hidden entries (names starting with a dot, such as staging dirs) are skipped.
         """
+        if storage.is_url(path):
+            return remote_hash(path)
         root = Path(path)
         if root.is_file():
             return self.file_hash(root)

@@ -21,16 +21,17 @@ own, and the driver sees only counts and checksums:
 Part names come from the partition index, so the output is byte-identical for
 any number of workers. Everything is built in a staging directory swapped in
 whole: an error (bad UTF-8, a bad JSON line, no document left for the train
-split) or an interrupt leaves the previous output untouched.
+split) or an interrupt leaves the previous output untouched. The intermediate
+files of ``.work`` are not fsynced: a crash discards the staging directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,28 +66,28 @@ class WrittenPart:
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
                    tasks: Tasks, progress: bool = False) -> PrepareStats:
     """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats."""
-    partitions = [Partition(p.index, _absolute(p.file), p.start, p.end)
-                  for p in plan_partitions(files, settings.partition_bytes)]
-    labels = [f"{p.index} ({p.describe()})" for p in partitions]
-    with atomic.atomic_dir(out_dir) as staging:
-        staging = storage.absolute(staging)
-        work = staging / WORK_DIR
-        work.mkdir()
-        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels,
+    partitions = [dataclasses.replace(partition, file=_absolute(partition.file))
+                  for partition in plan_partitions(files, settings.partition_bytes)]
+    labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
+    with storage.output_dir(out_dir) as staging:
+        work = storage.join(staging, WORK_DIR)
+        storage.make_dir(work)
+        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels, sizes=sizes,
                           desc="prepare: read and clean", progress=progress)
         buckets = range(settings.dedup_buckets)
         duplicates = tasks.map(functools.partial(find_duplicates, work, len(partitions)), buckets,
                                labels=[f"dedup bucket {b}" for b in buckets], desc="prepare: deduplicate",
                                progress=progress)
         written = tasks.map(functools.partial(write_partition, settings, work, staging), partitions, labels=labels,
-                            desc="prepare: write", progress=progress)
-        shutil.rmtree(work)
-        for split in SPLITS:
-            atomic.remove_temporaries_in(documents.split_dir(staging, split))
+                            sizes=sizes, desc="prepare: write", progress=progress)
+        storage.remove(work)
+        if not storage.is_url(staging):  # uploads leave no temporaries
+            for split in SPLITS:
+                atomic.remove_temporaries_in(documents.split_dir(staging, split))
         documents.write_parts(staging, {split: [parts[split].part for parts in written] for split in SPLITS})
         stats = _stats(len(files), scans, sum(duplicates), written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)
-        atomic.write_json(staging / STATS_FILE, stats.to_dict())
+        storage.write_bytes(storage.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
     return stats
 
 
@@ -108,13 +109,14 @@ def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
     return names + (f" and {len(files) - shown} more files" if len(files) > shown else "")
 
 
-def scan_partition(settings: PrepareConfig, work: Path, partition: Partition) -> ScanResult:
+def scan_partition(settings: PrepareConfig, work: Path | str, partition: Partition) -> ScanResult:
     """Task: read, clean and filter one partition; write its candidates and their digests by bucket."""
     decoder = TextDecoder(settings.on_decode_error)
     read = characters = 0
     dropped: dict[str, int] = {}
     digests: list[bytes] = []
-    with atomic.atomic_path(work / f"candidates-{partition.index:05d}.arrow") as tmp, DocumentWriter(tmp) as writer:
+    candidates = storage.join(work, f"candidates-{partition.index:05d}.arrow")
+    with storage.output_file(candidates, durable=False) as tmp, DocumentWriter(tmp) as writer:
         for raw in read_partition(partition, decoder):
             read += 1
             characters += len(raw)
@@ -127,15 +129,15 @@ def scan_partition(settings: PrepareConfig, work: Path, partition: Partition) ->
                 dropped[reason] = dropped.get(reason, 0) + 1
     if decoder.skipped:
         dropped["decode_error"] = decoder.skipped
-    _save_digests(work / f"digests-{partition.index:05d}.npz", digests, settings.dedup_buckets)
+    _save_digests(storage.join(work, f"digests-{partition.index:05d}.npz"), digests, settings.dedup_buckets)
     return ScanResult(read + decoder.skipped, characters, dropped)
 
 
-def find_duplicates(work: Path, partitions: int, bucket: int) -> int:
+def find_duplicates(work: Path | str, partitions: int, bucket: int) -> int:
     """Task: mark every copy after the first among one bucket's digests; return how many were marked."""
     digests, where = [], []
     for index in range(partitions):
-        with np.load(work / f"digests-{index:05d}.npz") as saved:
+        with storage.local_copy(storage.join(work, f"digests-{index:05d}.npz")) as path, np.load(path) as saved:
             start, end = saved["bounds"][bucket : bucket + 2]
             digests.append(saved["digests"][start:end])
             where.append(np.stack([np.full(end - start, index, dtype=np.int64), saved["positions"][start:end]], 1))
@@ -144,54 +146,59 @@ def find_duplicates(work: Path, partitions: int, bucket: int) -> int:
     _, first = np.unique(digests_all.view(np.dtype((np.void, 16))).ravel(), return_index=True)
     later = np.ones(len(digests_all), dtype=bool)
     later[first] = False  # np.unique's index is the first occurrence, and the rows are in corpus order
-    with atomic.atomic_path(work / f"duplicates-{bucket:05d}.npy") as tmp, open(tmp, "wb") as handle:
+    duplicates = storage.join(work, f"duplicates-{bucket:05d}.npy")
+    with storage.output_file(duplicates, durable=False) as tmp, open(tmp, "wb") as handle:
         np.save(handle, where_all[later])
     return int(later.sum())
 
 
-def write_partition(settings: PrepareConfig, work: Path, staging: Path, partition: Partition) -> dict[str, WrittenPart]:
+def write_partition(settings: PrepareConfig, work: Path | str, staging: Path | str,
+                    partition: Partition) -> dict[str, WrittenPart]:
     """Task: write one partition's surviving documents to its train and val part files."""
     index = partition.index
     dropped = _duplicates_of(work, index, settings.dedup_buckets)
-    paths = {split: documents.part_path(staging, split, index) for split in SPLITS}
+    names = {split: documents.part_name(split, index) for split in SPLITS}
     counts = {split: [0, 0, 0] for split in SPLITS}  # documents, UTF-8 bytes, characters
-    with contextlib.ExitStack() as stack:
-        writers = {}
-        for split, path in paths.items():
-            path.parent.mkdir(exist_ok=True)
-            writers[split] = stack.enter_context(DocumentWriter(stack.enter_context(atomic.atomic_path(path))))
-        candidates = documents.iter_documents(work / f"candidates-{index:05d}.arrow")
-        for position, text in enumerate(candidates):
-            if position in dropped:
-                continue
-            split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
-            writers[split].write(text)
-            counts[split][0] += 1
-            counts[split][1] += len(text.encode("utf-8", "surrogatepass"))
-            counts[split][2] += len(text)
-    return {split: WrittenPart(PreparedPart(index=index, file=path.relative_to(staging).as_posix(),
-                                            documents=counts[split][0], bytes=counts[split][1],
-                                            sha256=hashing.sha256_file(path)), counts[split][2])
-            for split, path in paths.items()}
+    with contextlib.ExitStack() as outputs:
+        for split in SPLITS:
+            storage.make_dir(documents.split_dir(staging, split))
+        temporaries = {split: outputs.enter_context(storage.output_file(storage.join(staging, name)))
+                       for split, name in names.items()}
+        with contextlib.ExitStack() as writing:
+            writers = {split: writing.enter_context(DocumentWriter(tmp)) for split, tmp in temporaries.items()}
+            source = writing.enter_context(storage.local_copy(storage.join(work, f"candidates-{index:05d}.arrow")))
+            for position, text in enumerate(documents.iter_documents(source)):
+                if position in dropped:
+                    continue
+                split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
+                writers[split].write(text)
+                counts[split][0] += 1
+                counts[split][1] += len(text.encode("utf-8", "surrogatepass"))
+                counts[split][2] += len(text)
+        sha256 = {split: hashing.sha256_file(tmp) for split, tmp in temporaries.items()}
+    return {split: WrittenPart(PreparedPart(index=index, file=name, documents=counts[split][0],
+                                            bytes=counts[split][1], sha256=sha256[split]), counts[split][2])
+            for split, name in names.items()}
 
 
-def _save_digests(path: Path, digests: list[bytes], buckets: int) -> None:
+def _save_digests(path: Path | str, digests: list[bytes], buckets: int) -> None:
     """The digests as (n, 2) uint64, stably grouped by bucket, their positions and the bucket bounds."""
     array = np.frombuffer(b"".join(digests), dtype=np.uint64).reshape(-1, 2)
     bucket_of = array[:, 0] % np.uint64(buckets)
     order = np.argsort(bucket_of, kind="stable")
     bounds = np.searchsorted(bucket_of[order], np.arange(buckets + 1, dtype=np.uint64))
-    with atomic.atomic_path(path) as tmp, open(tmp, "wb") as handle:
+    with storage.output_file(path, durable=False) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, digests=array[order], positions=order.astype(np.int64), bounds=bounds)
 
 
-def _duplicates_of(work: Path, index: int, buckets: int) -> set[int]:
+def _duplicates_of(work: Path | str, index: int, buckets: int) -> set[int]:
     """Positions of partition ``index``'s candidates that an earlier copy makes duplicates."""
     found: set[int] = set()
     for bucket in range(buckets):
-        marked = np.load(work / f"duplicates-{bucket:05d}.npy", mmap_mode="r")
-        lo, hi = np.searchsorted(marked[:, 0], [index, index + 1])
-        found.update(marked[lo:hi, 1].tolist())
+        with storage.local_copy(storage.join(work, f"duplicates-{bucket:05d}.npy")) as path:
+            marked = np.load(path, mmap_mode="r")
+            lo, hi = np.searchsorted(marked[:, 0], [index, index + 1])
+            found.update(marked[lo:hi, 1].tolist())
     return found
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline import atomic
+from pipeline import atomic, storage
 from pipeline.errors import RunnerError
 from pipeline.hashing import HashCache
 
@@ -162,9 +162,10 @@ class Pipeline:
             lock = self._read_lock()
             for stage in self.stages:
                 if stage.name in names:
-                    removed += [out for out in stage.outs if _remove(self.root / out)]
+                    removed += [out for out in stage.outs if _remove(self._where(out))]
                     for out in stage.outs:
-                        _remove_empty_parents(self.root / out, self.root)
+                        if not storage.is_url(out):
+                            _remove_empty_parents(self.root / out, self.root)
                     lock.pop(stage.name, None)
             atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
         return removed
@@ -181,7 +182,7 @@ class Pipeline:
             return False
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
         self._check_deps_exist(stage)
-        deps = {dep: cache.tree_hash(self.root / dep) for dep in stage.deps}
+        deps = {dep: cache.tree_hash(self._where(dep)) for dep in stage.deps}
         self._claim(stage)
         (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
         self._record(stage, deps, cache)
@@ -190,9 +191,9 @@ class Pipeline:
     def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> None:
         outs = {}
         for out in stage.outs:
-            if not (self.root / out).exists():
+            if not _exists(self._where(out)):
                 raise RunnerError(f"stage '{stage.name}' finished but did not write its output '{out}'")
-            outs[out] = cache.tree_hash(self.root / out)
+            outs[out] = cache.tree_hash(self._where(out))
         self._save_cache(cache)
         lock = self._read_lock()
         lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
@@ -207,16 +208,20 @@ class Pipeline:
                 + self._dep_changes(stage, entry.get("deps", {}), cache)
                 + self._out_changes(stage, entry.get("outs", {}), cache))
 
+    def _where(self, path: str) -> Path | str:
+        """A stage's path as the file system sees it: under the project root, or a URL as it is."""
+        return path if storage.is_url(path) else self.root / path
+
     def _params(self, stage: Stage) -> dict[str, Any]:
         return {key: self._param_value(key) for key in stage.params}
 
     def _dep_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
         changes = [f"dependency '{dep}' removed" for dep in recorded if dep not in stage.deps]
         for dep in stage.deps:
-            path = self.root / dep
+            path = self._where(dep)
             if dep not in recorded:
                 changes.append(f"dependency '{dep}' added")
-            elif not path.exists():
+            elif not _exists(path):
                 changes.append(f"dependency '{dep}' is missing")
             elif cache.tree_hash(path) != recorded[dep]:
                 changes.append(f"dependency '{dep}' changed")
@@ -225,8 +230,8 @@ class Pipeline:
     def _out_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
         changes = []
         for out in stage.outs:
-            path = self.root / out
-            if not path.exists():
+            path = self._where(out)
+            if not _exists(path):
                 changes.append(f"output '{out}' is missing")
             elif out not in recorded:
                 changes.append(f"output '{out}' is new")
@@ -236,7 +241,7 @@ class Pipeline:
 
     def _check_deps_exist(self, stage: Stage) -> None:
         for dep in stage.deps:
-            if not (self.root / dep).exists():
+            if not _exists(self._where(dep)):
                 raise RunnerError(f"stage '{stage.name}' needs '{dep}', which does not exist; "
                                   "restore it or run the stage that makes it")
 
@@ -264,6 +269,8 @@ class Pipeline:
         """
         for stage in stages:
             for out in stage.outs:
+                if storage.is_url(out):
+                    continue  # a remote output is never renamed: an attempt's files go when the next one commits
                 path = self.root / out
                 atomic.recover_dir(path)
                 atomic.remove_orphaned_temporaries(path)
@@ -275,7 +282,7 @@ class Pipeline:
         owners = self._owners()
         for stage in stages:
             for out in stage.outs:
-                if owners.get(os.path.normpath(out)) != stage.name and _holds_anything(self.root / out):
+                if owners.get(os.path.normpath(out)) != stage.name and _holds_anything(self._where(out)):
                     raise RunnerError(
                         f"{_describe(stage, out)} already exists and is not what stage '{stage.name}' wrote "
                         f"(according to {self.owners_path}); lmprep replaces an output as a whole, so point it "
@@ -405,6 +412,8 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
     project = os.path.abspath(root)
 
     def where(path: str | os.PathLike[str]) -> str:
+        if storage.is_url(path):
+            return os.fspath(path).rstrip("/")
         return os.path.normpath(os.path.join(project, path))
 
     # (what it is, the stage it belongs to, the path as written, its absolute path)
@@ -465,14 +474,24 @@ def _describe(stage: Stage, path: str) -> str:
     return f"{key} {path!r}" if key else repr(path)
 
 
-def _holds_anything(path: Path) -> bool:
+def _exists(path: Path | str) -> bool:
+    return storage.exists(path) if isinstance(path, str) else path.exists()
+
+
+def _holds_anything(path: Path | str) -> bool:
     """Whether ``path`` is a file, or a directory with any entry (a swap would remove them)."""
+    if isinstance(path, str):
+        return storage.holds_anything(path)
     if path.is_dir():
         return any(path.iterdir())
     return path.exists() or path.is_symlink()
 
 
-def _remove(path: Path) -> bool:
+def _remove(path: Path | str) -> bool:
+    if isinstance(path, str):
+        found = storage.holds_anything(path)
+        storage.remove(path)
+        return found
     if path.is_dir():
         shutil.rmtree(path)
     elif path.exists():

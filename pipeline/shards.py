@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline import atomic, hashing
-from pipeline.errors import ShardError, TokenizerMismatchError
+from pipeline import atomic, hashing, storage
+from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
 
 if TYPE_CHECKING:
     from pipeline.tokenizer import Tokenizer
@@ -57,8 +57,13 @@ def shard_name(prefix: str, index: int) -> str:
     return f"{prefix}-{index:05d}.arrow"
 
 
-def manifest_path(directory: str | os.PathLike[str], split: str) -> Path:
-    return Path(directory) / f"{split}.manifest.json"
+def manifest_path(directory: str | os.PathLike[str], split: str) -> Path | str:
+    return storage.join(directory, f"{split}.manifest.json")
+
+
+def has_split(directory: str | os.PathLike[str], split: str) -> bool:
+    """Whether the shard directory (for a URL, its committed output) holds a shard set for ``split``."""
+    return storage.exists(manifest_path(directory, split))
 
 
 @dataclass(frozen=True)
@@ -176,9 +181,10 @@ def _shard_entry(data: Any, expected_name: str) -> ShardEntry:
 
 
 def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
-    path = manifest_path(directory, split)
+    """The manifest of a shard directory (for a URL, of its committed output)."""
+    path = manifest_path(storage.committed(directory) if storage.is_url(directory) else directory, split)
     try:
-        return Manifest.from_dict(json.loads(path.read_bytes()))
+        return Manifest.from_dict(json.loads(storage.read_bytes(path)))
     except FileNotFoundError:
         raise ShardError(
             f"{path}: no shard set for split {split!r} (manifest missing); run 'lmprep run encode'"
@@ -186,19 +192,16 @@ def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
     except OSError as exc:
         raise ShardError(f"{path}: cannot read the shard manifest ({exc.strerror})") from None
     except (ValueError, RecursionError) as exc:
-        raise ShardError(f"{path}: malformed shard manifest ({_reason(exc)}); {REENCODE}") from None
+        raise ShardError(f"{path}: malformed shard manifest ({json_error_reason(exc)}); {REENCODE}") from None
 
-
-def _reason(exc: Exception) -> str:
-    """A short reason for a malformed JSON document (a RecursionError's own text is long and internal)."""
-    return "nested too deeply" if isinstance(exc, RecursionError) else f"{exc}"[:200]
 
 
 # --------------------------------------------------------------------------- writing
 
 
 def write_manifest(directory: str | os.PathLike[str], manifest: Manifest) -> None:
-    atomic.write_json(manifest_path(directory, manifest.stamp.split), manifest.to_dict())
+    storage.write_bytes(manifest_path(directory, manifest.stamp.split),
+                        (atomic.dumps_json(manifest.to_dict()) + "\n").encode("utf-8"))
 
 
 def join_manifests(stamp: ShardStamp, parts: Iterable[Manifest]) -> Manifest:
@@ -222,7 +225,7 @@ class ShardWriter:
                  prefix: str | None = None):
         if not 0 < shard_tokens <= _MAX_SHARD_TOKENS:
             raise ShardError(f"shard_tokens must be between 1 and {_MAX_SHARD_TOKENS}, got {shard_tokens}")
-        self.directory = Path(directory)
+        self.directory = directory
         self.stamp = stamp
         self._prefix = stamp.split if prefix is None else prefix
         self._shard_tokens = shard_tokens
@@ -285,7 +288,7 @@ class ShardWriter:
         values, offsets = _concatenate(self._pending, self.stamp.dtype)
         name = shard_name(self._prefix, len(self._entries))
         metadata = _shard_metadata(self.stamp, rows=len(offsets) - 1, tokens=len(values))
-        digest = _write_shard(self.directory / name, values, offsets, metadata)
+        digest = _write_shard(storage.join(self.directory, name), values, offsets, metadata)
         self._entries.append(ShardEntry(file=name, rows=len(offsets) - 1, tokens=len(values), sha256=digest))
         self._pending, self._pending_tokens = [], 0
 
@@ -315,11 +318,11 @@ def _arrow_view(array: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(array.dtype), len(array), [None, pa.py_buffer(array)])
 
 
-def _write_shard(path: Path, values: np.ndarray, offsets: np.ndarray, metadata: dict[str, str]) -> str:
+def _write_shard(path: Path | str, values: np.ndarray, offsets: np.ndarray, metadata: dict[str, str]) -> str:
     """Write one shard atomically and return its sha256."""
     schema = shard_schema(values.dtype, metadata)
     column = pa.ListArray.from_arrays(_arrow_view(offsets), _arrow_view(values), type=schema.field(COLUMN).type)
-    with atomic.atomic_path(path) as tmp:
+    with storage.output_file(path) as tmp:
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
             writer.write_batch(pa.record_batch([column], schema=schema))
         digest = hashing.sha256_file(tmp)
@@ -333,7 +336,7 @@ def _write_shard(path: Path, values: np.ndarray, offsets: np.ndarray, metadata: 
 class Shard:
     """One memory-mapped shard: ``tokens`` and ``offsets`` are views into the mapping."""
 
-    path: Path
+    path: Path | str
     tokens: np.ndarray
     offsets: np.ndarray
     metadata: Mapping[str, Any] = field(repr=False)
@@ -350,16 +353,16 @@ class Shard:
         return self.tokens[self.offsets[index] : self.offsets[index + 1]]
 
 
-def open_shard(path: str | os.PathLike[str]) -> Shard:
-    """Memory-map one shard file; ShardError if it is not a well-formed shard.
+def open_shard(path: str | os.PathLike[str], data: pa.Buffer | None = None) -> Shard:
+    """Memory-map one shard file (or read it from ``data``, its bytes); ShardError if it is not a well-formed shard.
 
     Arrow's full validation runs before any buffer is touched: a damaged
     length or offset would otherwise make a numpy view reach past the mapping,
     and reading it kills the process with a segfault.
     """
-    path = Path(path)
+    path = path if storage.is_url(path) else Path(path)
     try:
-        reader = pa.ipc.open_stream(pa.memory_map(str(path)))
+        reader = pa.ipc.open_stream(pa.memory_map(str(path)) if data is None else pa.BufferReader(data))
         batches = list(reader)
         for batch in batches:
             batch.validate(full=True)
@@ -393,7 +396,7 @@ def _parse_metadata(path: Path, schema: pa.Schema) -> dict[str, Any]:
     try:
         return {key[len(prefix) :].decode(): json.loads(value) for key, value in raw.items() if key.startswith(prefix)}
     except (ValueError, RecursionError) as exc:
-        raise ShardError(f"{path}: malformed shard metadata ({_reason(exc)}); {REENCODE}") from None
+        raise ShardError(f"{path}: malformed shard metadata ({json_error_reason(exc)}); {REENCODE}") from None
 
 
 class ShardSet:
@@ -420,16 +423,19 @@ class ShardSet:
         ``tokenizer``, its fingerprint and vocab size (TokenizerMismatchError).
         ``verify`` also checks every shard's sha256 and that no ID reaches the
         vocab size: one read of the files, ~0.1 s per 100 MB from the page cache.
+        Shards of a URL (its committed output) are read into memory, not mapped.
         """
-        directory = Path(directory)
         manifest = read_manifest(directory, split)
+        directory = storage.committed(directory) if storage.is_url(directory) else Path(directory)
         if tokenizer is not None:
             _check_tokenizer(manifest, tokenizer, manifest_path(directory, split))
         shards = []
         for entry in manifest.shards:
+            location = storage.join(directory, entry.file)
+            data = pa.py_buffer(storage.read_bytes(location)) if storage.is_url(location) else None
             if verify:
-                _verify_checksum(directory / entry.file, entry)
-            shard = open_shard(directory / entry.file)
+                _verify_checksum(location, entry, data)
+            shard = open_shard(location, data)
             _check_shard_metadata(shard, entry, manifest)
             if verify:
                 _verify_ids(shard, manifest.stamp.vocab_size)
@@ -540,10 +546,10 @@ def _check_shard_metadata(shard: Shard, entry: ShardEntry, manifest: Manifest) -
         )
 
 
-def _verify_checksum(path: Path, entry: ShardEntry) -> None:
+def _verify_checksum(path: Path | str, entry: ShardEntry, data: pa.Buffer | None) -> None:
     """Compare the file's sha256 with the manifest's, before the file is opened as a shard."""
     try:
-        digest = hashing.sha256_file(path)
+        digest = hashing.sha256_file(path) if data is None else hashing.sha256_bytes(memoryview(data))
     except OSError as exc:
         raise ShardError(f"{path}: cannot read shard ({exc.strerror}); {REENCODE}") from None
     if digest != entry.sha256:

@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 
 from pipeline import storage
 from pipeline.config import SourceConfig
-from pipeline.errors import DataError
+from pipeline.errors import DataError, json_error_reason
 
 STDIN = "-"
 """A source path that stands for standard input (on the command line)."""
@@ -46,7 +46,7 @@ _PARQUET_BATCH = 1024
 class SourceFile:
     """One raw file and how to read it (``format`` resolved from the extension)."""
 
-    path: Path
+    path: Path | str  # a URL (str) for a remote file
     format: str
     separator: str
     field: str
@@ -61,7 +61,7 @@ class TextDecoder:
         self.advice = advice
         self.skipped = 0
 
-    def decode(self, data: bytes, *, path: Path, offset: int) -> str | None:
+    def decode(self, data: bytes, *, path: Path | str, offset: int) -> str | None:
         """Decode one document's bytes found at ``offset`` in ``path``; None if skipped."""
         try:
             return data.decode("utf-8")
@@ -71,7 +71,7 @@ class TextDecoder:
             if self.on_error == "skip":
                 self.skipped += 1
                 return None
-            where = " of the decompressed data" if path.suffix == ".gz" else ""
+            where = " of the decompressed data" if _gzipped(path) else ""
             raise DataError(f"{path}: invalid UTF-8 at byte offset {offset + exc.start}{where}; fix the file "
                             f"or {self.advice}") from None
 
@@ -81,7 +81,8 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     """Every file matched by the sources' globs, each glob's matches sorted; a glob matching nothing is an
     error (naming it as ``label``).
 
-    Paths are ``root`` joined with the match, so a relative ``root`` gives relative paths.
+    Paths are ``root`` joined with the match, so a relative ``root`` gives relative paths; a glob
+    that is a URL (``s3://bucket/raw/**/*.jsonl.gz``) gives URLs.
     """
     if not sources:
         raise DataError("data.sources is empty; list at least one glob of raw files in the config")
@@ -90,7 +91,12 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     for source in sources:
         matches = storage.glob_files(source.glob, base)
         if not matches:
-            raise DataError(f"{label} {source.glob!r} matches no files under {base.resolve()}")
+            where = "" if storage.is_url(source.glob) else f" under {base.resolve()}"
+            raise DataError(f"{label} {source.glob!r} matches no files{where}")
+        for path in matches:
+            if isinstance(path, Path) and not path.exists():
+                raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                                "fetch the data it stands for, or remove the link")
         files.extend(_source_file(path, source) for path in matches)
     return files
 
@@ -112,12 +118,14 @@ def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
 @dataclass(frozen=True)
 class Partition:
     """What one task reads: ``file``'s bytes ``[start, end)``, or its row groups ``[start, end)`` for
-    Parquet; ``end`` None means to the end of the file. ``index`` is its place in the corpus order."""
+    Parquet; ``end`` None means to the end of the file. ``index`` is its place in the corpus order;
+    ``size`` its bytes (Parquet: its row groups' total byte size), by which the largest start first."""
 
     index: int
     file: SourceFile
     start: int = 0
     end: int | None = None
+    size: int = 0
 
     def describe(self) -> str:
         """The partition as error messages and logs name it."""
@@ -133,36 +141,38 @@ def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[P
     Reads only file sizes and Parquet footers, so the driver never touches the text.
     """
     ranges = [bounds for file in files for bounds in _file_ranges(file, partition_bytes)]
-    return [Partition(index, file, start, end) for index, (file, start, end) in enumerate(ranges)]
+    return [Partition(index, file, start, end, size) for index, (file, start, end, size) in enumerate(ranges)]
 
 
-def _file_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[SourceFile, int, int | None]]:
-    if file.format == "parquet" and file.path.suffix != ".gz":
-        return [(file, start, end) for start, end in _row_group_ranges(file, partition_bytes)]
+def _file_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[SourceFile, int, int | None, int]]:
+    if file.format == "parquet" and not _gzipped(file.path):
+        return [(file, start, end, size) for start, end, size in _row_group_ranges(file, partition_bytes)]
+    file_size = storage.size(file.path)
     if not _splits_by_line(file):
-        return [(file, 0, None)]
-    starts = range(0, max(storage.size(file.path), 1), partition_bytes)
-    return [(file, start, None if start == starts[-1] else start + partition_bytes) for start in starts]
+        return [(file, 0, None, file_size)]
+    starts = range(0, max(file_size, 1), partition_bytes)
+    return [(file, start, None if start == starts[-1] else start + partition_bytes,
+             min(partition_bytes, file_size - start)) for start in starts]
 
 
 def _splits_by_line(file: SourceFile) -> bool:
-    return file.path.suffix != ".gz" and (file.format == "jsonl" or (file.format == "txt" and file.separator == "line"))
+    return not _gzipped(file.path) and (file.format == "jsonl" or (file.format == "txt" and file.separator == "line"))
 
 
-def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int, int | None]]:
-    """Runs of consecutive row groups of about ``partition_bytes`` compressed bytes."""
+def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int, int | None, int]]:
+    """Runs of consecutive row groups of about ``partition_bytes`` bytes each, with their bytes."""
     with _open_binary(file.path) as stream:
         groups = _parquet_file(file, stream).metadata
     ranges, start, size = [], 0, 0
     for index in range(groups.num_row_groups):
         size += groups.row_group(index).total_byte_size
         if size >= partition_bytes:
-            ranges.append((start, index + 1))
+            ranges.append((start, index + 1, size))
             start, size = index + 1, 0
     if start < groups.num_row_groups or not ranges:
-        ranges.append((start, None))
+        ranges.append((start, None, size))
     else:
-        ranges[-1] = (ranges[-1][0], None)
+        ranges[-1] = (ranges[-1][0], None, ranges[-1][2])
     return ranges
 
 
@@ -187,12 +197,16 @@ def read_documents(file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
     yield from read_partition(Partition(0, file), decoder)
 
 
-def _source_file(path: Path, source: SourceConfig) -> SourceFile:
+def _gzipped(path: Path | str) -> bool:
+    return storage.name_of(path).endswith(".gz")
+
+
+def _source_file(path: Path | str, source: SourceConfig) -> SourceFile:
     fmt = source.format if source.format != "auto" else _format_from_name(path)
     return SourceFile(path=path, format=fmt, separator=source.separator, field=source.field)
 
 
-def _format_from_name(path: Path) -> str:
+def _format_from_name(path: Path | str) -> str:
     fmt = format_of(path)
     if fmt is None:
         raise DataError(f"{path}: cannot tell the format from the extension (known: {', '.join(_FORMATS)}, "
@@ -283,7 +297,7 @@ def _read_jsonl(lines: Iterator[tuple[int, bytes]], file: SourceFile, decoder: T
             yield _json_field(text, file, offset)
 
 
-def _line_number(path: Path, offset: int) -> int:
+def _line_number(path: Path | str, offset: int) -> int:
     """The 1-based number of the line starting at byte ``offset`` (counted only to report an error)."""
     newlines, remaining = 0, offset
     with _open_binary(path) as stream:
@@ -297,7 +311,7 @@ def _json_field(line: str, file: SourceFile, offset: int) -> str:
     try:
         record = json.loads(line)
     except (ValueError, RecursionError) as exc:
-        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: bad JSON line ({_json_reason(exc)}); "
+        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: bad JSON line ({json_error_reason(exc)}); "
                         "each line must be one JSON object") from None
     if not isinstance(record, dict):
         raise DataError(f"{file.path}:{_line_number(file.path, offset)}: expected a JSON object, got {type(record).__name__}")
@@ -310,14 +324,6 @@ def _json_field(line: str, file: SourceFile, offset: int) -> str:
                         f"got {type(value).__name__}")
     return value
 
-
-def _json_reason(exc: ValueError | RecursionError) -> str:
-    """Why ``json.loads`` refused a line: a syntax error, an integer over Python's digit limit, deep nesting."""
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at column {exc.colno}"
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    return " ".join(str(exc).split())[:120]
 
 
 # -- parquet --------------------------------------------------------------
@@ -369,9 +375,10 @@ def _check_column(schema: Any, file: SourceFile, pa: Any) -> None:
 # -- sampling (to guess how to read a file) -------------------------------
 
 
-def format_of(path: Path) -> str | None:
+def format_of(path: Path | str) -> str | None:
     """``txt``, ``jsonl`` or ``parquet`` from the file name (a ``.gz`` suffix aside), or None."""
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    name = storage.name_of(path)
+    name = name[:-3] if name.endswith(".gz") else name
     return _FORMATS.get(os.path.splitext(name)[1].lower())
 
 
@@ -398,13 +405,13 @@ def string_columns(path: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def _open_binary(path: Path) -> Iterator[BinaryIO]:
+def _open_binary(path: Path | str) -> Iterator[BinaryIO]:
     """A buffered binary stream of the file's (decompressed) bytes; ``-`` is standard input."""
     if str(path) == STDIN:
         yield sys.stdin.buffer
         return
     with io.BufferedReader(storage.open_input(path), buffer_size=_CHUNK) as buffered:
-        if path.suffix != ".gz":
+        if not _gzipped(path):
             yield buffered
             return
         with gzip.GzipFile(fileobj=buffered, mode="rb") as unzipped:

@@ -3,9 +3,9 @@
 Every error a user can cause is a :class:`pipeline.errors.PipelineError`, a
 click usage error (unknown option, bad value, missing argument) or an OSError
 about the user's files that the user must fix (a full disk, a quota, a
-read-only file system, a denied permission, too long a name); each is printed as
-one line on stderr with exit status 2 and no traceback. Anything else is a bug
-and keeps its traceback.
+read-only file system, a denied permission, too long a name, a directory where
+a file belongs); each is printed as one line on stderr with exit status 2 and no
+traceback. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from click.exceptions import NoArgsIsHelpError
 
 from pipeline.errors import PipelineError
 
-# OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name)
-USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG})
+# OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name, a directory)
+USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG, errno.EISDIR})
 ARGUMENTS = "lmprep.arguments"  # ctx.meta key: the root's command line, to name the command a parser error is about
 
 

@@ -14,7 +14,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError
 from pipeline.executor import open_tasks
 from pipeline.runner import Stage
-from pipeline.shards import ShardSet, manifest_path
+from pipeline.shards import ShardSet, has_split
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
@@ -45,7 +45,8 @@ def run(config: Config) -> None:
     with open_tasks(config.executor, workers=settings.workers) as tasks:
         manifests = encoding.encode_corpus(
             config.output_path(config.prepare.output_dir), output_dir, tokenizer_path=tokenizer_path, tasks=tasks,
-            shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id, progress=show_progress(),
+            shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
+            cache_bytes=settings.chunk_cache_mb * 10**6, progress=show_progress(),
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
@@ -68,5 +69,5 @@ def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     """The tokenizer and every split's verified shard set (train required, val when present)."""
     tokenizer = Tokenizer.load(config.output_path(config.tokenizer.output))
     directory = config.output_path(config.encode.output_dir)
-    splits = [split for split in documents.SPLITS if split == "train" or manifest_path(directory, split).exists()]
+    splits = [split for split in documents.SPLITS if split == "train" or has_split(directory, split)]
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]

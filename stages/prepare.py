@@ -15,6 +15,7 @@ from pathlib import PurePath
 
 import click
 
+from pipeline import storage
 from pipeline.config import Config
 from pipeline.executor import open_tasks
 from pipeline.prepare import prepare_corpus
@@ -35,7 +36,8 @@ def build(config: Config) -> Stage:
     output = config.out(config.prepare.output_dir)
     return Stage(
         name="prepare",
-        deps=tuple(os.path.relpath(file.path, config.project_root) for file in files),
+        deps=tuple(file.path if storage.is_url(file.path) else os.path.relpath(file.path, config.project_root)
+                   for file in files),
         outs=(output,),
         params=("data", "prepare"),
         run=functools.partial(run, config, files),
@@ -47,6 +49,10 @@ def build(config: Config) -> Stage:
 
 def glob_base(pattern: str) -> str:
     """The directory a glob reads under: its leading components without a wildcard."""
+    pattern = os.fspath(storage.local(pattern))
+    if storage.is_url(pattern):
+        parts = pattern.split("/")
+        return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
     parts = []
     for part in PurePath(pattern).parts:
         if re.search(r"[*?[]", part):

@@ -14,7 +14,7 @@ from pipeline import hashing
 from pipeline.config import Config
 from pipeline.errors import PipelineError
 from pipeline.runner import Stage
-from pipeline.shards import ShardSet, manifest_path, read_manifest
+from pipeline.shards import ShardSet, has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
@@ -57,7 +57,7 @@ def run(config: Config, retrain: bool = False) -> None:
     tokenizer = Tokenizer.load(tokenizer_file)
     shard_dir = config.output_path(config.encode.output_dir)
     train_set = ShardSet.open(shard_dir, "train", tokenizer=tokenizer)
-    val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if manifest_path(shard_dir, "val").exists() else None
+    val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if has_split(shard_dir, "val") else None
     summary = training.train_checkpoint_dir(
         settings_here(config), tokenizer=tokenizer, train_set=train_set, val_set=val_set,
         tokenizer_file=tokenizer_file, progress=show_progress(), notify=functools.partial(say, "train"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
@@ -102,3 +103,22 @@ def trained_tokenizers(byte_tokenizer, char_tokenizer):
         for kind, pattern in [("byte", "gpt2"), ("byte", "none"), ("byte", r"\w+"), ("char", "gpt4")]
     ]
     return [byte_tokenizer, char_tokenizer, *extra]
+
+
+class StartOrder(ThreadPoolExecutor):
+    """One thread, so partition tasks start in submission order; records each task's label as submitted."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.labels: list[str] = []
+
+    def submit(self, function, /, *args, **kwargs):
+        self.labels.append(args[1])  # run_task(function, label, item)
+        return super().submit(function, *args, **kwargs)
+
+
+@pytest.fixture
+def start_order():
+    """An executor for ``Tasks`` that records the order in which the tasks start."""
+    with StartOrder() as executor:
+        yield executor

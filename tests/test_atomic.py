@@ -77,3 +77,14 @@ def test_temporaries_are_named_after_their_target_and_writer(tmp_path):
         assert tmp.name.startswith(f".out.txt.tmp-{os.getpid()}-")
     with atomic.atomic_dir(tmp_path / "shards") as staging:
         assert staging.name.startswith(f".shards.tmp-{os.getpid()}-")
+
+
+def test_a_writer_that_replaces_the_temporary_still_gives_the_usual_permissions(tmp_path, umask_022):
+    """safetensors writes a private (0600) file of its own over the temporary."""
+    path = tmp_path / "checkpoint.safetensors"
+    with atomic.atomic_path(path) as tmp:
+        tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b"weights")
+        os.close(fd)
+    assert path.stat().st_mode & 0o777 == 0o644

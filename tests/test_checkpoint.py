@@ -33,7 +33,8 @@ def _save(tmp_path, tokenizer=TOKENIZER_A, *, optimizer=None, model=None):
         shard_fingerprint="f" * 64,
         train_config={"dim": 4, "lr": 0.01},
         optimizer=optimizer,
-        numpy_rng_state={"bit_generator": "PCG64", "state": {"state": 2**127 + 3, "inc": 5}},
+        numpy_rng_state={"bit_generator": "PCG64", "state": {"state": 2**127 + 3, "inc": 5}, "has_uint32": 0,
+                         "uinteger": 0},
     )
 
 

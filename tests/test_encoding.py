@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import gc
 import random
 import re
+import tracemalloc
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline import documents, encoding
 from pipeline.encoding import add_special_ids, encode_corpus
@@ -17,6 +21,8 @@ from pipeline.errors import TokenizerError
 from pipeline.executor import Tasks
 from pipeline.shards import ShardSet
 from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer.encode import NO_RANK, PAD, ChunkCache, PairRanks, merge_rows, merge_short
+from test_tokenizer_core import replay_merges
 
 WORDS = "the quick brown fox jumps over lazy dog données naïve café 東京 мир 🙂 tab\there new\nline".split(" ")
 
@@ -215,3 +221,115 @@ def test_share_tokenizer_reuses_an_unchanged_file_and_reloads_a_replaced_one(tmp
     Tokenizer.from_merges(kind="byte", pattern="", merges=[(98, 97)], special_tokens=["<s>"]).save(path)
     replaced = encoding.share_tokenizer(path)
     assert replaced.merges == [(98, 97)] and replaced.fingerprint != first.fingerprint
+
+
+# --- the encoder's chunk cache: new chunks merged together, memory bounded in bytes
+
+RANK_OF = {(97, 98): 0, (256, 256): 1, (97, 97): 2, (258, 97): 3, (99, 99): 4, (98, 97): 5, (257, 99): 6}
+RESULTS = [256, 257, 258, 259, 260, 261, 262]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([97, 98, 99, 256, 258]), max_size=16), min_size=64, max_size=90))
+def test_merging_rows_together_equals_merging_each_alone(rows):
+    """Enough rows for the matrix steps, which hand the last few rows, part-merged, to the one-by-one merge."""
+    matrix = np.full((len(rows), 16), PAD, dtype=np.int32)
+    for i, row in enumerate(rows):
+        matrix[i, :len(row)] = row
+    merged = merge_rows(matrix, PairRanks(RANK_OF, RESULTS))
+    assert [[i for i in row if i != PAD] for row in merged.tolist()] == [
+        merge_short(list(row), RANK_OF, RESULTS) for row in rows]
+
+
+def test_pair_ranks_finds_every_merge_and_nothing_else(byte_tokenizer):
+    """All pairs of 400 IDs against 144 merges: hash-slot hits, empty slots and slots taken by another key."""
+    rank_of = {pair: rank for rank, pair in enumerate(byte_tokenizer.merges)}
+    left, right = np.divmod(np.arange(byte_tokenizer.vocab_size ** 2), byte_tokenizer.vocab_size)
+    ranks = PairRanks(rank_of, byte_tokenizer.merge_results).lookup(left, right)
+    assert ranks.tolist() == [rank_of.get(pair, NO_RANK) for pair in zip(left.tolist(), right.tolist())]
+
+
+def many_new_chunks(count: int, seed: int) -> list[str]:
+    """Texts of thousands of distinct chunks of every length up to ~100 bytes, in several scripts."""
+    rng = random.Random(seed)
+    syllables = ["ab", "ba", "c", "de", "ée", "東京", "ки", "ab ", "x", "🙂", "42", "...", "\n"]
+    return ["".join(rng.choice(syllables) for _ in range(rng.randint(1, 40))) + " " for _ in range(count)]
+
+
+def fresh(tokenizer: Tokenizer, directory: Path) -> Tokenizer:
+    """The same tokenizer with an empty chunk cache."""
+    tokenizer.save(directory / "fresh.json")
+    return Tokenizer.load(directory / "fresh.json")
+
+
+def test_batches_of_many_new_chunks_encode_like_the_merge_replay(tmp_path, byte_tokenizer, char_tokenizer):
+    texts = many_new_chunks(400, seed=4)
+    for tokenizer in (fresh(byte_tokenizer, tmp_path), fresh(char_tokenizer, tmp_path)):
+        ids, offsets = tokenizer.encode_batch_flat(texts)
+        assert [ids[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == [
+            replay_merges(tokenizer, text) for text in texts]
+
+
+def test_the_chunk_cache_keeps_its_byte_bound():
+    """Batches of distinct 250-character chunks, under and over the bound: the cache starts over, never grows past it."""
+    bound = 60_000
+    cache = ChunkCache(lambda text: list(text.encode()), RANK_OF, RESULTS, unit="byte", max_bytes=bound)
+    rng = random.Random(5)
+    for batch in (30, 30, 30, 100, 30, 5, 100):
+        chunks = {"".join(rng.choice("abc") for _ in range(250)) for _ in range(batch)} | {"ab", "c" * 300}
+        table = cache.table(chunks)
+        assert {chunk: table[chunk] for chunk in chunks} == {
+            chunk: np.array(merge_short(list(chunk.encode()), RANK_OF, RESULTS), np.uint32).tobytes()
+            for chunk in chunks}
+        assert 0 < cache.nbytes <= bound and len(cache) <= bound // 250
+
+
+def test_memory_kept_by_the_encoder_is_bounded_in_bytes():
+    """A char tokenizer without pre-split caches whole short documents: 2,000 distinct ones of 250 characters
+    would keep ~1.5 MB; with a 200 kB bound the memory kept stays under it."""
+    tokenizer = Tokenizer.from_merges(kind="char", pattern="", alphabet=list("abc"),
+                                      merges=[(1, 2), (4, 3), (3, 3), (5, 1), (6, 6)])
+    tokenizer.bound_cache(200_000)
+    rng = random.Random(6)
+    texts = ["".join(rng.choice("abc") for _ in range(250)) for _ in range(2000)]
+    tracemalloc.start()
+    try:
+        tokenizer.encode_batch_flat(texts[:100])
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for start in range(100, len(texts), 100):
+            tokenizer.encode_batch_flat(texts[start:start + 100])
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 200_000
+
+
+def test_each_task_bounds_its_workers_cache(prepared, tokenizer_path):
+    source = prepared / documents.read_parts(prepared, "val")[0].file
+    task = next(encoding.iter_tasks(source, Tokenizer.load(tokenizer_path), str(tokenizer_path), bos_id=None,
+                                    eos_id=None, cache_bytes=12_345))
+    encoding.encode_task(task)
+    assert encoding.load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)._encoder._cache.max_bytes \
+        == 12_345
+
+
+def test_the_cache_bound_is_read_from_the_encode_section(tmp_path, prepared, tokenizer_path, monkeypatch):
+    from pipeline.config import parse_config
+    from pipeline.errors import ConfigError
+    from stages import encode as encode_stage
+
+    with pytest.raises(ConfigError, match="encode.chunk_cache_mb"):
+        parse_config({"encode": {"chunk_cache_mb": -1}})
+    config = stage_config(tmp_path, prepared, tokenizer={"path": str(tokenizer_path), "output": str(tokenizer_path)},
+                          encode={"chunk_cache_mb": 3})
+    seen = {}
+    monkeypatch.setattr(encoding, "encode_corpus", lambda *args, **options: seen.update(options) or [])
+    encode_stage.run(config)
+    assert seen["cache_bytes"] == 3_000_000
+
+
+def test_the_largest_parts_are_encoded_first(tmp_path, prepared, tokenizer_path, start_order):
+    encode(prepared, tmp_path / "shards", tokenizer_path, start_order)
+    assert [label.split()[0] for label in start_order.labels] == ["train-00002", "train-00000", "val-00000"]

@@ -190,3 +190,14 @@ def test_two_configs_run_at_once(project):
     assert (project / "checkpoints" / "char" / "checkpoint.safetensors").exists()
     assert (project / "checkpoints" / "default" / "checkpoint.safetensors").exists()
     assert sorted(os.listdir(project / "checkpoints")) == ["char", "default", SET_ASIDE.split("/")[1]]
+
+
+@pytest.mark.parametrize("value", ["emptydir", "newdir/"])
+def test_a_file_output_given_as_a_directory_is_one_line_naming_it(project, value):
+    (project / "emptydir").mkdir()
+    tokenizer_before = (project / "data" / "tokenizer" / "tokenizer.json").read_bytes()
+    result = lmprep("run", "tokenizer", "--set", f"tokenizer.output={value}")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: {value}: is a directory\n"
+    assert (project / "data" / "tokenizer" / "tokenizer.json").read_bytes() == tokenizer_before
+    assert not (project / "newdir").exists() and list((project / "emptydir").iterdir()) == []

@@ -304,6 +304,14 @@ def test_an_unparseable_manifest_is_one_error(tmp_path, content):
         ShardSet.open(tmp_path, "train")
 
 
+def test_a_huge_integer_is_described_without_interpreter_advice(tmp_path):
+    write_set(tmp_path, DOCS, shard_tokens=100)
+    (tmp_path / "train.manifest.json").write_text('{"rows": ' + "9" * 5000 + "}")
+    with pytest.raises(ShardError, match=r"manifest \(an integer of more than 4,300 digits\)") as raised:
+        ShardSet.open(tmp_path, "train")
+    assert "sys." not in str(raised.value)
+
+
 @pytest.mark.parametrize(
     "value", [b"[" * 100_000 + b"]" * 100_000, b"\xff\xfe not json", b"not json"], ids=["deep", "not-utf8", "text"],
 )

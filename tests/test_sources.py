@@ -75,7 +75,7 @@ def test_jsonl_reads_field_and_skips_blank_lines(tmp_path, name):
         ('{"txt": "x"}', "d.jsonl:2: no field 'text' (fields: txt); set field: in data.sources"),
         ('{"text": 3}', "d.jsonl:2: field 'text' must be a string, got int"),
         ('["text"]', "d.jsonl:2: expected a JSON object, got list"),
-        ('{"text": "x", "n": ' + "7" * 5000 + "}", "d.jsonl:2: bad JSON line (Exceeds the limit"),
+        ('{"text": "x", "n": ' + "7" * 5000 + "}", "d.jsonl:2: bad JSON line (an integer of more than 4,300 digits)"),
         ("[" * 100_000 + "]" * 100_000, "d.jsonl:2: bad JSON line (nested too deeply)"),
     ],
     ids=["syntax", "field", "type", "list", "huge-int", "deep"],
@@ -169,6 +169,14 @@ def test_glob_matching_nothing_is_named(tmp_path):
     with pytest.raises(DataError, match="data.sources is empty"):
         expand_sources([], root=tmp_path)
 
+
+
+def test_a_broken_symbolic_link_is_an_error_not_skipped(tmp_path):
+    """A link to data not fetched (as DVC or git-annex leave) must not silently drop a file."""
+    write(tmp_path / "raw" / "a.txt", "kept")
+    (tmp_path / "raw" / "b.txt").symlink_to(tmp_path / "store" / "b.txt")
+    with pytest.raises(DataError, match=r"raw/b.txt is a symbolic link to .*store/b.txt, which does not exist"):
+        expand_sources([SourceConfig("raw/*.txt")], root=tmp_path)
 
 def test_unknown_extension_needs_an_explicit_format(tmp_path):
     write(tmp_path / "notes.md", "# hi")

@@ -353,6 +353,43 @@ def test_unreadable_checkpoint_is_set_aside_not_deleted(tmp_path, shards):
     assert notes[0].startswith("the previous checkpoint is unreadable")
 
 
+
+def edit_resume_state(path, edit) -> None:
+    """Re-save a checkpoint with ``edit`` applied to its metadata's JSON document."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(path), framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        metadata = json.loads(handle.metadata()["lmprep"])
+    edit(metadata)
+    save_file(tensors, str(path), metadata={"lmprep": json.dumps(metadata)})
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: m.update(numpy_rng_state={"bit_generator": "PCG64", "state": 5}),
+        lambda m: m.update(numpy_rng_state={**m["numpy_rng_state"], "bit_generator": "MT19937"}),
+        lambda m: m["optimizer"].update(param_groups=5),
+        lambda m: m["optimizer"]["param_groups"][0].update(params=[0, 1, 2]),
+        lambda m: m["optimizer"]["param_groups"][0].pop("betas"),
+        lambda m: m["optimizer"]["param_groups"][0].update(betas="x"),
+        lambda m: m["optimizer"]["param_groups"][0].update(lr="x"),
+    ],
+    ids=["rng-state", "rng-kind", "groups", "params", "no-betas", "betas", "lr"],
+)
+def test_a_checkpoint_that_cannot_be_resumed_is_set_aside_as_unreadable(tmp_path, shards, edit):
+    """Malformed optimizer or RNG state is found when the checkpoint is read, not half-way into resuming."""
+    run(tmp_path, shards, settings=dataclasses.replace(SETTINGS, steps=3))
+    edit_resume_state(tmp_path / "ckpt" / "checkpoint.safetensors", edit)
+    with pytest.raises(CheckpointError, match="malformed"):
+        read_checkpoint(tmp_path / "ckpt")
+    notes = []
+    assert run(tmp_path, shards, notes=notes).step == 6
+    assert notes[0].startswith("the previous checkpoint is unreadable")
+    assert (tmp_path / "ckpt-unreadable" / "checkpoint.safetensors").exists()
+
 def test_a_diverging_loss_stops_at_once_and_keeps_the_old_checkpoint(tmp_path, shards):
     run(tmp_path, shards)
     before = snapshot(tmp_path / "ckpt")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import string
 import subprocess
 import sys
 import sysconfig
@@ -11,13 +13,17 @@ from pathlib import Path
 
 import pytest
 import regex
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import TokenizerError
+from pipeline.config import MAX_TRAINED_IDS, parse_config
+from pipeline.errors import ConfigError, TokenizerError
+from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer import _train_count, _train_pairs
 from pipeline.tokenizer.training import train_merges
 from conftest import replace_pair
+from stages.cli import cli
 
 GPT4_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
@@ -122,9 +128,10 @@ def test_matches_naive_reference(texts, kind, pattern, num_merges, min_frequency
     assert result.merges == merges
     assert result.alphabet == alphabet
     assert (result.stop_reason is None) == (len(merges) == num_merges)
-    with pytest.MonkeyPatch.context() as patch:  # every merge through the numpy path
-        patch.setattr(_train_pairs, "BULK_CHUNKS", 1)
-        assert train_merges(texts, workers=1, **options).merges == merges
+    for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
+            assert train_merges(texts, workers=1, **options).merges == merges
 
 
 # --- parity with rustbpe on real text ----------------------------------------------------------
@@ -152,9 +159,99 @@ def test_byte_merges_identical_to_rustbpe():
     expected = [token for token, _rank in sorted(oracle.get_mergeable_ranks(), key=lambda item: item[1])]
     assert result.stop_reason is None
     assert token_bytes(result.merges) == expected
-    with pytest.MonkeyPatch.context() as patch:  # every merge through the numpy path
-        patch.setattr(_train_pairs, "BULK_CHUNKS", 1)
-        assert train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256).merges == result.merges
+    for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
+            assert train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256).merges == result.merges
+
+
+# --- ids past the surrogate block (U+D800..U+DFFF) ---------------------------------------------
+
+
+def random_words_texts(words: int) -> list[str]:
+    """Distinct random 8-letter words, each text 100 of them, everything twice: every pair occurs
+    at least twice until the words are whole tokens, so training runs to ~2.9 merges per word."""
+    rng = random.Random(0)
+    vocabulary = ["".join(rng.choices(string.ascii_lowercase, k=8)) for _ in range(words)]
+    return [" ".join(vocabulary[i : i + 100]) for i in range(0, words, 100)] * 2
+
+
+@pytest.fixture(scope="module")
+def past_surrogates():
+    """Texts, rustbpe trained on them to 58,000 ids (the last 656 merges get ids past U+DFFF), and
+    lmprep's merges with every merge from id 53,248 on alternating between the two merge paths."""
+    rustbpe = pytest.importorskip("rustbpe")
+    texts = random_words_texts(20_000)
+    oracle = rustbpe.Tokenizer()
+    oracle.train_from_iterator(iter(texts), 58_000, pattern=GPT4_PATTERN)
+    expected = [token for token, _rank in sorted(oracle.get_mergeable_ranks(), key=lambda item: item[1])]
+    paths = Counter()
+
+    def both_paths(chunks, positions, code, new):
+        if new < 0xD000:
+            return merge(chunks, positions, code, new)
+        paths["many" if new % 2 else "few", new > 0xDFFF] += 1
+        return (chunks._merge_many if new % 2 else chunks._merge_few)(positions, code, new)
+
+    merge = _train_pairs.Chunks.merge
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_train_pairs.Chunks, "merge", both_paths)
+        result = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=len(expected) - 256, workers=1)
+    assert min(paths.values()) > 300 and len(paths) == 4  # both paths, in and past the block
+    return texts, oracle, expected, result
+
+
+def test_ids_past_the_surrogate_block_identical_to_rustbpe(past_surrogates):
+    _texts, _oracle, expected, result = past_surrogates
+    assert result.stop_reason is None
+    assert token_bytes(result.merges) == expected
+
+
+@pytest.mark.parametrize("bulk_positions", [0, 10**9], ids=["numpy", "loop"])
+def test_char_alphabet_across_the_surrogate_block_matches_reference(bulk_positions):
+    # 60,000 distinct characters: base ids run through 55,296..57,343 and past it.
+    letters = [chr(c) for c in range(0x4E00, 0x4E00 + 20_000)] + [chr(c) for c in range(0x20000, 0x20000 + 40_000)]
+    texts = ["".join(letters[i : i + 200]) for i in range(0, len(letters), 200)]
+    texts += [letters[-1] + letters[-2] + letters[0]] * 3 + [letters[56_000] + letters[57_500]] * 2
+    options = dict(kind="char", pattern="", num_merges=4)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
+        result = train_merges(texts, workers=1, **options)
+    assert (result.merges, result.alphabet) == reference_merges(texts, **options)
+    assert max(max(pair) for pair in result.merges) > 57_343
+
+
+def test_tokenizer_past_the_surrogate_block_encodes_like_rustbpe(past_surrogates):
+    texts, oracle, _expected, result = past_surrogates
+    tokenizer = Tokenizer.from_merges(kind="byte", pattern=GPT4_PATTERN, merges=result.merges)
+    text = " ".join(texts[-1].split()[::-1]) + " unseen words, \u00fcn\u00efcode"
+    ids = tokenizer.encode_ordinary(text)
+    assert max(ids) > 57_343
+    assert ids == oracle.encode(text)
+    assert tokenizer.decode(ids) == text
+
+
+def test_id_limit_is_the_documented_vocabulary_maximum():
+    assert _train_pairs.MAX_ID + 1 == MAX_TRAINED_IDS == 1_112_063
+    assert _train_pairs.symbol_of(_train_pairs.MAX_ID) == 0x10FFFE  # the last code point below the separator
+    with pytest.raises(TokenizerError, match="holds at most 1112063"):
+        train_merges(["abab"], kind="byte", pattern="", num_merges=MAX_TRAINED_IDS - 255, workers=1)
+
+
+def test_ids_above_the_maximum_are_refused_by_config_cli_and_trainer(tmp_path):
+    with pytest.raises(ConfigError, match=r"tokenizer.vocab_size must be at most 1112064 \(1112063 base tokens "
+                                          r"and merges, the most training can hold, and 1 special tokens\), got 1112065"):
+        parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 2}})
+    assert parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 1}}).tokenizer.vocab_size == MAX_TRAINED_IDS + 1
+    with pytest.raises(ConfigError, match=r"tokenizer.merges must be at most 1111807 for a byte-level tokenizer"):
+        parse_config({"tokenizer": {"vocab_size": None, "merges": MAX_TRAINED_IDS - 255}})
+    word = {"kind": "word", "vocab_size": MAX_TRAINED_IDS * 2}  # no merges: the limit is BPE training's
+    assert parse_config({"tokenizer": word}).tokenizer.vocab_size == MAX_TRAINED_IDS * 2
+    (tmp_path / "a.txt").write_text("abab", "utf-8")
+    result = CliRunner().invoke(cli, ["tokenizer", "train", str(tmp_path / "a.txt"), "--vocab-size", "1112065"])
+    assert result.exit_code == 2
+    assert "training would need 1112064 ids for base tokens and merges, but it holds at most 1112063" in result.output
+    assert "Traceback" not in result.output
 
 
 # --- determinism -------------------------------------------------------------------------------
@@ -237,10 +334,11 @@ def test_bad_options_are_clear_errors(options, message):
         train_merges(["abab"], **arguments)
 
 
-def test_utf8_words_fall_back_when_a_chunk_holds_the_separator():
-    chunks = ["a\U0010ffffb", "\u00e9"]
-    assert _train_pairs.utf8_words(chunks) == [c.encode().decode("latin-1") for c in chunks]
-    assert _train_pairs.utf8_words(["x", "\u00e9"]) == ["x", "\xc3\xa9"]
+def test_utf8_symbols_keep_chunks_apart_whatever_they_hold():
+    separator = _train_pairs.SEPARATOR_ID
+    assert _train_pairs.utf8_symbols(["a\U0010ffffb", "\u00e9"]).tolist() == [
+        separator, 97, 0xF4, 0x8F, 0xBF, 0xBF, 98, separator, 0xC3, 0xA9, separator]
+    assert _train_pairs.utf8_symbols([]).tolist() == [separator, separator]
 
 
 @settings(max_examples=300, deadline=None)

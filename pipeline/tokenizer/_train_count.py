@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 
 import regex
 
 from pipeline.parallel import ordered_map, worker_count
-from pipeline.tokenizer.patterns import ASCII_TWINS, GPT4, splitter
+from pipeline.tokenizer.patterns import GPT4, splitter
 
 BLOCK_CHARS = 4_000_000
 JOIN_SEGMENTS = 2_000
@@ -51,12 +51,10 @@ def count_chunks(
 
 def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
     """Split one block of texts and count its chunks (runs in a worker process)."""
-    if not pattern:
-        counts = Counter(texts)
-    elif pattern in LINE_SAFE_PATTERNS:
-        counts = _count_by_segment(pattern, texts)
+    split = splitter(pattern)
+    if pattern in LINE_SAFE_PATTERNS:
+        counts = _count_by_segment(split, texts)
     else:
-        split = splitter(pattern)
         counts = Counter()
         for text in texts:
             counts.update(split(text))
@@ -64,8 +62,8 @@ def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
     return counts
 
 
-def _count_by_segment(pattern: str, texts: list[str]) -> Counter[str]:
-    """Split each distinct segment once: about half of a block's text repeats a segment seen before.
+def _count_by_segment(split: Callable[[str], list[str]], texts: list[str]) -> Counter[str]:
+    """Split each distinct segment once: much of a block's text may repeat a segment seen before.
 
     Segments end at a newline followed by a non-space character, which the patterns in
     ``LINE_SAFE_PATTERNS`` always treat as a chunk boundary (no match crosses it, no lookahead sees
@@ -73,37 +71,38 @@ def _count_by_segment(pattern: str, texts: list[str]) -> Counter[str]:
     segment may start with a space and its last one has no newline, so those two are split one by one;
     every other segment is split in one call per repeat count (``_count_joined``).
     """
-    split, split_ascii = _SEGMENT_END.split, _ASCII_SEGMENT_END.split
+    cut, cut_ascii = _SEGMENT_END.split, _ASCII_SEGMENT_END.split
     inner: Counter[str] = Counter()  # segments after a boundary, without their (removed) newline
     outer: Counter[str] = Counter()  # the first and last segment of each text, with their ending
     for text in texts:
-        pieces = split_ascii(text) if text.isascii() else split(text)
+        pieces = cut_ascii(text) if text.isascii() else cut(text)
         outer[pieces.pop()] += 1
         if pieces:
             outer[pieces[0] + "\n"] += 1
             inner.update(pieces[1:])
-    findall = regex.compile(pattern).findall
     counts: Counter[str] = Counter()
     for segment, repeats in outer.items():
-        _add(counts, findall(segment), repeats)
-    _count_joined(counts, inner, findall, re.compile(ASCII_TWINS[pattern], re.ASCII).findall)
+        _add(counts, split(segment), repeats)
+    _count_joined(counts, inner, split)
     return counts
 
 
-def _count_joined(counts: Counter[str], segments: Counter[str], findall, ascii_findall) -> None:
+def _count_joined(counts: Counter[str], segments: Counter[str], split: Callable[[str], list[str]]) -> None:
     """Split the segments grouped by repeat count, each group joined by newlines into one string.
 
     Every segment starts with a non-space character, so each joining newline is a chunk boundary. One
-    call per group instead of one per segment, and the stdlib ``re`` twin for pure-ASCII groups: on
-    20 MB of the benchmark corpus the split takes 0.33 s instead of 0.94 s (per-call overhead 0.3 s,
-    ``regex`` against ``re`` 0.3 s). At most ``JOIN_SEGMENTS`` segments go into one string, so the list of
-    chunks a call returns stays small (one list for a whole block raised a worker's peak by ~40 MB).
+    call per group instead of one per segment lets the split use the stdlib ``re`` twin of the pattern
+    on long stretches (``patterns.splitter``), and keeps per-call overhead out: on 20 MB of the
+    benchmark corpus the split takes 0.33 s instead of 0.94 s. Segments seen once, most of them in text
+    without repetition, are picked out in one pass. At most ``JOIN_SEGMENTS`` segments go into one
+    string, so the list of chunks a call returns stays small (one list for a whole block raised a
+    worker's peak by ~40 MB).
     """
-    groups: dict[tuple[int, bool], list[str]] = {}
+    groups: dict[int, list[str]] = {1: [segment for segment, repeats in segments.items() if repeats == 1]}
     for segment, repeats in segments.items():
-        groups.setdefault((repeats, segment.isascii()), []).append(segment)
-    for (repeats, is_ascii), group in groups.items():
-        split = ascii_findall if is_ascii else findall
+        if repeats > 1:
+            groups.setdefault(repeats, []).append(segment)
+    for repeats, group in groups.items():
         for start in range(0, len(group), JOIN_SEGMENTS):
             _add(counts, split("\n".join(group[start : start + JOIN_SEGMENTS]) + "\n"), repeats)
 

@@ -292,6 +292,9 @@ class Tokenizer:
         """``text`` cut by the pattern into chunks, each as the base IDs that merging starts from."""
         base_ids = self._base_ids_function()
         return self._encode_checked(lambda t: [base_ids(chunk) for chunk in patterns.splitter(self.pattern)(t)], text)
+    def bound_cache(self, max_bytes: int) -> None:
+        """Keep at most about ``max_bytes`` of encoded chunks in memory (the IDs never depend on it)."""
+        self._encoder.bound_cache(max_bytes)
 
     # ---- decoding -------------------------------------------------------------------------------
 
@@ -318,7 +321,8 @@ class Tokenizer:
 
     def _build_encoder(self) -> ChunkEncoder:
         rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
-        cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results)
+        unit = {"byte": "byte", "char": "char", "word": "chunk"}[self.kind]
+        cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results, unit=unit)
         return ChunkEncoder(patterns.splitter(self.pattern), cache)
 
     def _base_ids(self) -> list[int]:

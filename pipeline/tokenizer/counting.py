@@ -29,17 +29,18 @@ def count_prepared(tasks: Tasks, prepared_dir: str | os.PathLike[str], split: st
         regex.compile(pattern)
     except regex.error as error:
         raise TokenizerError(f"invalid split pattern {pattern!r}: {error}; fix the regex") from None
-    prepared = storage.absolute(prepared_dir)
-    paths = [prepared / part.file for part in documents.read_parts(prepared, split) if part.documents]
+    prepared = storage.committed(prepared_dir)
+    paths = [storage.join(prepared, part.file) for part in documents.read_parts(prepared, split) if part.documents]
     if not paths:
         return {}
     return tasks.map_reduce(functools.partial(count_part, pattern), add_counts, paths,
                             labels=[str(path) for path in paths], desc="tokenizer: count chunks", progress=progress)
 
 
-def count_part(pattern: str, path: Path) -> Counter[str]:
+def count_part(pattern: str, location: Path | str) -> Counter[str]:
     """Task: the chunk counts of one part file."""
-    return Counter(count_chunks(documents.iter_documents(path), pattern=pattern, workers=1))
+    with storage.local_copy(location) as path:
+        return Counter(count_chunks(documents.iter_documents(path), pattern=pattern, workers=1))
 
 
 def add_counts(left: Counter[str], right: Counter[str]) -> Counter[str]:

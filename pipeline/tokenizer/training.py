@@ -14,21 +14,24 @@ Kinds:
 Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once):
 
 1. Count distinct pre-split chunks in worker processes (``_train_count``).
-2. Keep each distinct chunk's current symbols as a ``str`` whose characters are token ids
-   (``chr(id)``), so that finding and merging a pair is one C-level ``str.replace``.
-3. Keep pair -> count, pair -> chunks that contained it, and a max-heap of (count, pair) with lazy
-   refresh: a popped entry whose count went stale is pushed back with the current count. Only a merge
-   creates pairs (all of them contain the new id), so an old pair's count never grows and the pair ->
-   chunks index never needs more than the chunks listed when the pair was born.
-4. A merge visits only the chunks listed for its pair and updates counts around each merged
-   occurrence, summed per distinct neighbouring pair; a pair listed in many chunks is merged in all
-   of them with one ``str.replace`` and numpy (``_train_pairs.merge_chunks``).
+2. Lay the symbols of all distinct chunks out in one flat array with neighbour links
+   (``_train_pairs.Chunks``). Each id has a symbol, a code point that skips the surrogate block;
+   ids run up to ``_train_pairs.MAX_ID`` (1,112,062): one per Unicode scalar value, less the
+   separator U+10FFFF.
+3. Keep pair -> count, pair -> positions where it was born, and a max-heap of (count, pair) with lazy
+   refresh, for the pairs that may still be merged: a popped entry whose count went stale is pushed
+   back with the current count. Only a merge creates pairs (all of them contain the new id), so an
+   old pair's count never grows and the pair -> positions index never needs more than the positions
+   listed when the pair was born.
+4. A merge visits only the positions listed for its pair and updates counts around each merged
+   occurrence, summed per distinct neighbouring pair: in a loop for a few positions, with numpy for
+   many.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +80,7 @@ def train_merges(
     the newline symbol, so no learned token contains ``"\\n"``. ``workers=0`` uses all cores.
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
+    _check_id_range((256 if kind == "byte" else 1) + num_merges)  # the ids known before counting
     chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
     return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
                               merge_newlines=merge_newlines, progress=progress)
@@ -92,14 +96,23 @@ def merges_from_counts(
     progress: bool = False,
 ) -> TrainResult:
     """The merge phase of :func:`train_merges`, from the distinct pre-split chunks and their counts
-    (as :func:`count_chunks` gives them, however the counting was spread over processes or machines)."""
+    (as :func:`count_chunks` gives them, however the counting was spread over processes or machines).
+
+    The caller's ``chunk_counts`` is emptied: each structure is freed as soon as the next one is
+    built, since peak memory is a goal."""
     _check_options(kind=kind, pattern="", num_merges=num_merges, min_frequency=min_frequency, workers=0)
-    words, counts, alphabet = _base_words(chunk_counts, kind)
-    del chunk_counts
+    counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(chunk_counts))
+    distinct = list(chunk_counts)
+    chunk_counts.clear()
+    symbols, alphabet = _base_symbols(distinct, kind)
+    del distinct
+    chunks = pairs.Chunks(symbols, counts)
+    del symbols, counts
     first_id = 256 if kind == "byte" else len(alphabet) + 1
     _check_id_range(first_id + num_merges)
     newline_id = None if merge_newlines else _newline_id(kind, alphabet)
-    trainer = _Trainer(words, counts, first_id=first_id, min_frequency=min_frequency, forbidden=newline_id)
+    forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
+    trainer = _Trainer(chunks, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
     merges, stop_reason = trainer.run(num_merges, progress=progress)
     return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason)
 
@@ -121,11 +134,11 @@ def _check_options(*, kind: str, pattern: str, num_merges: int, min_frequency: i
 
 
 def _check_id_range(end_id: int) -> None:
-    """Ids are stored as characters below the separator code point, so they must stay under it."""
-    if end_id >= pairs.SEPARATOR_ID:
+    """Every id needs a code point of its own below the separator (``_train_pairs.MAX_ID``)."""
+    if end_id > pairs.MAX_ID + 1:
         raise TokenizerError(
-            f"vocabulary would need ids up to {end_id - 1}, above the supported maximum {pairs.SEPARATOR_ID - 1}; "
-            "lower the vocabulary size"
+            f"training would need {end_id} ids for base tokens and merges, but it holds at most "
+            f"{pairs.MAX_ID + 1}; lower the vocabulary size or the number of merges"
         )
 
 
@@ -135,31 +148,31 @@ def _newline_id(kind: str, alphabet: list[str]) -> int | None:
     return alphabet.index("\n") + 1 if "\n" in alphabet else None
 
 
-def _base_words(chunk_counts: dict[str, int], kind: str) -> tuple[list[str], list[int], list[str]]:
-    """Each distinct chunk as a string of base ids (one character per id), its count, and the alphabet."""
-    chunks = list(chunk_counts)
-    counts = list(chunk_counts.values())
+def _base_symbols(chunks: list[str], kind: str) -> tuple[np.ndarray, list[str]]:
+    """The base symbols of all chunks in one array (``_train_pairs.Chunks`` layout), and the alphabet."""
     if kind == "byte":
-        return pairs.utf8_words(chunks), counts, []
+        return pairs.utf8_symbols(chunks), []
     alphabet = sorted(set().union(*map(set, chunks))) if chunks else []
-    table = {ord(char): i + 1 for i, char in enumerate(alphabet)}
-    return [chunk.translate(table) for chunk in chunks], counts, alphabet
+    table = {ord(char): pairs.symbol_of(i + 1) for i, char in enumerate(alphabet)}
+    return pairs.code_point_symbols([chunk.translate(table) for chunk in chunks]), alphabet
 
 
 class _Trainer:
-    """The merge loop over distinct chunks: pair counts, pair -> chunks index and a lazy max-heap."""
+    """The merge loop over distinct chunks: pair counts, pair -> positions index and a lazy max-heap.
 
-    def __init__(self, words: list[str], counts: list[int], *, first_id: int, min_frequency: int, forbidden: int | None):
-        self.words = words
-        self.counts = counts
-        self.weights = np.asarray(counts, dtype=np.int64)
+    Pairs, counts and the heap are all in symbols (``_train_pairs.symbol_of``), whose order is the
+    ids' order; ``forbidden`` is a symbol too.
+    """
+
+    def __init__(self, chunks: pairs.Chunks, *, first_id: int, min_frequency: int, forbidden: int | None):
+        self.chunks = chunks
         self.first_id = first_id
         self.min_frequency = min_frequency
         self.forbidden = forbidden
-        self.pair_counts, self.where = pairs.initial_pairs(words, self.weights, base=first_id)
-        self.heap = [
-            -count << KEY_SHIFT | code for code, count in self.pair_counts.items() if self._eligible(code, count)
-        ]
+        counts, where = chunks.initial_pairs(base=pairs.symbol_of(first_id))
+        self.pair_counts = {code: count for code, count in counts.items() if self._eligible(code, count)}
+        self.where = {code: where[code] for code in self.pair_counts}
+        self.heap = [-count << KEY_SHIFT | code for code, count in self.pair_counts.items()]
         heapq.heapify(self.heap)
 
     def run(self, num_merges: int, *, progress: bool) -> tuple[list[tuple[int, int]], str | None]:
@@ -169,8 +182,9 @@ class _Trainer:
             code = self._pop_best()
             if code is None:
                 return merges, f"no pair occurs at least {self.min_frequency} times after {len(merges)} merges"
-            merges.append(pairs.unpack(code))
-            self._merge(code, self.first_id + len(merges) - 1)
+            left, right = pairs.unpack(code)
+            merges.append((pairs.id_of(left), pairs.id_of(right)))
+            self._merge(code, pairs.symbol_of(self.first_id + len(merges) - 1))
             if bar is not None:
                 bar.update()
         if bar is not None:
@@ -189,32 +203,39 @@ class _Trainer:
         while heap:
             key = heapq.heappop(heap)
             code = key & CODE_MASK
-            current = pair_counts.get(code, 0)
+            current = pair_counts.get(code)
             if current == -(key >> KEY_SHIFT):
                 return code
-            if current >= self.min_frequency:
+            if current is not None:
                 heapq.heappush(heap, -current << KEY_SHIFT | code)
         return None
 
-    def _merge(self, code: int, new_id: int) -> None:
-        """Replace the pair by ``new_id`` in every chunk listed for it and update counts, index and heap."""
-        chunk_ids = self.where.pop(code)
-        born, dropped, born_in = pairs.merge_chunks(self.words, self.counts, self.weights, chunk_ids, code, new_id)
-        pair_counts = self.pair_counts
-        for pair_code, drop in dropped.items():
-            pair_counts[pair_code] -= drop
-        del pair_counts[code]  # every occurrence is merged
-        pair_counts.update(born)  # born pairs had no count before
-        self._index_born(born, born_in)
+    def _merge(self, code: int, new_symbol: int) -> None:
+        """Replace the pair by ``new_symbol`` wherever it occurs and update counts, index and heap.
 
-    def _index_born(self, born: dict[int, int], born_in: dict[int, list[int]]) -> None:
-        """Push the born pairs that may be merged onto the heap and keep their chunk lists."""
-        heap, where, min_frequency = self.heap, self.where, self.min_frequency
+        Only pairs that may still be merged are tracked: counts never grow, so a pair that falls
+        below ``min_frequency`` leaves the counts and the index for good (its heap entry goes stale).
+        """
+        born, dropped, born_at = self.chunks.merge(self.where.pop(code), code, new_symbol)
+        pair_counts, where, min_frequency = self.pair_counts, self.where, self.min_frequency
+        del pair_counts[code]  # every occurrence is merged
+        for pair_code, drop in dropped.items():
+            count = pair_counts.get(pair_code, 0) - drop
+            if count >= min_frequency:
+                pair_counts[pair_code] = count
+            elif pair_code in pair_counts:
+                del pair_counts[pair_code], where[pair_code]
+        self._index_born(born, born_at)
+
+    def _index_born(self, born: dict[int, int], born_at: dict[int, Sequence[int]]) -> None:
+        """Track the born pairs that may be merged: their counts, positions and heap entries."""
+        heap, pair_counts, where, min_frequency = self.heap, self.pair_counts, self.where, self.min_frequency
         anything_allowed = self.forbidden is None
         for pair_code, count in born.items():
             if count >= min_frequency and (anything_allowed or self._allowed(pair_code)):
                 heapq.heappush(heap, -count << KEY_SHIFT | pair_code)
-                where[pair_code] = born_in[pair_code]
+                pair_counts[pair_code] = count
+                where[pair_code] = born_at[pair_code]
 
 
 def _merge_bar(total: int):

@@ -1,0 +1,280 @@
+"""Raw data and outputs in object storage: a real S3 API (moto's server on 127.0.0.1) with s3fs as the client.
+
+The server counts the requests it answers, so a test can say that ``status`` read no object's body.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import itertools
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+from pipeline import storage  # noqa: E402
+from pipeline.config import SourceConfig  # noqa: E402
+from pipeline.errors import StorageError  # noqa: E402
+from pipeline.sources import TextDecoder, expand_sources, read_documents  # noqa: E402
+from stages.cli import cli  # noqa: E402
+
+_BUCKETS = (f"bucket-{n}" for n in itertools.count())
+
+
+class RequestCounter:
+    """WSGI middleware counting the S3 operations the server answers, by (method, kind)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "").strip("/")
+        kind = "object" if "/" in path else "bucket"
+        self.counts[(environ["REQUEST_METHOD"], kind)] += 1
+        return self.app(environ, start_response)
+
+    @property
+    def object_reads(self) -> int:
+        """GET requests for an object (GetObject): reading a body; listings are GETs of the bucket."""
+        return self.counts[("GET", "object")]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    server._server.app = counter = RequestCounter(server._server.app)
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}", counter
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """A fresh bucket on the local server; credentials and endpoint only in the environment, as AWS tools read them."""
+    import s3fs
+
+    endpoint, counter = s3_server
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    bucket = next(_BUCKETS)
+    fs.mkdir(bucket)
+    yield Store(fs, bucket, counter)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+class Store:
+    def __init__(self, fs, bucket: str, counter: RequestCounter):
+        self.fs, self.bucket, self.counter = fs, bucket, counter
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def put(self, key: str, data: bytes) -> str:
+        self.fs.pipe_file(self.url(key), data)
+        return self.url(key)
+
+
+def gz(text: str) -> bytes:
+    return gzip.compress(text.encode("utf-8"), mtime=0)
+
+
+def jsonl(texts) -> str:
+    return "".join(json.dumps({"text": text}) + "\n" for text in texts)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_globs_gzip_jsonl_and_parquet_from_s3(s3):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    s3.put("raw/a/one.jsonl.gz", gz(jsonl(["first", "second"])))
+    s3.put("raw/b/two.jsonl", jsonl(["third"]).encode())
+    s3.put("raw/.hidden/three.jsonl", jsonl(["never"]).encode())
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"text": [f"row {i}" for i in range(10)]}), sink, row_group_size=3)
+    s3.put("raw/c.parquet", sink.getvalue())
+
+    files = expand_sources([SourceConfig(glob=s3.url("raw/**/*.jsonl*")), SourceConfig(glob=s3.url("raw/*.parquet"))])
+
+    assert [file.path for file in files] == [s3.url("raw/a/one.jsonl.gz"), s3.url("raw/b/two.jsonl"),
+                                             s3.url("raw/c.parquet")]
+    decoder = TextDecoder()
+    assert [list(read_documents(file, decoder)) for file in files] == [
+        ["first", "second"], ["third"], [f"row {i}" for i in range(10)]]
+
+
+def test_parquet_row_groups_are_read_in_ranges(s3):
+    """A partition of row groups reads its byte ranges, never the whole object."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.sources import plan_partitions, read_partition
+
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"text": [f"{i} " + "x" * 2000 for i in range(200)]}), sink, row_group_size=20,
+                   compression="none")
+    s3.put("big.parquet", sink.getvalue())
+    files = expand_sources([SourceConfig(glob=s3.url("big.parquet"))])
+    partitions = plan_partitions(files, 40_000)
+    assert len(partitions) == 10
+    before = s3.counter.object_reads
+    assert list(read_partition(partitions[3], TextDecoder()))[0].startswith("60 ")
+    assert 0 < s3.counter.object_reads - before < 8
+
+
+def test_bad_url_missing_bucket_and_missing_credentials_are_storage_errors(s3, monkeypatch):
+    import s3fs
+
+    with pytest.raises(StorageError, match="unknown URL protocol 'nosuch'"):
+        storage.glob_files("nosuch://x/*.txt", ".")
+    with pytest.raises(StorageError, match="s3://no-such-bucket/raw/"):
+        storage.glob_files("s3://no-such-bucket/raw/*.txt", ".")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    s3fs.S3FileSystem.clear_instance_cache()
+    with pytest.raises(StorageError, match="credentials"):
+        storage.glob_files(s3.url("raw/*.txt"), ".")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def write_config(tmp_path: Path, **paths: str) -> None:
+    (tmp_path / "lmprep.yaml").write_text(f"""\
+data:
+  sources:
+    - {{glob: "{paths['raw']}"}}
+prepare: {{output_dir: {paths.get('prepared', 'out/prepared')}, val_fraction: 0.2, partition_bytes: 2000}}
+tokenizer: {{output: out/tokenizer.json, vocab_size: 300}}
+encode: {{output_dir: {paths.get('shards', 'out/shards')}, shard_tokens: 500}}
+train: {{output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}}
+state_dir: state
+""")
+
+
+def lmprep(*args: str):
+    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
+
+
+def corpus(s3, files: int = 3, documents: int = 30) -> None:
+    for index in range(files):
+        texts = [f"Q: what is {index}.{i}?\nA: it is {i * index} and {i + index}." for i in range(documents)]
+        s3.put(f"raw/part-{index}.jsonl.gz", gz(jsonl(texts)))
+
+
+def test_status_on_an_unchanged_remote_corpus_reads_no_object(s3, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus(s3)
+    write_config(tmp_path, raw=s3.url("raw/*.jsonl.gz"))
+    assert lmprep("run", "prepare").exit_code == 0
+    before = s3.counter.object_reads
+    result = lmprep("status")
+    assert "prepare: up to date" in result.output, result.output
+    assert s3.counter.object_reads == before
+
+    s3.put("raw/part-1.jsonl.gz", gz(jsonl(["changed"])))
+    assert f"dependency '{s3.url('raw/part-1.jsonl.gz')}' changed" in lmprep("status").output
+    assert s3.counter.object_reads == before
+
+
+@pytest.mark.parametrize("glob, message", [
+    ("s3://no-such-bucket/raw/*.jsonl", "s3://no-such-bucket/raw/*.jsonl: no bucket 'no-such-bucket'"),
+    ("nosuch://bucket/raw/*.jsonl", "unknown URL protocol 'nosuch'"),
+])
+def test_cli_storage_errors_are_one_line_with_exit_2(s3, tmp_path, monkeypatch, glob, message):
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, raw=glob)
+    result = lmprep("status")
+    assert result.exit_code == 2
+    assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+# --------------------------------------------------------------------------- outputs in object storage
+
+
+def test_pipeline_on_s3_gives_the_shards_of_the_local_run(s3, tmp_path, monkeypatch):
+    corpus(s3)
+    local_project, remote_project = tmp_path / "local", tmp_path / "remote"
+    local_project.mkdir()
+    remote_project.mkdir()
+    for index in range(3):
+        s3.fs.get_file(s3.url(f"raw/part-{index}.jsonl.gz"), str(local_project / f"part-{index}.jsonl.gz"))
+    write_config(local_project, raw="part-*.jsonl.gz")
+    write_config(remote_project, raw=s3.url("raw/*.jsonl.gz"), prepared=s3.url("prepared"), shards=s3.url("shards"))
+    monkeypatch.chdir(local_project)
+    assert lmprep("run").exit_code == 0
+    monkeypatch.chdir(remote_project)
+    result = lmprep("run")
+    assert result.exit_code == 0, result.output
+
+    committed = storage.committed(s3.url("shards"))
+    local_files = sorted(path.name for path in (local_project / "out" / "shards").iterdir())
+    assert sorted(storage.list_files(committed)) == local_files and len(local_files) > 3
+    for name in local_files:
+        assert storage.read_bytes(f"{committed}/{name}") == (local_project / "out" / "shards" / name).read_bytes()
+    assert "'train' is up to date" in lmprep("run").output
+
+
+def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_files(s3, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus(s3)
+    write_config(tmp_path, raw=s3.url("raw/*.jsonl*"), prepared=s3.url("prepared"))
+    assert lmprep("run", "prepare").exit_code == 0
+    first = storage.committed(s3.url("prepared"))
+    listed = storage.list_files(first)
+
+    s3.put("raw/zz-broken.jsonl", b'{"text": "fine"}\n{not json\n')
+    failed = lmprep("run", "prepare")
+    assert failed.exit_code == 2 and "bad JSON line" in failed.output
+    assert storage.committed(s3.url("prepared")) == first and storage.list_files(first) == listed
+    attempts = {path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.url("prepared"))}
+    assert len(attempts) == 3  # the commit, its attempt and the failed one's files
+
+    s3.put("raw/zz-broken.jsonl", b'{"text": "fine"}\n')
+    assert lmprep("run", "prepare").exit_code == 0
+    current = storage.committed(s3.url("prepared"))
+    assert current != first
+    s3.fs.invalidate_cache()
+    assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.url("prepared"))) == [
+        current.rsplit("/", 1)[-1], storage.COMMIT_FILE]
+    assert "kept" not in lmprep("run", "prepare").output  # up to date: the lock points at this commit
+
+
+def test_local_only_outputs_refuse_a_url_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, raw="raw/*.txt")
+    result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml", "--set", "tokenizer.output=s3://b/tok.json"])
+    assert result.exit_code == 2
+    assert "tokenizer.output 's3://b/tok.json' must be a local path" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_memory_urls_read_and_commit_like_s3():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe({"/lmprep-test/raw/a.txt": b"one", "/lmprep-test/raw/b.txt.gz": gz("two")})
+    files = expand_sources([SourceConfig(glob="memory://lmprep-test/raw/*")])
+    assert [list(read_documents(file, TextDecoder())) for file in files] == [["one"], ["two"]]
+    with storage.output_dir("memory://lmprep-test/out") as attempt:
+        storage.write_bytes(f"{attempt}/x.json", b"{}")
+    assert storage.read_bytes(f"{storage.committed('memory://lmprep-test/out')}/x.json") == b"{}"
+    assert storage.exists("memory://lmprep-test/out/x.json") and not storage.exists("memory://lmprep-test/none")
+    fs.rm("/lmprep-test", recursive=True)
