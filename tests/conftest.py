@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,14 @@ def start_order():
     """An executor for ``Tasks`` that records the order in which the tasks start."""
     with StartOrder() as executor:
         yield executor
+
+
+# --- CLI tests: a tiny project in a temp directory
+
+
+def make_project(root: Path, config: str) -> Path:
+    """A project in ``root``: 40 question/answer documents in ``raw/a.txt`` and ``config`` as ``lmprep.yaml``."""
+    (root / "raw").mkdir()
+    (root / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
+    (root / "lmprep.yaml").write_text(config)
+    return root

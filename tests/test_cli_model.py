@@ -9,6 +9,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from conftest import make_project
 from pipeline import training
 from pipeline.config import TrainConfig
 from pipeline.shards import ShardSet, ShardStamp, ShardWriter
@@ -176,9 +177,7 @@ state_dir: state
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A tiny project whose whole pipeline has run once."""
-    (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
-    (tmp_path / "lmprep.yaml").write_text(PROJECT_CONFIG)
+    make_project(tmp_path, PROJECT_CONFIG)
     monkeypatch.chdir(tmp_path)
     assert invoke("run", "--config", "lmprep.yaml").exit_code == 0
     return tmp_path

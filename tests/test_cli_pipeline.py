@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import make_project
 from stages.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,9 +27,7 @@ state_dir: state
 
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
-    (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
-    (tmp_path / "lmprep.yaml").write_text(CONFIG)
+    make_project(tmp_path, CONFIG)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FakeTokenizer
+from conftest import FakeTokenizer, make_project
 
 from pipeline import checkpoint
 from pipeline.hashing import HashCache
@@ -38,9 +38,7 @@ def no_space(*args, **kwargs):
 
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
-    (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
-    (tmp_path / "lmprep.yaml").write_text(CONFIG)
+    make_project(tmp_path, CONFIG)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import make_project
 from pipeline.runner import Pipeline, Stage
 from stages.cli import cli
 
@@ -27,9 +28,7 @@ WAITING = re.compile(r"^waiting for the run of PID (\d+) \(started \d{4}-\d\d-\d
 
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
-    (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
-    (tmp_path / "lmprep.yaml").write_text(CONFIG)
+    make_project(tmp_path, CONFIG)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

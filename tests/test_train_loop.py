@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import FakeTokenizer
+from conftest import FakeTokenizer, make_project
 
 from pipeline import training
 from pipeline.checkpoint import read_checkpoint
@@ -426,9 +426,7 @@ def test_cli_diverging_training_is_one_line_and_keeps_the_checkpoint(tmp_path, m
 
     from stages.cli import cli
 
-    (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
-    (tmp_path / "lmprep.yaml").write_text(CLI_CONFIG)
+    make_project(tmp_path, CLI_CONFIG)
     monkeypatch.chdir(tmp_path)
     assert CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml"]).exit_code == 0
     before = snapshot(tmp_path / "out" / "ckpt")
