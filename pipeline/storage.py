@@ -236,6 +236,43 @@ def output_dir(location: str | os.PathLike[str]) -> Iterator[Path | str]:
     _remove_attempts(url, keep=attempt)
 
 
+@contextlib.contextmanager
+def local_output_dir(location: str | os.PathLike[str]) -> Iterator[Path]:
+    """:func:`output_dir` for writers that need a local directory (plots, pyarrow and torch writers).
+
+    Remotely the files are written to a local scratch directory, uploaded under the new attempt when the
+    block ends, and committed after the last upload; an exception commits nothing.
+    """
+    if not is_url(location):
+        with output_dir(location) as staging:
+            yield Path(staging)
+        return
+    with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch, output_dir(location) as attempt:
+        yield Path(scratch)
+        upload_dir(scratch, attempt)
+
+
+def upload_dir(directory: str | os.PathLike[str], location: str) -> None:
+    """Upload every file under a local directory to the same relative names under a remote prefix."""
+    root = Path(directory)
+    for file in sorted(path for path in root.rglob("*") if path.is_file()):
+        put_file(file, join(location, file.relative_to(root).as_posix()))
+
+
+def download_dir(location: str | os.PathLike[str], directory: str | os.PathLike[str]) -> Path:
+    """Copy a remote output's committed files into a new local directory (which must not exist yet)."""
+    url = os.fspath(location).rstrip("/")
+    source, names = committed(url), _read_commit(url)["files"]  # type: ignore[index]
+    fs, _ = _filesystem(url)
+    target = Path(directory)
+    target.mkdir(parents=True)
+    for name in sorted(names):
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        with _named_errors(join(source, name)):
+            fs.get_file(os.fspath(join(source, name)), str(target / name))
+    return target
+
+
 def committed(location: str | os.PathLike[str]) -> Path | str:
     """Where an output's committed files are read: the directory itself locally, its committed attempt remotely."""
     if not is_url(location):

@@ -278,3 +278,20 @@ def test_memory_urls_read_and_commit_like_s3():
     assert storage.read_bytes(f"{storage.committed('memory://lmprep-test/out')}/x.json") == b"{}"
     assert storage.exists("memory://lmprep-test/out/x.json") and not storage.exists("memory://lmprep-test/none")
     fs.rm("/lmprep-test", recursive=True)
+
+
+def test_a_local_output_dir_is_uploaded_and_committed_only_when_its_block_ends(tmp_path):
+    import fsspec
+
+    fs, url = fsspec.filesystem("memory"), "memory://lmprep-local-out/out"
+    with storage.local_output_dir(url) as staging:
+        (staging / "sub").mkdir()
+        (staging / "sub" / "a.bin").write_bytes(b"first")
+    with pytest.raises(RuntimeError), storage.local_output_dir(url) as staging:
+        (staging / "sub").mkdir()
+        (staging / "sub" / "a.bin").write_bytes(b"second")
+        raise RuntimeError("interrupted")
+    assert storage.read_bytes(f"{storage.committed(url)}/sub/a.bin") == b"first"
+    copy = storage.download_dir(url, tmp_path / "copy")
+    assert (copy / "sub" / "a.bin").read_bytes() == b"first" and list(copy.rglob("*.bin")) == [copy / "sub" / "a.bin"]
+    fs.rm("/lmprep-local-out", recursive=True)
