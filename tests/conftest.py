@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import json
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 
 def replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -134,3 +139,134 @@ def make_project(root: Path, config: str) -> Path:
     (root / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
     (root / "lmprep.yaml").write_text(config)
     return root
+
+
+# --- object storage: a real S3 API (moto's server on 127.0.0.1) with s3fs as the client
+
+_BUCKETS = (f"bucket-{n}" for n in itertools.count())
+
+
+class RequestCounter:
+    """WSGI middleware counting the S3 operations the server answers, by (method, kind)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "").strip("/")
+        kind = "object" if "/" in path else "bucket"
+        self.counts[(environ["REQUEST_METHOD"], kind)] += 1
+        return self.app(environ, start_response)
+
+    @property
+    def object_reads(self) -> int:
+        """GET requests for an object (GetObject): reading a body; listings are GETs of the bucket."""
+        return self.counts[("GET", "object")]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    server._server.app = counter = RequestCounter(server._server.app)
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}", counter
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """A fresh bucket on the local server; credentials and endpoint only in the environment, as AWS tools read them."""
+    s3fs = pytest.importorskip("s3fs")
+
+    endpoint, counter = s3_server
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    bucket = next(_BUCKETS)
+    fs.mkdir(bucket)
+    yield Store(fs, bucket, counter)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+class Store:
+    def __init__(self, fs, bucket: str, counter: RequestCounter):
+        self.fs, self.bucket, self.counter = fs, bucket, counter
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def put(self, key: str, data: bytes) -> str:
+        self.fs.pipe_file(self.url(key), data)
+        return self.url(key)
+
+
+def gz(text: str) -> bytes:
+    return gzip.compress(text.encode("utf-8"), mtime=0)
+
+
+def jsonl(texts) -> str:
+    return "".join(json.dumps({"text": text}) + "\n" for text in texts)
+
+
+def write_store_config(root: Path, **paths: str) -> None:
+    """``root/lmprep.yaml`` for a tiny project reading ``raw`` (a glob); any output may be given as a URL
+    (``prepared``, ``tokenizer``, ``shards``, ``ckpt``, ``export``, ``stats``; the last two only when given)."""
+    optional = "".join(f"{stage}: {{output_dir: {paths[stage]}}}\n" for stage in ("export", "stats") if stage in paths)
+    (root / "lmprep.yaml").write_text(f"""\
+data:
+  sources:
+    - {{glob: "{paths['raw']}"}}
+prepare: {{output_dir: {paths.get('prepared', 'out/prepared')}, val_fraction: 0.2, partition_bytes: 2000}}
+tokenizer: {{output: {paths.get('tokenizer', 'out/tokenizer.json')}, vocab_size: 300}}
+encode: {{output_dir: {paths.get('shards', 'out/shards')}, shard_tokens: 500}}
+train: {{output_dir: {paths.get('ckpt', 'out/ckpt')}, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}}
+{optional}state_dir: state
+""")
+
+
+def lmprep_in_cwd(*args: str):
+    """``lmprep ARGS --config lmprep.yaml`` through click's runner, in the current directory."""
+    from stages.cli import cli
+
+    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
+
+
+def put_corpus(s3, files: int = 3, documents: int = 30) -> None:
+    for index in range(files):
+        texts = [f"Q: what is {index}.{i}?\nA: it is {i * index} and {i + index}." for i in range(documents)]
+        s3.put(f"raw/part-{index}.jsonl.gz", gz(jsonl(texts)))
+
+
+def test_status_on_an_unchanged_remote_corpus_reads_no_object(s3, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus(s3)
+    write_config(tmp_path, raw=s3.url("raw/*.jsonl.gz"))
+    assert lmprep("run", "prepare").exit_code == 0
+    before = s3.counter.object_reads
+    result = lmprep("status")
+    assert "prepare: up to date" in result.output, result.output
+    assert s3.counter.object_reads == before
+
+    s3.put("raw/part-1.jsonl.gz", gz(jsonl(["changed"])))
+    assert f"dependency '{s3.url('raw/part-1.jsonl.gz')}' changed" in lmprep("status").output
+    assert s3.counter.object_reads == before
+
+
+@pytest.mark.parametrize("glob, message", [
+    ("s3://no-such-bucket/raw/*.jsonl", "s3://no-such-bucket/raw/*.jsonl: no bucket 'no-such-bucket'"),
+    ("nosuch://bucket/raw/*.jsonl", "unknown URL protocol 'nosuch'"),
+])
+def test_cli_storage_errors_are_one_line_with_exit_2(s3, tmp_path, monkeypatch, glob, message):
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, raw=glob)
+    result = lmprep("status")
+    assert result.exit_code == 2
+    assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+

@@ -5,93 +5,20 @@ The server counts the requests it answers, so a test can say that ``status`` rea
 
 from __future__ import annotations
 
-import gzip
 import io
-import itertools
-import json
-from collections import Counter
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from conftest import gz, jsonl, lmprep_in_cwd as lmprep, put_corpus as corpus, write_store_config as write_config
+
+from pipeline import storage
+from pipeline.config import SourceConfig
+from pipeline.errors import StorageError
+from pipeline.sources import TextDecoder, expand_sources, read_documents
+from stages.cli import cli
+
 pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
-
-from pipeline import storage  # noqa: E402
-from pipeline.config import SourceConfig  # noqa: E402
-from pipeline.errors import StorageError  # noqa: E402
-from pipeline.sources import TextDecoder, expand_sources, read_documents  # noqa: E402
-from stages.cli import cli  # noqa: E402
-
-_BUCKETS = (f"bucket-{n}" for n in itertools.count())
-
-
-class RequestCounter:
-    """WSGI middleware counting the S3 operations the server answers, by (method, kind)."""
-
-    def __init__(self, app):
-        self.app = app
-        self.counts: Counter[tuple[str, str]] = Counter()
-
-    def __call__(self, environ, start_response):
-        path = environ.get("PATH_INFO", "").strip("/")
-        kind = "object" if "/" in path else "bucket"
-        self.counts[(environ["REQUEST_METHOD"], kind)] += 1
-        return self.app(environ, start_response)
-
-    @property
-    def object_reads(self) -> int:
-        """GET requests for an object (GetObject): reading a body; listings are GETs of the bucket."""
-        return self.counts[("GET", "object")]
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    server._server.app = counter = RequestCounter(server._server.app)
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}", counter
-    server.stop()
-
-
-@pytest.fixture
-def s3(s3_server, monkeypatch):
-    """A fresh bucket on the local server; credentials and endpoint only in the environment, as AWS tools read them."""
-    import s3fs
-
-    endpoint, counter = s3_server
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem()
-    bucket = next(_BUCKETS)
-    fs.mkdir(bucket)
-    yield Store(fs, bucket, counter)
-    s3fs.S3FileSystem.clear_instance_cache()
-
-
-class Store:
-    def __init__(self, fs, bucket: str, counter: RequestCounter):
-        self.fs, self.bucket, self.counter = fs, bucket, counter
-
-    def url(self, key: str) -> str:
-        return f"s3://{self.bucket}/{key}"
-
-    def put(self, key: str, data: bytes) -> str:
-        self.fs.pipe_file(self.url(key), data)
-        return self.url(key)
-
-
-def gz(text: str) -> bytes:
-    return gzip.compress(text.encode("utf-8"), mtime=0)
-
-
-def jsonl(texts) -> str:
-    return "".join(json.dumps({"text": text}) + "\n" for text in texts)
 
 
 # --------------------------------------------------------------------------- reading
@@ -154,29 +81,6 @@ def test_bad_url_missing_bucket_and_missing_credentials_are_storage_errors(s3, m
 
 
 # --------------------------------------------------------------------------- the CLI
-
-
-def write_config(tmp_path: Path, **paths: str) -> None:
-    (tmp_path / "lmprep.yaml").write_text(f"""\
-data:
-  sources:
-    - {{glob: "{paths['raw']}"}}
-prepare: {{output_dir: {paths.get('prepared', 'out/prepared')}, val_fraction: 0.2, partition_bytes: 2000}}
-tokenizer: {{output: out/tokenizer.json, vocab_size: 300}}
-encode: {{output_dir: {paths.get('shards', 'out/shards')}, shard_tokens: 500}}
-train: {{output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}}
-state_dir: state
-""")
-
-
-def lmprep(*args: str):
-    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
-
-
-def corpus(s3, files: int = 3, documents: int = 30) -> None:
-    for index in range(files):
-        texts = [f"Q: what is {index}.{i}?\nA: it is {i * index} and {i + index}." for i in range(documents)]
-        s3.put(f"raw/part-{index}.jsonl.gz", gz(jsonl(texts)))
 
 
 def test_status_on_an_unchanged_remote_corpus_reads_no_object(s3, tmp_path, monkeypatch):
