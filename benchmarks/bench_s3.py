@@ -32,7 +32,7 @@ from pipeline.encoding import encode_corpus  # noqa: E402
 from pipeline.executor import open_tasks  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 from stages.cli import cli  # noqa: E402
-from test_s3 import RequestCounter  # noqa: E402
+from conftest import RequestCounter  # noqa: E402
 
 CONFIG = """\
 data:
