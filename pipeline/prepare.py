@@ -66,7 +66,8 @@ class WrittenPart:
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
                    tasks: Tasks, progress: bool = False) -> PrepareStats:
     """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats."""
-    partitions = [dataclasses.replace(partition, file=_absolute(partition.file))
+    partitions = [dataclasses.replace(partition, pieces=tuple(dataclasses.replace(piece, file=_absolute(piece.file))
+                                                              for piece in partition.pieces))
                   for partition in plan_partitions(files, settings.partition_bytes)]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
     with storage.output_dir(out_dir) as staging:

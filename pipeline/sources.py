@@ -6,11 +6,14 @@ document, which *is* one document). Files are matched by the globs of the
 config, in sorted order, so the corpus order — and therefore which copy of a
 duplicate is kept — is the same on every machine.
 
-A task reads one :class:`Partition`: a whole file, a byte range of a large
-uncompressed file of lines (``.jsonl``, or ``.txt`` with ``separator: line``)
-or a run of Parquet row groups. A byte range holds the lines that *start*
-inside it, so consecutive ranges hold every line exactly once whatever their
-size. Other files (gzip, other separators) are one partition each.
+A task reads one :class:`Partition`: consecutive :class:`Piece` s of the
+corpus of about ``partition_bytes`` together. A piece is a whole file, a byte
+range of a large uncompressed file of lines (``.jsonl``, or ``.txt`` with
+``separator: line``) or a run of Parquet row groups. A byte range holds the
+lines that *start* inside it, so consecutive ranges hold every line exactly
+once whatever their size. Other files (gzip, other separators) are one piece
+each. Small files are packed, so a corpus of a million small objects costs
+tasks (and their requests and intermediate files) by its bytes, not its files.
 
 Invalid UTF-8 is an error naming the file and byte offset unless the config
 opts into ``replace`` or ``skip`` (drop the document).
@@ -116,43 +119,69 @@ def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
 
 
 @dataclass(frozen=True)
-class Partition:
-    """What one task reads: ``file``'s bytes ``[start, end)``, or its row groups ``[start, end)`` for
-    Parquet; ``end`` None means to the end of the file. ``index`` is its place in the corpus order;
-    ``size`` its bytes (Parquet: its row groups' total byte size), by which the largest start first."""
+class Piece:
+    """``file``'s bytes ``[start, end)``, or its row groups ``[start, end)`` for Parquet; ``end`` None
+    means to the end of the file. ``size`` is its bytes (Parquet: its row groups' total byte size)."""
 
-    index: int
     file: SourceFile
     start: int = 0
     end: int | None = None
     size: int = 0
 
     def describe(self) -> str:
-        """The partition as error messages and logs name it."""
+        """The piece as error messages and logs name it."""
         if self.start == 0 and self.end is None:
             return str(self.file.path)
         unit = "row groups" if self.file.format == "parquet" else "bytes"
         return f"{self.file.path} {unit} {self.start}-{'end' if self.end is None else self.end}"
 
 
+@dataclass(frozen=True)
+class Partition:
+    """What one task reads: consecutive pieces of the corpus. ``index`` is its place in the corpus
+    order; ``size`` its bytes, by which the largest start first."""
+
+    index: int
+    pieces: tuple[Piece, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(piece.size for piece in self.pieces)
+
+    def describe(self) -> str:
+        """The partition as error messages and logs name it: its piece, or its first and last pieces."""
+        first, last = self.pieces[0], self.pieces[-1]
+        if len(self.pieces) == 1:
+            return first.describe()
+        return f"{first.describe()} to {last.describe()}, {len({piece.file.path for piece in self.pieces})} files"
+
+
 def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[Partition]:
-    """Cut the files into partitions of about ``partition_bytes`` each, in corpus order.
+    """Cut the files into pieces and pack consecutive pieces into partitions of about
+    ``partition_bytes`` each, in corpus order.
 
     Reads only file sizes and Parquet footers, so the driver never touches the text.
     """
-    ranges = [bounds for file in files for bounds in _file_ranges(file, partition_bytes)]
-    return [Partition(index, file, start, end, size) for index, (file, start, end, size) in enumerate(ranges)]
+    groups: list[list[Piece]] = []
+    size = 0
+    for piece in (piece for file in files for piece in _file_pieces(file, partition_bytes)):
+        if not groups or size + piece.size > partition_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(piece)
+        size += piece.size
+    return [Partition(index, tuple(pieces)) for index, pieces in enumerate(groups)]
 
 
-def _file_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[SourceFile, int, int | None, int]]:
+def _file_pieces(file: SourceFile, partition_bytes: int) -> list[Piece]:
     if file.format == "parquet" and not _gzipped(file.path):
-        return [(file, start, end, size) for start, end, size in _row_group_ranges(file, partition_bytes)]
+        return [Piece(file, start, end, size) for start, end, size in _row_group_ranges(file, partition_bytes)]
     file_size = storage.size(file.path)
     if not _splits_by_line(file):
-        return [(file, 0, None, file_size)]
+        return [Piece(file, 0, None, file_size)]
     starts = range(0, max(file_size, 1), partition_bytes)
-    return [(file, start, None if start == starts[-1] else start + partition_bytes,
-             min(partition_bytes, file_size - start)) for start in starts]
+    return [Piece(file, start, None if start == starts[-1] else start + partition_bytes,
+                  min(partition_bytes, file_size - start)) for start in starts]
 
 
 def _splits_by_line(file: SourceFile) -> bool:
@@ -178,23 +207,28 @@ def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int,
 
 def read_partition(partition: Partition, decoder: TextDecoder) -> Iterator[str]:
     """The documents of one partition, streamed."""
-    file = partition.file
-    if file.format == "parquet":
-        yield from _read_parquet(file, partition.start, partition.end)
-        return
-    with _open_binary(file.path) as stream:
-        if partition.start or partition.end is not None:
-            stream.seek(partition.start)
-        lines = _lines(stream, partition.start, partition.end)
-        if file.format == "jsonl":
-            yield from _read_jsonl(lines, file, decoder)
-        else:
-            yield from _read_txt(stream, lines, file, decoder)
+    for piece in partition.pieces:
+        yield from _read_piece(piece, decoder)
 
 
 def read_documents(file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
     """The documents of one whole raw file, streamed."""
-    yield from read_partition(Partition(0, file), decoder)
+    yield from _read_piece(Piece(file), decoder)
+
+
+def _read_piece(piece: Piece, decoder: TextDecoder) -> Iterator[str]:
+    file = piece.file
+    if file.format == "parquet":
+        yield from _read_parquet(file, piece.start, piece.end)
+        return
+    with _open_binary(file.path) as stream:
+        if piece.start or piece.end is not None:
+            stream.seek(piece.start)
+        lines = _lines(stream, piece.start, piece.end)
+        if file.format == "jsonl":
+            yield from _read_jsonl(lines, file, decoder)
+        else:
+            yield from _read_txt(stream, lines, file, decoder)
 
 
 def _gzipped(path: Path | str) -> bool:

@@ -122,4 +122,4 @@ def test_a_task_failure_names_the_partition_and_the_worker(project, cluster):
     result = CliRunner().invoke(cli, ["run", "prepare", "--executor", "dask", "--set", f"executor.address={address}"])
     assert result.exit_code == 2
     assert "b0.txt: invalid UTF-8 at byte offset 12" in result.stderr
-    assert "b0.txt), on worker tcp://127.0.0.1:" in result.stderr, result.stderr
+    assert "b0.txt, 2 files), on worker tcp://127.0.0.1:" in result.stderr, result.stderr

@@ -173,8 +173,9 @@ def test_the_largest_partitions_are_read_and_written_first(tmp_path, start_order
     (tmp_path / "raw").mkdir()
     for name, count in (("a", 3), ("b", 40), ("c", 10)):
         (tmp_path / "raw" / f"{name}.txt").write_text("".join(f"{name} line {i}\n" for i in range(count)))
-    files = expand_sources([SourceConfig("raw/*.txt", separator="line")], root=tmp_path)
-    prepare_corpus(files, PrepareConfig(val_fraction=0.0), tmp_path / "prepared", tasks=Tasks(start_order))
+    files = expand_sources([SourceConfig("raw/*.txt", separator="blank_line")], root=tmp_path)
+    prepare_corpus(files, PrepareConfig(val_fraction=0.0, partition_bytes=1), tmp_path / "prepared",
+                   tasks=Tasks(start_order))
     reads = [label.split()[0] for label in start_order.labels if not label.startswith("dedup")]
     assert reads == ["1", "2", "0"] * 2  # scan, then write: b (the largest), c, a
 

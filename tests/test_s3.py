@@ -140,6 +140,8 @@ def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_fil
     monkeypatch.chdir(tmp_path)
     corpus(s3)
     write_config(tmp_path, raw=s3.url("raw/*.jsonl*"), prepared=s3.url("prepared"))
+    config = tmp_path / "lmprep.yaml"  # a partition per file, so the other files' tasks write theirs
+    config.write_text(config.read_text().replace("partition_bytes: 2000", "partition_bytes: 1"))
     assert lmprep("run", "prepare").exit_code == 0
     first = storage.committed(s3.url("prepared"))
     listed = storage.list_files(first)

@@ -201,6 +201,28 @@ def test_byte_range_partitions_hold_every_line_once(tmp_path_factory, lines, par
         assert [text for p in partitions for text in read_partition(p, TextDecoder())] == whole
 
 
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=12),
+       partition_bytes=st.integers(min_value=1, max_value=80))
+def test_small_files_are_packed_in_corpus_order_up_to_the_partition_size(tmp_path_factory, sizes, partition_bytes):
+    root = tmp_path_factory.mktemp("packed")
+    for index, size in enumerate(sizes):
+        (root / f"{index:02d}.txt").write_text("x" * size)
+    files = expand_sources([SourceConfig("*.txt")], root=root)
+    partitions = plan_partitions(files, partition_bytes)
+    assert [piece.file for p in partitions for piece in p.pieces] == files
+    assert all(p.size <= partition_bytes or len(p.pieces) == 1 for p in partitions)
+    assert all(a.size + b.pieces[0].size > partition_bytes for a, b in zip(partitions, partitions[1:]))
+    assert [text for p in partitions for text in read_partition(p, TextDecoder())] == ["x" * n for n in sizes]
+
+
+def test_a_packed_partition_is_named_by_its_first_and_last_files(tmp_path):
+    for name in "abc":
+        (tmp_path / f"{name}.txt").write_text(name)
+    partitions = plan_partitions(expand_sources([SourceConfig("*.txt")], root=tmp_path), 100)
+    assert len(partitions) == 1 and partitions[0].describe() == f"{tmp_path / 'a.txt'} to {tmp_path / 'c.txt'}, 3 files"
+
+
 def test_parquet_partitions_are_runs_of_row_groups(tmp_path):
     texts = [f"row {i}" for i in range(100)]
     pq.write_table(pa.table({"text": texts}), tmp_path / "t.parquet", row_group_size=10)
