@@ -41,6 +41,7 @@ STDIN = "-"
 """A source path that stands for standard input (on the command line)."""
 _FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 _CHUNK = 1 << 20
+_PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
 _PARQUET_BATCH = 1024
 
 
@@ -206,9 +207,32 @@ def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int,
 
 
 def read_partition(partition: Partition, decoder: TextDecoder) -> Iterator[str]:
-    """The documents of one partition, streamed."""
-    for piece in partition.pieces:
-        yield from _read_piece(piece, decoder)
+    """The documents of one partition, streamed; small remote files are fetched several at a time."""
+    for piece, data in _prefetched(partition.pieces):
+        yield from _read_piece(piece, decoder, data)
+
+
+def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]:
+    """Each piece with its bytes when it is a whole remote file of at most ``_PREFETCH_BYTES`` (fetched
+    concurrently with its neighbours, ``_PREFETCH_BYTES`` at most at a time), else with None."""
+    batch: list[Piece] = []
+    batch_bytes = 0
+    for piece in pieces:
+        if batch and (not _prefetchable(piece) or batch_bytes + piece.size > _PREFETCH_BYTES):
+            yield from zip(batch, storage.read_many([p.file.path for p in batch]))
+            batch, batch_bytes = [], 0
+        if _prefetchable(piece):
+            batch.append(piece)
+            batch_bytes += piece.size
+        else:
+            yield piece, None
+    if batch:
+        yield from zip(batch, storage.read_many([p.file.path for p in batch]))
+
+
+def _prefetchable(piece: Piece) -> bool:
+    return (storage.is_url(piece.file.path) and piece.start == 0 and piece.end is None
+            and 0 < piece.size <= _PREFETCH_BYTES)  # a range of an empty object is refused by S3
 
 
 def read_documents(file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
@@ -216,12 +240,13 @@ def read_documents(file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
     yield from _read_piece(Piece(file), decoder)
 
 
-def _read_piece(piece: Piece, decoder: TextDecoder) -> Iterator[str]:
+def _read_piece(piece: Piece, decoder: TextDecoder, data: bytes | None = None) -> Iterator[str]:
+    """The documents of one piece, from ``data`` (the file's bytes) when given, else from the file."""
     file = piece.file
     if file.format == "parquet":
-        yield from _read_parquet(file, piece.start, piece.end)
+        yield from _read_parquet(file, piece.start, piece.end, data)
         return
-    with _open_binary(file.path) as stream:
+    with _open_binary(file.path, data) as stream:
         if piece.start or piece.end is not None:
             stream.seek(piece.start)
         lines = _lines(stream, piece.start, piece.end)
@@ -375,10 +400,10 @@ def _parquet_file(file: SourceFile, stream: BinaryIO) -> Any:
     return parquet
 
 
-def _read_parquet(file: SourceFile, start: int, end: int | None) -> Iterator[str]:
+def _read_parquet(file: SourceFile, start: int, end: int | None, data: bytes | None) -> Iterator[str]:
     import pyarrow as pa
 
-    with _open_binary(file.path) as stream:
+    with _open_binary(file.path, data) as stream:
         parquet = _parquet_file(file, stream)
         groups = range(start, parquet.metadata.num_row_groups if end is None else end)
         batches = parquet.iter_batches(batch_size=_PARQUET_BATCH, columns=[file.field], row_groups=groups)
@@ -439,12 +464,14 @@ def string_columns(path: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def _open_binary(path: Path | str) -> Iterator[BinaryIO]:
-    """A buffered binary stream of the file's (decompressed) bytes; ``-`` is standard input."""
+def _open_binary(path: Path | str, data: bytes | None = None) -> Iterator[BinaryIO]:
+    """A buffered binary stream of the file's (decompressed) bytes, read from ``data`` when given
+    (the file's bytes, fetched already); ``-`` is standard input."""
     if str(path) == STDIN:
         yield sys.stdin.buffer
         return
-    with io.BufferedReader(storage.open_input(path), buffer_size=_CHUNK) as buffered:
+    raw = storage.open_input(path) if data is None else io.BytesIO(data)
+    with io.BufferedReader(raw, buffer_size=_CHUNK) as buffered:
         if not _gzipped(path):
             yield buffered
             return

@@ -35,7 +35,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
@@ -201,6 +202,19 @@ def read_bytes(location: str | os.PathLike[str]) -> bytes:
     fs, _ = _filesystem(location)
     with _named_errors(location):
         return fs.cat_file(location)
+
+
+def read_many(locations: Sequence[str], *, requests: int = 16) -> Iterator[bytes]:
+    """The bytes of several remote files, in order, fetched ``requests`` at a time: per-request latency,
+    not bandwidth, bounds reading many small objects one by one."""
+    fs, _ = _filesystem(locations[0])
+
+    def fetch(location: str) -> bytes:
+        with _named_errors(location):
+            return fs.cat_file(location, start=0)  # a range from 0 spares s3fs a HEAD request per object
+
+    with ThreadPoolExecutor(max_workers=min(requests, len(locations))) as pool:
+        yield from pool.map(fetch, locations)
 
 
 @contextlib.contextmanager

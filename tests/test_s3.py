@@ -63,6 +63,29 @@ def test_parquet_row_groups_are_read_in_ranges(s3):
     assert 0 < s3.counter.object_reads - before < 8
 
 
+def test_small_objects_packed_in_one_partition_cost_one_get_each(s3):
+    """Small whole objects are fetched ahead, several at a time, with one GET and no HEAD each."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.sources import plan_partitions, read_partition
+
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"text": ["row 0", "row 1"]}), sink)
+    s3.put("raw/a.jsonl.gz", gz(jsonl(["first", "second"])))
+    s3.put("raw/b.parquet", sink.getvalue())
+    s3.put("raw/c.txt", b"")
+    for index in range(20):
+        s3.put(f"raw/d{index:02d}.txt", f"text {index}".encode())
+    files = expand_sources([SourceConfig(glob=s3.url("raw/*"))])
+    (partition,) = plan_partitions(files, 10_000)
+    before = dict(s3.counter.counts)
+    documents = list(read_partition(partition, TextDecoder()))
+    assert documents == ["first", "second", "row 0", "row 1", "", *(f"text {index}" for index in range(20))]
+    requests = {key: count - before.get(key, 0) for key, count in s3.counter.counts.items()}
+    assert requests.get(("GET", "object"), 0) == 22 and requests.get(("HEAD", "object"), 0) <= 1  # the empty one
+
+
 def test_bad_url_missing_bucket_and_missing_credentials_are_storage_errors(s3, monkeypatch):
     import s3fs
 
