@@ -241,32 +241,3 @@ def put_corpus(s3, files: int = 3, documents: int = 30) -> None:
     for index in range(files):
         texts = [f"Q: what is {index}.{i}?\nA: it is {i * index} and {i + index}." for i in range(documents)]
         s3.put(f"raw/part-{index}.jsonl.gz", gz(jsonl(texts)))
-
-
-def test_status_on_an_unchanged_remote_corpus_reads_no_object(s3, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    corpus(s3)
-    write_config(tmp_path, raw=s3.url("raw/*.jsonl.gz"))
-    assert lmprep("run", "prepare").exit_code == 0
-    before = s3.counter.object_reads
-    result = lmprep("status")
-    assert "prepare: up to date" in result.output, result.output
-    assert s3.counter.object_reads == before
-
-    s3.put("raw/part-1.jsonl.gz", gz(jsonl(["changed"])))
-    assert f"dependency '{s3.url('raw/part-1.jsonl.gz')}' changed" in lmprep("status").output
-    assert s3.counter.object_reads == before
-
-
-@pytest.mark.parametrize("glob, message", [
-    ("s3://no-such-bucket/raw/*.jsonl", "s3://no-such-bucket/raw/*.jsonl: no bucket 'no-such-bucket'"),
-    ("nosuch://bucket/raw/*.jsonl", "unknown URL protocol 'nosuch'"),
-])
-def test_cli_storage_errors_are_one_line_with_exit_2(s3, tmp_path, monkeypatch, glob, message):
-    monkeypatch.chdir(tmp_path)
-    write_config(tmp_path, raw=glob)
-    result = lmprep("status")
-    assert result.exit_code == 2
-    assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
-
-
