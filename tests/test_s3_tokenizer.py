@@ -13,7 +13,7 @@ import pytest
 
 from conftest import lmprep_in_cwd as lmprep, put_corpus as corpus, write_store_config as write_config
 
-from pipeline import storage
+from pipeline import encoding, storage
 from pipeline.errors import TokenizerMismatchError
 from pipeline.shards import ShardSet
 from pipeline.tokenizer import Tokenizer, hf_dir
@@ -129,6 +129,17 @@ def test_cli_tokenizer_commands_take_a_url_given_or_configured(s3, local_run, pr
     assert overwrite.exit_code == 2 and error_lines(overwrite) == [
         f"error: {url} is the output of the pipeline's 'tokenizer' stage; retrain it from the config with "
         "`lmprep run tokenizer`, write elsewhere with --out PATH, or pass --force to overwrite it"]
+
+
+def test_encode_shares_a_remote_tokenizer_until_its_metadata_changes(s3, local_run, other_tokenizer):
+    """The driver loads the tokenizer once for the stage and its splits; a HEAD tells whether it changed."""
+    url = s3.put("tok.json", (local_run / "out" / "tokenizer.json").read_bytes())
+    first = encoding.share_tokenizer(url)
+    before = s3.counter.object_reads
+    assert encoding.share_tokenizer(url) is first
+    assert s3.counter.object_reads == before
+    other_tokenizer.save(url)
+    assert encoding.share_tokenizer(url).fingerprint == other_tokenizer.fingerprint != first.fingerprint
 
 
 @pytest.mark.parametrize("arguments", [
