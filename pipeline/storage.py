@@ -84,6 +84,13 @@ def join(location: str | os.PathLike[str], *names: str) -> Path | str:
     return Path(local(location)).joinpath(*names)
 
 
+def parent(location: str | os.PathLike[str]) -> Path | str:
+    """The directory holding ``location``: ``s3://bucket/a`` of ``s3://bucket/a/b.json``."""
+    if is_url(location):
+        return os.fspath(location).rstrip("/").rsplit("/", 1)[0]
+    return Path(local(location)).parent
+
+
 def name_of(location: str | os.PathLike[str]) -> str:
     """The last component of ``location``: ``b.jsonl.gz`` of ``s3://bucket/a/b.jsonl.gz``."""
     return PurePosixPath(os.fspath(location)).name if is_url(location) else Path(local(location)).name
@@ -246,7 +253,7 @@ def output_dir(location: str | os.PathLike[str]) -> Iterator[Path | str]:
     attempt = f"{_ATTEMPT_PREFIX}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     yield join(url, attempt)
     record = {"version": COMMIT_VERSION, "attempt": attempt, "files": list_files(join(url, attempt))}
-    write_bytes(join(url, COMMIT_FILE), (atomic.dumps_json(record) + "\n").encode("utf-8"))
+    write_json(join(url, COMMIT_FILE), record)
     _remove_attempts(url, keep=attempt)
 
 
@@ -321,6 +328,11 @@ def write_bytes(location: str | os.PathLike[str], data: bytes) -> None:
     fs, _ = _filesystem(location)
     with _named_errors(location):
         fs.pipe_file(os.fspath(location), data)
+
+
+def write_json(location: str | os.PathLike[str], obj: Any) -> None:
+    """Replace the file with ``obj`` as the project's JSON (:func:`pipeline.atomic.dumps_json`), atomically."""
+    write_bytes(location, (atomic.dumps_json(obj) + "\n").encode("utf-8"))
 
 
 def make_dir(location: str | os.PathLike[str]) -> None:

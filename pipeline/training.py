@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
-from pipeline import atomic
+from pipeline import atomic, storage
 from pipeline.checkpoint import (TOKENIZER_FILE, Checkpoint, TokenizerLike, checkpoint_file, read_checkpoint,
                                  save_checkpoint)
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
@@ -354,7 +354,7 @@ def train(
             run.metrics[first] |= {"resumed": True, "new_shards": resume.shard_fingerprint != train_set.fingerprint}
         _write_metrics(directory, run.metrics, plot=final)
         if tokenizer_file is not None:
-            atomic.write_bytes(directory / TOKENIZER_FILE, Path(tokenizer_file).read_bytes())
+            atomic.write_bytes(directory / TOKENIZER_FILE, storage.read_bytes(tokenizer_file))
         return path
 
     def save_partial(run: _Run) -> None:

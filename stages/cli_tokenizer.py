@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from pipeline import storage
 from pipeline.config import Config, TokenizerConfig
 from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError
 from pipeline.sources import SourceFile, TextDecoder, expand_arguments, read_documents
@@ -150,15 +151,20 @@ def with_given_options(settings: TokenizerConfig, given: dict[str, Any]) -> Toke
 def refuse_stage_output(out: str, config: Config) -> None:
     """A TokenizerError if ``out`` exists and is (or lies in) a pipeline stage's output: writing over it
     would change what the pipeline made behind its back (a checkpoint would then refuse the tokenizer)."""
-    if not os.path.exists(out):
+    if not storage.exists(out):
         return
-    target = os.path.realpath(out)
+    target = _resolved(out)
     for stage, output in stage_outputs(config).items():
-        owned = os.path.realpath(output)
-        if target == owned or target.startswith(owned + os.sep):
+        owned = _resolved(output)
+        if target == owned or target.startswith(owned + "/"):
             raise TokenizerError(
                 f"{out} is the output of the pipeline's '{stage}' stage; retrain it from the config with "
                 f"`lmprep run tokenizer`, write elsewhere with --out PATH, or pass --force to overwrite it")
+
+
+def _resolved(location: str) -> str:
+    """A path with its links resolved, or a URL as written (without a trailing ``/``)."""
+    return location.rstrip("/") if storage.is_url(location) else os.path.realpath(location)
 
 
 @tokenizer_group.command("encode")

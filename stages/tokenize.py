@@ -14,11 +14,11 @@ from __future__ import annotations
 import functools
 import os
 
-from pipeline import atomic, documents
+from pipeline import documents, storage
 from pipeline.config import Config
 from pipeline.executor import open_tasks
 from pipeline.runner import Stage
-from pipeline.tokenizer import Tokenizer, hf_dir
+from pipeline.tokenizer import Tokenizer, hf_dir, hf_json
 from pipeline.tokenizer.counting import count_prepared
 from pipeline.tokenizer.patterns import resolve_pattern
 from stages.console import say, show_progress
@@ -83,15 +83,16 @@ def train(config: Config) -> None:
 
 
 def reuse(config: Config) -> None:
-    """Validate the frozen tokenizer and copy its exact bytes to ``tokenizer.output``.
+    """Validate the frozen tokenizer and copy its exact bytes, read once, to ``tokenizer.output`` (either may be
+    a URL).
 
     The runner refuses a ``tokenizer.output`` that is ``tokenizer.path`` before this runs.
     """
     source, output = config.here(config.tokenizer.path), config.output_path(config.tokenizer.output)
-    tokenizer = Tokenizer.load(source)
+    data = hf_json.read_file(source)
+    tokenizer = hf_json.loads(data, name=source)
     check_roles(config, tokenizer)
-    with open(source, "rb") as handle:
-        atomic.write_bytes(output, handle.read())
+    storage.write_bytes(output, data)
     write_companions(config)
     say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size:,}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
 

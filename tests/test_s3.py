@@ -189,9 +189,9 @@ def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_fil
 def test_local_only_outputs_refuse_a_url_in_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_config(tmp_path, raw="raw/*.txt")
-    result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml", "--set", "tokenizer.output=s3://b/tok.json"])
+    result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml", "--set", "state_dir=s3://b/state"])
     assert result.exit_code == 2
-    assert "tokenizer.output 's3://b/tok.json' must be a local path" in result.output
+    assert "state_dir 's3://b/state' must be a local path" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 

@@ -183,13 +183,14 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Tokenizer:
-        """Read and validate a HF ``tokenizer.json`` (TokenizerFormatError names what is wrong)."""
+        """Read and validate a HF ``tokenizer.json``, a file or a URL (TokenizerFormatError names what is wrong)."""
         from pipeline.tokenizer import hf_json
 
         return hf_json.load(path)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a HF ``tokenizer.json`` atomically; the same tokenizer always gives the same bytes."""
+        """Write a HF ``tokenizer.json`` atomically (to a URL in one request); the same tokenizer always gives
+        the same bytes."""
         from pipeline.tokenizer import hf_json
 
         hf_json.save(self, path)

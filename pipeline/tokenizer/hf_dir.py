@@ -11,19 +11,18 @@ before punctuation (``"a ."`` becomes ``"a."``), so text would not round-trip.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-from pipeline import atomic
+from pipeline import storage
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 
 
 def companion_paths(tokenizer_path: str | os.PathLike[str]) -> tuple[str, str]:
-    """The paths of the two files written beside ``tokenizer_path``."""
-    directory = Path(tokenizer_path).parent
-    return str(directory / TOKENIZER_CONFIG), str(directory / SPECIAL_TOKENS_MAP)
+    """The paths (or URLs) of the two files written beside ``tokenizer_path``."""
+    directory = storage.parent(tokenizer_path)
+    return str(storage.join(directory, TOKENIZER_CONFIG)), str(storage.join(directory, SPECIAL_TOKENS_MAP))
 
 
 def special_tokens_map(*, eos_token: str | None, bos_token: str | None) -> dict[str, str]:
@@ -49,7 +48,8 @@ def tokenizer_config(*, eos_token: str | None, bos_token: str | None) -> dict[st
 
 def write_companions(tokenizer_path: str | os.PathLike[str], *, eos_token: str | None,
                      bos_token: str | None) -> None:
-    """Write ``tokenizer_config.json`` and ``special_tokens_map.json`` beside ``tokenizer_path``, atomically."""
+    """Write ``tokenizer_config.json`` and ``special_tokens_map.json`` beside ``tokenizer_path``, each whole
+    (renamed into place locally, one request remotely)."""
     config_path, map_path = companion_paths(tokenizer_path)
-    atomic.write_json(config_path, tokenizer_config(eos_token=eos_token, bos_token=bos_token))
-    atomic.write_json(map_path, special_tokens_map(eos_token=eos_token, bos_token=bos_token))
+    storage.write_json(config_path, tokenizer_config(eos_token=eos_token, bos_token=bos_token))
+    storage.write_json(map_path, special_tokens_map(eos_token=eos_token, bos_token=bos_token))

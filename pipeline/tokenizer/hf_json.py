@@ -35,7 +35,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline import atomic
+from pipeline import storage
 from pipeline.errors import TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.core import UNKNOWN_TEXT, Tokenizer
@@ -67,7 +67,8 @@ def unicode_to_byte() -> dict[str, int]:
 
 
 def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
-    atomic.write_json(path, to_dict(tokenizer))
+    """Write ``path`` whole: a local file renamed into place, a remote object in one request."""
+    storage.write_json(path, to_dict(tokenizer))
 
 
 def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
@@ -157,24 +158,37 @@ def _metadata(tokenizer: Tokenizer) -> dict[str, Any]:
 
 
 def load(path: str | os.PathLike[str]) -> Tokenizer:
+    return loads(read_file(path), name=os.fspath(path))
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a local file or a remote object, read in one request (never part of an object)."""
     try:
-        text = open(path, encoding="utf-8").read()
+        return storage.read_bytes(path)
     except FileNotFoundError:
         raise TokenizerFormatError(f"tokenizer file {os.fspath(path)} does not exist; train one first") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise TokenizerFormatError(f"cannot read tokenizer file {os.fspath(path)}: {exc}") from None
+
+
+def loads(data: bytes, *, name: str) -> Tokenizer:
+    """Validate the bytes of a ``tokenizer.json``; ``name`` says where they came from in messages."""
     try:
-        data = json.loads(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TokenizerFormatError(f"cannot read tokenizer file {name}: {exc}") from None
+    try:
+        parsed = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TokenizerFormatError(f"{os.fspath(path)} is not valid JSON: {exc}") from None
+        raise TokenizerFormatError(f"{name} is not valid JSON: {exc}") from None
     except RecursionError:
-        raise TokenizerFormatError(f"{os.fspath(path)} nests JSON too deeply to be a tokenizer.json") from None
+        raise TokenizerFormatError(f"{name} nests JSON too deeply to be a tokenizer.json") from None
     except ValueError as exc:  # an integer of more digits than Python converts (the advice after ';' is for code)
-        raise TokenizerFormatError(f"{os.fspath(path)} is not a tokenizer.json: {str(exc).split(';')[0]}") from None
+        raise TokenizerFormatError(f"{name} is not a tokenizer.json: {str(exc).split(';')[0]}") from None
     try:
-        return from_dict(data)
+        return from_dict(parsed)
     except TokenizerFormatError as exc:
-        raise TokenizerFormatError(f"{os.fspath(path)}: {exc}") from None
+        raise TokenizerFormatError(f"{name}: {exc}") from None
 
 
 def from_dict(data: Any) -> Tokenizer:
