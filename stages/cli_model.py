@@ -1,14 +1,18 @@
 """``lmprep sample`` and ``lmprep check``: use a checkpoint, always through the tokenizer guard.
 
-torch is imported inside the commands, so the rest of the CLI starts without it.
+torch is imported inside the commands, so the rest of the CLI starts without it. A checkpoint may be a
+URL (a directory ``lmprep run train`` wrote to object storage, or its ``checkpoint.safetensors``): ``sample``
+reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import click
 
+from pipeline import storage
 from pipeline.config import Config
 from pipeline.errors import CheckpointError, TokenizerMismatchError
 from pipeline.tokenizer import Tokenizer
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
               help="Sampling temperature; 0 always picks the most likely token.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
 @click.option("--checkpoint", "checkpoint_path", metavar="PATH",
-              help="Checkpoint file or directory [default: train.output_dir].")
+              help="Checkpoint file or directory, or its URL [default: train.output_dir].")
 @click.option("--tokenizer", "tokenizer_path", metavar="PATH",
               help="tokenizer.json [default: the one kept in the checkpoint's directory, else tokenizer.output].")
 @config_options(optional=True)
@@ -40,7 +44,7 @@ def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoi
 
     checkpoint_path = checkpoint_path or config.output_path(config.train.output_dir)
     tokenizer_path = tokenizer_path or tokenizer_beside(checkpoint_path) or config.output_path(config.tokenizer.output)
-    tokenizer = Tokenizer.load(tokenizer_path)
+    tokenizer = load_tokenizer(tokenizer_path)
     checkpoint = load_checkpoint(checkpoint_path, tokenizer)  # the guard, whichever tokenizer file it is
     eos_id = end_of_text_id(checkpoint, tokenizer, config)
     prompt_ids = tokenizer.encode(prompt) or ([eos_id] if eos_id is not None else [])
@@ -51,6 +55,12 @@ def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoi
         stop_ids=stop_ids(tokenizer, eos_id), generator=torch.Generator().manual_seed(seed),
     ))
     click.echo(prompt + continuation(tokenizer, new_ids, eos_id))
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
+    """The tokenizer file at ``path``; a remote one (kept beside a remote checkpoint) is read from a local copy."""
+    with storage.local_copy(path) as copy:
+        return Tokenizer.load(copy)
 
 
 def end_of_text_id(checkpoint: Checkpoint, tokenizer: Tokenizer, config: Config) -> int | None:
@@ -90,7 +100,7 @@ def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> N
 
     tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
     checkpoint = read_header(checkpoint_path)
-    tokenizer = Tokenizer.load(tokenizer_path)
+    tokenizer = load_tokenizer(tokenizer_path)
     try:
         check_tokenizer(checkpoint, tokenizer)
     except TokenizerMismatchError as exc:
