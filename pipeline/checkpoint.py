@@ -180,7 +180,7 @@ def checkpoint_file(path: str | os.PathLike[str]) -> Path | str:
 def checkpoint_exists(path: str | os.PathLike[str]) -> bool:
     """Whether there is a checkpoint file at ``path`` (remotely: in the committed output)."""
     file = checkpoint_file(path)
-    return storage.exists(file) if isinstance(file, str) else file.is_file()
+    return storage.exists(file) if isinstance(file, str) else file.exists()
 
 
 def tokenizer_beside(path: str | os.PathLike[str]) -> Path | str | None:
@@ -272,7 +272,10 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
 
     file = checkpoint_file(path)
     data = storage.read_bytes(stored_object(file)) if isinstance(file, str) else None
-    header = read_header(file) if data is None else _header(file, *_remote_header(file, data[:8], data[8:]))
+    if data is None:
+        header = read_header(file)
+    else:
+        header = _header(file, *_remote_header(file, data[:8], data[8:8 + _header_size(data[:8])]))
     try:
         config = ModelConfig.from_dict(header.metadata["model"])
         _check_model_shapes(header, config)

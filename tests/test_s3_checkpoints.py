@@ -6,6 +6,7 @@ checkpoint directory on the bucket, so a copy knows nothing of a checkpoint anot
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -135,3 +136,43 @@ def test_a_new_tokenizer_sets_the_remote_checkpoint_aside_where_the_guard_refuse
     assert "checkpoints kept" in ok("clean") and storage.exists(url)
     assert f"removed {url}" in ok("clean", "--checkpoints")
     assert not storage.holds_anything(url) and storage.exists(aside)
+
+
+# --------------------------------------------------------------------------- reading a remote checkpoint's bytes
+
+
+def commit_files(url: str, files: dict[str, bytes]) -> str:
+    """``files`` committed as the output at ``url`` (in memory://, as train commits them)."""
+    with storage.output_dir(url) as attempt:
+        for name, data in files.items():
+            storage.write_bytes(f"{attempt}/{name}", data)
+    return url
+
+
+def test_a_remote_header_reads_as_safetensors_reads_the_local_file(tmp_path, fake_tokenizer):
+    from pipeline.checkpoint import save_checkpoint
+    from pipeline.model import BigramLM, ModelConfig
+
+    tokenizer = fake_tokenizer([(104, 105), (256, 33)], special_tokens={"<|endoftext|>": 258})
+    path = save_checkpoint(tmp_path, model=BigramLM(ModelConfig(vocab_size=tokenizer.vocab_size, dim=4)), step=7,
+                           tokenizer=tokenizer, shard_fingerprint="f" * 64, train_config={"dim": 4})
+    url = commit_files("memory://lmprep-ckpt/header", {"checkpoint.safetensors": path.read_bytes()})
+    local, remote = read_header(tmp_path), read_header(url)
+    assert (remote.metadata, remote.shapes, remote.step) == (local.metadata, local.shapes, 7)
+    assert remote.path == f"{url}/checkpoint.safetensors"
+    assert same_weights(read_checkpoint(url), read_checkpoint(tmp_path))
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"\x80\x04\x95" + b"\0" * 20, "is a pickle or torch.save archive"),
+    ((50).to_bytes(8, "little") + b'{"a": 1}', "is not a readable safetensors checkpoint (no safetensors header)"),
+    ((8).to_bytes(8, "little") + b'{"a": 1}', "is not a readable safetensors checkpoint (malformed header"),
+    ((2).to_bytes(8, "little") + b"{}", "is a safetensors file without lmprep checkpoint metadata"),
+])
+def test_a_remote_file_that_is_no_checkpoint_is_refused_by_its_url(data, reason):
+    from pipeline.errors import CheckpointError
+
+    url = commit_files("memory://lmprep-ckpt/bad", {"checkpoint.safetensors": data})
+    for read in (read_header, read_checkpoint):
+        with pytest.raises(CheckpointError, match="^" + re.escape(f"{url}/checkpoint.safetensors {reason}")):
+            read(url)
