@@ -168,7 +168,7 @@ def test_a_remote_header_reads_as_safetensors_reads_the_local_file(tmp_path, fak
     ((50).to_bytes(8, "little") + b'{"a": 1}', "is not a readable safetensors checkpoint (no safetensors header)"),
     ((8).to_bytes(8, "little") + b'{"a": 1}', "is not a readable safetensors checkpoint (malformed header"),
     ((2).to_bytes(8, "little") + b"{}", "is a safetensors file without lmprep checkpoint metadata"),
-])
+], ids=["pickle", "header past the end", "malformed header", "no lmprep metadata"])
 def test_a_remote_file_that_is_no_checkpoint_is_refused_by_its_url(data, reason):
     from pipeline.errors import CheckpointError
 
