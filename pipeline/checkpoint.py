@@ -17,6 +17,12 @@ checks the model config against the tensor shapes the header lists before it
 builds the model, so a forged config cannot make it allocate more than the
 file holds.
 
+A checkpoint directory may be a remote output (``s3://…``, see
+:mod:`pipeline.storage`): its files are read through the output's commit.
+:func:`read_header` then reads only the header's two byte ranges, and
+:func:`read_checkpoint` the file's body once, into memory; messages name the
+URL, never a temporary copy.
+
 Why keep the whole merge list (about 10 bytes a merge, 20 kB at vocab 2048)
 rather than a digest: a retrained tokenizer usually has the same vocab size,
 and "the first differing merge is #17: 'th'+'e' vs 'e'+' '" tells a user what
@@ -35,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from safetensors import SafetensorError, safe_open
 
-from pipeline import atomic
+from pipeline import atomic, storage
 from pipeline.errors import CheckpointError, TokenizerMismatchError, json_error_reason
 
 if TYPE_CHECKING:
@@ -48,6 +54,7 @@ CHECKPOINT_FILE = "checkpoint.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 """Beside the checkpoint: the exact tokenizer file it was trained with, so the directory is self-contained."""
 _METADATA_KEY = "lmprep"
+_MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
 _MODEL_PREFIX = "model."
 _OPTIMIZER_PREFIX = "optimizer."
 _TORCH_RNG = "rng.torch"
@@ -122,18 +129,30 @@ class TokenizerRecord:
 class CheckpointHeader:
     """What a checkpoint's safetensors header says: its metadata and each tensor's shape."""
 
-    path: Path
+    path: Path | str  # a URL for a checkpoint in object storage
     step: int
     tokenizer: TokenizerRecord
     metadata: dict[str, Any]
     shapes: dict[str, tuple[int, ...]]
+
+    @property
+    def train_config(self) -> dict[str, Any]:
+        """The train settings the checkpoint was trained with (CheckpointError if the header's are malformed)."""
+        recorded = self.metadata.get("train_config")
+        if not isinstance(recorded, dict):
+            raise CheckpointError(_malformed_message(self.path, TypeError(f"train_config is {recorded!r:.60}")))
+        return recorded
+
+    @property
+    def shard_fingerprint(self) -> str | None:
+        return self.metadata.get("shard_fingerprint")
 
 
 @dataclass
 class Checkpoint:
     """A loaded checkpoint: the model with its weights, plus what resuming needs."""
 
-    path: Path
+    path: Path | str  # a URL for a checkpoint in object storage
     step: int
     model: BigramLM
     tokenizer: TokenizerRecord
@@ -149,16 +168,37 @@ class Checkpoint:
         return self.model.config
 
 
-def checkpoint_file(path: str | os.PathLike[str]) -> Path:
-    """The checkpoint file for ``path``, which may name the file or its directory."""
+def checkpoint_file(path: str | os.PathLike[str]) -> Path | str:
+    """The checkpoint file for ``path``, which may name the file or its directory (a URL stays a URL)."""
+    if storage.is_url(path):
+        text = os.fspath(path).rstrip("/")
+        return text if text.endswith(".safetensors") else storage.join(text, CHECKPOINT_FILE)
     path = Path(path)
     return path if path.suffix == ".safetensors" else path / CHECKPOINT_FILE
 
 
-def tokenizer_beside(path: str | os.PathLike[str]) -> Path | None:
-    """The tokenizer file kept beside a checkpoint (given as its file or directory), if there is one."""
-    file = checkpoint_file(path).with_name(TOKENIZER_FILE)
-    return file if file.is_file() else None
+def checkpoint_exists(path: str | os.PathLike[str]) -> bool:
+    """Whether there is a checkpoint file at ``path`` (remotely: in the committed output)."""
+    file = checkpoint_file(path)
+    return storage.exists(file) if isinstance(file, str) else file.exists()
+
+
+def tokenizer_beside(path: str | os.PathLike[str]) -> Path | str | None:
+    """The tokenizer file kept beside a checkpoint (given as its file or directory), if there is one;
+    remotely the committed object to read."""
+    file = checkpoint_file(path)
+    if isinstance(file, str):
+        beside = storage.join(file.rsplit("/", 1)[0], TOKENIZER_FILE)
+        return stored_object(beside) if storage.exists(beside) else None
+    beside = file.with_name(TOKENIZER_FILE)
+    return beside if beside.is_file() else None
+
+
+def stored_object(location: str) -> str:
+    """Where a file named in a remote checkpoint directory (a committed output) is read: in its committed attempt
+    (StorageError naming the directory when it holds no commit)."""
+    directory, _, name = os.fspath(location).rpartition("/")
+    return os.fspath(storage.join(storage.committed(directory), name))
 
 
 def save_checkpoint(
@@ -217,7 +257,44 @@ def _save_file(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str,
 def read_header(path: str | os.PathLike[str]) -> CheckpointHeader:
     """Read a checkpoint's header only: no tensor is loaded and torch is not imported."""
     file = checkpoint_file(path)
-    metadata, shapes = _read_safetensors_header(file)
+    if isinstance(file, str):
+        with storage.open_input(stored_object(file)) as handle:  # two ranges: the length, then the header
+            head = handle.read(8)
+            return _header(file, *_remote_header(file, head, handle.read(_header_size(head))))
+    return _header(file, *_local_header(file))
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+    """Read a checkpoint without checking its tokenizer (use :func:`load_checkpoint`).
+
+    A remote one is read in one request: header and tensors come from the same bytes."""
+    from pipeline.model import ModelConfig
+
+    file = checkpoint_file(path)
+    data = storage.read_bytes(stored_object(file)) if isinstance(file, str) else None
+    if data is None:
+        header = read_header(file)
+    else:
+        header = _header(file, *_remote_header(file, data[:8], data[8:8 + _header_size(data[:8])]))
+    try:
+        config = ModelConfig.from_dict(header.metadata["model"])
+        _check_model_shapes(header, config)
+        tensors = _read_tensors(file) if data is None else _tensors_of_bytes(file, data)
+        return _assemble(header, config, tensors)
+    except _MALFORMED as exc:
+        raise CheckpointError(_malformed_message(header.path, exc)) from None
+
+
+def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]]) -> CheckpointHeader:
+    """The header of ``file`` from its raw lmprep metadata (a JSON text) and its tensors' shapes."""
+    if raw is None:
+        raise CheckpointError(f"{file} is a safetensors file without lmprep checkpoint metadata")
+    try:
+        metadata = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {json_error_reason(exc)}") from None
+    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint {file} is not in format {FORMAT!r}")
     try:
         return CheckpointHeader(path=file, step=_non_negative_int(metadata["step"]),
                                 tokenizer=TokenizerRecord.from_dict(metadata["tokenizer"]),
@@ -226,20 +303,7 @@ def read_header(path: str | os.PathLike[str]) -> CheckpointHeader:
         raise CheckpointError(_malformed_message(file, exc)) from None
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
-    """Read a checkpoint without checking its tokenizer (use :func:`load_checkpoint`)."""
-    from pipeline.model import ModelConfig
-
-    header = read_header(path)
-    try:
-        config = ModelConfig.from_dict(header.metadata["model"])
-        _check_model_shapes(header, config)
-        return _assemble(header, config, _read_tensors(header.path))
-    except _MALFORMED as exc:
-        raise CheckpointError(_malformed_message(header.path, exc)) from None
-
-
-def _malformed_message(file: Path, exc: Exception) -> str:
+def _malformed_message(file: Path | str, exc: Exception) -> str:
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
     return f"checkpoint {file} has malformed metadata ({reason}); retrain it with `lmprep run train`"
 
@@ -305,8 +369,8 @@ def _piece(tokenizer: TokenizerLike, id: int) -> str:
     return tokenizer.token_bytes(id).decode("utf-8", errors="backslashreplace")
 
 
-def _read_safetensors_header(file: Path) -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
-    """The lmprep metadata and every tensor's shape, from the header alone."""
+def _local_header(file: Path) -> tuple[str | None, dict[str, tuple[int, ...]]]:
+    """The raw lmprep metadata and every tensor's shape, from a local file's header alone."""
     if not file.is_file():
         raise CheckpointError(
             f"no checkpoint at {file}; train one with `lmprep run train` or give the path of an existing checkpoint"
@@ -317,15 +381,32 @@ def _read_safetensors_header(file: Path) -> tuple[dict[str, Any], dict[str, tupl
             shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(_unreadable_message(file, exc)) from None
-    if raw is None:
-        raise CheckpointError(f"{file} is a safetensors file without lmprep checkpoint metadata")
+    return raw, shapes
+
+
+def _header_size(head: bytes) -> int:
+    """The header's length that a safetensors file's first 8 bytes give; 0 where none is plausible."""
+    length = int.from_bytes(head, "little") if len(head) == 8 else 0
+    return length if length <= _MAX_HEADER_BYTES else 0
+
+
+def _remote_header(file: str, head: bytes, rest: bytes) -> tuple[str | None, dict[str, tuple[int, ...]]]:
+    """:func:`_local_header` from a remote file's first 8 bytes and (at least) the header after them, as the
+    safetensors format lays it out: the header's length, little-endian, then the header, a JSON object of
+    ``__metadata__`` (text to text) and each tensor's dtype, shape and offsets. No library reads it over ranges."""
+    length = _header_size(head)
+    if not 0 < length <= len(rest):
+        raise CheckpointError(_unreadable_message(file, "no safetensors header", head))
     try:
-        metadata = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {json_error_reason(exc)}") from None
-    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint {file} is not in format {FORMAT!r}")
-    return metadata, shapes
+        header = json.loads(rest[:length])
+        raw = header.get("__metadata__", {}).get(_METADATA_KEY)
+        if raw is not None and not isinstance(raw, str):
+            raise TypeError("the metadata is not text")
+        shapes = {name: tuple(int(size) for size in entry["shape"])
+                  for name, entry in header.items() if name != "__metadata__"}
+    except (*_MALFORMED, RecursionError) as exc:
+        raise CheckpointError(_unreadable_message(file, f"malformed header: {type(exc).__name__}", head)) from None
+    return raw, shapes
 
 
 def _read_tensors(file: Path) -> dict[str, torch.Tensor]:
@@ -336,17 +417,29 @@ def _read_tensors(file: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(_unreadable_message(file, exc)) from None
 
 
-def _unreadable_message(file: Path, exc: Exception) -> str:
-    """Say why a file is refused; pickles get their own reason (they could run code)."""
-    with open(file, "rb") as handle:
-        head = handle.read(4)
+def _tensors_of_bytes(file: str, data: bytes) -> dict[str, torch.Tensor]:
+    """The tensors of a checkpoint read into memory (safetensors checks the header against the bytes)."""
+    from safetensors.torch import load
+
+    try:
+        return load(data)
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(_unreadable_message(file, exc, data[:4])) from None
+
+
+def _unreadable_message(file: Path | str, reason: object, head: bytes | None = None) -> str:
+    """Say why a file is refused, given its first bytes (read here from a local file); pickles get their own
+    reason (they could run code)."""
+    if head is None:
+        with open(file, "rb") as handle:
+            head = handle.read(4)
     if head.startswith(_PICKLE_MAGIC):
         return (
             f"{file} is a pickle or torch.save archive; lmprep refuses to load it because "
             "unpickling can run arbitrary code. Checkpoints are safetensors files written by "
             "`lmprep run train`"
         )
-    return f"{file} is not a readable safetensors checkpoint ({exc}); retrain it with `lmprep run train`"
+    return f"{file} is not a readable safetensors checkpoint ({reason}); retrain it with `lmprep run train`"
 
 
 def _check_model_shapes(header: CheckpointHeader, config: ModelConfig) -> None:

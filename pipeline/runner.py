@@ -20,7 +20,9 @@ a layout where an output equals, contains or lies inside another output, an
 input, a directory a stage scans, the state dir or a guarded path (the config
 file), or equals or contains the project root; and it replaces or deletes an
 existing path only when that path is the stage's own previous output, which it
-records in ``{state_dir}/outputs.json`` before the stage first writes there.
+records in ``{state_dir}/outputs.json`` before the stage first writes there, or
+what the stage ``adopts`` as its own (``train``: a checkpoint it wrote to object
+storage from another machine, which it resumes or sets aside, never deletes).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Stage:
     keys: Mapping[str, str] = field(default_factory=dict)
     run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
     preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
+    adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,8 @@ class Pipeline:
         owners = self._owners()
         for stage in stages:
             for out in stage.outs:
-                if owners.get(os.path.normpath(out)) != stage.name and _holds_anything(self._where(out)):
+                if (owners.get(os.path.normpath(out)) != stage.name and _holds_anything(self._where(out))
+                        and not (stage.adopts is not None and stage.adopts(out))):
                     raise RunnerError(
                         f"{_describe(stage, out)} already exists and is not what stage '{stage.name}' wrote "
                         f"(according to {self.owners_path}); lmprep replaces an output as a whole, so point it "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import itertools
 import json
 import os
 import re
@@ -136,30 +137,34 @@ def holds_anything(location: str) -> bool:
 
 
 def tree_stamp(location: str) -> dict[str, Any] | None:
-    """A remote location's identity without reading a body: a file's :func:`stamp`, or for a committed
-    output or a directory within one the commit's stamps of the files under it (with the attempt, for the
-    output itself, so that a lock entry points at one commit); None when it is neither."""
+    """A remote location's identity: a file's :func:`stamp`; for a committed output, the stamp of its commit
+    record (which names a new attempt at every commit), so that a lock entry points at one commit and
+    ``status`` reads no body; for a directory within one, the commit's stamps of the files under it (read
+    from the record); None when it is none of these."""
     if location in _LISTED:
         return _LISTED[location]
     fs, _ = _filesystem(location)
     with _named_errors(location):
         try:
-            is_file = fs.info(location).get("type") == "file"
+            info = fs.info(location)
         except FileNotFoundError:
-            is_file = False
-    if is_file:
-        return stamp(location)
+            info = {}
+    if info.get("type") == "file":
+        return _identity(info)
     text = location.rstrip("/")
-    for root in _ancestors(text):
+    with _named_errors(location):
+        try:
+            return {"commit": _identity(fs.info(join(text, COMMIT_FILE)))}
+        except FileNotFoundError:
+            pass
+    for root in itertools.islice(_ancestors(text), 1, None):
         record = _read_commit(root)
         if record is None:
             continue
         inner = text[len(root):].strip("/")
         files = {name: entry for name, entry in record["files"].items()
-                 if not inner or name == inner or name.startswith(inner + "/")}
-        if not files:
-            return None
-        return {"files": files, **({} if inner else {"attempt": record["attempt"]})}
+                 if name == inner or name.startswith(inner + "/")}
+        return {"files": files} if files else None
     return None
 
 

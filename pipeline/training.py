@@ -44,6 +44,26 @@ into ``default.partial/`` (atomically), so a kill loses at most N steps: the nex
 run continues from it when it is the same run (same tokenizer, weight-shaping
 settings, shards and starting point), ending with the same weights, bit for bit,
 as a run never interrupted. It is removed once the run succeeds.
+
+``train.output_dir`` may be a URL (``s3://bucket/ckpt``): checkpoints in object
+storage, which cannot rename. The trainer then works in a local scratch copy
+and publishes every step of the local logic as a committed remote output
+(:mod:`pipeline.storage`), in the order that keeps the local case safe:
+
+1. download the committed ``<url>`` and ``<url>.partial`` (so an interrupted run
+   resumes on any machine; nothing local is needed);
+2. train as locally, committing each periodic save to ``<url>.partial`` as it is
+   written (a preempted driver loses at most ``checkpoint_every`` steps);
+3. upload an old checkpoint being set aside to a free ``<url>-<tag>`` and commit it;
+4. commit the new checkpoint to ``<url>`` (the swap: one PUT of its commit record);
+5. delete ``<url>.partial``.
+
+A kill between any two steps loses nothing: before 4 the previous commit of
+``<url>`` stands (and the next run resumes from ``<url>.partial``); between 3
+and 4 the old checkpoint is at both names, so the next run sets it aside once
+more, as ``<url>-<tag>-2``. Messages name the URLs, never the scratch copy. As
+for any remote output, one project owns it: runs of that project hold its lock,
+so no other run replaces ``<url>`` meanwhile.
 """
 
 from __future__ import annotations
@@ -54,6 +74,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -64,9 +85,9 @@ import numpy as np
 import torch
 
 from pipeline import atomic, storage
-from pipeline.checkpoint import (TOKENIZER_FILE, Checkpoint, TokenizerLike, checkpoint_file, read_checkpoint,
-                                 save_checkpoint)
-from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
+from pipeline.checkpoint import (TOKENIZER_FILE, Checkpoint, CheckpointHeader, TokenizerLike, checkpoint_exists,
+                                 checkpoint_file, read_checkpoint, read_header, save_checkpoint)
+from pipeline.errors import CheckpointError, PipelineError, ShardError, TokenizerMismatchError, TrainingError
 from pipeline.model import BigramLM, ModelConfig, training_memory_bytes
 
 if TYPE_CHECKING:
@@ -90,7 +111,7 @@ def _ignore(message: str) -> None:
 class TrainSummary:
     """What a training run did, for the CLI and the benchmark."""
 
-    checkpoint: Path
+    checkpoint: Path | str  # a URL for a remote train.output_dir
     start_step: int
     step: int
     tokens: int = 0
@@ -115,7 +136,7 @@ class ResumePlan:
 
     action: Literal["fresh", "resume", "done", "set_aside"]
     reason: str
-    checkpoint: Checkpoint | None = None
+    checkpoint: Checkpoint | CheckpointHeader | None = None  # a header when planned with ``header_only``
     tag: str = ""  # the suffix the directory gets when set aside
 
 
@@ -149,16 +170,18 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
 
 def plan_resume(
     directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, settings: TrainConfig,
-    shard_fingerprint: str | None, retrain: bool = False,
+    shard_fingerprint: str | None, retrain: bool = False, header_only: bool = False,
 ) -> ResumePlan:
     """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``.
 
-    ``retrain`` sets any checkpoint aside (``--force``).
+    ``retrain`` sets any checkpoint aside (``--force``). ``header_only`` judges from the checkpoint's header,
+    without reading its tensors (for ``status``, which must not download a remote checkpoint).
     """
-    if not checkpoint_file(directory).exists():
+    if not checkpoint_exists(directory):
         return ResumePlan("fresh", "no previous checkpoint")
     try:
-        checkpoint = read_checkpoint(directory)
+        checkpoint = read_header(directory) if header_only else read_checkpoint(directory)
+        recorded = checkpoint.train_config
     except CheckpointError as exc:
         return ResumePlan("set_aside", f"the previous checkpoint is unreadable ({exc})", tag="unreadable")
     if retrain:
@@ -167,7 +190,7 @@ def plan_resume(
     old, new = checkpoint.tokenizer.fingerprint[:12], tokenizer.fingerprint[:12]
     if checkpoint.tokenizer.fingerprint != tokenizer.fingerprint:
         return ResumePlan("set_aside", f"the tokenizer changed ({old} → {new})", checkpoint, tag=old)
-    changed = changed_settings(checkpoint.train_config, settings)
+    changed = changed_settings(recorded, settings)
     if changed:
         described = ", ".join(f"train.{key} {old} → {new}" for key, (old, new) in changed.items())
         return ResumePlan("set_aside", f"the train settings changed ({described})", checkpoint,
@@ -185,7 +208,7 @@ def changed_settings(recorded: Mapping[str, Any], settings: TrainConfig) -> dict
     }
 
 
-def _plan_steps(checkpoint: Checkpoint, steps: int, shard_fingerprint: str | None) -> ResumePlan:
+def _plan_steps(checkpoint: Checkpoint | CheckpointHeader, steps: int, shard_fingerprint: str | None) -> ResumePlan:
     """Resume, keep or set aside a checkpoint trained with the current settings, by its step and its shards."""
     step, same_shards = checkpoint.step, checkpoint.shard_fingerprint == shard_fingerprint
     if step > steps:
@@ -232,38 +255,127 @@ def train_checkpoint_dir(
     set aside only after training has succeeded, so a failed or interrupted run
     leaves it where and as it was. Setting aside and swapping in are two renames
     in a row; a crash between them would leave the old checkpoint under its
-    set-aside name and nothing at ``output_dir``.
+    set-aside name and nothing at ``output_dir``. A URL is trained in a local copy
+    and published step by step (see the module docstring).
     """
-    directory = Path(settings.output_dir)
     model_config = model_config_for(settings, tokenizer)
     _check_inputs(settings, tokenizer, model_config, train_set, val_set)  # before anything is written
-    plan = plan_resume(directory, tokenizer=tokenizer, settings=settings, shard_fingerprint=train_set.fingerprint,
-                       retrain=retrain)
-    if plan.action == "done":
-        notify(f"nothing to train: {plan.reason}; raise train.steps to train further, "
-               "or pass --force to retrain from scratch")
-        return TrainSummary(checkpoint=plan.checkpoint.path, start_step=plan.checkpoint.step,
-                            step=plan.checkpoint.step)
-    resume = _announce(plan, notify)
-    partial = partial_dir(directory)
-    interrupted = _interrupted_run(partial, resume, tokenizer=tokenizer, settings=settings,
-                                   shard_fingerprint=train_set.fingerprint)
-    if interrupted is not None:
-        notify(f"continuing the interrupted run from its checkpoint at step {interrupted.step} in {partial}")
-    with atomic.atomic_dir(directory) as staging:
-        summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set, output_dir=staging,
-                        resume=interrupted or resume, tokenizer_file=tokenizer_file,
-                        partial_dir=partial if settings.checkpoint_every else None,
-                        run_start=resume.step if resume is not None else 0, progress=progress, notify=notify)
-        if plan.action == "set_aside":
-            # named after the checkpoint there now, which another run may have replaced while this one trained
-            now = plan_resume(directory, tokenizer=tokenizer, settings=settings,
-                              shard_fingerprint=train_set.fingerprint, retrain=retrain)
-            if now.action != "fresh":
-                notify(f"moved the old checkpoint to {set_aside(directory, now.tag or 'replaced')}")
-    if partial.exists():
-        shutil.rmtree(partial)
-    return dataclasses.replace(summary, checkpoint=directory / summary.checkpoint.name)
+    with _checkpoint_home(settings.output_dir) as home:
+        directory, tell = home.directory, lambda message: notify(home.words(message))
+        plan = plan_resume(directory, tokenizer=tokenizer, settings=settings,
+                           shard_fingerprint=train_set.fingerprint, retrain=retrain)
+        if plan.action == "done":
+            tell(f"nothing to train: {plan.reason}; raise train.steps to train further, "
+                 "or pass --force to retrain from scratch")
+            return TrainSummary(checkpoint=home.name(plan.checkpoint.path), start_step=plan.checkpoint.step,
+                                step=plan.checkpoint.step)
+        resume = _announce(plan, tell)
+        partial = partial_dir(directory)
+        interrupted = _interrupted_run(partial, resume, tokenizer=tokenizer, settings=settings,
+                                       shard_fingerprint=train_set.fingerprint)
+        if interrupted is not None:
+            tell(f"continuing the interrupted run from its checkpoint at step {interrupted.step} in {partial}")
+        with atomic.atomic_dir(directory) as staging:
+            summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set, output_dir=staging,
+                            resume=interrupted or resume, tokenizer_file=tokenizer_file,
+                            partial_dir=partial if settings.checkpoint_every else None,
+                            on_partial_saved=home.partial_saved, run_start=resume.step if resume is not None else 0,
+                            progress=progress, notify=tell)
+            if plan.action == "set_aside":
+                # named after the checkpoint there now, which another run may have replaced while this one trained
+                now = plan_resume(directory, tokenizer=tokenizer, settings=settings,
+                                  shard_fingerprint=train_set.fingerprint, retrain=retrain)
+                if now.action != "fresh":
+                    tell(f"moved the old checkpoint to {home.set_aside(now.tag or 'replaced')}")
+        home.publish()
+        home.remove_partial()
+        return dataclasses.replace(summary, checkpoint=home.name(directory / summary.checkpoint.name))
+
+
+class _LocalHome:
+    """Where a checkpoint directory lives and how its steps are made: here, a local directory, by renames."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def name(self, path: Path) -> Path | str:
+        """What to call a path under the working directory (its parent) in messages and results."""
+        return path
+
+    def words(self, message: str) -> str:
+        """``message`` with the paths it names as :meth:`name` calls them."""
+        return message
+
+    def partial_saved(self, partial: Path) -> None:
+        """A periodic checkpoint was just saved into ``partial``."""
+
+    def set_aside(self, tag: str) -> Path | str:
+        """Keep the old checkpoint under a free name ``<name>-<tag>``, before the new one replaces it."""
+        return set_aside(self.directory, tag)
+
+    def publish(self) -> None:
+        """The new checkpoint is in place in the working directory: make it the checkpoint."""
+
+    def remove_partial(self) -> None:
+        partial = partial_dir(self.directory)
+        if partial.exists():
+            shutil.rmtree(partial)
+
+
+class _RemoteHome(_LocalHome):
+    """A checkpoint directory at a URL, worked on in the local copy ``directory`` (see the module docstring)."""
+
+    def __init__(self, url: str, directory: Path):
+        super().__init__(directory)
+        self.url = url
+
+    def name(self, path: Path) -> Path | str:
+        return self.words(str(path))
+
+    def words(self, message: str) -> str:
+        return message.replace(str(self.directory), self.url)
+
+    def partial_saved(self, partial: Path) -> None:
+        _commit_copy(partial, self.url + ".partial")
+
+    def set_aside(self, tag: str) -> str:
+        target, number = f"{self.url}-{tag}", 2
+        while storage.holds_anything(target):
+            target, number = f"{self.url}-{tag}-{number}", number + 1
+        _commit_copy(self.directory, target)
+        return target
+
+    def publish(self) -> None:
+        _commit_copy(self.directory, self.url)
+
+    def remove_partial(self) -> None:
+        storage.remove(self.url + ".partial")
+
+
+@contextlib.contextmanager
+def _checkpoint_home(output_dir: str) -> Iterator[_LocalHome]:
+    """The home of ``train.output_dir``; for a URL, a scratch copy of its committed checkpoint and partial
+    checkpoint, for as long as the run lasts, and errors raised meanwhile name the URL."""
+    if not storage.is_url(output_dir):
+        yield _LocalHome(Path(output_dir))
+        return
+    url = os.fspath(output_dir).rstrip("/")
+    with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:
+        home = _RemoteHome(url, Path(scratch) / storage.name_of(url))
+        for remote, copy in ((url, home.directory), (url + ".partial", partial_dir(home.directory))):
+            if storage.exists(remote):
+                storage.download_dir(remote, copy)
+        try:
+            yield home
+        except PipelineError as exc:
+            exc.args = (home.words(str(exc)),)
+            raise
+
+
+def _commit_copy(directory: Path, url: str) -> None:
+    """Upload a local directory as the new committed output at ``url`` (its previous commit stands until then)."""
+    with storage.output_dir(url) as attempt:
+        storage.upload_dir(directory, attempt)
 
 
 def partial_dir(directory: str | os.PathLike[str]) -> Path:
@@ -325,6 +437,7 @@ def train(
     resume: Checkpoint | None = None,
     tokenizer_file: str | os.PathLike[str] | None = None,
     partial_dir: str | os.PathLike[str] | None = None,
+    on_partial_saved: Callable[[Path], None] = lambda partial: None,
     run_start: int | None = None,
     progress: bool = False,
     notify: Notify = _ignore,
@@ -332,7 +445,8 @@ def train(
     """Train from ``resume`` (or from scratch) up to step ``settings.steps`` on ``train_set``
     and write checkpoint, metrics and loss plot into ``output_dir``, with a copy of ``tokenizer_file``
     (the file ``tokenizer`` was loaded from) so that the directory is usable on its own. With
-    ``partial_dir``, every ``settings.checkpoint_every`` steps the same is saved there (atomically);
+    ``partial_dir``, every ``settings.checkpoint_every`` steps the same is saved there (atomically), then
+    passed to ``on_partial_saved``;
     ``run_start`` is the step the run began at, when ``resume`` is a checkpoint of it interrupted."""
     model_config = model_config_for(settings, tokenizer)
     _check_inputs(settings, tokenizer, model_config, train_set, val_set)
@@ -360,6 +474,7 @@ def train(
     def save_partial(run: _Run) -> None:
         with atomic.atomic_dir(partial_dir) as staging:
             save(staging, run, final=False)
+        on_partial_saved(Path(partial_dir))
 
     every = settings.checkpoint_every if partial_dir is not None else None
     with _deterministic():

@@ -1,6 +1,8 @@
 """``lmprep sample`` and ``lmprep check``: use a checkpoint, always through the tokenizer guard.
 
-torch is imported inside the commands, so the rest of the CLI starts without it.
+torch is imported inside the commands, so the rest of the CLI starts without it. A checkpoint may be a
+URL (a directory ``lmprep run train`` wrote to object storage, or its ``checkpoint.safetensors``): ``sample``
+reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
               help="Sampling temperature; 0 always picks the most likely token.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
 @click.option("--checkpoint", "checkpoint_path", metavar="PATH",
-              help="Checkpoint file or directory [default: train.output_dir].")
+              help="Checkpoint file or directory, or its URL [default: train.output_dir].")
 @click.option("--tokenizer", "tokenizer_path", metavar="PATH",
               help="tokenizer.json [default: the one kept in the checkpoint's directory, else tokenizer.output].")
 @config_options(optional=True)

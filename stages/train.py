@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from pipeline import hashing
+from pipeline import hashing, storage
 from pipeline.config import Config
 from pipeline.errors import PipelineError
 from pipeline.runner import Stage
@@ -37,7 +37,16 @@ def build(config: Config) -> Stage:
         keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: "train.output_dir"},
         run_forced=functools.partial(run, config, retrain=True),
         preview=functools.partial(preview, config),
+        adopts=adopts,
     )
+
+
+def adopts(output: str) -> bool:
+    """A remote checkpoint directory is this stage's own wherever it was written (another machine, a lost
+    state dir): training resumes it or sets it aside, never deletes it, so an interrupted run continues anywhere."""
+    from pipeline.checkpoint import checkpoint_exists
+
+    return storage.is_url(output) and checkpoint_exists(output)
 
 
 def tokenizer_path(config: Config) -> str:
@@ -76,20 +85,21 @@ def preview(config: Config) -> str | None:
     """Warn when running the stage now would set the current checkpoint aside and train from scratch.
 
     Judged on the tokenizer and shards as they are now; a stale stage before this one may still change them.
+    A remote checkpoint is judged on its header alone (two ranged reads), never downloaded.
     """
     from pipeline import training
-    from pipeline.checkpoint import checkpoint_file
+    from pipeline.checkpoint import checkpoint_exists
 
     directory = config.output_path(config.train.output_dir)
-    if not checkpoint_file(directory).exists():
-        return None
     try:
+        if not checkpoint_exists(directory):
+            return None
         tokenizer = Tokenizer.load(tokenizer_path(config))
         shards = hashing.canonical_hash(read_manifest(config.output_path(config.encode.output_dir), "train").to_dict())
     except PipelineError:  # a missing or broken input: the run itself will say what is wrong
         return None
     plan = training.plan_resume(directory, tokenizer=tokenizer, settings=settings_here(config),
-                                shard_fingerprint=shards)
+                                shard_fingerprint=shards, header_only=storage.is_url(directory))
     if plan.action != "set_aside":
         return None
     return f"{plan.reason}: running it will move {directory} to {directory}-{plan.tag} and train from scratch"
