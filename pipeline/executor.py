@@ -124,6 +124,33 @@ def worker_name() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
+_run_clusters: contextlib.ExitStack | None = None  # set while a run shares its LocalCluster (share_local_cluster)
+_local_clients: dict[int, Any] = {}  # worker count -> the Client of the run's LocalCluster
+
+
+@contextlib.contextmanager
+def share_local_cluster() -> Iterator[None]:
+    """Within this block, the stages that ask for ``executor.address: local`` share one Dask LocalCluster.
+
+    Starting one takes seconds (each worker process imports lmprep), so a run of several partitioned
+    stages starts it once, at the first stage that needs it, and closes it when the block ends, error
+    or Ctrl-C included. Outside such a block each :func:`open_tasks` starts and closes its own. Workers
+    keep no state between tasks that could change an output (the tokenizer they cache is checked by
+    fingerprint, as on any long-lived cluster). A nested block shares the outer one's cluster.
+    """
+    global _run_clusters
+    if _run_clusters is not None:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        _run_clusters = stack
+        try:
+            yield
+        finally:
+            _run_clusters = None
+            _local_clients.clear()
+
+
 @contextlib.contextmanager
 def open_tasks(settings: ExecutorConfig, *, workers: int = 0) -> Iterator[Tasks]:
     """The configured backend; ``workers`` (a stage's own setting) overrides ``settings.workers`` locally."""
@@ -138,9 +165,7 @@ def open_tasks(settings: ExecutorConfig, *, workers: int = 0) -> Iterator[Tasks]
 @contextlib.contextmanager
 def _dask_client(settings: ExecutorConfig) -> Iterator[Any]:
     try:
-        import logging
-
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise ConfigError("executor.kind is 'dask' but Dask is not installed; pip install 'lmprep[dask]'") from None
     if settings.address is None:
@@ -148,9 +173,13 @@ def _dask_client(settings: ExecutorConfig) -> Iterator[Any]:
                           "tcp://host:8786 or to 'local' for a cluster on this machine")
     if settings.address == "local":
         count = worker_count(settings.workers)
-        with LocalCluster(n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
-                          silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-            yield client
+        if _run_clusters is None:
+            with _local_client(count) as client:
+                yield client
+            return
+        if count not in _local_clients:
+            _local_clients[count] = _run_clusters.enter_context(_local_client(count))
+        yield _local_clients[count]
         return
     try:
         client = Client(settings.address, timeout=settings.timeout)
@@ -158,6 +187,18 @@ def _dask_client(settings: ExecutorConfig) -> Iterator[Any]:
         raise ConfigError(f"executor.address {settings.address!r}: no Dask scheduler answered within "
                           f"{settings.timeout:g} s ({' '.join(str(exc).split())})") from None
     with client:
+        yield client
+
+
+@contextlib.contextmanager
+def _local_client(workers: int) -> Iterator[Any]:
+    """A Client of a new LocalCluster of ``workers`` single-threaded processes, both closed on exit."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 
 

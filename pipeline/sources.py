@@ -256,6 +256,41 @@ def _read_piece(piece: Piece, decoder: TextDecoder, data: bytes | None = None) -
             yield from _read_txt(stream, lines, file, decoder)
 
 
+def read_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tuple[str, bool]]:
+    """The documents of one whole raw file as ``(text, ends_document)`` pieces, in order.
+
+    A ``.txt`` file read as one document comes in pieces decoded from about 1 MB each, so that a
+    reader that can use pieces (BPE's chunk counting) never holds a large file whole; any other
+    document comes whole. With ``skip`` a file is read whole too: an invalid byte anywhere drops all of it.
+    """
+    if file.format != "txt" or file.separator != "document" or decoder.on_error == "skip":
+        for text in read_documents(file, decoder):
+            yield text, True
+        return
+    with _open_binary(file.path) as stream:
+        offset, held = 0, b""
+        while data := stream.read(_CHUNK):
+            data = held + data
+            cut = _decoding_restart(data)
+            yield decoder.decode(data[:cut], path=file.path, offset=offset), False
+            offset, held = offset + cut, data[cut:]
+        yield decoder.decode(held, path=file.path, offset=offset), True
+
+
+def _decoding_restart(data: bytes) -> int:
+    """Where UTF-8 decoding of ``data`` starts afresh near its end: after an ASCII byte or before a
+    lead byte (whose character may go on past ``data``). Every byte after it is decoded, strictly or
+    not, as if it began the text, so pieces cut there decode to the text whole with the same errors
+    at the same offsets. The end of ``data`` if its last four bytes all continue a character (no
+    character still needs the next byte then)."""
+    for at in range(len(data) - 1, max(len(data) - 4, 0) - 1, -1):
+        if data[at] < 0x80:
+            return at + 1
+        if data[at] >= 0xC0:
+            return at
+    return len(data)
+
+
 def _gzipped(path: Path | str) -> bool:
     return storage.name_of(path).endswith(".gz")
 

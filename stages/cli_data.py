@@ -15,7 +15,7 @@ import click
 from pipeline.config import EXPORT_FORMATS, Config
 from pipeline.errors import ConfigError
 from stages import stats as stats_stage
-from stages.cli_pipeline import make_pipeline
+from stages.cli_pipeline import make_pipeline, run_pipeline
 from stages.options import config_options
 
 
@@ -28,7 +28,7 @@ def with_section(config: Config, section: str, **values: Any) -> Config:
 def run_stage(config: Config, name: str, force: bool) -> None:
     if getattr(config, name).output_dir is None:
         raise ConfigError(f"the config declares no {name} stage: set {name}.output_dir (or pass --out)")
-    make_pipeline(config).run([name], force=force)
+    run_pipeline(make_pipeline(config), [name], force=force)
 
 
 @click.command(name="export")

@@ -12,6 +12,7 @@ import click
 
 from pipeline.config import Config, Origins, dump_yaml, resolved_size
 from pipeline.errors import ConfigError
+from pipeline.executor import share_local_cluster
 from pipeline.runner import Pipeline
 from stages.options import config_file, config_options
 from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, build_stages
@@ -23,6 +24,13 @@ def make_pipeline(config: Config) -> Pipeline:
     guarded = {f"the config file {path!r}": os.path.abspath(path)} if path is not None else {}
     return Pipeline(build_stages(config), param_value=config.value, state_dir=config.out(config.state_dir),
                     root=config.project_root, guarded=guarded, log=click.echo)
+
+
+def run_pipeline(pipeline: Pipeline, targets: list[str] | None, *, force: bool, wait: bool = True) -> None:
+    """Run the stale stages among ``targets``; with ``executor.address: local`` they share one Dask
+    LocalCluster, started by the first that needs it and closed when the run ends."""
+    with share_local_cluster():
+        pipeline.run(targets, force=force, wait=wait)
 
 
 @click.command(help=f"""Run the stale stages (all, or STAGE... and what they depend on), in order.
@@ -52,7 +60,7 @@ def run(stages: tuple[str, ...], force: bool, no_wait: bool, executor_kind: str 
     for name in stages:
         if name in STAGE_NAMES and name not in declared:
             raise ConfigError(f"stage '{name}' is not declared by this config; set {name}.output_dir to add it")
-    pipeline.run(list(stages) or None, force=force, wait=not no_wait)
+    run_pipeline(pipeline, list(stages) or None, force=force, wait=not no_wait)
 
 
 @click.command()

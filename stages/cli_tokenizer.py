@@ -19,9 +19,9 @@ import click
 from pipeline import storage
 from pipeline.config import Config, TokenizerConfig
 from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError
-from pipeline.sources import SourceFile, TextDecoder, expand_arguments, read_documents
+from pipeline.sources import SourceFile, TextDecoder, expand_arguments, read_documents, read_pieces
 from pipeline.tokenizer import Tokenizer
-from pipeline.tokenizer.patterns import pattern_name
+from pipeline.tokenizer.patterns import chunk_aligned, pattern_name, resolve_pattern
 from stages.options import config_options
 from stages.registry import stage_outputs
 
@@ -79,6 +79,11 @@ class SourceReader:
         for file in self.files:
             yield from self.documents(file)
 
+    def all_pieces(self) -> Iterator[tuple[str, bool]]:
+        """Every document as ``(text, ends_document)`` pieces: a large .txt document need not be held whole."""
+        for file in self.files:
+            yield from read_pieces(file, self.decoder)
+
 
 def training_options(command):
     """The options of how to train (not how big), shared by ``train`` and ``sweep``; each defaults to its key."""
@@ -122,8 +127,9 @@ def train_command(files, out, force, field, separator, on_decode_error, config, 
     if not force:
         refuse_stage_output(out, config)
     reader = SourceReader(files, field=field, separator=separator, on_decode_error=on_decode_error, config=config)
+    texts = chunk_aligned(reader.all_pieces(), resolve_pattern(settings.pattern, kind=settings.kind))
     tokenizer = Tokenizer.train(
-        reader.all_documents(), vocab_size=settings.vocab_size, merges=settings.merges,
+        texts, vocab_size=settings.vocab_size, merges=settings.merges,
         kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
         min_frequency=settings.min_frequency,
         merge_newlines=settings.merge_newlines, workers=settings.workers,

@@ -76,6 +76,29 @@ def test_prepare_tokenizer_encode_on_a_cluster_are_byte_identical_to_local(proje
         assert outputs(project) == on_cluster
 
 
+def test_a_run_starts_one_local_cluster_for_all_its_stages_and_closes_it(project, monkeypatch):
+    started = []
+
+    def local_cluster(*args, **kwargs):
+        started.append(real_local_cluster(*args, **kwargs))
+        return started[-1]
+
+    real_local_cluster = distributed.LocalCluster
+    monkeypatch.setattr(distributed, "LocalCluster", local_cluster)
+    dask = ("--executor", "dask", "--set", "executor.address=local", "--set", "executor.workers=2")
+    good = (project / "raw" / "b0.txt").read_bytes()
+    (project / "raw" / "b0.txt").write_bytes(b"fine\nbroken \xfe\n")
+    result = CliRunner().invoke(cli, ["run", "--force", "prepare", "tokenizer", "encode", *dask])
+    assert result.exit_code == 2 and "invalid UTF-8" in result.stderr
+    assert len(started) == 1 and started[0].status.name == "closed"  # closed on the error too
+    (project / "raw" / "b0.txt").write_bytes(good)
+    run_everything(*dask)
+    assert len(started) == 2 and started[1].status.name == "closed"
+    on_cluster = outputs(project)
+    run_everything("--executor", "local")
+    assert outputs(project) == on_cluster
+
+
 def test_a_worker_killed_during_encode_is_retried_or_fails_cleanly(project, cluster):
     address, client = cluster
     dask = ("--executor", "dask", "--set", f"executor.address={address}", "--set", "encode.shard_tokens=20")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from unittest import mock
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 
 from pipeline.config import SourceConfig
 from pipeline.errors import DataError
-from pipeline.sources import TextDecoder, expand_sources, plan_partitions, read_documents, read_partition
+from pipeline.sources import (SourceFile, TextDecoder, expand_sources, plan_partitions, read_documents, read_partition,
+                              read_pieces)
 
 
 def read_all(root: Path, *sources: SourceConfig, on_error: str = "error") -> list[str]:
@@ -59,6 +61,33 @@ def test_literal_separator_across_chunk_boundary(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "_CHUNK", 4)
     write(tmp_path / "a.txt", "abc<|SEP|>defgh<|SEP|>i")
     assert read_all(tmp_path, SourceConfig("a.txt", separator="<|SEP|>")) == ["abc", "defgh", "i"]
+
+
+UTF8_PIECES = [b"a", b" ", b"\n", "\u00e9".encode(), "\u65e5".encode(), "\U0001f600".encode(),
+               b"\xff", b"\x80", b"\xe6\x97", b"\xf0\x9f\x98"]  # the last four are invalid UTF-8
+
+
+@given(data=st.lists(st.sampled_from(UTF8_PIECES), max_size=20).map(b"".join), chunk=st.integers(1, 6),
+       on_error=st.sampled_from(["error", "replace"]), name=st.sampled_from(["a.txt", "a.txt.gz"]))
+@settings(max_examples=200, deadline=None)
+def test_a_document_read_in_pieces_decodes_as_when_read_whole(tmp_path_factory, data, chunk, on_error, name):
+    file = SourceFile(write(tmp_path_factory.mktemp("pieces") / name, data), "txt", "document", "text")
+    whole = outcome(lambda: list(read_documents(file, TextDecoder(on_error))))
+    with mock.patch("pipeline.sources._CHUNK", chunk):
+        pieces = outcome(lambda: list(read_pieces(file, TextDecoder(on_error))))
+    if isinstance(whole, str):
+        assert pieces == whole  # the same error, naming the same byte offset
+    else:
+        assert [ends for _, ends in pieces] == [False] * (len(pieces) - 1) + [True]
+        assert ["".join(text for text, _ in pieces)] == whole
+
+
+def outcome(read):
+    """What ``read()`` returns, or the message of the DataError it raises."""
+    try:
+        return read()
+    except DataError as error:
+        return str(error)
 
 
 @pytest.mark.parametrize("name", ["d.jsonl", "d.jsonl.gz"])

@@ -216,6 +216,39 @@ def test_train_reads_gz_jsonl_and_globs_like_the_pipeline(run, tmp_path, mixed_s
     assert Tokenizer.load(tmp_path / "t.json").fingerprint == expected.fingerprint
 
 
+@pytest.mark.parametrize("options, kind, pattern, pieced", [
+    ((), "byte", None, True),
+    (("--pattern", "gpt2"), "byte", "gpt2", True),
+    (("--kind", "word"), "word", None, True),
+    (("--kind", "char"), "char", None, False),  # no pre-split: the document is one chunk, counted whole
+])
+def test_train_counts_a_large_document_in_pieces_with_the_merges_of_the_whole(
+        run, tmp_path, monkeypatch, tokenizer_corpus, options, kind, pattern, pieced):
+    from pipeline import sources
+    from pipeline.tokenizer import _train_count, patterns
+
+    text = "".join(tokenizer_corpus) * 20  # 13,140 characters, one document
+    (tmp_path / "big.txt").write_text(text, "utf-8")
+    whole = Tokenizer.train([text], kind=kind, pattern=pattern, vocab_size=400, workers=1,
+                            special_tokens=["<|endoftext|>"])
+    monkeypatch.setattr(sources, "_CHUNK", 500)  # read 500 bytes at a time
+    monkeypatch.setattr(patterns, "CUT_CHARS", 1000)  # and cut at 1,000 characters or more
+    counted: list[int] = []  # the length of every text the counting pass is given
+    count_block = _train_count._count_block
+
+    def counting(pattern, texts):
+        counted.extend(map(len, texts))
+        return count_block(pattern, texts)
+
+    monkeypatch.setattr(_train_count, "_count_block", counting)
+    result = run("tokenizer", "train", tmp_path / "big.txt", *options, "--vocab-size", 400, "--workers", 1,
+                 "--special", "<|endoftext|>", "--out", tmp_path / "t.json")
+    assert result.exit_code == 0, result.output
+    assert Tokenizer.load(tmp_path / "t.json").fingerprint == whole.fingerprint
+    assert sum(counted) == len(text)
+    assert max(counted) <= (2000 if pieced else len(text))
+
+
 def test_eval_and_encode_read_parquet_and_stdin(run, trained, mixed_sources):
     folder, lines = mixed_sources
     tokenizer = Tokenizer.load(trained)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Regex, pre_tokenizers
 
-from pipeline.tokenizer import Tokenizer
-from pipeline.tokenizer.patterns import resolve_pattern, splitter
+from pipeline.tokenizer import Tokenizer, patterns
+from pipeline.tokenizer.patterns import GPT2, GPT4, WORD, chunk_aligned, resolve_pattern, splitter
 
 # Pieces that mean the same in Python's ``regex`` and in Oniguruma: groups, lookarounds, pieces
 # that match the empty string.
@@ -75,3 +77,38 @@ def test_training_with_a_capture_group_keeps_every_character(tokenizer_corpus, t
     for text in tokenizer_corpus:
         assert tok.decode(tok.encode_ordinary(text)) == text
         assert hf.encode(text).ids == tok.encode_ordinary(text)
+
+
+@st.composite
+def documents_in_pieces(draw):
+    """Documents, and each one cut at random places into ``(text, ends_document)`` pieces."""
+    documents = draw(st.lists(TEXT, min_size=1, max_size=3))
+    pieces = []
+    for document in documents:
+        bounds = [0, *sorted(draw(st.lists(st.integers(0, len(document)), max_size=5))), len(document)]
+        pieces += [(document[start:end], end == len(document) and index == len(bounds) - 2)
+                   for index, (start, end) in enumerate(zip(bounds, bounds[1:]))]
+    return documents, pieces
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([GPT4, GPT2, WORD, "", resolve_pattern(r" ?\p{L}+", kind="byte")]), documents_in_pieces(),
+       st.integers(1, 8))
+def test_chunk_aligned_texts_give_the_chunks_of_the_whole_documents(pattern, documents_and_pieces, cut_chars):
+    documents, pieces = documents_and_pieces
+    with mock.patch.object(patterns, "CUT_CHARS", cut_chars):
+        texts = list(chunk_aligned(pieces, pattern))
+    split = splitter(pattern)
+    assert [chunk for text in texts for chunk in split(text)] == [chunk for doc in documents for chunk in split(doc)]
+    assert "".join(texts) == "".join(documents)
+
+
+@pytest.mark.parametrize("pattern, texts", [
+    (GPT4, ["ab", " cd ef\n", "gh"]),  # the last cut in what is held
+    (GPT2, ["ab", " cd", " ef\ngh"]),  # a newline before a letter is no cut for GPT-2
+    ("", ["ab cd ef\ngh"]),  # no pre-split: the document is one chunk
+])
+def test_chunk_aligned_cuts_a_long_document_where_no_chunk_crosses(pattern, texts, monkeypatch):
+    monkeypatch.setattr(patterns, "CUT_CHARS", 3)
+    pieces = [("ab c", False), ("d", False), (" ef\ngh", False), ("", True)]
+    assert list(chunk_aligned(pieces, pattern)) == texts

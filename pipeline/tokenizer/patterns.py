@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import regex
 
@@ -31,6 +31,7 @@ GPT4 = (
     r""" ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+WORD = r"\p{White_Space}+|\P{White_Space}+"  # the word kind's: runs of whitespace and runs of anything else
 # The same patterns for pure-ASCII text, where \p{L} is [A-Za-z], \p{N} is [0-9] and \s is the same
 # six characters in both engines. The standard library's ``re`` runs them ~2.5x faster than
 # ``regex`` runs the Unicode forms, and the split is the bulk of encoding time.
@@ -47,25 +48,67 @@ ASCII_TWINS = {
 _LONG_ASCII_RUN = re.compile(r"[\x00-\x7f]{32,}")
 _FIRST_CUT = re.compile(r"(?<=\S) ", re.ASCII)
 _LAST_CUT = re.compile(r".*\S(?= )", re.ASCII | re.DOTALL)
+# Where a text may be cut so that its pieces, split apart, give exactly the chunks of the whole: a
+# space after a non-space character (which starts a chunk, as above) in all three, and in GPT-4's and
+# the word pattern also a newline followed by a non-space character (which ends one: see
+# ``_train_count._count_by_segment``). ``regex``'s \s is Unicode's White_Space, as in the patterns.
+# Searched from the end (``(?r)``), for the last cut.
+_CUTS = {
+    GPT4: r"(?r)(?<=\S)(?= )|(?<=\n)(?=\S)",
+    GPT2: r"(?r)(?<=\S)(?= )",
+    WORD: r"(?r)(?<=\S)(?= )|(?<=\n)(?=\S)",
+}
+CUT_CHARS = 1 << 20  # held before looking for a cut
 NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4, "gpt2": GPT2, "none": ""}
 DEFAULT_PATTERN_NAME = {"byte": "gpt4", "char": "none"}
 _CATCH_ALL = r"|[\s\S]"
 
 
 def resolve_pattern(name_or_regex: str | None, *, kind: str) -> str:
-    """The regex for a pattern name (``gpt4``, ``gpt2``, ``none``), a custom regex, or ``None`` (kind default).
+    """The regex for a pattern name (``gpt4``, ``gpt2``, ``none``), a custom regex, or ``None`` (the kind's
+    default: ``gpt4`` for byte, ``none`` for char, ``WORD`` for word).
 
     >>> resolve_pattern("none", kind="byte")
     ''
     """
     if name_or_regex is None:
-        return NAMED_PATTERNS[DEFAULT_PATTERN_NAME[kind]]
+        return WORD if kind == "word" else NAMED_PATTERNS[DEFAULT_PATTERN_NAME[kind]]
     if name_or_regex in NAMED_PATTERNS:
         return NAMED_PATTERNS[name_or_regex]
     if name_or_regex in NAMED_PATTERNS.values() or name_or_regex.endswith(_CATCH_ALL):
         return compile_checked(name_or_regex).pattern
     compile_checked(name_or_regex)  # report the user's regex, not our completion of it
     return compile_checked(name_or_regex + _CATCH_ALL).pattern
+
+
+def chunk_aligned(pieces: Iterable[tuple[str, bool]], pattern: str) -> Iterator[str]:
+    """Texts whose chunks under ``pattern`` are those of the documents ``pieces`` make up.
+
+    ``pieces`` are ``(text, ends_document)`` in order, as ``sources.read_pieces`` reads them. With a
+    pattern whose cuts are known (``gpt4``, ``gpt2``, the word kind's) a document comes as texts of
+    about ``CUT_CHARS`` characters or more, cut where no chunk crosses, so that nobody holds a long
+    document whole (only a stretch without a cut); with any other pattern a chunk may depend on all
+    of its document (``none`` makes the whole document one chunk), so each document comes whole.
+    """
+    cuts = compile_checked(_CUTS[pattern]) if pattern in _CUTS else None
+    held: list[str] = []
+    length = searched = 0  # characters held, and how many of them are known to hold no cut
+    for piece, ends in pieces:
+        held.append(piece)
+        length += len(piece)
+        if ends:
+            yield "".join(held)
+            held, length, searched = [], 0, 0
+        elif cuts is not None and length >= CUT_CHARS:
+            text = "".join(held)
+            cut = cuts.search(text, max(searched - 1, 0))  # the last cut; the lookbehind needs one character before
+            at = cut.start() if cut else 0
+            if at:
+                yield text[:at]
+            held, length = [text[at:]], len(text) - at
+            searched = length
+    if held:
+        yield "".join(held)
 
 
 def pattern_name(pattern: str) -> str:

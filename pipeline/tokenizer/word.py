@@ -20,7 +20,6 @@ from pipeline.tokenizer import patterns
 from pipeline.tokenizer._train_count import count_chunks
 from pipeline.tokenizer.core import Tokenizer
 
-PATTERN = r"\p{White_Space}+|\P{White_Space}+"
 UNKNOWN = "<unk>"
 UNK_ID = 0
 FORMAT_VERSION = 1
@@ -46,7 +45,7 @@ def train(
     if room < 0:
         raise TokenizerError(f"vocab_size {vocab_size} is too small: the word kind needs at least {1 + len(specials)} "
                              f"IDs for <unk> and {len(specials)} special tokens; raise --vocab-size")
-    regex_ = PATTERN if pattern is None else patterns.resolve_pattern(pattern, kind="word")
+    regex_ = patterns.resolve_pattern(pattern, kind="word")
     counts = count_chunks(texts, pattern=regex_, workers=workers, progress=progress)
     reserved = {UNKNOWN, *specials}
     ranked = sorted((piece for piece, count in counts.items() if count >= min_frequency and piece not in reserved),
