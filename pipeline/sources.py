@@ -256,7 +256,7 @@ def _read_piece(piece: Piece, decoder: TextDecoder, data: bytes | None = None) -
             yield from _read_txt(stream, lines, file, decoder)
 
 
-def read_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tuple[str, bool]]:
+def read_document_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tuple[str, bool]]:
     """The documents of one whole raw file as ``(text, ends_document)`` pieces, in order.
 
     A ``.txt`` file read as one document comes in pieces decoded from about 1 MB each, so that a

@@ -19,7 +19,7 @@ import click
 from pipeline import storage
 from pipeline.config import Config, TokenizerConfig
 from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError
-from pipeline.sources import SourceFile, TextDecoder, expand_arguments, read_documents, read_pieces
+from pipeline.sources import SourceFile, TextDecoder, expand_arguments, read_documents, read_document_pieces
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import chunk_aligned, pattern_name, resolve_pattern
 from stages.options import config_options
@@ -82,7 +82,7 @@ class SourceReader:
     def all_pieces(self) -> Iterator[tuple[str, bool]]:
         """Every document as ``(text, ends_document)`` pieces: a large .txt document need not be held whole."""
         for file in self.files:
-            yield from read_pieces(file, self.decoder)
+            yield from read_document_pieces(file, self.decoder)
 
 
 def training_options(command):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pipeline.config import SourceConfig
 from pipeline.errors import DataError
 from pipeline.sources import (SourceFile, TextDecoder, expand_sources, plan_partitions, read_documents, read_partition,
-                              read_pieces)
+                              read_document_pieces)
 
 
 def read_all(root: Path, *sources: SourceConfig, on_error: str = "error") -> list[str]:
@@ -74,7 +74,7 @@ def test_a_document_read_in_pieces_decodes_as_when_read_whole(tmp_path_factory, 
     file = SourceFile(write(tmp_path_factory.mktemp("pieces") / name, data), "txt", "document", "text")
     whole = outcome(lambda: list(read_documents(file, TextDecoder(on_error))))
     with mock.patch("pipeline.sources._CHUNK", chunk):
-        pieces = outcome(lambda: list(read_pieces(file, TextDecoder(on_error))))
+        pieces = outcome(lambda: list(read_document_pieces(file, TextDecoder(on_error))))
     if isinstance(whole, str):
         assert pieces == whole  # the same error, naming the same byte offset
     else:

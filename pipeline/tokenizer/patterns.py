@@ -84,7 +84,7 @@ def resolve_pattern(name_or_regex: str | None, *, kind: str) -> str:
 def chunk_aligned(pieces: Iterable[tuple[str, bool]], pattern: str) -> Iterator[str]:
     """Texts whose chunks under ``pattern`` are those of the documents ``pieces`` make up.
 
-    ``pieces`` are ``(text, ends_document)`` in order, as ``sources.read_pieces`` reads them. With a
+    ``pieces`` are ``(text, ends_document)`` in order, as ``sources.read_document_pieces`` reads them. With a
     pattern whose cuts are known (``gpt4``, ``gpt2``, the word kind's) a document comes as texts of
     about ``CUT_CHARS`` characters or more, cut where no chunk crosses, so that nobody holds a long
     document whole (only a stretch without a cut); with any other pattern a chunk may depend on all
