@@ -700,9 +700,8 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
     return reserved + tok.merges, tok.merges
 
 
-# paths that may not be fsspec URLs (yet): the tokenizer file, checkpoints, exports, stats, the runner's state
-LOCAL_ONLY_KEYS = ("tokenizer.path", "tokenizer.output", "train.output_dir", "export.output_dir",
-                   "stats.output_dir", "state_dir")
+# paths that may not be fsspec URLs (yet): the tokenizer file, checkpoints, the runner's state
+LOCAL_ONLY_KEYS = ("tokenizer.path", "tokenizer.output", "train.output_dir", "state_dir")
 
 
 def _check_consistency(config: Config, origin: Origins) -> None:
@@ -716,7 +715,7 @@ def _check_consistency(config: Config, origin: Origins) -> None:
         value = config.value(key)
         if value is not None and storage.is_url(value):
             raise ConfigError(f"{origin(key)}: {key} {value!r} must be a local path (URLs are supported for "
-                              "data.sources, prepare.output_dir and encode.output_dir)")
+                              "data.sources, prepare.output_dir, encode.output_dir, export.output_dir and stats.output_dir)")
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
