@@ -127,10 +127,14 @@ def holds_anything(location: str) -> bool:
         return fs.exists(location)
 
 
-def tree_stamp(location: str) -> dict[str, Any] | None:
-    """A remote location's identity without reading a body: a file's :func:`stamp`, or for a committed
+def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A remote location's identity without reading a file of it: a file's :func:`stamp`, or for a committed
     output or a directory within one the commit's stamps of the files under it (with the attempt, for the
-    output itself, so that a lock entry points at one commit); None when it is neither."""
+    output itself, so that a lock entry points at one commit); None when it is neither.
+
+    ``commits`` keeps the commit records read, each with the stamp of the commit file it was read from
+    (see :func:`_read_commit`), so that a caller that keeps them reads an unchanged commit's body only once.
+    """
     if location in _LISTED:
         return _LISTED[location]
     fs, _ = _filesystem(location)
@@ -143,7 +147,7 @@ def tree_stamp(location: str) -> dict[str, Any] | None:
         return stamp(location)
     text = location.rstrip("/")
     for root in _ancestors(text):
-        record = _read_commit(root)
+        record = _read_commit(root, commits)
         if record is None:
             continue
         inner = text[len(root):].strip("/")
@@ -355,12 +359,23 @@ def list_files(prefix: str) -> dict[str, dict[str, Any]]:
     return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items()) if entry.get("type") == "file"}
 
 
-def _read_commit(url: str) -> dict[str, Any] | None:
-    """The commit record of a remote output, or None if it has none."""
+def _read_commit(url: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The commit record of a remote output, or None if it has none.
+
+    With ``commits`` (commit file URL → [its stamp, its record]) the commit file's stamp is asked first
+    (a HEAD request), and a record kept with that stamp is returned without reading the body again: a
+    commit is one object, rewritten whole, so its ETag changes whenever its record does.
+    """
     fs, _ = _filesystem(url)
-    path = join(url, COMMIT_FILE)
+    path = os.fspath(join(url, COMMIT_FILE))
     with _named_errors(path):
         try:
+            if commits is not None:
+                fs.invalidate_cache(path)  # another process may have committed since this one listed
+                current = _identity(fs.info(path))
+                kept = commits.get(path)
+                if kept is not None and kept[0] == current:
+                    return kept[1]
             record = json.loads(fs.cat_file(path))
         except FileNotFoundError:
             return None
@@ -368,6 +383,8 @@ def _read_commit(url: str) -> dict[str, Any] | None:
             raise StorageError(f"{path}: malformed commit record ({_short(exc)}); delete it and re-run the stage")
     if not isinstance(record, dict) or record.get("version") != COMMIT_VERSION:
         raise StorageError(f"{path}: not a commit record of this lmprep version; delete it and re-run the stage")
+    if commits is not None:
+        commits[path] = [current, record]
     return record
 
 

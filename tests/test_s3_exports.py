@@ -115,6 +115,22 @@ def test_lmprep_stats_prints_the_committed_stats_and_names_the_plot_url(store, l
     assert local.splitlines()[:-1] == remote.output.splitlines()[:-1] and "train:" in local
 
 
+def test_status_over_unchanged_remote_outputs_reads_no_object_and_sees_a_new_commit(store, in_remote_project):
+    before = store.counter.object_reads
+    status = lmprep("status").output
+    assert status.count("up to date") == 5, status
+    assert lmprep("status").output == status
+    assert store.counter.object_reads == before
+
+    commit = store.fs.cat_file(store.url(f"export/{storage.COMMIT_FILE}"))
+    record = json.loads(commit)
+    record["files"]["train.parquet"]["size"] += 1
+    store.put(f"export/{storage.COMMIT_FILE}", json.dumps(record).encode())
+    assert f"output '{store.url('export')}' was modified" in lmprep("status").output
+    store.put(f"export/{storage.COMMIT_FILE}", commit)
+    assert lmprep("status").output == status
+
+
 def test_clean_removes_the_remote_exports_and_stats(s3, local_project, tmp_path, monkeypatch):
     moved_to_store(local_project, tmp_path / "project", monkeypatch, export=s3.url("export"), stats=s3.url("stats"))
     result = lmprep("clean")
