@@ -337,7 +337,8 @@ def put_file(source: str | os.PathLike[str], location: str) -> None:
 
 
 def remove(location: str | os.PathLike[str]) -> None:
-    """Delete a file or everything under a prefix; a missing one is no error."""
+    """Delete a file or everything under a prefix; a missing one is no error. A remote output's commit goes
+    first, so a removal cut short leaves files that no commit lists, never a commit listing missing files."""
     if not is_url(location):
         path = Path(local(location))
         if path.is_dir():
@@ -346,8 +347,9 @@ def remove(location: str | os.PathLike[str]) -> None:
             path.unlink(missing_ok=True)
         return
     fs, _ = _filesystem(location)
-    with _named_errors(location), contextlib.suppress(FileNotFoundError):
-        fs.rm(location, recursive=True)
+    for target in (join(location, COMMIT_FILE), location):
+        with _named_errors(location), contextlib.suppress(FileNotFoundError):
+            fs.rm(os.fspath(target), recursive=True)
 
 
 def list_files(prefix: str) -> dict[str, dict[str, Any]]:
