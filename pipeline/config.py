@@ -700,8 +700,8 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
     return reserved + tok.merges, tok.merges
 
 
-# paths that may not be fsspec URLs (yet): exports, stats, the runner's state
-LOCAL_ONLY_KEYS = ("export.output_dir", "stats.output_dir", "state_dir")
+# paths that may not be fsspec URLs: the runner's state (its lock needs a local file system)
+LOCAL_ONLY_KEYS = ("state_dir",)
 
 
 def _check_consistency(config: Config, origin: Origins) -> None:
@@ -715,8 +715,7 @@ def _check_consistency(config: Config, origin: Origins) -> None:
         value = config.value(key)
         if value is not None and storage.is_url(value):
             raise ConfigError(f"{origin(key)}: {key} {value!r} must be a local path (URLs are supported for "
-                              "data.sources, prepare.output_dir, tokenizer.path, tokenizer.output, "
-                              "encode.output_dir and train.output_dir)")
+                              "data.sources, tokenizer.path and every output)")
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")

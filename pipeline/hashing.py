@@ -1,7 +1,7 @@
 """Content hashes: the one place the project hashes files, trees and values.
 
 Remote files (fsspec URLs) are not read: their hash stands for the store's own
-size and content identity (see :func:`remote_hash`).
+size and content identity (see :meth:`HashCache.remote_stamp`).
 
 File hashes are cached by ``(size, mtime_ns, ctime_ns, inode)`` so that a no-op
 run over gigabytes of data costs one ``stat`` per file, as DVC and git do. The
@@ -40,21 +40,17 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def remote_hash(location: str) -> str:
-    """A remote file's or output's identity without reading a file: the hash of the store's sizes and content
-    identities (:func:`pipeline.storage.tree_stamp`), which the store changes whenever it stores other bytes."""
-    found = storage.tree_stamp(location)
-    if found is None:
-        raise StorageError(f"{location}: not found")
-    return "stamp:" + canonical_hash(found)
-
-
 class HashCache:
-    """Memoises file hashes on disk, keyed by path and validated by stat."""
+    """Memoises file hashes on disk, keyed by path and validated by stat.
+
+    It also keeps the commit records of remote outputs, keyed by the commit file's URL and validated by
+    its stamp (:func:`pipeline.storage.tree_stamp`), so an unchanged remote output costs a HEAD request.
+    """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._entries: dict[str, list] = self._read()
+        self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if storage.is_url(key)]}
         self._dirty = False
 
     def file_hash(self, path: str | os.PathLike[str]) -> str:
@@ -75,16 +71,31 @@ class HashCache:
         Hidden entries (names starting with a dot, such as staging dirs) are skipped.
         """
         if storage.is_url(path):
-            return remote_hash(path)
+            found = self.remote_stamp(path)
+            if found is None:
+                raise StorageError(f"{path}: not found")
+            return "stamp:" + canonical_hash(found)
         root = Path(path)
         if root.is_file():
             return self.file_hash(root)
         listing = [[rel, self.file_hash(root / rel)] for rel in _visible_files(root)]
         return canonical_hash(listing)
 
+    def exists(self, path: str | os.PathLike[str]) -> bool:
+        """Whether a file or directory exists; a remote one as :meth:`remote_stamp` finds it."""
+        return self.remote_stamp(path) is not None if storage.is_url(path) else os.path.exists(path)
+
+    def remote_stamp(self, location: str) -> dict[str, Any] | None:
+        """A remote file's or output's identity without reading a file (:func:`pipeline.storage.tree_stamp`):
+        the store's sizes and content identities, which it changes whenever it stores other bytes."""
+        kept = dict(self._commits)
+        found = storage.tree_stamp(location, commits=self._commits)
+        self._dirty |= self._commits != kept
+        return found
+
     def save(self) -> None:
         if self._dirty:
-            atomic.write_json(self.path, self._entries, indent=None)
+            atomic.write_json(self.path, {**self._entries, **self._commits}, indent=None)
             self._dirty = False
 
     def _read(self) -> dict[str, list]:

@@ -184,7 +184,7 @@ class Pipeline:
             self._log(f"'{stage.name}' is up to date")
             return False
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
-        self._check_deps_exist(stage)
+        self._check_deps_exist(stage, cache)
         deps = {dep: cache.tree_hash(self._where(dep)) for dep in stage.deps}
         self._claim(stage)
         (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
@@ -194,7 +194,7 @@ class Pipeline:
     def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> None:
         outs = {}
         for out in stage.outs:
-            if not _exists(self._where(out)):
+            if not cache.exists(self._where(out)):
                 raise RunnerError(f"stage '{stage.name}' finished but did not write its output '{out}'")
             outs[out] = cache.tree_hash(self._where(out))
         self._save_cache(cache)
@@ -224,7 +224,7 @@ class Pipeline:
             path = self._where(dep)
             if dep not in recorded:
                 changes.append(f"dependency '{dep}' added")
-            elif not _exists(path):
+            elif not cache.exists(path):
                 changes.append(f"dependency '{dep}' is missing")
             elif cache.tree_hash(path) != recorded[dep]:
                 changes.append(f"dependency '{dep}' changed")
@@ -234,7 +234,7 @@ class Pipeline:
         changes = []
         for out in stage.outs:
             path = self._where(out)
-            if not _exists(path):
+            if not cache.exists(path):
                 changes.append(f"output '{out}' is missing")
             elif out not in recorded:
                 changes.append(f"output '{out}' is new")
@@ -242,9 +242,9 @@ class Pipeline:
                 changes.append(f"output '{out}' was modified")
         return changes
 
-    def _check_deps_exist(self, stage: Stage) -> None:
+    def _check_deps_exist(self, stage: Stage, cache: HashCache) -> None:
         for dep in stage.deps:
-            if not _exists(self._where(dep)):
+            if not cache.exists(self._where(dep)):
                 raise RunnerError(f"stage '{stage.name}' needs '{dep}', which does not exist; "
                                   "restore it or run the stage that makes it")
 
@@ -476,10 +476,6 @@ def _holds(directory: str, path: str) -> bool:
 def _describe(stage: Stage, path: str) -> str:
     key = stage.keys.get(path)
     return f"{key} {path!r}" if key else repr(path)
-
-
-def _exists(path: Path | str) -> bool:
-    return storage.exists(path) if isinstance(path, str) else path.exists()
 
 
 def _holds_anything(path: Path | str) -> bool:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import itertools
 import json
 import os
 import re
@@ -136,11 +135,14 @@ def holds_anything(location: str) -> bool:
         return fs.exists(location)
 
 
-def tree_stamp(location: str) -> dict[str, Any] | None:
-    """A remote location's identity: a file's :func:`stamp`; for a committed output, the stamp of its commit
-    record (which names a new attempt at every commit), so that a lock entry points at one commit and
-    ``status`` reads no body; for a directory within one, the commit's stamps of the files under it (read
-    from the record); None when it is none of these."""
+def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A remote location's identity without reading a file of it: a file's :func:`stamp`, or for a committed
+    output or a directory within one the commit's stamps of the files under it (with the attempt, for the
+    output itself, so that a lock entry points at one commit); None when it is neither.
+
+    ``commits`` keeps the commit records read, each with the stamp of the commit file it was read from
+    (see :func:`_read_commit`), so that a caller that keeps them reads an unchanged commit's body only once.
+    """
     if location in _LISTED:
         return _LISTED[location]
     fs, _ = _filesystem(location)
@@ -152,19 +154,16 @@ def tree_stamp(location: str) -> dict[str, Any] | None:
     if info.get("type") == "file":
         return _identity(info)
     text = location.rstrip("/")
-    with _named_errors(location):
-        try:
-            return {"commit": _identity(fs.info(join(text, COMMIT_FILE)))}
-        except FileNotFoundError:
-            pass
-    for root in itertools.islice(_ancestors(text), 1, None):
-        record = _read_commit(root)
+    for root in _ancestors(text):
+        record = _read_commit(root, commits)
         if record is None:
             continue
         inner = text[len(root):].strip("/")
         files = {name: entry for name, entry in record["files"].items()
-                 if name == inner or name.startswith(inner + "/")}
-        return {"files": files} if files else None
+                 if not inner or name == inner or name.startswith(inner + "/")}
+        if not files:
+            return None
+        return {"files": files, **({} if inner else {"attempt": record["attempt"]})}
     return None
 
 
@@ -364,7 +363,8 @@ def put_file(source: str | os.PathLike[str], location: str) -> None:
 
 
 def remove(location: str | os.PathLike[str]) -> None:
-    """Delete a file or everything under a prefix; a missing one is no error."""
+    """Delete a file or everything under a prefix; a missing one is no error. A remote output's commit goes
+    first, so a removal cut short leaves files that no commit lists, never a commit listing missing files."""
     if not is_url(location):
         path = Path(local(location))
         if path.is_dir():
@@ -373,8 +373,9 @@ def remove(location: str | os.PathLike[str]) -> None:
             path.unlink(missing_ok=True)
         return
     fs, _ = _filesystem(location)
-    with _named_errors(location), contextlib.suppress(FileNotFoundError):
-        fs.rm(location, recursive=True)
+    for target in (join(location, COMMIT_FILE), location):
+        with _named_errors(location), contextlib.suppress(FileNotFoundError):
+            fs.rm(os.fspath(target), recursive=True)
 
 
 def list_files(prefix: str) -> dict[str, dict[str, Any]]:
@@ -386,12 +387,23 @@ def list_files(prefix: str) -> dict[str, dict[str, Any]]:
     return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items()) if entry.get("type") == "file"}
 
 
-def _read_commit(url: str) -> dict[str, Any] | None:
-    """The commit record of a remote output, or None if it has none."""
+def _read_commit(url: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The commit record of a remote output, or None if it has none.
+
+    With ``commits`` (commit file URL → [its stamp, its record]) the commit file's stamp is asked first
+    (a HEAD request), and a record kept with that stamp is returned without reading the body again: a
+    commit is one object, rewritten whole, so its ETag changes whenever its record does.
+    """
     fs, _ = _filesystem(url)
-    path = join(url, COMMIT_FILE)
+    path = os.fspath(join(url, COMMIT_FILE))
     with _named_errors(path):
         try:
+            if commits is not None:
+                fs.invalidate_cache(path)  # another process may have committed since this one listed
+                current = _identity(fs.info(path))
+                kept = commits.get(path)
+                if kept is not None and kept[0] == current:
+                    return kept[1]
             record = json.loads(fs.cat_file(path))
         except FileNotFoundError:
             return None
@@ -399,6 +411,8 @@ def _read_commit(url: str) -> dict[str, Any] | None:
             raise StorageError(f"{path}: malformed commit record ({_short(exc)}); delete it and re-run the stage")
     if not isinstance(record, dict) or record.get("version") != COMMIT_VERSION:
         raise StorageError(f"{path}: not a commit record of this lmprep version; delete it and re-run the stage")
+    if commits is not None:
+        commits[path] = [current, record]
     return record
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from pipeline import storage
 from pipeline.config import EXPORT_FORMATS, Config
 from pipeline.errors import ConfigError
 from stages import stats as stats_stage
@@ -54,10 +55,10 @@ def stats_command(top: int | None, output_dir: str | None, force: bool, config: 
     """Run the stats stage, then print per split: documents, tokens, bytes per token, the most frequent tokens."""
     config = with_section(config, "stats", top=top, output_dir=config.output_value(output_dir) if output_dir else None)
     run_stage(config, "stats", force)
-    summary = json.loads(stats_stage.summary_path(config).read_text("utf-8"))
+    summary = json.loads(storage.read_bytes(stats_stage.committed_path(config, stats_stage.SUMMARY_FILE)))
     for split, figures in summary["splits"].items():
         click.echo(split_table(split, figures))
-    click.echo(f"histogram of document lengths → {config.output_path(config.stats.output_dir)}/{stats_stage.PLOT_FILE}")
+    click.echo(f"histogram of document lengths → {stats_stage.committed_path(config, stats_stage.PLOT_FILE)}")
 
 
 def split_table(split: str, figures: dict[str, Any]) -> str:

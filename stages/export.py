@@ -1,15 +1,16 @@
 """The optional ``export`` stage: shards → ``export.output_dir`` in other tools' formats.
 
 Declared when ``export.output_dir`` is set. Every format is written into one
-staging directory swapped in whole, so the exports always belong to one shard
-set; they are stale, like every output, when the shards or the tokenizer change.
+staging directory that replaces the output whole (a local swap, or a remote
+attempt and its commit), so the exports always belong to one shard set; they
+are stale, like every output, when the shards or the tokenizer change.
 """
 
 from __future__ import annotations
 
 import functools
 
-from pipeline import atomic, export
+from pipeline import export, storage
 from pipeline.config import Config
 from pipeline.runner import Stage
 from stages.console import say
@@ -28,8 +29,9 @@ def build(config: Config) -> Stage | None:
 
 def run(config: Config) -> None:
     tokenizer, shard_sets = open_splits(config)
-    with atomic.atomic_dir(config.output_path(config.export.output_dir)) as staging:
+    output = config.output_path(config.export.output_dir)
+    with storage.local_output_dir(output) as staging:
         written = export.export_shards(shard_sets, tokenizer, staging, config.export.formats)
     tokens = {shard_set.split: shard_set.num_tokens for shard_set in shard_sets}
     for path in written:
-        say("export", f"{tokens[path.stem]:,} tokens → {config.output_path(config.export.output_dir)}/{path.name}")
+        say("export", f"{tokens[path.stem]:,} tokens → {output}/{path.name}")

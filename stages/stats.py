@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from pipeline import atomic, shard_stats
+from pipeline import atomic, shard_stats, storage
 from pipeline.config import Config
 from pipeline.runner import Stage
 from stages.console import say
@@ -29,15 +29,19 @@ def build(config: Config) -> Stage | None:
                  keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: "stats.output_dir"})
 
 
-def summary_path(config: Config) -> Path:
-    return Path(config.output_path(config.stats.output_dir)) / SUMMARY_FILE
+def committed_path(config: Config, name: str) -> Path | str:
+    """Where a file of the stats output is read: in its directory, or remotely in its committed attempt
+    (never in an attempt that did not commit)."""
+    output = config.output_path(config.stats.output_dir)
+    return storage.join(storage.committed(output) if storage.is_url(output) else output, name)
 
 
 def run(config: Config) -> None:
     tokenizer, shard_sets = open_splits(config)
     stats = [shard_stats.split_stats(shard_set, tokenizer, top=config.stats.top) for shard_set in shard_sets]
-    with atomic.atomic_dir(config.output_path(config.stats.output_dir)) as staging:
+    output = config.output_path(config.stats.output_dir)
+    with storage.local_output_dir(output) as staging:
         atomic.write_json(staging / SUMMARY_FILE, shard_stats.summary(stats, tokenizer))
         shard_stats.plot_document_lengths({split.split: split.document_lengths for split in stats}, staging / PLOT_FILE)
     say("stats", f"{', '.join(f'{s.split} {s.bytes_per_token:.2f}' for s in stats)} bytes per token "
-                 f"→ {config.output_path(config.stats.output_dir)}/{SUMMARY_FILE}, {PLOT_FILE}")
+                 f"→ {output}/{SUMMARY_FILE}, {PLOT_FILE}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import itertools
 import json
@@ -179,6 +180,13 @@ def s3_server():
 @pytest.fixture
 def s3(s3_server, monkeypatch):
     """A fresh bucket on the local server; credentials and endpoint only in the environment, as AWS tools read them."""
+    with fresh_bucket(s3_server, monkeypatch) as store:
+        yield store
+
+
+@contextlib.contextmanager
+def fresh_bucket(s3_server, monkeypatch):
+    """:func:`s3` for fixtures of a wider scope, which give their own ``pytest.MonkeyPatch.context()``."""
     s3fs = pytest.importorskip("s3fs")
 
     endpoint, counter = s3_server
