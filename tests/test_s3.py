@@ -5,6 +5,7 @@ The server counts the requests it answers, so a test can say that ``status`` rea
 
 from __future__ import annotations
 
+import json
 import io
 
 import pytest
@@ -136,27 +137,52 @@ def test_cli_storage_errors_are_one_line_with_exit_2(s3, tmp_path, monkeypatch, 
 # --------------------------------------------------------------------------- outputs in object storage
 
 
-def test_pipeline_on_s3_gives_the_shards_of_the_local_run(s3, tmp_path, monkeypatch):
+def test_every_output_on_s3_holds_the_files_of_the_local_run(s3, tmp_path, monkeypatch):
     corpus(s3)
     local_project, remote_project = tmp_path / "local", tmp_path / "remote"
     local_project.mkdir()
     remote_project.mkdir()
     for index in range(3):
         s3.fs.get_file(s3.url(f"raw/part-{index}.jsonl.gz"), str(local_project / f"part-{index}.jsonl.gz"))
-    write_config(local_project, raw="part-*.jsonl.gz")
-    write_config(remote_project, raw=s3.url("raw/*.jsonl.gz"), prepared=s3.url("prepared"), shards=s3.url("shards"))
+    outputs = {"prepared": "prepared", "tokenizer": "tokenizer/tokenizer.json", "shards": "shards", "ckpt": "ckpt",
+               "export": "export", "stats": "stats"}
+    write_config(local_project, raw="part-*.jsonl.gz", **{key: f"out/{name}" for key, name in outputs.items()})
+    write_config(remote_project, raw=s3.url("raw/*.jsonl.gz"), **{key: s3.url(name) for key, name in outputs.items()})
     monkeypatch.chdir(local_project)
     assert lmprep("run").exit_code == 0
     monkeypatch.chdir(remote_project)
     result = lmprep("run")
     assert result.exit_code == 0, result.output
+    assert not any(path.name != "lmprep.yaml" and path.name != "state" for path in remote_project.iterdir())
 
-    committed = storage.committed(s3.url("shards"))
-    local_files = sorted(path.name for path in (local_project / "out" / "shards").iterdir())
-    assert sorted(storage.list_files(committed)) == local_files and len(local_files) > 3
-    for name in local_files:
-        assert storage.read_bytes(f"{committed}/{name}") == (local_project / "out" / "shards" / name).read_bytes()
-    assert "'train' is up to date" in lmprep("run").output
+    local = local_project / "out"
+    for name in ("tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json"):
+        assert storage.read_bytes(s3.url(name)) == (local / name).read_bytes(), name
+    for name in ("shards", "ckpt", "export", "stats"):
+        committed = storage.committed(s3.url(name))
+        local_files = sorted(path.relative_to(local / name).as_posix() for path in (local / name).rglob("*")
+                             if path.is_file())
+        assert sorted(storage.list_files(committed)) == local_files and local_files, name
+        for file in local_files:
+            remote_bytes, local_bytes = storage.read_bytes(f"{committed}/{file}"), (local / name / file).read_bytes()
+            if file.endswith(".safetensors"):  # the same tensors; the recorded train config names its output_dir
+                assert same_checkpoint(remote_bytes, local_bytes, output_dirs=(s3.url("ckpt"), "out/ckpt"))
+            else:
+                assert remote_bytes == local_bytes, f"{name}/{file}"
+    assert "'stats' is up to date" in lmprep("run").output
+
+
+def same_checkpoint(one: bytes, other: bytes, *, output_dirs: tuple[str, str]) -> bool:
+    import numpy as np
+    from safetensors.numpy import load
+
+    def metadata(data: bytes, output_dir: str) -> dict:
+        header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])["__metadata__"]
+        return {key: value.replace(json.dumps(output_dir)[1:-1], "OUTPUT_DIR") for key, value in header.items()}
+
+    tensors = load(one), load(other)
+    return (metadata(one, output_dirs[0]) == metadata(other, output_dirs[1]) and tensors[0].keys() == tensors[1].keys()
+            and all(np.array_equal(tensors[0][key], tensors[1][key]) for key in tensors[0]))
 
 
 def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_files(s3, tmp_path, monkeypatch):
