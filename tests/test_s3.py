@@ -5,8 +5,8 @@ The server counts the requests it answers, so a test can say that ``status`` rea
 
 from __future__ import annotations
 
-import json
 import io
+import json
 
 import pytest
 from click.testing import CliRunner
