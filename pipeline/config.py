@@ -237,6 +237,7 @@ def load_config_with_origins(path: str | os.PathLike[str],
     for override in overrides:
         key_path = _apply_override(raw, override)
         origins.set(key_path, SET_ORIGIN)
+        _local_file_urls(raw)
         _rebase_set_path(raw, key_path, config_dir)
     config = _build(Config, _one_size_key(raw), "", origins)
     _check_consistency(config, origins)
@@ -301,6 +302,7 @@ def _read_extended(path: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], O
     paths are rebased onto this file's directory, so each stays relative to the file that wrote it.
     """
     raw = _read_yaml(path)
+    _local_file_urls(raw)
     origins = Origins(path)
     parent = raw.pop("extends", None)
     if parent is None:
@@ -327,6 +329,23 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
         below = merged.get(key)
         merged[key] = _merge(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
     return merged
+
+
+def _local_file_urls(raw: Any, parts: tuple[str, ...] = ()) -> None:
+    """Rewrite each ``file://`` value of a path key as the local path it names, before paths are rebased."""
+    items = raw.items() if isinstance(raw, dict) else enumerate(raw) if isinstance(raw, list) else ()
+    for key, value in list(items):
+        if isinstance(value, (dict, list)):
+            _local_file_urls(value, (*parts, str(key)))
+        elif isinstance(value, str) and value.lower().startswith("file://") and _is_path_key([*parts, str(key)]):
+            raw[key] = os.fspath(storage.local(value))
+
+
+def _is_path_key(parts: list[str]) -> bool:
+    try:
+        return _path_kind(parts) is not None
+    except (StopIteration, KeyError):  # not a key of the schema: validation names it
+        return False
 
 
 def _rebase_paths(raw: dict[str, Any], from_dir: str, to_dir: str) -> None:

@@ -290,3 +290,17 @@ def test_shipped_variants_only_differ_where_they_say(tmp_path):
     assert char.tokenizer.kind == "char" and char.train.steps == default.train.steps
     assert char.data == default.data and char.output_root == default.output_root
     assert len((REPO / "configs" / "char.yaml").read_text().splitlines()) < 20
+
+
+def test_file_urls_are_the_local_paths_they_name(tmp_path):
+    (tmp_path / "lmprep.yaml").write_text(f"""\
+data:
+  sources: [{{glob: "file://{tmp_path}/raw/*.txt"}}]
+tokenizer: {{path: "file://{tmp_path}/frozen.json"}}
+encode: {{output_dir: "file://{tmp_path}/shards"}}
+""")
+    config = load_config(tmp_path / "lmprep.yaml", [f"prepare.output_dir=file://{tmp_path}/prepared"])
+    assert config.data.sources[0].glob == f"{tmp_path}/raw/*.txt"
+    assert config.here(config.tokenizer.path) == str(tmp_path / "frozen.json")
+    for value, local in ((config.encode.output_dir, "shards"), (config.prepare.output_dir, "prepared")):
+        assert Path(config.output_path(value)).resolve() == tmp_path / local
