@@ -92,4 +92,5 @@ def preview(config: Config) -> str | None:
                                 shard_fingerprint=shards)
     if plan.action != "set_aside":
         return None
-    return f"{plan.reason}: running it will move {directory} to {directory}-{plan.tag} and train from scratch"
+    aside = training.set_aside_path(directory, plan.tag)
+    return f"{plan.reason}: running it will move {directory} to {aside} and train from scratch"
