@@ -145,7 +145,32 @@ class Manifest:
             raise ValueError(f"vocab_size must be positive, got {stamp.vocab_size}")
         listed = _field(data, "shards", list)
         shards = tuple(_shard_entry(entry, shard_name(stamp.split, index)) for index, entry in enumerate(listed))
-        return cls(stamp=stamp, shards=shards, max_id=_field(data, "max_id", int))
+        manifest = cls(stamp=stamp, shards=shards, max_id=_field(data, "max_id", int))
+        _check_claims(manifest, data)
+        return manifest
+
+
+def _check_claims(manifest: Manifest, data: Mapping[str, Any]) -> None:
+    """What the manifest states besides its entries must follow from them and from its vocab size.
+
+    ``dtype``, ``rows`` and ``tokens`` are recomputed, never read, when a manifest is used, so a
+    hand-edited value would otherwise pass unnoticed; ``max_id`` is what training checks the model's
+    vocabulary against.
+    """
+    stamp = manifest.stamp
+    if _field(data, "dtype", str) != stamp.dtype.name:
+        raise ValueError(f"dtype {data['dtype']!r:.40} disagrees with vocab_size {stamp.vocab_size}, "
+                         f"whose IDs are stored as {stamp.dtype.name!r}")
+    for key, total in (("rows", manifest.rows), ("tokens", manifest.tokens)):
+        if _field(data, key, int) != total:
+            raise ValueError(f"{key} {data[key]} is not the sum of the shards' {key} ({total})")
+    if not -1 <= manifest.max_id < stamp.vocab_size:
+        raise ValueError(f"max_id {manifest.max_id} is not an ID of the vocabulary of {stamp.vocab_size}")
+    if (manifest.max_id == -1) != (manifest.tokens == 0):
+        raise ValueError(f"max_id {manifest.max_id} disagrees with tokens {manifest.tokens}")
+    for role, special_id in stamp.special_ids.items():
+        if special_id is not None and not 0 <= special_id < stamp.vocab_size:
+            raise ValueError(f"special_ids.{role} {special_id} is not an ID of the vocabulary of {stamp.vocab_size}")
 
 
 def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
@@ -184,7 +209,7 @@ def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
     """The manifest of a shard directory (for a URL, of its committed output)."""
     path = manifest_path(storage.committed(directory) if storage.is_url(directory) else directory, split)
     try:
-        return Manifest.from_dict(json.loads(storage.read_bytes(path)))
+        manifest = Manifest.from_dict(json.loads(storage.read_bytes(path)))
     except FileNotFoundError:
         raise ShardError(
             f"{path}: no shard set for split {split!r} (manifest missing); run 'lmprep run encode'"
@@ -193,7 +218,9 @@ def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
         raise ShardError(f"{path}: cannot read the shard manifest ({exc.strerror})") from None
     except (ValueError, RecursionError) as exc:
         raise ShardError(f"{path}: malformed shard manifest ({json_error_reason(exc)}); {REENCODE}") from None
-
+    if manifest.stamp.split != split:
+        raise ShardError(f"{path}: the manifest of split {split!r} says split {manifest.stamp.split!r}; {REENCODE}")
+    return manifest
 
 
 # --------------------------------------------------------------------------- writing
@@ -420,9 +447,11 @@ class ShardSet:
         """Open ``directory``'s shard set for ``split``.
 
         Always checks each shard's metadata against the manifest and, given a
-        ``tokenizer``, its fingerprint and vocab size (TokenizerMismatchError).
-        ``verify`` also checks every shard's sha256 and that no ID reaches the
-        vocab size: one read of the files, ~0.1 s per 100 MB from the page cache.
+        ``tokenizer``, its fingerprint and vocab size (TokenizerMismatchError),
+        and each shard's Arrow value type against the manifest's dtype.
+        ``verify`` also checks every shard's sha256 and that its largest ID is
+        below the vocab size and the largest of all is the manifest's ``max_id``:
+        one read of the files, ~0.1 s per 100 MB from the page cache.
         Shards of a URL (its committed output) are read into memory, not mapped.
         """
         manifest = read_manifest(directory, split)
@@ -437,9 +466,9 @@ class ShardSet:
                 _verify_checksum(location, entry, data)
             shard = open_shard(location, data)
             _check_shard_metadata(shard, entry, manifest)
-            if verify:
-                _verify_ids(shard, manifest.stamp.vocab_size)
             shards.append(shard)
+        if verify:
+            _verify_max_id(shards, manifest, manifest_path(directory, split))
         return cls(directory, manifest, shards)
 
     @property
@@ -544,6 +573,11 @@ def _check_shard_metadata(shard: Shard, entry: ShardEntry, manifest: Manifest) -
         raise ShardError(
             f"{shard.path}: shard does not match its manifest ({', '.join(wrong) or 'rows/tokens'}); {REENCODE}"
         )
+    if shard.tokens.dtype != manifest.stamp.dtype:
+        raise ShardError(
+            f"{shard.path}: the token IDs are stored as {shard.tokens.dtype}, but the manifest's dtype is "
+            f"{manifest.stamp.dtype}; {REENCODE}"
+        )
 
 
 def _verify_checksum(path: Path | str, entry: ShardEntry, data: pa.Buffer | None) -> None:
@@ -559,8 +593,17 @@ def _verify_checksum(path: Path | str, entry: ShardEntry, data: pa.Buffer | None
         )
 
 
-def _verify_ids(shard: Shard, vocab_size: int) -> None:
-    if shard.num_tokens and int(shard.tokens.max()) >= vocab_size:
-        raise ShardError(
-            f"{shard.path}: token ID {int(shard.tokens.max())} is outside the vocabulary of {vocab_size}"
-        )
+def _verify_max_id(shards: list[Shard], manifest: Manifest, path: Path | str) -> None:
+    """No ID reaches the vocab size, and the largest ID is exactly the manifest's ``max_id``."""
+    vocab_size, largest = manifest.stamp.vocab_size, -1
+    for shard in shards:
+        top = int(shard.tokens.max()) if shard.num_tokens else -1
+        if top >= vocab_size:
+            raise ShardError(f"{shard.path}: token ID {top} is outside the vocabulary of {vocab_size}")
+        if top > manifest.max_id:
+            raise ShardError(f"{shard.path}: token ID {top} is above the manifest's max_id {manifest.max_id}; "
+                             f"{REENCODE}")
+        largest = max(largest, top)
+    if largest != manifest.max_id:
+        raise ShardError(f"{path}: max_id {manifest.max_id}, but the largest token ID in the shards is {largest}; "
+                         f"{REENCODE}")

@@ -226,14 +226,23 @@ def _plan_steps(checkpoint: Checkpoint | CheckpointHeader, steps: int, shard_fin
     return ResumePlan("resume", f"resuming from step {step:,} to step {steps:,}", checkpoint)
 
 
-def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
-    """Rename ``directory`` to a free sibling ``<name>-<tag>`` and return the new path."""
+def set_aside_path(directory: str | os.PathLike[str], tag: str) -> Path:
+    """The first free sibling of ``directory`` among ``<name>-<tag>``, ``<name>-<tag>-2``, …
+
+    :func:`set_aside` moves the directory there, and ``status`` names it beforehand.
+    """
     directory = Path(directory)
     candidate = directory.with_name(f"{directory.name}-{tag}")
     number = 2
     while candidate.exists():
         candidate = directory.with_name(f"{directory.name}-{tag}-{number}")
         number += 1
+    return candidate
+
+
+def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
+    """Rename ``directory`` to :func:`set_aside_path` and return the new path."""
+    candidate = set_aside_path(directory, tag)
     os.replace(directory, candidate)
     return candidate
 

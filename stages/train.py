@@ -102,4 +102,5 @@ def preview(config: Config) -> str | None:
                                 shard_fingerprint=shards, header_only=storage.is_url(directory))
     if plan.action != "set_aside":
         return None
-    return f"{plan.reason}: running it will move {directory} to {directory}-{plan.tag} and train from scratch"
+    aside = training.set_aside_path(directory, plan.tag)
+    return f"{plan.reason}: running it will move {directory} to {aside} and train from scratch"

@@ -154,6 +154,16 @@ def test_status_warns_when_running_would_set_the_checkpoint_aside(project):
     assert "warning" not in lmprep("status", "--set", "train.steps=5").output  # raising steps resumes
 
 
+def test_status_names_the_free_directory_the_run_will_set_the_checkpoint_aside_to(project):
+    assert lmprep("run").exit_code == 0
+    (project / "out" / "ckpt-old-lr").mkdir()  # an earlier checkpoint set aside for the same reason
+    result = lmprep("status", "--set", "train.lr=0.02")
+    assert "running it will move out/ckpt to out/ckpt-old-lr-2 and train from scratch" in result.output
+    ran = lmprep("run", "--set", "train.lr=0.02")
+    assert ran.exit_code == 0 and "moved the old checkpoint to out/ckpt-old-lr-2" in ran.output
+    assert (project / "out" / "ckpt-old-lr-2" / "checkpoint.safetensors").exists()
+
+
 def test_a_bare_group_still_prints_its_help(project):
     result = CliRunner().invoke(cli, ["tokenizer"])
     assert "Usage: lmprep tokenizer" in result.stderr and "encode" in result.stderr

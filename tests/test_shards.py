@@ -283,6 +283,13 @@ def edit_manifest(directory: Path, edit) -> None:
         (lambda m: m.update(vocab_size=True), "vocab_size must be of type int, got bool"),
         (lambda m: m["special_ids"].update(eos="x"), "special_ids.eos must be an integer or null"),
         (lambda m: m.pop("split"), "split is missing"),
+        (lambda m: m.update(dtype="uint32"), "dtype 'uint32' disagrees with vocab_size 1000, whose IDs are stored as "
+                                             "'uint16'"),
+        (lambda m: m.update(rows=8), r"rows 8 is not the sum of the shards' rows \(7\)"),
+        (lambda m: m.update(tokens=20), r"tokens 20 is not the sum of the shards' tokens \(21\)"),
+        (lambda m: m.update(max_id=1000), "max_id 1000 is not an ID of the vocabulary of 1000"),
+        (lambda m: m.update(max_id=-1), "max_id -1 disagrees with tokens 21"),
+        (lambda m: m["special_ids"].update(eos=1000), "special_ids.eos 1000 is not an ID of the vocabulary of 1000"),
     ],
 )
 def test_a_malformed_manifest_is_one_error(tmp_path, edit, reason):
@@ -331,3 +338,36 @@ def test_a_shard_with_another_schema_is_refused(tmp_path):
         writer.write_table(table)
     with pytest.raises(ShardError, match="is not a token shard schema"):
         ShardSet.open(tmp_path, "train", verify=False)
+
+
+def test_a_shard_with_ids_above_the_manifests_max_id_is_named(tmp_path):
+    write_set(tmp_path, DOCS, shard_tokens=8)  # shard 0 holds IDs up to 10, shard 1 up to 21
+    edit_manifest(tmp_path, lambda m: m.update(max_id=20))
+    with pytest.raises(ShardError, match=r"train-00001.arrow: token ID 21 is above the manifest's max_id 20;"):
+        ShardSet.open(tmp_path, "train")
+
+
+def test_a_max_id_above_every_shards_ids_is_refused(tmp_path):
+    write_set(tmp_path, DOCS, shard_tokens=8)
+    edit_manifest(tmp_path, lambda m: m.update(max_id=30))
+    with pytest.raises(ShardError, match=r"train.manifest.json: max_id 30, but the largest token ID in the shards "
+                                         r"is 21;"):
+        ShardSet.open(tmp_path, "train")
+
+
+def test_a_shard_stored_in_another_dtype_than_the_manifests_is_refused(tmp_path):
+    write_set(tmp_path, [[1, 2]], shard_tokens=100)
+    metadata = shards._shard_metadata(stamp(), rows=1, tokens=2)  # says uint16, as the manifest does
+    digest = shards._write_shard(tmp_path / "train-00000.arrow", np.array([1, 2], np.uint32),
+                                 np.array([0, 2], np.int32), metadata)
+    edit_manifest(tmp_path, lambda m: m["shards"][0].update(sha256=digest))
+    with pytest.raises(ShardError, match=r"train-00000.arrow: the token IDs are stored as uint32, but the "
+                                         r"manifest's dtype is uint16;"):
+        ShardSet.open(tmp_path, "train", verify=False)
+
+
+def test_a_manifest_of_another_split_is_refused(tmp_path):
+    write_set(tmp_path, DOCS, shard_tokens=100)
+    (tmp_path / "val.manifest.json").write_bytes((tmp_path / "train.manifest.json").read_bytes())
+    with pytest.raises(ShardError, match=r"val.manifest.json: the manifest of split 'val' says split 'train';"):
+        ShardSet.open(tmp_path, "val")

@@ -169,6 +169,12 @@ def test_decode_names_first_invalid_id_and_position(byte_tokenizer, bad, positio
         byte_tokenizer.decode(bad)
 
 
+@pytest.mark.parametrize("bad", [-1, 400, "7", 3.0, True, None])
+def test_token_bytes_names_an_invalid_id(byte_tokenizer, bad):
+    with pytest.raises(TokenizerError, match=f"invalid token ID {bad!r} at position 0"):
+        byte_tokenizer.token_bytes(bad)
+
+
 def test_decode_numpy_ids(byte_tokenizer):
     ids = byte_tokenizer.encode_array("héllo")
     assert byte_tokenizer.decode(ids) == "héllo"

@@ -226,7 +226,8 @@ class Tokenizer:
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (a special token's are its UTF-8 string, the unknown token's U+FFFD)."""
-        self._check_ids([token_id])
+        if not _is_id(token_id, self.vocab_size):  # not _check_ids, which builds lists: callers ask for every ID
+            raise _invalid_id(token_id, 0, self.vocab_size)
         return self._token_bytes[token_id]
 
     def render_token(self, token_id: int) -> str:
@@ -392,10 +393,8 @@ class Tokenizer:
         ids = list(ids)
         size = self.vocab_size
         for position, token_id in enumerate(ids):
-            if not _is_int(token_id) or not 0 <= token_id < size:
-                raise TokenizerError(
-                    f"invalid token ID {token_id!r} at position {position}: IDs are integers in 0..{size - 1}"
-                )
+            if not _is_id(token_id, size):
+                raise _invalid_id(token_id, position, size)
         return [int(i) for i in ids]
 
     def _compute_fingerprint(self) -> str:
@@ -505,8 +504,12 @@ def _check_merge_order(merges: list[tuple[int, int]], results: list[int], tokens
         available.add(result)
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+def _is_id(value: object, size: int) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < size
+
+
+def _invalid_id(token_id: object, position: int, size: int) -> TokenizerError:
+    return TokenizerError(f"invalid token ID {token_id!r} at position {position}: IDs are integers in 0..{size - 1}")
 
 
 def _check_id_array(ids: np.ndarray, size: int) -> list[int]:
@@ -516,7 +519,5 @@ def _check_id_array(ids: np.ndarray, size: int) -> list[int]:
     bad = np.flatnonzero((flat < 0) | (flat >= size))
     if bad.size:
         position = int(bad[0])
-        raise TokenizerError(
-            f"invalid token ID {int(flat[position])} at position {position}: IDs are integers in 0..{size - 1}"
-        )
+        raise _invalid_id(int(flat[position]), position, size)
     return flat.tolist()

@@ -92,8 +92,9 @@ def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
 
 
 def _byte_speller():
-    table = byte_to_unicode()
-    return lambda data: "".join(table[b] for b in data)
+    """Bytes to GPT-2's characters: latin-1 makes one character per byte, ``translate`` maps them in C."""
+    table = str.maketrans(byte_to_unicode())
+    return lambda data: data.decode("latin-1").translate(table)
 
 
 def _char_speller(tokenizer: Tokenizer):
