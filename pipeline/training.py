@@ -226,23 +226,24 @@ def _plan_steps(checkpoint: Checkpoint | CheckpointHeader, steps: int, shard_fin
     return ResumePlan("resume", f"resuming from step {step:,} to step {steps:,}", checkpoint)
 
 
-def set_aside_path(directory: str | os.PathLike[str], tag: str) -> Path:
-    """The first free sibling of ``directory`` among ``<name>-<tag>``, ``<name>-<tag>-2``, …
+def set_aside_path(directory: str | os.PathLike[str], tag: str) -> Path | str:
+    """The first free sibling of ``directory`` among ``<name>-<tag>``, ``<name>-<tag>-2``, … (for a URL,
+    the first prefix holding no object).
 
-    :func:`set_aside` moves the directory there, and ``status`` names it beforehand.
+    :func:`set_aside` moves the directory there (a remote one is copied there), and ``status`` names it beforehand.
     """
-    directory = Path(directory)
-    candidate = directory.with_name(f"{directory.name}-{tag}")
-    number = 2
-    while candidate.exists():
-        candidate = directory.with_name(f"{directory.name}-{tag}-{number}")
-        number += 1
-    return candidate
+    remote = storage.is_url(directory)
+    base = os.fspath(directory).rstrip("/") if remote else os.fspath(Path(directory))
+    taken = storage.holds_anything if remote else os.path.exists
+    candidate, number = f"{base}-{tag}", 2
+    while taken(candidate):
+        candidate, number = f"{base}-{tag}-{number}", number + 1
+    return candidate if remote else Path(candidate)
 
 
 def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
-    """Rename ``directory`` to :func:`set_aside_path` and return the new path."""
-    candidate = set_aside_path(directory, tag)
+    """Rename the local ``directory`` to :func:`set_aside_path` and return the new path."""
+    candidate = Path(set_aside_path(directory, tag))
     os.replace(directory, candidate)
     return candidate
 
@@ -348,9 +349,7 @@ class _RemoteHome(_LocalHome):
         _commit_copy(partial, self.url + ".partial")
 
     def set_aside(self, tag: str) -> str:
-        target, number = f"{self.url}-{tag}", 2
-        while storage.holds_anything(target):
-            target, number = f"{self.url}-{tag}-{number}", number + 1
+        target = os.fspath(set_aside_path(self.url, tag))
         _commit_copy(self.directory, target)
         return target
 
