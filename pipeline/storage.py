@@ -137,8 +137,9 @@ def holds_anything(location: str) -> bool:
 
 def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """A remote location's identity without reading a file of it: a file's :func:`stamp`, or for a committed
-    output or a directory within one the commit's stamps of the files under it (with the attempt, for the
-    output itself, so that a lock entry points at one commit); None when it is neither.
+    output or a directory within one the commit's stamps of the files under it; None when it is neither.
+    The attempt is left out: a commit of the same files (names, sizes, ETags) is the same output, so the
+    stages after one that re-ran and wrote the same bytes stay up to date (early cutoff, as on disk).
 
     ``commits`` keeps the commit records read, each with the stamp of the commit file it was read from
     (see :func:`_read_commit`), so that a caller that keeps them reads an unchanged commit's body only once.
@@ -161,9 +162,7 @@ def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str
         inner = text[len(root):].strip("/")
         files = {name: entry for name, entry in record["files"].items()
                  if not inner or name == inner or name.startswith(inner + "/")}
-        if not files:
-            return None
-        return {"files": files, **({} if inner else {"attempt": record["attempt"]})}
+        return {"files": files} if files else None
     return None
 
 

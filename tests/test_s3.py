@@ -185,6 +185,19 @@ def same_checkpoint(one: bytes, other: bytes, *, output_dirs: tuple[str, str]) -
             and all(np.array_equal(tensors[0][key], tensors[1][key]) for key in tensors[0]))
 
 
+def test_a_remote_output_rewritten_with_the_same_bytes_leaves_the_stages_after_it_up_to_date(s3, tmp_path,
+                                                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus(s3)
+    write_config(tmp_path, raw=s3.url("raw/*.jsonl.gz"), shards=s3.url("shards"))
+    assert lmprep("run").exit_code == 0
+    first = storage.committed(s3.url("shards"))
+    assert lmprep("run", "encode", "--force").exit_code == 0
+    assert storage.committed(s3.url("shards")) != first  # a new commit, of the same files
+    status = lmprep("status").output
+    assert "train: up to date" in status, status
+
+
 def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_files(s3, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     corpus(s3)
