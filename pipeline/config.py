@@ -237,7 +237,7 @@ def load_config_with_origins(path: str | os.PathLike[str],
     for override in overrides:
         key_path = _apply_override(raw, override)
         origins.set(key_path, SET_ORIGIN)
-        _local_file_urls(raw)
+        _normalize_urls(raw)
         _rebase_set_path(raw, key_path, config_dir)
     config = _build(Config, _one_size_key(raw), "", origins)
     _check_consistency(config, origins)
@@ -302,7 +302,7 @@ def _read_extended(path: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], O
     paths are rebased onto this file's directory, so each stays relative to the file that wrote it.
     """
     raw = _read_yaml(path)
-    _local_file_urls(raw)
+    _normalize_urls(raw)
     origins = Origins(path)
     parent = raw.pop("extends", None)
     if parent is None:
@@ -331,14 +331,15 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _local_file_urls(raw: Any, parts: tuple[str, ...] = ()) -> None:
-    """Rewrite each ``file://`` value of a path key as the local path it names, before paths are rebased."""
+def _normalize_urls(raw: Any, parts: tuple[str, ...] = ()) -> None:
+    """Rewrite each ``file://`` value of a path key as the local path it names, before paths are rebased,
+    and spell other URLs' schemes in lower case (``S3://b/x`` is ``s3://b/x``), so that paths compare as places."""
     items = raw.items() if isinstance(raw, dict) else enumerate(raw) if isinstance(raw, list) else ()
     for key, value in list(items):
         if isinstance(value, (dict, list)):
-            _local_file_urls(value, (*parts, str(key)))
-        elif isinstance(value, str) and value.lower().startswith("file://") and _is_path_key([*parts, str(key)]):
-            raw[key] = os.fspath(storage.local(value))
+            _normalize_urls(value, (*parts, str(key)))
+        elif isinstance(value, str) and "://" in value and _is_path_key([*parts, str(key)]):
+            raw[key] = storage.normalize_url(value)
 
 
 def _is_path_key(parts: list[str]) -> bool:
@@ -721,6 +722,8 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
 
 # paths that may not be fsspec URLs: the runner's state (its lock needs a local file system)
 LOCAL_ONLY_KEYS = ("state_dir",)
+OUTPUT_KEYS = ("prepare.output_dir", "tokenizer.output", "encode.output_dir", "train.output_dir", "export.output_dir",
+               "stats.output_dir")
 
 
 def _check_consistency(config: Config, origin: Origins) -> None:
@@ -735,6 +738,12 @@ def _check_consistency(config: Config, origin: Origins) -> None:
         if value is not None and storage.is_url(value):
             raise ConfigError(f"{origin(key)}: {key} {value!r} must be a local path (URLs are supported for "
                               "data.sources, tokenizer.path and every output)")
+    for key in OUTPUT_KEYS:
+        value = config.value(key)
+        if value is not None and storage.is_url(value) and storage.is_container(value):
+            raise ConfigError(f"{origin(key)}: {key} {value!r} is a whole bucket; name a prefix inside it "
+                              f"(such as {value.rstrip('/')}/{key.partition('.')[0]}): lmprep replaces and cleans an "
+                              "output as a whole")
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")

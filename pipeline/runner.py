@@ -185,6 +185,9 @@ class Pipeline:
             return False
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
         self._check_deps_exist(stage, cache)
+        for out in map(self._where, stage.outs):
+            if isinstance(out, str):
+                storage.check_container(out)
         deps = {dep: cache.tree_hash(self._where(dep)) for dep in stage.deps}
         self._claim(stage)
         (stage.run_forced if forced and stage.run_forced is not None else stage.run)()

@@ -70,6 +70,21 @@ def local(location: str | os.PathLike[str]) -> str | os.PathLike[str]:
     return text[len("file://"):] if text.lower().startswith("file://") else location
 
 
+def normalize_url(location: str) -> str:
+    """A ``file://`` URL as the local path it names; any other URL with its scheme in lower case."""
+    match = _URL.match(location)
+    if match is None:
+        return location
+    if match.group(1).lower() == "file":
+        return os.fspath(local(location))
+    return match.group(1).lower() + location[len(match.group(1)):]
+
+
+def is_container(location: str) -> bool:
+    """Whether a URL names a whole bucket (``s3://bucket`` or ``s3://bucket/``), not a key or prefix in one."""
+    return "/" not in os.fspath(location).partition("://")[2].strip("/")
+
+
 def absolute(location: str | os.PathLike[str]) -> Path | str:
     """The location as every task names it, independent of the task's working directory."""
     if is_url(location):
@@ -133,6 +148,14 @@ def holds_anything(location: str) -> bool:
     fs, _ = _filesystem(location)
     with _named_errors(location):
         return fs.exists(location)
+
+
+def check_container(location: str) -> None:
+    """Raise, naming the URL, when its bucket does not exist or cannot be seen: checked before a stage runs,
+    not after it has worked for hours to write there."""
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        _check_container(fs, location)
 
 
 def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:

@@ -304,3 +304,16 @@ encode: {{output_dir: "file://{tmp_path}/shards"}}
     assert config.here(config.tokenizer.path) == str(tmp_path / "frozen.json")
     for value, local in ((config.encode.output_dir, "shards"), (config.prepare.output_dir, "prepared")):
         assert Path(config.output_path(value)).resolve() == tmp_path / local
+
+
+def test_url_schemes_are_spelt_in_lower_case_so_that_paths_compare_as_places(tmp_path):
+    (tmp_path / "lmprep.yaml").write_text("encode: {output_dir: S3://bucket/shards}\n")
+    config = load_config(tmp_path / "lmprep.yaml", ["train.output_dir=S3://bucket/Ckpt"])
+    assert (config.encode.output_dir, config.train.output_dir) == ("s3://bucket/shards", "s3://bucket/Ckpt")
+
+
+@pytest.mark.parametrize("key", ["prepare.output_dir", "encode.output_dir", "train.output_dir", "stats.output_dir"])
+def test_an_output_that_is_a_whole_bucket_is_refused(tmp_path, key):
+    (tmp_path / "lmprep.yaml").write_text("{}\n")
+    with pytest.raises(ConfigError, match=rf"{key} 's3://bucket/' is a whole bucket; name a prefix inside it"):
+        load_config(tmp_path / "lmprep.yaml", [f"{key}=s3://bucket/"])

@@ -198,6 +198,19 @@ def test_a_remote_output_rewritten_with_the_same_bytes_leaves_the_stages_after_i
     assert "train: up to date" in status, status
 
 
+def test_an_output_in_a_missing_bucket_is_refused_before_its_stage_runs(s3, tmp_path, monkeypatch):
+    from pipeline.tokenizer import Tokenizer
+
+    monkeypatch.chdir(tmp_path)
+    corpus(s3)
+    write_config(tmp_path, raw=s3.url("raw/*.jsonl.gz"), tokenizer="s3://no-such-bucket/tokenizer.json")
+    monkeypatch.setattr(Tokenizer, "train_from_counts", pytest.fail)
+    result = lmprep("run")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("error: s3://no-such-bucket/tokenizer.json: no bucket 'no-such-bucket' "
+                                     "(or no access to it)"), result.stderr
+
+
 def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_files(s3, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     corpus(s3)
