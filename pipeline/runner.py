@@ -310,16 +310,8 @@ class Pipeline:
         return {**recorded, **self._read_owners()}
 
     def _read_owners(self) -> dict[str, str]:
-        try:
-            data = json.loads(self.owners_path.read_text("utf-8"))
-        except FileNotFoundError:
-            return {}
-        except ValueError as exc:
-            raise RunnerError(f"{self.owners_path} is corrupt ({exc}); delete it and move away the outputs "
-                              "lmprep then refuses to replace") from None
-        if not isinstance(data, dict) or data.get("version") != OWNERS_VERSION:
-            return {}
-        return data.get("outputs", {})
+        return _read_state_file(self.owners_path, OWNERS_VERSION, "outputs",
+                                if_corrupt="delete it and move away the outputs lmprep then refuses to replace")
 
     def _hash_cache(self) -> HashCache:
         return HashCache(self.state_dir / "hashes.json")
@@ -337,15 +329,7 @@ class Pipeline:
                           "files will be hashed again next time")
 
     def _read_lock(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.lock_path.read_text("utf-8"))
-        except FileNotFoundError:
-            return {}
-        except ValueError as exc:
-            raise RunnerError(f"{self.lock_path} is corrupt ({exc}); delete it to re-run every stage") from None
-        if data.get("version") != LOCK_VERSION:
-            return {}
-        return data.get("stages", {})
+        return _read_state_file(self.lock_path, LOCK_VERSION, "stages", if_corrupt="delete it to re-run every stage")
 
     @contextlib.contextmanager
     def _exclusive(self, *, wait: bool = True) -> Iterator[None]:
@@ -367,6 +351,19 @@ class Pipeline:
             yield
         finally:
             os.close(fd)  # releases the lock
+
+
+def _read_state_file(path: Path, version: int, key: str, *, if_corrupt: str) -> dict[str, Any]:
+    """``key`` of a state file written by this version of lmprep; empty when it is missing or of another version."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise RunnerError(f"{path} is corrupt ({exc}); {if_corrupt}") from None
+    if not isinstance(data, dict) or data.get("version") != version:
+        return {}
+    return data.get(key, {})
 
 
 def _try_lock(fd: int) -> bool:

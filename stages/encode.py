@@ -8,6 +8,7 @@ shards untouched (and the stage stale).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from pipeline import documents, encoding
 from pipeline.config import Config
@@ -71,3 +72,16 @@ def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     directory = config.output_path(config.encode.output_dir)
     splits = [split for split in documents.SPLITS if split == "train" or has_split(directory, split)]
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]
+
+
+def shard_reader_stage(config: Config, name: str, run: Callable[[Config], None]) -> Stage | None:
+    """An optional stage reading the shards and the tokenizer into ``<name>.output_dir``, declared when
+    that key is set; its params are its whole section."""
+    output_dir = getattr(config, name).output_dir
+    if output_dir is None:
+        return None
+    shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
+                                 config.out(output_dir))
+    return Stage(name=name, deps=(shards, tokenizer), outs=(output,), params=(name,),
+                 run=functools.partial(run, config),
+                 keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: f"{name}.output_dir"})

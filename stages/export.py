@@ -8,23 +8,15 @@ are stale, like every output, when the shards or the tokenizer change.
 
 from __future__ import annotations
 
-import functools
-
 from pipeline import export, storage
 from pipeline.config import Config
 from pipeline.runner import Stage
 from stages.console import say
-from stages.encode import open_splits
+from stages.encode import open_splits, shard_reader_stage
 
 
 def build(config: Config) -> Stage | None:
-    if config.export.output_dir is None:
-        return None
-    shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
-                                 config.out(config.export.output_dir))
-    return Stage(name="export", deps=(shards, tokenizer), outs=(output,), params=("export",),
-                 run=functools.partial(run, config),
-                 keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: "export.output_dir"})
+    return shard_reader_stage(config, "export", run)
 
 
 def run(config: Config) -> None:

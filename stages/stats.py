@@ -6,27 +6,20 @@ tokenizer fingerprint with the figures; ``lmprep stats`` prints it as tables.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 from pipeline import atomic, shard_stats, storage
 from pipeline.config import Config
 from pipeline.runner import Stage
 from stages.console import say
-from stages.encode import open_splits
+from stages.encode import open_splits, shard_reader_stage
 
 SUMMARY_FILE = "stats.json"
 PLOT_FILE = "doc_lengths.png"
 
 
 def build(config: Config) -> Stage | None:
-    if config.stats.output_dir is None:
-        return None
-    shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
-                                 config.out(config.stats.output_dir))
-    return Stage(name="stats", deps=(shards, tokenizer), outs=(output,), params=("stats",),
-                 run=functools.partial(run, config),
-                 keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: "stats.output_dir"})
+    return shard_reader_stage(config, "stats", run)
 
 
 def committed_path(config: Config, name: str) -> Path | str:
