@@ -30,7 +30,8 @@ train: $(INSTALLED) ## Train the tiny model on the shards and save a checkpoint
 status: $(INSTALLED) ## Show which stages are up to date and why the others are not
 	$(LMPREP) status --config $(CONFIG)
 
-test: $(TEST_INSTALLED) ## Run the test suite
+test: $(TEST_INSTALLED) ## Run the linter and the test suite
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 clean: $(INSTALLED) ## Delete derived data (never data/raw/ or checkpoints/)

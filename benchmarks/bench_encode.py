@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from build_corpus import CORPORA, DATA, corpus_path  # noqa: E402
+
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 BATCH = 256

@@ -17,8 +17,8 @@ import shutil
 import time
 from pathlib import Path
 
-from pipeline import atomic
-from pipeline.runner import Pipeline, Stage
+from pipeline.engine import atomic
+from pipeline.engine.runner import Pipeline, Stage
 
 DATA = Path(__file__).resolve().parent / ".data" / "noop"
 BLOCK = os.urandom(1 << 20)

@@ -24,15 +24,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from click.testing import CliRunner  # noqa: E402
+from conftest import RequestCounter  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
-from pipeline import documents, storage  # noqa: E402
-from pipeline.config import ExecutorConfig  # noqa: E402
-from pipeline.encoding import encode_corpus  # noqa: E402
-from pipeline.executor import open_tasks  # noqa: E402
+from pipeline.config.schema import ExecutorConfig  # noqa: E402
+from pipeline.data import documents  # noqa: E402
+from pipeline.engine import storage  # noqa: E402
+from pipeline.engine.executor import open_tasks  # noqa: E402
+from pipeline.shards.corpus import encode_corpus  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
-from stages.cli import cli  # noqa: E402
-from conftest import RequestCounter  # noqa: E402
+from stages.cli.main import cli  # noqa: E402
 
 CONFIG = """\
 data:
@@ -56,7 +57,7 @@ def bench_status(fs, counter: RequestCounter, objects: int, work: Path) -> None:
     result = CliRunner().invoke(cli, ["run", "prepare", "--config", "lmprep.yaml"])
     assert result.exit_code == 0, result.output
     print(f"prepare over {objects:,} objects: {time.perf_counter() - start:.1f} s")
-    for attempt in range(3):
+    for _ in range(3):
         before = counter.object_reads
         start = time.perf_counter()
         result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml"])

@@ -32,7 +32,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,12 +41,12 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline import documents  # noqa: E402
-from pipeline.config import ExecutorConfig, PrepareConfig, SourceConfig  # noqa: E402
-from pipeline.encoding import encode_corpus  # noqa: E402
-from pipeline.executor import Tasks, open_tasks  # noqa: E402
-from pipeline.prepare import prepare_corpus  # noqa: E402
-from pipeline.sources import expand_sources  # noqa: E402
+from pipeline.config.schema import ExecutorConfig, PrepareConfig, SourceConfig  # noqa: E402
+from pipeline.data import documents  # noqa: E402
+from pipeline.data.prepare import prepare_corpus  # noqa: E402
+from pipeline.data.sources import expand_sources  # noqa: E402
+from pipeline.engine.executor import Tasks, open_tasks  # noqa: E402
+from pipeline.shards.corpus import encode_corpus  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 DATA = ROOT / "benchmarks" / ".data"

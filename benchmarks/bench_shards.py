@@ -37,10 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from build_corpus import CORPORA, DATA, corpus_path, read_corpus  # noqa: E402
-from pipeline import documents  # noqa: E402
-from pipeline.encoding import encode_corpus  # noqa: E402
-from pipeline.executor import Tasks  # noqa: E402
-from pipeline.shards import ShardSet  # noqa: E402
+
+from pipeline.data import documents  # noqa: E402
+from pipeline.engine.executor import Tasks  # noqa: E402
+from pipeline.shards.corpus import encode_corpus  # noqa: E402
+from pipeline.shards.format import ShardSet  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 WORK = DATA / "bench_shards"

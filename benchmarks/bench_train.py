@@ -42,7 +42,7 @@ def load_texts(path: Path) -> list[str]:
 
 
 def train_lmprep(texts: list[str], vocab_size: int, threads: int) -> list[bytes]:
-    from pipeline.tokenizer.training import train_merges
+    from pipeline.tokenizer.trainer import train_merges
 
     result = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256, workers=threads)
     vocab = [bytes([i]) for i in range(256)]

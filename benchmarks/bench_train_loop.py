@@ -2,7 +2,7 @@
 
 Builds a synthetic shard set (Zipf-distributed IDs, like text, over several
 shards) for a byte-level tokenizer of each vocabulary size, then runs the real
-training loop (``pipeline.training.train``, validation off) for a few model
+training loop (``pipeline.model.training.train``, validation off) for a few model
 shapes on the CPU and prints throughput, the data-loading share (target < 10 %),
 and from ``getrusage`` the user and system (kernel) CPU time as shares of the
 wall time of the steps, with the minor page faults per step. System time is
@@ -17,8 +17,8 @@ import argparse
 import dataclasses
 import resource
 import sys
-import time
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +26,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config import TrainConfig  # noqa: E402
-from pipeline.shards import ShardSet, ShardStamp, ShardWriter  # noqa: E402
+from pipeline.config.schema import TrainConfig  # noqa: E402
+from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 SHAPES = [  # (dim, context, batch_size): the default config first
@@ -63,7 +63,7 @@ def build_shards(directory: Path, tokenizer: Tokenizer, tokens: int, seed: int =
 
 def bench_shape(train_set: ShardSet, tokenizer: Tokenizer, shape: tuple[int, int, int], steps: int,
                 work: Path) -> dict[str, float]:
-    from pipeline import training
+    from pipeline.model import training
 
     dim, context, batch_size = shape
     settings = dataclasses.replace(TrainConfig(), dim=dim, context=context, batch_size=batch_size, steps=steps)

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.atomic import atomic_path  # noqa: E402
+from pipeline.engine.atomic import atomic_path  # noqa: E402
 
 DATA = ROOT / "benchmarks" / ".data"
 CORPORA = {"full": DATA / "corpus.jsonl", "unique-lines": DATA / "corpus-unique-lines.jsonl"}

@@ -1,3 +1,3 @@
-from stages.cli import main
+from stages.cli.main import main
 
 main()

@@ -10,12 +10,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from pipeline import documents, encoding
-from pipeline.config import Config
+from pipeline.config.schema import Config
+from pipeline.data import documents
+from pipeline.engine.executor import open_tasks
+from pipeline.engine.runner import Stage
 from pipeline.errors import ConfigError
-from pipeline.executor import open_tasks
-from pipeline.runner import Stage
-from pipeline.shards import ShardSet, has_split
+from pipeline.shards import corpus
+from pipeline.shards.format import ShardSet, has_split
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
@@ -40,11 +41,11 @@ def build(config: Config) -> Stage:
 def run(config: Config) -> None:
     settings, tokenizer_path = config.encode, config.output_path(config.tokenizer.output)
     output_dir = config.output_path(settings.output_dir)
-    tokenizer = encoding.share_tokenizer(tokenizer_path)
+    tokenizer = corpus.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
     with open_tasks(config.executor, workers=settings.workers) as tasks:
-        manifests = encoding.encode_corpus(
+        manifests = corpus.encode_corpus(
             config.output_path(config.prepare.output_dir), output_dir, tokenizer_path=tokenizer_path, tasks=tasks,
             shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
             cache_bytes=settings.chunk_cache_mb * 10**6, progress=show_progress(),
@@ -74,12 +75,10 @@ def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]
 
 
-def shard_reader_stage(config: Config, name: str, run: Callable[[Config], None]) -> Stage | None:
-    """An optional stage reading the shards and the tokenizer into ``<name>.output_dir``, declared when
-    that key is set; its params are its whole section."""
+def shard_reader_stage(config: Config, name: str, run: Callable[[Config], None]) -> Stage:
+    """An optional stage reading the shards and the tokenizer into ``<name>.output_dir``; its params are
+    its whole section."""
     output_dir = getattr(config, name).output_dir
-    if output_dir is None:
-        return None
     shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
                                  config.out(output_dir))
     return Stage(name=name, deps=(shards, tokenizer), outs=(output,), params=(name,),

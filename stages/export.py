@@ -8,14 +8,15 @@ are stale, like every output, when the shards or the tokenizer change.
 
 from __future__ import annotations
 
-from pipeline import export, storage
-from pipeline.config import Config
-from pipeline.runner import Stage
+from pipeline.config.schema import Config
+from pipeline.engine import storage
+from pipeline.engine.runner import Stage
+from pipeline.shards import export
 from stages.console import say
 from stages.encode import open_splits, shard_reader_stage
 
 
-def build(config: Config) -> Stage | None:
+def build(config: Config) -> Stage:
     return shard_reader_stage(config, "export", run)
 
 

@@ -15,14 +15,13 @@ from pathlib import PurePath
 
 import click
 
-from pipeline import storage
-from pipeline.config import Config
-from pipeline.executor import open_tasks
-from pipeline.prepare import prepare_corpus
-from pipeline.runner import Stage
-from pipeline.sources import SourceFile, expand_sources
+from pipeline.config.schema import Config
+from pipeline.data.prepare import prepare_corpus
+from pipeline.data.sources import SourceFile, expand_sources
+from pipeline.engine import storage
+from pipeline.engine.executor import open_tasks
+from pipeline.engine.runner import Stage
 from stages.console import show_progress
-
 
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs

@@ -1,37 +1,57 @@
-"""The concrete pipeline: its stages, in order.
+"""The concrete pipeline: its stages, in order, each declared once.
 
-Each stage lives in its own module under ``stages/`` exposing
-``build(config) -> Stage`` (``Stage | None`` for an optional stage the config
-may leave out); this is the one place that lists them.
+Each stage lives in its own module under ``stages/``, named after it, exposing
+``build(config) -> Stage``. Everything else here is derived from :data:`STAGES`.
 """
 
 from __future__ import annotations
 
-from pipeline.config import Config
-from pipeline.runner import Stage
-from stages import encode, export, prepare, stats, tokenize, train
+from dataclasses import dataclass
+from operator import attrgetter
+from types import ModuleType
 
-STAGE_MODULES = (prepare, tokenize, encode, train, export, stats)
-STAGE_NAMES = ("prepare", "tokenizer", "encode", "train", "export", "stats")
-OPTIONAL_STAGES = ("export", "stats")  # in the pipeline when the config sets their output_dir
-# stages whose outputs are trained checkpoints: `lmprep clean` keeps them unless asked
-CHECKPOINT_STAGES = ("train",)
+from pipeline.config.schema import Config
+from pipeline.engine.runner import Stage
+from stages import encode, export, prepare, stats, tokenizer, train
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of the pipeline: its name, the module that builds it, the config key of its main output,
+    whether the config may leave it out (it is then in the pipeline when that output is set) and whether
+    its outputs are trained checkpoints (``lmprep clean`` keeps those unless asked)."""
+
+    name: str
+    module: ModuleType
+    output_key: str
+    optional: bool = False
+    checkpoints: bool = False
+
+
+STAGES = (
+    StageSpec("prepare", prepare, "prepare.output_dir"),
+    StageSpec("tokenizer", tokenizer, "tokenizer.output"),
+    StageSpec("encode", encode, "encode.output_dir"),
+    StageSpec("train", train, "train.output_dir", checkpoints=True),
+    StageSpec("export", export, "export.output_dir", optional=True),
+    StageSpec("stats", stats, "stats.output_dir", optional=True),
+)
+STAGE_NAMES = tuple(spec.name for spec in STAGES)
+CHECKPOINT_STAGES = tuple(spec.name for spec in STAGES if spec.checkpoints)
+
+
+def declared(spec: StageSpec, config: Config) -> bool:
+    """Whether the config declares the stage: every required one, an optional one when its output is set."""
+    return not spec.optional or attrgetter(spec.output_key)(config) is not None
 
 
 def build_stages(config: Config) -> list[Stage]:
     """Every stage the config declares, in pipeline order."""
-    return [stage for stage in (module.build(config) for module in STAGE_MODULES) if stage is not None]
+    return [spec.module.build(config) for spec in STAGES if declared(spec, config)]
 
 
 def stage_outputs(config: Config) -> dict[str, str]:
     """Each declared stage's main output, as a path to open from the current directory, without
     building the stages (building prepare reads the source globs)."""
-    outputs = {
-        "prepare": config.prepare.output_dir,
-        "tokenizer": config.tokenizer.output,
-        "encode": config.encode.output_dir,
-        "train": config.train.output_dir,
-        "export": config.export.output_dir,
-        "stats": config.stats.output_dir,
-    }
+    outputs = {spec.name: attrgetter(spec.output_key)(config) for spec in STAGES}
     return {stage: config.output_path(value) for stage, value in outputs.items() if value is not None}

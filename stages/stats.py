@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline import atomic, shard_stats, storage
-from pipeline.config import Config
-from pipeline.runner import Stage
+from pipeline.config.schema import Config
+from pipeline.engine import atomic, storage
+from pipeline.engine.runner import Stage
+from pipeline.shards import stats as shard_stats
 from stages.console import say
 from stages.encode import open_splits, shard_reader_stage
 
@@ -18,7 +19,7 @@ SUMMARY_FILE = "stats.json"
 PLOT_FILE = "doc_lengths.png"
 
 
-def build(config: Config) -> Stage | None:
+def build(config: Config) -> Stage:
     return shard_reader_stage(config, "stats", run)
 
 

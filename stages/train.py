@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from pipeline import hashing, storage
-from pipeline.config import Config
+from pipeline.config.schema import Config
+from pipeline.engine import hashing, storage
+from pipeline.engine.runner import Stage
 from pipeline.errors import PipelineError
-from pipeline.runner import Stage
-from pipeline.shards import ShardSet, has_split, read_manifest
+from pipeline.shards.format import ShardSet, has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
-
 
 # Version of the code that shapes this stage's outputs (training, model, checkpoint in pipeline/):
 # bump it whenever the same shards, tokenizer and settings would give another checkpoint, and the
@@ -44,7 +43,7 @@ def build(config: Config) -> Stage:
 def adopts(output: str) -> bool:
     """A remote checkpoint directory is this stage's own wherever it was written (another machine, a lost
     state dir): training resumes it or sets it aside, never deletes it, so an interrupted run continues anywhere."""
-    from pipeline.checkpoint import checkpoint_exists
+    from pipeline.model.checkpoint import checkpoint_exists
 
     return storage.is_url(output) and checkpoint_exists(output)
 
@@ -60,7 +59,7 @@ def settings_here(config: Config):
 
 
 def run(config: Config, retrain: bool = False) -> None:
-    from pipeline import training
+    from pipeline.model import training
 
     tokenizer_file = tokenizer_path(config)
     tokenizer = Tokenizer.load(tokenizer_file)
@@ -87,8 +86,8 @@ def preview(config: Config) -> str | None:
     Judged on the tokenizer and shards as they are now; a stale stage before this one may still change them.
     A remote checkpoint is judged on its header alone (two ranged reads), never downloaded.
     """
-    from pipeline import training
-    from pipeline.checkpoint import checkpoint_exists
+    from pipeline.model import training
+    from pipeline.model.checkpoint import checkpoint_exists
 
     directory = config.output_path(config.train.output_dir)
     try:

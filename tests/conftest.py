@@ -46,7 +46,7 @@ class FakeTokenizer:
 
     @property
     def fingerprint(self) -> str:
-        from pipeline.hashing import canonical_hash
+        from pipeline.engine.hashing import canonical_hash
 
         return canonical_hash([self.kind, self.pattern, self.special_tokens, self.merges])
 
@@ -240,7 +240,7 @@ train: {{output_dir: {paths.get('ckpt', 'out/ckpt')}, steps: 2, eval_every: 1, e
 
 def lmprep_in_cwd(*args: str):
     """``lmprep ARGS --config lmprep.yaml`` through click's runner, in the current directory."""
-    from stages.cli import cli
+    from stages.cli.main import cli
 
     return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
 
@@ -249,3 +249,20 @@ def put_corpus(s3, files: int = 3, documents: int = 30) -> None:
     for index in range(files):
         texts = [f"Q: what is {index}.{i}?\nA: it is {i * index} and {i + index}." for i in range(documents)]
         s3.put(f"raw/part-{index}.jsonl.gz", gz(jsonl(texts)))
+
+
+def replay_merges(tokenizer, text: str) -> list[int]:
+    """The definition of encoding (seed 000): base IDs per chunk, then each merge in training order."""
+    from pipeline.tokenizer import patterns
+
+    ids: list[int] = []
+    for chunk in patterns.splitter(tokenizer.pattern)(text):
+        if tokenizer.kind == "byte":
+            chunk_ids = list(chunk.encode("utf-8"))
+        else:
+            table = {c: i for i, c in enumerate(tokenizer.alphabet, start=1)}
+            chunk_ids = [table.get(c, 0) for c in chunk]
+        for rank, pair in enumerate(tokenizer.merges):
+            chunk_ids = replace_pair(chunk_ids, pair, tokenizer._merge_results[rank])
+        ids += chunk_ids
+    return ids

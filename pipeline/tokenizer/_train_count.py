@@ -19,7 +19,7 @@ from functools import partial
 
 import regex
 
-from pipeline.parallel import ordered_map, worker_count
+from pipeline.engine.pool import ordered_map, worker_count
 from pipeline.tokenizer.patterns import GPT4, splitter
 
 BLOCK_CHARS = 4_000_000

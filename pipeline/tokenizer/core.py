@@ -19,10 +19,10 @@ from typing import Literal
 import numpy as np
 import regex
 
+from pipeline.engine.hashing import canonical_hash
 from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
-from pipeline.hashing import canonical_hash
 from pipeline.tokenizer import patterns
-from pipeline.tokenizer.encode import ChunkCache, ChunkEncoder, apply_merges
+from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges
 
 KINDS = ("byte", "char", "word")
 UNKNOWN_TEXT = "\ufffd"
@@ -114,7 +114,7 @@ class Tokenizer:
         tokenizer's ``stop_reason`` says so. ``merge_newlines`` defaults to False for the char
         kind (newline stays a token of its own, so it can end generation) and True for bytes.
         """
-        from pipeline.tokenizer.training import train_merges
+        from pipeline.tokenizer.trainer import train_merges
 
         _check_kind(kind)
         if kind == "word":
@@ -146,7 +146,7 @@ class Tokenizer:
         """:meth:`train` (byte and char kinds) from the counts of the distinct pre-split chunks, however
         they were counted (per partition and summed, on a cluster); the chunks must come from splitting
         the texts with ``patterns.resolve_pattern(pattern, kind=kind)``, as ``count_chunks`` does."""
-        from pipeline.tokenizer.training import merges_from_counts
+        from pipeline.tokenizer.trainer import merges_from_counts
 
         _check_kind(kind)
         if kind == "word":
@@ -251,9 +251,9 @@ class Tokenizer:
             byte_id[self._token_bytes[i][0]] = i
         specials = set(self.special_tokens.values())
         for token_id, data in enumerate(self._token_bytes):
-            if len(data) > 1 and token_id not in specials:
-                if apply_merges([byte_id[b] for b in data], rank_of, self._merge_results) != [token_id]:
-                    return token_id
+            if len(data) > 1 and token_id not in specials \
+                    and apply_merges([byte_id[b] for b in data], rank_of, self._merge_results) != [token_id]:
+                return token_id
         return None
 
     # ---- encoding -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pipeline import storage
+from pipeline.engine import storage
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"

@@ -35,7 +35,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline import storage
+from pipeline.engine import storage
 from pipeline.errors import TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.core import UNKNOWN_TEXT, Tokenizer

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline import atomic
+from pipeline.engine import atomic
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer.core import Tokenizer
 

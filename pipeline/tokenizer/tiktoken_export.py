@@ -37,7 +37,7 @@ from __future__ import annotations
 import base64
 import os
 
-from pipeline import atomic
+from pipeline.engine import atomic
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.core import Tokenizer

@@ -1,0 +1,52 @@
+"""The counting pass of BPE training as partition tasks: one prepared part file per task.
+
+Each task counts the distinct pre-split chunks of its part; the counts are
+summed pairwise as a tree (on a cluster, between workers) and only the total
+reaches the driver, which runs the merges as before. The driver's memory is
+therefore the distinct chunks of the whole training split (about 100 bytes
+each: a few million for gigabytes of English), not the corpus.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import Counter
+from pathlib import Path
+
+import regex
+
+from pipeline.data import documents
+from pipeline.engine import storage
+from pipeline.engine.executor import Tasks
+from pipeline.errors import TokenizerError
+from pipeline.tokenizer._train_count import count_chunks
+
+
+def count_prepared(tasks: Tasks, prepared_dir: str | os.PathLike[str], split: str, *, pattern: str,
+                   progress: bool = False) -> dict[str, int]:
+    """The chunk counts of every document of a prepared split (``pattern`` already resolved)."""
+    try:
+        regex.compile(pattern)
+    except regex.error as error:
+        raise TokenizerError(f"invalid split pattern {pattern!r}: {error}; fix the regex") from None
+    prepared = storage.committed(prepared_dir)
+    paths = [storage.join(prepared, part.file) for part in documents.read_parts(prepared, split) if part.documents]
+    if not paths:
+        return {}
+    return tasks.map_reduce(functools.partial(count_part, pattern), add_counts, paths,
+                            labels=[str(path) for path in paths], desc="tokenizer: count chunks", progress=progress)
+
+
+def count_part(pattern: str, location: Path | str) -> Counter[str]:
+    """Task: the chunk counts of one part file."""
+    with storage.local_copy(location) as path:
+        return Counter(count_chunks(documents.iter_documents(path), pattern=pattern, workers=1))
+
+
+def add_counts(left: Counter[str], right: Counter[str]) -> Counter[str]:
+    """The sum of two counts, updating the larger so that most updates hit existing keys."""
+    if len(right) > len(left):
+        left, right = right, left
+    left.update(right)
+    return left

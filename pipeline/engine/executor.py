@@ -1,0 +1,280 @@
+"""Running a stage's partition tasks: a local process pool, or a Dask cluster.
+
+A task is a module-level function applied to one small, picklable item (a
+partition's description); it reads its input from storage and writes its own
+output files, and returns small metadata (counts, checksums, manifest
+entries). The driver therefore moves no corpus text, and results come back in
+item order, so outputs do not depend on the number or speed of workers.
+
+Both backends offer the same two operations:
+
+- :meth:`Tasks.map`: every item's result, in order; the progress bar counts finished partitions.
+  Given the items' sizes it starts the largest first, so that a large partition does not start last
+  and leave the other workers idle while it runs (the results stay in item order);
+- :meth:`Tasks.map_reduce`: the results folded pairwise as a tree (on a cluster the partial results
+  move between workers, and only the final one reaches the driver).
+
+A failing task raises in the driver with the partition and the worker named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import socket
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Protocol, TypeVar
+
+from pipeline.engine import storage
+from pipeline.engine.pool import worker_count
+from pipeline.errors import ConfigError, DataError, PipelineError
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+class ExecutorSettings(Protocol):
+    """What the executor reads of its settings (the ``executor`` section of the config); declared here so
+    that the engine depends on no schema above it."""
+
+    kind: str
+    address: str | None
+    workers: int
+    timeout: float
+
+
+class Tasks:
+    """Runs partition tasks on a :class:`concurrent.futures.Executor` (a process pool by default)."""
+
+    def __init__(self, executor: Executor):
+        self._executor = executor
+
+    def map(self, function: Callable[[_T], _R], items: Sequence[_T], *, labels: Sequence[str],
+            sizes: Sequence[int] | None = None, desc: str = "", progress: bool = False) -> list[_R]:
+        """``function`` applied to every item, results in item order; the largest ``sizes`` are started first."""
+        futures: list[Future] = [None] * len(items)  # type: ignore[list-item]
+        for index in largest_first(sizes) if sizes is not None else range(len(items)):
+            futures[index] = self._executor.submit(run_task, function, labels[index], items[index])
+        _wait(futures, labels, desc=desc, progress=progress)
+        return [future.result() for future in futures]
+
+    def map_reduce(self, function: Callable[[_T], _R], combine: Callable[[_R, _R], _R], items: Sequence[_T], *,
+                   labels: Sequence[str], desc: str = "", progress: bool = False) -> _R:
+        """``combine`` folded over the results as a binary tree whose shape depends on the item count alone.
+
+        Results are folded in item order as they arrive, so at most about log2(items) partial results
+        are held at once.
+        """
+        futures = [self._executor.submit(run_task, function, label, item) for label, item in zip(labels, items)]
+        _wait(futures, labels, desc=desc, progress=progress)
+        fold, pending = _TreeFold(combine), deque(futures)
+        del futures
+        while pending:
+            fold.add(pending.popleft().result())  # the future, and so its result, is dropped once folded
+        return fold.result()
+
+
+class DaskTasks(Tasks):
+    """The same operations on a Dask ``Client``, reduced on the workers.
+
+    A task whose worker dies is run again elsewhere by the scheduler (up to its
+    ``distributed.scheduler.allowed-failures``); a task that raises is not retried.
+    """
+
+    def __init__(self, client: Any):
+        super().__init__(client.get_executor(pure=False))
+        self._client = client
+
+    def map_reduce(self, function, combine, items, *, labels, desc="", progress=False):
+        client = self._client
+        submit = functools.partial(client.submit, pure=False)
+        leaves = [submit(run_task, function, label, item) for label, item in zip(labels, items)]
+        fold = _TreeFold(functools.partial(submit, combine))
+        for leaf in leaves:
+            fold.add(leaf)
+        root = fold.result()
+        _wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
+        return root.result()
+
+
+def largest_first(sizes: Sequence[int]) -> list[int]:
+    """Item indices by decreasing size, ties in item order: the longest-processing-time-first order.
+
+    >>> largest_first([3, 9, 1, 9])
+    [1, 3, 0, 2]
+    """
+    return sorted(range(len(sizes)), key=lambda index: -sizes[index])
+
+
+def run_task(function: Callable[[_T], _R], label: str, item: _T) -> _R:
+    """Run one task; a failure names the partition and the worker (and keeps its type)."""
+    try:
+        return function(item)
+    except PipelineError as exc:
+        raise type(exc)(f"{exc} (partition {label}, on {worker_name()})") from None
+    except FileNotFoundError as exc:
+        raise DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no such file; "
+                        f"{storage.SHARED_STORAGE_HINT}") from None
+    except Exception as exc:
+        exc.add_note(f"partition {label}, on {worker_name()}")
+        raise
+
+
+def worker_name() -> str:
+    """The Dask worker's address, or host and process ID."""
+    with contextlib.suppress(ImportError, ValueError):
+        from distributed import get_worker
+
+        return f"worker {get_worker().address}"
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+_run_clusters: contextlib.ExitStack | None = None  # set while a run shares its LocalCluster (share_local_cluster)
+_local_clients: dict[int, Any] = {}  # worker count -> the Client of the run's LocalCluster
+
+
+@contextlib.contextmanager
+def share_local_cluster() -> Iterator[None]:
+    """Within this block, the stages that ask for ``executor.address: local`` share one Dask LocalCluster.
+
+    Starting one takes seconds (each worker process imports lmprep), so a run of several partitioned
+    stages starts it once, at the first stage that needs it, and closes it when the block ends, error
+    or Ctrl-C included. Outside such a block each :func:`open_tasks` starts and closes its own. Workers
+    keep no state between tasks that could change an output (the tokenizer they cache is checked by
+    fingerprint, as on any long-lived cluster). A nested block shares the outer one's cluster.
+    """
+    global _run_clusters
+    if _run_clusters is not None:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        _run_clusters = stack
+        try:
+            yield
+        finally:
+            _run_clusters = None
+            _local_clients.clear()
+
+
+@contextlib.contextmanager
+def open_tasks(settings: ExecutorSettings, *, workers: int = 0) -> Iterator[Tasks]:
+    """The configured backend; ``workers`` (a stage's own setting) overrides ``settings.workers`` locally."""
+    if settings.kind == "local":
+        with ProcessPoolExecutor(worker_count(workers or settings.workers)) as pool:
+            yield Tasks(pool)
+        return
+    with _dask_client(settings) as client:
+        yield DaskTasks(client)
+
+
+@contextlib.contextmanager
+def _dask_client(settings: ExecutorSettings) -> Iterator[Any]:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ConfigError("executor.kind is 'dask' but Dask is not installed; pip install 'lmprep[dask]'") from None
+    if settings.address is None:
+        raise ConfigError("executor.kind is 'dask' but executor.address is null; set it to a scheduler's "
+                          "tcp://host:8786 or to 'local' for a cluster on this machine")
+    if settings.address == "local":
+        count = worker_count(settings.workers)
+        if _run_clusters is None:
+            with _local_client(count) as client:
+                yield client
+            return
+        if count not in _local_clients:
+            _local_clients[count] = _run_clusters.enter_context(_local_client(count))
+        yield _local_clients[count]
+        return
+    try:
+        client = Client(settings.address, timeout=settings.timeout)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ConfigError(f"executor.address {settings.address!r}: no Dask scheduler answered within "
+                          f"{settings.timeout:g} s ({' '.join(str(exc).split())})") from None
+    with client:
+        yield client
+
+
+@contextlib.contextmanager
+def _local_client(workers: int) -> Iterator[Any]:
+    """A Client of a new LocalCluster of ``workers`` single-threaded processes, both closed on exit."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _wait(futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool) -> None:
+    """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it."""
+    from tqdm import tqdm
+
+    try:
+        with tqdm(total=len(futures), desc=desc, unit="part", disable=not progress, leave=False) as bar:
+            for future in as_completed(futures):
+                future.result()
+                bar.update()
+    except BrokenProcessPool:
+        _stop(futures)
+        running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
+        raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
+                            "memory?); the stage wrote nothing, run it again") from None
+    except BaseException:
+        _stop(futures)
+        raise
+
+
+def _stop(futures: Sequence[Future]) -> None:
+    """Cancel the tasks not started and wait for the running ones, which may still be writing files."""
+    for future in futures:
+        future.cancel()
+    wait(futures)
+
+
+def _status_of(future: Any) -> Future:
+    """A ``concurrent.futures.Future`` that settles with a Dask future, without fetching its result."""
+    mirror: Future = Future()
+
+    def settle(done: Any) -> None:
+        if done.status == "finished":
+            mirror.set_result(None)
+        else:
+            mirror.set_exception(done.exception())
+
+    future.add_done_callback(settle)
+    return mirror
+
+
+class _TreeFold:
+    """Pairwise folding in item order, like a binary counter: ((0+1)+(2+3))+((4+5)+6) ...
+
+    The tree's shape depends on the number of values alone, so the result (down to dict order) is the
+    same for any worker count. ``combine`` may return a future (Dask): the tree is then built on the
+    cluster while the leaves are still running.
+    """
+
+    def __init__(self, combine: Callable[[Any, Any], Any]):
+        self._combine = combine
+        self._stack: list[tuple[int, Any]] = []  # (level, value), levels strictly decreasing
+
+    def add(self, value: Any) -> None:
+        level = 0
+        while self._stack and self._stack[-1][0] == level:
+            _, left = self._stack.pop()
+            value, level = self._combine(left, value), level + 1
+        self._stack.append((level, value))
+
+    def result(self) -> Any:
+        if not self._stack:
+            raise PipelineError("nothing to reduce: no partitions")
+        _, value = self._stack.pop()
+        while self._stack:
+            _, left = self._stack.pop()
+            value = self._combine(left, value)
+        return value

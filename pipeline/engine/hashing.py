@@ -1,0 +1,115 @@
+"""Content hashes: the one place the project hashes files, trees and values.
+
+Remote files (fsspec URLs) are not read: their hash stands for the store's own
+size and content identity (see :meth:`HashCache.remote_stamp`).
+
+File hashes are cached by ``(size, mtime_ns, ctime_ns, inode)`` so that a no-op
+run over gigabytes of data costs one ``stat`` per file, as DVC and git do. The
+change time is what catches an edit that keeps the size and puts the old mtime
+back (``cp -p``, ``rsync -t --inplace``): no user tool can set it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pipeline.engine import atomic, storage
+from pipeline.errors import StorageError
+
+_CHUNK = 1 << 20
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_hash(obj: Any) -> str:
+    """sha256 of the canonical JSON form of ``obj`` (sorted keys, no spaces)."""
+    return sha256_bytes(atomic.dumps_json(obj, indent=None).encode("utf-8"))
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class HashCache:
+    """Memoises file hashes on disk, keyed by path and validated by stat.
+
+    It also keeps the commit records of remote outputs, keyed by the commit file's URL and validated by
+    its stamp (:func:`pipeline.engine.storage.tree_stamp`), so an unchanged remote output costs a HEAD request.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._entries: dict[str, list] = self._read()
+        self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if storage.is_url(key)]}
+        self._dirty = False
+
+    def file_hash(self, path: str | os.PathLike[str]) -> str:
+        st = os.stat(path)
+        key = os.path.abspath(path)
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        cached = self._entries.get(key)
+        if cached is not None and cached[:-1] == stamp:
+            return cached[-1]
+        digest = sha256_file(path)
+        self._entries[key] = [*stamp, digest]
+        self._dirty = True
+        return digest
+
+    def tree_hash(self, path: str | os.PathLike[str]) -> str:
+        """Hash of a file, or of a directory as its sorted (relative path, file hash) list.
+
+        Hidden entries (names starting with a dot, such as staging dirs) are skipped.
+        """
+        if storage.is_url(path):
+            found = self.remote_stamp(path)
+            if found is None:
+                raise StorageError(f"{path}: not found")
+            return "stamp:" + canonical_hash(found)
+        root = Path(path)
+        if root.is_file():
+            return self.file_hash(root)
+        listing = [[rel, self.file_hash(root / rel)] for rel in _visible_files(root)]
+        return canonical_hash(listing)
+
+    def exists(self, path: str | os.PathLike[str]) -> bool:
+        """Whether a file or directory exists; a remote one as :meth:`remote_stamp` finds it."""
+        return self.remote_stamp(path) is not None if storage.is_url(path) else os.path.exists(path)
+
+    def remote_stamp(self, location: str) -> dict[str, Any] | None:
+        """A remote file's or output's identity without reading a file (:func:`pipeline.engine.storage.tree_stamp`):
+        the store's sizes and content identities, which it changes whenever it stores other bytes."""
+        kept = dict(self._commits)
+        found = storage.tree_stamp(location, commits=self._commits)
+        self._dirty |= self._commits != kept
+        return found
+
+    def save(self) -> None:
+        if self._dirty:
+            atomic.write_json(self.path, {**self._entries, **self._commits}, indent=None)
+            self._dirty = False
+
+    def _read(self) -> dict[str, list]:
+        try:
+            return json.loads(self.path.read_text("utf-8"))
+        except (FileNotFoundError, ValueError):
+            return {}
+
+
+def _visible_files(root: Path) -> list[str]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in filenames:
+            if not name.startswith("."):
+                found.append(os.path.relpath(os.path.join(dirpath, name), root))
+    return sorted(found)

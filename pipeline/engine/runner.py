@@ -1,0 +1,572 @@
+"""A content-addressed stage runner, in the manner of DVC, that knows no stage by name.
+
+A :class:`Stage` declares its dependencies (files or directories), the config
+keys it reads, its outputs and the version of the code that makes them. After a
+stage succeeds the runner records a lock entry (``{state_dir}/lock.json``): the
+content hash of every dependency and output, the value of every key and the
+code version. A stage is stale when it never ran, its code version, a
+dependency's hash or a key's value differs from the entry, or an output is
+missing or differs. Because dependencies are compared by content, a re-run
+that rewrites byte-identical outputs leaves downstream stages up to date
+(early cutoff) with no extra bookkeeping.
+
+Hashes are cached by ``(size, mtime_ns, ctime_ns, inode)``, so checking a
+pipeline over gigabytes costs a ``stat`` per file. Stages write outputs atomically and the
+lock entry is written only after a stage succeeds, so an interrupted stage
+leaves the previous outputs and entry in place and is simply stale next time.
+
+An output is replaced as a whole, so the runner refuses, before anything runs,
+a layout where an output equals, contains or lies inside another output, an
+input, a directory a stage scans, the state dir or a guarded path (the config
+file), or equals or contains the project root; and it replaces or deletes an
+existing path only when that path is the stage's own previous output, which it
+records in ``{state_dir}/outputs.json`` before the stage first writes there, or
+what the stage ``adopts`` as its own (``train``: a checkpoint it wrote to object
+storage from another machine, which it resumes or sets aside, never deletes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.engine import atomic, storage
+from pipeline.engine.hashing import HashCache
+from pipeline.errors import RunnerError
+
+LOCK_VERSION = 1
+OWNERS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step: ``run`` turns ``deps`` into ``outs`` reading the config keys ``params``.
+
+    ``code_version`` stands for the code that shapes the outputs: whoever changes that
+    code so that the same deps and params would give different outputs bumps it, and
+    the stage re-runs where it ran with another version (an upgrade of the code is a
+    change of input like any other).
+    ``scans`` are directories the stage reads files from by pattern (a glob's
+    base), which no output may overlap; ``keys`` names the config key that set
+    a path, for messages.
+    """
+
+    name: str
+    deps: tuple[str, ...]
+    outs: tuple[str, ...]
+    params: tuple[str, ...]
+    run: Callable[[], None]
+    code_version: int = 1
+    scans: tuple[str, ...] = ()
+    keys: Mapping[str, str] = field(default_factory=dict)
+    run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
+    preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
+    adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    """Why a stage would run; no reasons means up to date."""
+
+    name: str
+    reasons: tuple[str, ...]
+    warning: str | None = None  # from the stage's ``preview``, for a stale stage
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.reasons)
+
+    def describe(self) -> str:
+        return "; ".join(self.reasons) if self.reasons else "up to date"
+
+
+class Pipeline:
+    """Stages in pipeline order plus the state that says which of them are stale."""
+
+    def __init__(self, stages: Sequence[Stage], *, param_value: Callable[[str], Any],
+                 state_dir: str | os.PathLike[str], root: str | os.PathLike[str] = ".",
+                 guarded: Mapping[str, str | os.PathLike[str]] | None = None,
+                 log: Callable[[str], None] = lambda message: None):
+        """``root`` is the project root, the directory relative paths start from; ``guarded``
+        maps a description to a path that no output may overlap (the config file)."""
+        self.stages = list(stages)
+        self.root = Path(root)
+        self.state_dir = self.root / state_dir
+        self._param_value = param_value
+        self._log = log
+        self._upstream = _upstream_map(self.stages)
+        self._cache_warned = False
+        guarded = {**(guarded or {}), f"the state dir {os.fspath(state_dir)!r}": state_dir}
+        _check_layout(self.stages, self.root, {label: self.root / path for label, path in guarded.items()})
+
+    @property
+    def owners_path(self) -> Path:
+        return self.state_dir / "outputs.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.state_dir / "lock.json"
+
+    def status(self, targets: Sequence[str] | None = None) -> list[StageStatus]:
+        """Per stage (the targets and their upstream), what changed since its last run.
+
+        A stage whose upstream is stale is reported stale too, since the
+        upstream run may change its inputs; :meth:`run` decides for sure.
+        """
+        lock = self._read_lock()
+        cache = self._hash_cache()
+        stale: list[str] = []
+        report = []
+        for stage in self._selected(targets):
+            reasons = self._reasons(stage, lock.get(stage.name), cache) or [
+                f"upstream '{name}' is stale" for name in stale[::-1] if name in self._upstream[stage.name]][:1]
+            if reasons:
+                stale.append(stage.name)
+            warning = stage.preview() if reasons and stage.preview is not None else None
+            report.append(StageStatus(stage.name, tuple(reasons), warning))
+        self._save_cache(cache)
+        return report
+
+    def run(self, targets: Sequence[str] | None = None, *, force: bool = False, wait: bool = True) -> list[str]:
+        """Run the stale stages among ``targets`` (all if None) and their upstream; return those run.
+
+        ``force`` re-runs the targets themselves even when up to date (not their upstream),
+        through their ``run_forced`` where they have one.
+        While another run holds this state dir, wait for it (saying so), or with
+        ``wait=False`` raise RunnerError naming it.
+        """
+        selected = self._selected(targets)
+        forced = {s.name for s in selected if force and (targets is None or s.name in targets)}
+        with self._exclusive(wait=wait):
+            self._check_owned(selected)
+            self._recover_outputs(selected)
+            return [stage.name for stage in selected if self._run_if_stale(stage, stage.name in forced)]
+
+    def clean(self, names: Sequence[str]) -> list[str]:
+        """Delete the outputs of the named stages and forget their lock entries.
+
+        Returns the paths removed. Dependencies that no stage produces (the raw
+        data) are never touched. A directory left empty by the removal (say
+        ``data/tokenizer/``) goes too.
+        """
+        removed = []
+        with self._exclusive():
+            self._check_owned([stage for stage in self.stages if stage.name in names])
+            lock = self._read_lock()
+            for stage in self.stages:
+                if stage.name in names:
+                    removed += [out for out in stage.outs if _remove(self._where(out))]
+                    for out in stage.outs:
+                        if not storage.is_url(out):
+                            _remove_empty_parents(self.root / out, self.root)
+                    lock.pop(stage.name, None)
+            atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
+        return removed
+
+    # -- internals --------------------------------------------------------
+
+    def _run_if_stale(self, stage: Stage, forced: bool) -> bool:
+        lock = self._read_lock()
+        cache = self._hash_cache()
+        reasons = ["forced"] if forced else self._reasons(stage, lock.get(stage.name), cache)
+        self._save_cache(cache)
+        if not reasons:
+            self._log(f"'{stage.name}' is up to date")
+            return False
+        self._log(f"running '{stage.name}': {'; '.join(reasons)}")
+        self._check_deps_exist(stage, cache)
+        for out in map(self._where, stage.outs):
+            if isinstance(out, str):
+                storage.check_container(out)
+        deps = {dep: cache.tree_hash(self._where(dep)) for dep in stage.deps}
+        self._claim(stage)
+        (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
+        self._record(stage, deps, cache)
+        return True
+
+    def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> None:
+        outs = {}
+        for out in stage.outs:
+            if not cache.exists(self._where(out)):
+                raise RunnerError(f"stage '{stage.name}' finished but did not write its output '{out}'")
+            outs[out] = cache.tree_hash(self._where(out))
+        self._save_cache(cache)
+        lock = self._read_lock()
+        lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
+                             "params": self._params(stage)}
+        atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
+
+    def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache) -> list[str]:
+        if entry is None:
+            return ["never run"]
+        return (_code_version_changes(entry.get("code_version"), stage.code_version)
+                + _param_changes(entry.get("params", {}), self._params(stage))
+                + self._dep_changes(stage, entry.get("deps", {}), cache)
+                + self._out_changes(stage, entry.get("outs", {}), cache))
+
+    def _where(self, path: str) -> Path | str:
+        """A stage's path as the file system sees it: under the project root, or a URL as it is."""
+        return path if storage.is_url(path) else self.root / path
+
+    def _params(self, stage: Stage) -> dict[str, Any]:
+        return {key: self._param_value(key) for key in stage.params}
+
+    def _dep_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
+        changes = [f"dependency '{dep}' removed" for dep in recorded if dep not in stage.deps]
+        for dep in stage.deps:
+            path = self._where(dep)
+            if dep not in recorded:
+                changes.append(f"dependency '{dep}' added")
+            elif not cache.exists(path):
+                changes.append(f"dependency '{dep}' is missing")
+            elif cache.tree_hash(path) != recorded[dep]:
+                changes.append(f"dependency '{dep}' changed")
+        return changes
+
+    def _out_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
+        changes = []
+        for out in stage.outs:
+            path = self._where(out)
+            if not cache.exists(path):
+                changes.append(f"output '{out}' is missing")
+            elif out not in recorded:
+                changes.append(f"output '{out}' is new")
+            elif cache.tree_hash(path) != recorded[out]:
+                changes.append(f"output '{out}' was modified")
+        return changes
+
+    def _check_deps_exist(self, stage: Stage, cache: HashCache) -> None:
+        for dep in stage.deps:
+            if not cache.exists(self._where(dep)):
+                raise RunnerError(f"stage '{stage.name}' needs '{dep}', which does not exist; "
+                                  "restore it or run the stage that makes it")
+
+    def _selected(self, targets: Sequence[str] | None) -> list[Stage]:
+        """The targets plus everything upstream of them, in pipeline order."""
+        if targets is None:
+            return list(self.stages)
+        names = [s.name for s in self.stages]
+        for target in targets:
+            if target not in names:
+                close = difflib.get_close_matches(target, names, n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise RunnerError(f"unknown stage '{target}'; {hint}stages: {', '.join(names)}")
+        wanted = set(targets)
+        for stage in reversed(self.stages):
+            if stage.name in wanted:
+                wanted |= self._upstream[stage.name]
+        return [s for s in self.stages if s.name in wanted]
+
+    def _recover_outputs(self, stages: Sequence[Stage]) -> None:
+        """Undo half-finished directory swaps and delete temporaries of killed writers.
+
+        Only temporaries of these outputs (and of the lock and hash cache) whose
+        writer is dead go: a run of another pipeline writing beside them is safe.
+        """
+        for stage in stages:
+            for out in stage.outs:
+                if storage.is_url(out):
+                    continue  # a remote output is never renamed: an attempt's files go when the next one commits
+                path = self.root / out
+                atomic.recover_dir(path)
+                atomic.remove_orphaned_temporaries(path)
+        for state_file in (self.lock_path, self.owners_path, self._hash_cache().path):
+            atomic.remove_orphaned_temporaries(state_file)
+
+    def _check_owned(self, stages: Sequence[Stage]) -> None:
+        """Refuse to replace or delete an existing output that is not the stage's own previous output."""
+        owners = self._owners()
+        for stage in stages:
+            for out in stage.outs:
+                if (owners.get(os.path.normpath(out)) != stage.name and _holds_anything(self._where(out))
+                        and not (stage.adopts is not None and stage.adopts(out))):
+                    raise RunnerError(
+                        f"{_describe(stage, out)} already exists and is not what stage '{stage.name}' wrote "
+                        f"(according to {self.owners_path}); lmprep replaces an output as a whole, so point it "
+                        f"at a new or empty path, or move {out!r} away"
+                    )
+
+    def _claim(self, stage: Stage) -> None:
+        """Record, before the stage writes, that its outputs are its own (see :meth:`_check_owned`)."""
+        owners = self._read_owners()
+        claimed = {**owners, **{os.path.normpath(out): stage.name for out in stage.outs}}
+        if claimed != owners:
+            atomic.write_json(self.owners_path, {"version": OWNERS_VERSION, "outputs": claimed})
+
+    def _owners(self) -> dict[str, str]:
+        """Output path → the stage that writes it: the claims, and the lock for outputs written before them."""
+        recorded = {os.path.normpath(out): name for name, entry in self._read_lock().items()
+                    for out in entry.get("outs", {})}
+        return {**recorded, **self._read_owners()}
+
+    def _read_owners(self) -> dict[str, str]:
+        return _read_state_file(self.owners_path, OWNERS_VERSION, "outputs",
+                                if_corrupt="delete it and move away the outputs lmprep then refuses to replace")
+
+    def _hash_cache(self) -> HashCache:
+        return HashCache(self.state_dir / "hashes.json")
+
+    def _save_cache(self, cache: HashCache) -> None:
+        """Save the hash cache if possible: it only saves time, so a full or read-only disk
+        must not fail a command (``status``, a run with nothing to do); say so once."""
+        try:
+            cache.save()
+        except OSError as exc:
+            if not self._cache_warned:
+                self._cache_warned = True
+                reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+                self._log(f"warning: could not save the hash cache {cache.path} ({reason}); "
+                          "files will be hashed again next time")
+
+    def _read_lock(self) -> dict[str, Any]:
+        return _read_state_file(self.lock_path, LOCK_VERSION, "stages", if_corrupt="delete it to re-run every stage")
+
+    @contextlib.contextmanager
+    def _exclusive(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold ``{state_dir}/run.lock`` so that two runs never interleave.
+
+        Staleness is decided only once the lock is held, so a run that waited
+        for another one does only what that one left to do.
+        """
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_dir / "run.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            if not _try_lock(fd):
+                if not wait:
+                    raise RunnerError(_busy_message(path))
+                self._log(f"waiting for the run of {_lock_holder(path)} to finish")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            _write_holder(fd)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _read_state_file(path: Path, version: int, key: str, *, if_corrupt: str) -> dict[str, Any]:
+    """``key`` of a state file written by this version of lmprep; empty when it is missing or of another version."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise RunnerError(f"{path} is corrupt ({exc}); {if_corrupt}") from None
+    if not isinstance(data, dict) or data.get("version") != version:
+        return {}
+    return data.get(key, {})
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        return False
+    return True
+
+
+def _write_holder(fd: int) -> None:
+    """Put this process's PID and start time in the held lock file, for a waiting run to show.
+
+    Best effort: the lock is the flock, not the text, and a full disk must not stop a run.
+    """
+    text = f"{os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode("utf-8"), 0)
+
+
+def _lock_holder(path: Path) -> str:
+    """``PID 123 (started 2025-05-01 12:00:03)``, as far as the lock file says."""
+    try:
+        pid, _, started = path.read_text("utf-8").strip().partition(" ")
+    except OSError:
+        pid = started = ""
+    if not pid:
+        return "another process"
+    return f"PID {pid} (started {started})" if started else f"PID {pid}"
+
+
+def _busy_message(path: Path) -> str:
+    return (f"another lmprep run ({_lock_holder(path)}) is running in this directory; wait for it to finish "
+            f"(the lock {path} is released when that process exits)")
+
+
+def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Path]) -> None:
+    """Refuse any output that overlaps what another output, an input or a guarded path needs kept.
+
+    An output may contain a later stage's input (that stage reads what it
+    writes); any other overlap means a swap would delete or shadow something.
+    A path that holds the project root (a glob over the whole project) may
+    hold outputs, but no output may be or hold it, nor the root itself. Paths
+    are compared as written, normalised against the root; links are not followed.
+    Messages are built only for a clash, since the inputs are every raw file.
+    """
+    project = os.path.abspath(root)
+
+    def where(path: str | os.PathLike[str]) -> str:
+        if storage.is_url(path):
+            return os.fspath(path).rstrip("/")
+        return os.path.normpath(os.path.join(project, path))
+
+    # (what it is, the stage it belongs to, the path as written, its absolute path)
+    places = [("root", None, os.fspath(root), project), *(("guarded", None, label, where(path))
+                                                          for label, path in guarded.items())]
+    places += [("scanned", stage, path, where(path)) for stage in stages for path in stage.scans]
+    places += [("output", stage, path, where(path)) for stage in stages for path in stage.outs]
+    places += [("input", stage, path, where(path)) for stage in stages for path in stage.deps]
+    order = {stage.name: position for position, stage in enumerate(stages)}
+    for stage in stages:
+        for out in stage.outs:
+            output = where(out)
+            for kind, owner, name, path in places:
+                if kind == "output" and owner is stage and name == out:
+                    continue
+                if kind == "input" and order[owner.name] > order[stage.name] and _holds(output, path):
+                    continue  # a later stage reads what this one writes
+                relation = _overlap(output, path, inside_counts=not _holds(path, project))
+                if relation:
+                    raise RunnerError(
+                        f"{_describe(stage, out)} {relation} {_place(kind, owner, name)}; lmprep replaces an "
+                        "output as a whole, so outputs must not overlap inputs, other outputs, the state dir "
+                        "or the config file"
+                    )
+
+
+def _place(kind: str, stage: Stage | None, name: str) -> str:
+    """Name a path an output clashed with, for :func:`_check_layout`'s message."""
+    if kind == "root":
+        return f"the project root {name!r}"
+    if kind == "guarded":
+        return name
+    if kind == "scanned":
+        return f"the directory {_describe(stage, name)} that stage '{stage.name}' scans"
+    if kind == "output":
+        return _describe(stage, name)
+    return f"the input {repr(name) if name in stage.outs else _describe(stage, name)} of stage '{stage.name}'"
+
+
+def _overlap(output: str, path: str, *, inside_counts: bool) -> str | None:
+    """How ``output`` overlaps ``path`` (both absolute and normalised), or None."""
+    if output == path:
+        return "is the same path as"
+    if _holds(output, path):
+        return "contains"
+    if inside_counts and _holds(path, output):
+        return "lies inside"
+    return None
+
+
+def _holds(directory: str, path: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies inside it (both absolute and normalised)."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _describe(stage: Stage, path: str) -> str:
+    key = stage.keys.get(path)
+    return f"{key} {path!r}" if key else repr(path)
+
+
+def _holds_anything(path: Path | str) -> bool:
+    """Whether ``path`` is a file, or a directory with any entry (a swap would remove them)."""
+    if isinstance(path, str):
+        return storage.holds_anything(path)
+    if path.is_dir():
+        return any(path.iterdir())
+    return path.exists() or path.is_symlink()
+
+
+def _remove(path: Path | str) -> bool:
+    if isinstance(path, str):
+        found = storage.holds_anything(path)
+        storage.remove(path)
+        return found
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+    else:
+        return False
+    return True
+
+
+def _remove_empty_parents(path: Path, root: Path) -> None:
+    """Remove the directories above ``path`` that are empty, up to (not including) ``root``."""
+    root = root.resolve()
+    parent = path.parent.resolve()
+    while parent != root and root in parent.parents:
+        try:
+            parent.rmdir()
+        except OSError:  # not empty, or not ours to remove
+            return
+        parent = parent.parent
+
+
+def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
+    """Stage name → names of all stages it depends on, directly or not.
+
+    A dependency on an output path (or on a path inside an output directory)
+    makes the producing stage upstream. Producers must come earlier.
+    """
+    producer: dict[str, str] = {}
+    upstream: dict[str, set[str]] = {}
+    for stage in stages:
+        if stage.name in upstream:
+            raise RunnerError(f"two stages are named '{stage.name}'")
+        direct = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
+        upstream[stage.name] = direct.union(*(upstream[name] for name in direct))
+        for out in stage.outs:
+            if out in producer:
+                raise RunnerError(f"'{out}' is an output of both '{producer[out]}' and '{stage.name}'")
+            producer[out] = stage.name
+    return upstream
+
+
+def _within(path: str, directory: str) -> bool:
+    path, directory = os.path.normpath(path), os.path.normpath(directory)
+    return path == directory or path.startswith(directory + os.sep)
+
+
+def _code_version_changes(recorded: int | None, current: int) -> list[str]:
+    """``code version changed 3 → 4``; an entry from before versions were recorded re-runs too."""
+    if recorded == current:
+        return []
+    if recorded is None:
+        return [f"code version not recorded (now {current})"]
+    return [f"code version changed {recorded} → {current}"]
+
+
+def _param_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    changes = [f"param {key} removed" for key in old if key not in new]
+    for key, value in new.items():
+        if key not in old:
+            changes.append(f"param {key} added")
+        else:
+            changes.extend(_value_changes(key, old[key], value))
+    return changes
+
+
+def _value_changes(key: str, old: Any, new: Any) -> list[str]:
+    """Name the leaf keys that differ: ``param train.steps changed 300 → 500``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [change for name in sorted(set(old) | set(new))
+                for change in _value_changes(f"{key}.{name}", old.get(name), new.get(name))]
+    if atomic.dumps_json(old, indent=None) == atomic.dumps_json(new, indent=None):
+        return []
+    return [f"param {key} changed {_short(old)} → {_short(new)}"]
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = atomic.dumps_json(value, indent=None)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

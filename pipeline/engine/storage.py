@@ -1,0 +1,519 @@
+"""Where the data lives: the one module that finds, sizes, stamps and opens files, local or remote.
+
+A location is a local path or an fsspec URL (``s3://bucket/key``, ``gs://…``,
+``memory://…``); ``file://`` URLs are local paths. Remote locations go through
+fsspec and its backend (``s3fs`` for ``s3://``), which find credentials where
+they always do (environment variables, ``~/.aws``, instance roles): lmprep
+never reads, stores or logs them.
+
+Tasks may run on other machines, so a path handed to a task is made absolute
+first (:func:`absolute`): on a cluster every worker must see the same local
+files at the same path, as a shared file system mounted in the same place
+gives, or use URLs.
+
+A remote file is identified without reading it by :func:`stamp`: its size and
+the store's own content identity (S3's ETag and version ID, GCS's md5/crc32c
+and generation), as the listing already returns them.
+
+Object stores have no atomic rename, so a remote output directory is written
+by attempts (:func:`output_dir`): a run writes every file under a new hidden
+prefix ``.attempt-{time}-{random}/`` and then publishes it with one PUT of
+``_lmprep_commit.json``, which names the attempt and lists its files with their
+stamps. Readers go through the commit (:func:`committed`), so a file of an
+interrupted or superseded attempt is never read; the run that commits removes
+the other attempts, which under the runner's lock are all ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+from pipeline.engine import atomic
+from pipeline.errors import StorageError
+
+SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
+                       "mounted at the same path on every machine, or fsspec URLs)")
+_URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+# what identifies a remote object's content, as fsspec backends name it in ``info()``
+_IDENTITY_KEYS = ("ETag", "VersionId", "md5Hash", "crc32c", "generation", "checksum")
+_TIME_KEYS = ("LastModified", "mtime", "created", "updated")  # only for stores that give no identity
+
+
+COMMIT_FILE = "_lmprep_commit.json"
+COMMIT_VERSION = 1
+_ATTEMPT_PREFIX = ".attempt-"
+# URL → stamp of the files the last glob_files in this process listed (each glob lists afresh)
+_LISTED: dict[str, dict[str, Any]] = {}
+
+
+def is_url(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` is a remote URL (``file://`` is local)."""
+    match = _URL.match(os.fspath(location))
+    return match is not None and match.group(1).lower() != "file"
+
+
+def local(location: str | os.PathLike[str]) -> str | os.PathLike[str]:
+    """``location`` with a ``file://`` prefix removed; other locations as they are."""
+    text = os.fspath(location)
+    return text[len("file://"):] if text.lower().startswith("file://") else location
+
+
+def normalize_url(location: str) -> str:
+    """A ``file://`` URL as the local path it names; any other URL with its scheme in lower case."""
+    match = _URL.match(location)
+    if match is None:
+        return location
+    if match.group(1).lower() == "file":
+        return os.fspath(local(location))
+    return match.group(1).lower() + location[len(match.group(1)):]
+
+
+def is_container(location: str) -> bool:
+    """Whether a URL names a whole bucket (``s3://bucket`` or ``s3://bucket/``), not a key or prefix in one."""
+    return "/" not in os.fspath(location).partition("://")[2].strip("/")
+
+
+def absolute(location: str | os.PathLike[str]) -> Path | str:
+    """The location as every task names it, independent of the task's working directory."""
+    if is_url(location):
+        return os.fspath(location)
+    return Path(os.path.abspath(local(location)))
+
+
+def join(location: str | os.PathLike[str], *names: str) -> Path | str:
+    """``location`` joined with relative ``names`` (``/`` in a URL, the OS's separator locally)."""
+    if is_url(location):
+        return "/".join([os.fspath(location).rstrip("/"), *names])
+    return Path(local(location)).joinpath(*names)
+
+
+def parent(location: str | os.PathLike[str]) -> Path | str:
+    """The directory holding ``location``: ``s3://bucket/a`` of ``s3://bucket/a/b.json``."""
+    if is_url(location):
+        return os.fspath(location).rstrip("/").rsplit("/", 1)[0]
+    return Path(local(location)).parent
+
+
+def name_of(location: str | os.PathLike[str]) -> str:
+    """The last component of ``location``: ``b.jsonl.gz`` of ``s3://bucket/a/b.jsonl.gz``."""
+    return PurePosixPath(os.fspath(location)).name if is_url(location) else Path(local(location)).name
+
+
+def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
+    """Files matching ``pattern``, sorted: a URL pattern as URLs, a local one as ``root`` joined with each match.
+    Local symbolic links whose target is missing are kept (the caller refuses them: they stand for files).
+
+    Hidden names (temporaries of interrupted writers, attempts of remote outputs) are skipped, as
+    ``glob.glob``, unlike ``Path.glob``, skips them.
+    """
+    if is_url(pattern):
+        fs, protocol = _filesystem(pattern)
+        with _named_errors(pattern):
+            fs.invalidate_cache()  # a listing is fresh for each expansion, and reused by stamp()
+            found = fs.glob(pattern, detail=True)
+            if not found:
+                _check_container(fs, pattern)
+        fixed = _fixed_parts(fs._strip_protocol(pattern))
+        files = {_url(protocol, key): entry for key, entry in found.items()
+                 if entry.get("type") == "file" and not _hidden(key.split("/")[fixed:])}
+        _LISTED.update({url: _identity(entry) for url, entry in files.items()})
+        return sorted(files)
+    base = Path(local(root))
+    pattern = os.fspath(local(pattern))
+    return sorted(p for p in map(base.joinpath, glob.glob(pattern, root_dir=base, recursive=True))
+                  if p.is_file() or (p.is_symlink() and not p.exists()))
+
+
+def exists(location: str | os.PathLike[str]) -> bool:
+    """Whether the file or directory exists; remotely, a file, or a committed output or a directory in one."""
+    if not is_url(location):
+        return os.path.exists(local(location))
+    return tree_stamp(location) is not None
+
+
+def holds_anything(location: str) -> bool:
+    """Whether any object lies at or under a remote location, committed or not."""
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        return fs.exists(location)
+
+
+def check_container(location: str) -> None:
+    """Raise, naming the URL, when its bucket does not exist or cannot be seen: checked before a stage runs,
+    not after it has worked for hours to write there."""
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        _check_container(fs, location)
+
+
+def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A remote location's identity without reading a file of it: a file's :func:`stamp`, or for a committed
+    output or a directory within one the commit's stamps of the files under it; None when it is neither.
+    The attempt is left out: a commit of the same files (names, sizes, ETags) is the same output, so the
+    stages after one that re-ran and wrote the same bytes stay up to date (early cutoff, as on disk).
+
+    ``commits`` keeps the commit records read, each with the stamp of the commit file it was read from
+    (see :func:`_read_commit`), so that a caller that keeps them reads an unchanged commit's body only once.
+    """
+    if location in _LISTED:
+        return _LISTED[location]
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        try:
+            info = fs.info(location)
+        except FileNotFoundError:
+            info = {}
+    if info.get("type") == "file":
+        return _identity(info)
+    text = location.rstrip("/")
+    for root in _ancestors(text):
+        record = _read_commit(root, commits)
+        if record is None:
+            continue
+        inner = text[len(root):].strip("/")
+        files = {name: entry for name, entry in record["files"].items()
+                 if not inner or name == inner or name.startswith(inner + "/")}
+        return {"files": files} if files else None
+    return None
+
+
+def size(location: str | os.PathLike[str]) -> int:
+    if not is_url(location):
+        return os.stat(local(location)).st_size
+    return stamp(location)["size"]
+
+
+def stamp(location: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the store says identifies a remote file: its size and content identity, from ``info()``.
+
+    After :func:`glob_files` this is answered from its listing, without a request (or a search of
+    fsspec's cached listing, which is linear in the directory's size) per file.
+    """
+    listed = _LISTED.get(os.fspath(location))
+    if listed is not None:
+        return listed
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        info = fs.info(location)
+    if info.get("type") != "file":
+        raise StorageError(f"{location}: not a file")
+    return _identity(info)
+
+
+def _identity(info: dict[str, Any]) -> dict[str, Any]:
+    identity = {key: str(info[key]) for key in _IDENTITY_KEYS if info.get(key) not in (None, "")}
+    if not identity:
+        identity = {key: str(info[key]) for key in _TIME_KEYS if info.get(key) not in (None, "")}
+    return {"size": int(info["size"]), **identity}
+
+
+def open_input(location: str | os.PathLike[str]) -> BinaryIO:
+    """A binary stream of the file's bytes (the caller buffers and decompresses); remote files
+    are read in ranges as the stream is read, so a Parquet footer costs a range, not the file."""
+    if not is_url(location):
+        return open(local(location), "rb", buffering=0)
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        return fs.open(location, "rb", cache_type="none")
+
+
+def read_bytes(location: str | os.PathLike[str]) -> bytes:
+    if not is_url(location):
+        return Path(local(location)).read_bytes()
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        return fs.cat_file(location)
+
+
+def read_many(locations: Sequence[str], *, requests: int = 16) -> Iterator[bytes]:
+    """The bytes of several remote files, in order, fetched ``requests`` at a time: per-request latency,
+    not bandwidth, bounds reading many small objects one by one."""
+    fs, _ = _filesystem(locations[0])
+
+    def fetch(location: str) -> bytes:
+        with _named_errors(location):
+            return fs.cat_file(location, start=0)  # a range from 0 spares s3fs a HEAD request per object
+
+    with ThreadPoolExecutor(max_workers=min(requests, len(locations))) as pool:
+        yield from pool.map(fetch, locations)
+
+
+@contextlib.contextmanager
+def local_copy(location: str | os.PathLike[str]) -> Iterator[Path]:
+    """A local path holding the file's bytes: the file itself, or a temporary download of a remote one."""
+    if not is_url(location):
+        yield Path(local(location))
+        return
+    fs, _ = _filesystem(location)
+    with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:
+        copy = Path(scratch) / name_of(location)
+        with _named_errors(location):
+            fs.get_file(location, str(copy))
+        yield copy
+
+
+@contextlib.contextmanager
+def output_dir(location: str | os.PathLike[str]) -> Iterator[Path | str]:
+    """Yield an empty directory to write an output into; on success it replaces ``location`` as a whole.
+
+    Locally a staging directory swapped in (:func:`pipeline.engine.atomic.atomic_dir`). Remotely a new attempt
+    prefix, published by writing its commit last; an exception leaves the previous commit in place.
+    """
+    if not is_url(location):
+        with atomic.atomic_dir(local(location)) as staging:
+            yield absolute(staging)
+        return
+    url = os.fspath(location).rstrip("/")
+    attempt = f"{_ATTEMPT_PREFIX}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+    yield join(url, attempt)
+    record = {"version": COMMIT_VERSION, "attempt": attempt, "files": list_files(join(url, attempt))}
+    write_json(join(url, COMMIT_FILE), record)
+    _remove_attempts(url, keep=attempt)
+
+
+@contextlib.contextmanager
+def local_output_dir(location: str | os.PathLike[str]) -> Iterator[Path]:
+    """:func:`output_dir` for writers that need a local directory (plots, pyarrow and torch writers).
+
+    Remotely the files are written to a local scratch directory, uploaded under the new attempt when the
+    block ends, and committed after the last upload; an exception commits nothing.
+    """
+    if not is_url(location):
+        with output_dir(location) as staging:
+            yield Path(staging)
+        return
+    with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch, output_dir(location) as attempt:
+        yield Path(scratch)
+        upload_dir(scratch, attempt)
+
+
+def upload_dir(directory: str | os.PathLike[str], location: str) -> None:
+    """Upload every file under a local directory to the same relative names under a remote prefix."""
+    root = Path(directory)
+    for file in sorted(path for path in root.rglob("*") if path.is_file()):
+        put_file(file, join(location, file.relative_to(root).as_posix()))
+
+
+def download_dir(location: str | os.PathLike[str], directory: str | os.PathLike[str]) -> Path:
+    """Copy a remote output's committed files into a new local directory (which must not exist yet)."""
+    url = os.fspath(location).rstrip("/")
+    source, names = committed(url), _read_commit(url)["files"]  # type: ignore[index]
+    fs, _ = _filesystem(url)
+    target = Path(directory)
+    target.mkdir(parents=True)
+    for name in sorted(names):
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        with _named_errors(join(source, name)):
+            fs.get_file(os.fspath(join(source, name)), str(target / name))
+    return target
+
+
+def committed(location: str | os.PathLike[str]) -> Path | str:
+    """Where an output's committed files are read: the directory itself locally, its committed attempt remotely."""
+    if not is_url(location):
+        return absolute(location)
+    url = os.fspath(location).rstrip("/")
+    record = _read_commit(url)
+    if record is None:
+        raise StorageError(f"{url}: no committed output there ({COMMIT_FILE} missing); run the stage that writes it")
+    return join(url, record["attempt"])
+
+
+@contextlib.contextmanager
+def output_file(location: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
+    """A local path to write; on success it becomes ``location``: renamed into place locally, uploaded in
+    one request remotely (an object appears whole or not at all). ``durable=False``: not fsynced locally
+    (see :func:`atomic.atomic_path`)."""
+    if not is_url(location):
+        with atomic.atomic_path(local(location), durable=durable) as tmp:
+            yield tmp
+        return
+    with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:
+        tmp = Path(scratch) / name_of(location)
+        yield tmp
+        put_file(tmp, os.fspath(location))
+
+
+def write_bytes(location: str | os.PathLike[str], data: bytes) -> None:
+    """Replace the file with ``data``, atomically."""
+    if not is_url(location):
+        atomic.write_bytes(local(location), data)
+        return
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        fs.pipe_file(os.fspath(location), data)
+
+
+def write_json(location: str | os.PathLike[str], obj: Any) -> None:
+    """Replace the file with ``obj`` as the project's JSON (:func:`pipeline.engine.atomic.dumps_json`), atomically."""
+    write_bytes(location, (atomic.dumps_json(obj) + "\n").encode("utf-8"))
+
+
+def make_dir(location: str | os.PathLike[str]) -> None:
+    """Create a local directory and its parents; object stores need none."""
+    if not is_url(location):
+        Path(local(location)).mkdir(parents=True, exist_ok=True)
+
+
+def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Move a file within one output being written (remotely a copy and a delete, before the commit)."""
+    if not is_url(source):
+        os.replace(local(source), local(target))
+        return
+    fs, _ = _filesystem(source)
+    with _named_errors(source):
+        fs.mv(os.fspath(source), os.fspath(target))
+
+
+def put_file(source: str | os.PathLike[str], location: str) -> None:
+    """Upload a local file to a remote location: one PUT, so the object appears whole or not at all."""
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        fs.put_file(os.fspath(source), location)
+
+
+def remove(location: str | os.PathLike[str]) -> None:
+    """Delete a file or everything under a prefix; a missing one is no error. A remote output's commit goes
+    first, so a removal cut short leaves files that no commit lists, never a commit listing missing files."""
+    if not is_url(location):
+        path = Path(local(location))
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+        return
+    fs, _ = _filesystem(location)
+    for target in (join(location, COMMIT_FILE), location):
+        with _named_errors(location), contextlib.suppress(FileNotFoundError):
+            fs.rm(os.fspath(target), recursive=True)
+
+
+def list_files(prefix: str) -> dict[str, dict[str, Any]]:
+    """Every file under a remote prefix: its path relative to the prefix → its :func:`stamp` fields."""
+    fs, protocol = _filesystem(prefix)
+    root = fs._strip_protocol(prefix).rstrip("/")
+    with _named_errors(prefix):
+        found = fs.find(prefix, detail=True)
+    return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items()) if entry.get("type") == "file"}
+
+
+def _read_commit(url: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The commit record of a remote output, or None if it has none.
+
+    With ``commits`` (commit file URL → [its stamp, its record]) the commit file's stamp is asked first
+    (a HEAD request), and a record kept with that stamp is returned without reading the body again: a
+    commit is one object, rewritten whole, so its ETag changes whenever its record does.
+    """
+    fs, _ = _filesystem(url)
+    path = os.fspath(join(url, COMMIT_FILE))
+    with _named_errors(path):
+        try:
+            if commits is not None:
+                fs.invalidate_cache(path)  # another process may have committed since this one listed
+                current = _identity(fs.info(path))
+                kept = commits.get(path)
+                if kept is not None and kept[0] == current:
+                    return kept[1]
+            record = json.loads(fs.cat_file(path))
+        except FileNotFoundError:
+            return None
+        except ValueError as exc:
+            raise StorageError(f"{path}: malformed commit record ({_short(exc)}); delete it and re-run the stage") from None
+    if not isinstance(record, dict) or record.get("version") != COMMIT_VERSION:
+        raise StorageError(f"{path}: not a commit record of this lmprep version; delete it and re-run the stage")
+    if commits is not None:
+        commits[path] = [current, record]
+    return record
+
+
+def _remove_attempts(url: str, *, keep: str) -> None:
+    """Delete the attempts of an output other than ``keep``: interrupted or superseded runs, all ended,
+    since runs of one project hold its lock and an output belongs to one project."""
+    fs, protocol = _filesystem(url)
+    with _named_errors(url):
+        entries = fs.ls(url, detail=False, refresh=True)
+    for entry in entries:
+        name = entry.rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith(_ATTEMPT_PREFIX) and name != keep:
+            remove(_url(protocol, entry))
+
+
+def _ancestors(url: str) -> Iterator[str]:
+    """``url`` and its parents up to the bucket."""
+    scheme, _, path = url.partition("://")
+    parts = path.split("/")
+    for end in range(len(parts), 0, -1):
+        yield f"{scheme}://{'/'.join(parts[:end])}"
+
+
+def _filesystem(location: str | os.PathLike[str]) -> tuple[Any, str]:
+    """The fsspec file system of a URL and its protocol; StorageError for an unknown or uninstalled one."""
+    text = os.fspath(location)
+    protocol = _URL.match(text).group(1).lower()  # type: ignore[union-attr]
+    try:
+        import fsspec
+
+        return fsspec.filesystem(protocol), protocol
+    except ImportError as exc:
+        raise StorageError(f"{text}: reading {protocol}:// URLs needs an fsspec backend that is not installed "
+                           f"({exc}); for s3:// pip install 'lmprep[s3]'") from None
+    except ValueError as exc:
+        raise StorageError(f"{text}: unknown URL protocol {protocol!r} ({exc})") from None
+
+
+@contextlib.contextmanager
+def _named_errors(location: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn a store's errors (no bucket, no credentials, access denied, bad URL) into one line naming the URL."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise StorageError(f"{location}: not found ({_short(exc) or 'no such file or bucket'})") from None
+    except PermissionError as exc:
+        raise StorageError(f"{location}: access denied ({_short(exc)}); check the store's credentials "
+                           "(for s3:// the usual AWS environment variables or ~/.aws)") from None
+    except StorageError:
+        raise
+    except Exception as exc:
+        if type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+            raise StorageError(f"{location}: no credentials found for the store; set them as its library "
+                               "expects (for s3:// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws)") from None
+        if isinstance(exc, (OSError, ValueError)) or type(exc).__module__.split(".")[0] in ("botocore", "aiohttp"):
+            raise StorageError(f"{location}: {type(exc).__name__}: {_short(exc)}") from None
+        raise
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]
+
+
+def _url(protocol: str, key: str) -> str:
+    return key if _URL.match(key) else f"{protocol}://{key}"
+
+
+def _check_container(fs: Any, location: str) -> None:
+    """Raise if the bucket (a URL's first component) does not exist: a listing of a missing one is empty."""
+    container = fs._strip_protocol(location).split("/")[0]
+    if container and not fs.exists(container):
+        raise StorageError(f"{location}: no bucket {container!r} (or no access to it)")
+
+
+def _fixed_parts(pattern: str) -> int:
+    """How many leading ``/``-separated parts of a glob hold no wildcard."""
+    parts = pattern.split("/")
+    return next((index for index, part in enumerate(parts) if re.search(r"[*?[]", part)), len(parts))
+
+
+def _hidden(parts: list[str]) -> bool:
+    return any(part.startswith(".") for part in parts)

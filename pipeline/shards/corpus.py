@@ -1,0 +1,262 @@
+"""Encode prepared documents into token shards: one task per prepared part file.
+
+A task (:func:`encode_part`) reads its part file from storage, cuts it into
+runs of about 1 MB of UTF-8 (raw bytes and offsets), encodes each run with the
+tokenizer it loaded once per process from ``tokenizer.json``, adds the BOS/EOS
+IDs and writes its own shards, named after the part (``train-00003-00000.arrow``,
+…). It returns only their manifest entries; the driver joins them in part
+order, renames the shards to ``train-00000.arrow``, … in that order and writes
+``{split}.manifest.json`` last, so the output is byte-identical for any number
+of workers and a manifest never lists a shard a task did not finish. Each task
+holds one shard and one run in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.data import documents
+from pipeline.engine import atomic, hashing, storage
+from pipeline.engine.executor import Tasks
+from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
+from pipeline.shards.format import (
+    Manifest,
+    ShardStamp,
+    ShardWriter,
+    ids_dtype,
+    join_manifests,
+    shard_name,
+    write_manifest,
+)
+from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer.encoder import DEFAULT_CACHE_BYTES
+
+TASK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class EncodeTask:
+    """A run of documents as UTF-8 bytes plus byte offsets: cheap to pickle, no text decoding in the parent."""
+
+    tokenizer_path: str
+    tokenizer_fingerprint: str
+    data: bytes
+    offsets: np.ndarray
+    bos_id: int | None
+    eos_id: int | None
+    cache_bytes: int = DEFAULT_CACHE_BYTES
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    ids: np.ndarray
+    offsets: np.ndarray
+    text_bytes: int
+
+
+def add_special_ids(
+    ids: np.ndarray, offsets: np.ndarray, *, bos_id: int | None, eos_id: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Put ``bos_id`` before and ``eos_id`` after every document, by ID, without a loop per document.
+
+    >>> ids, offsets = add_special_ids(np.array([5, 6, 7]), np.array([0, 2, 2, 3]), bos_id=None, eos_id=9)
+    >>> ids.tolist(), offsets.tolist()
+    ([5, 6, 9, 9, 7, 9], [0, 3, 4, 6])
+    """
+    extra = (bos_id is not None) + (eos_id is not None)
+    offsets = offsets - offsets[0]
+    if extra == 0:
+        return ids, offsets
+    documents_count = len(offsets) - 1
+    new_offsets = offsets + np.arange(documents_count + 1) * extra
+    lead = np.arange(documents_count) * extra + (bos_id is not None)
+    out = np.empty(new_offsets[-1], dtype=ids.dtype)
+    out[np.arange(len(ids)) + np.repeat(lead, np.diff(offsets))] = ids
+    if bos_id is not None:
+        out[new_offsets[:-1]] = bos_id
+    if eos_id is not None:
+        out[new_offsets[1:] - 1] = eos_id
+    return out, new_offsets
+
+
+_TOKENIZERS: dict[str, Tokenizer] = {}
+_TOKENIZER_DIGESTS: dict[str, str] = {}
+
+
+def load_tokenizer_cached(path: str, fingerprint: str) -> Tokenizer:
+    """The worker's tokenizer: loaded once per process, reloaded if the file changed since."""
+    tokenizer = _TOKENIZERS.get(path)
+    if tokenizer is None or tokenizer.fingerprint != fingerprint:
+        tokenizer = _TOKENIZERS[path] = Tokenizer.load(path)
+    if tokenizer.fingerprint != fingerprint:
+        raise TokenizerMismatchError(
+            f"{path}: tokenizer changed during encoding (fingerprint {tokenizer.fingerprint}, "
+            f"expected {fingerprint}); re-run 'lmprep run encode'"
+        )
+    return tokenizer
+
+
+def share_tokenizer(path: str) -> Tokenizer:
+    """Load the tokenizer into this process's cache before the pool starts its workers.
+
+    Forked workers inherit it and skip their own load (0.26 s of CPU each for
+    32k IDs, on a corpus that takes ~4 s per worker); spawned ones load it once.
+    A file with the same sha256 as at the last call (2 ms to hash) is not parsed
+    again: the stage and each split share one load of ~0.2 s. A remote file is
+    not read for this: the store's size and ETag stand for its content (one
+    metadata request).
+    """
+    try:
+        digest = _content_identity(path)  # before loading: a file replaced meanwhile is loaded again next time
+    except OSError:
+        digest = None  # Tokenizer.load reports it
+    if digest is None or path not in _TOKENIZERS or _TOKENIZER_DIGESTS.get(path) != digest:
+        _TOKENIZERS[path] = Tokenizer.load(path)
+        _TOKENIZER_DIGESTS[path] = digest
+    return _TOKENIZERS[path]
+
+
+def _content_identity(path: str) -> str:
+    """What changes when the file's bytes change: their sha256, or a remote file's size and ETag."""
+    if storage.is_url(path):
+        return hashing.canonical_hash(storage.stamp(path))
+    return hashing.sha256_file(path)
+
+
+def encode_task(task: EncodeTask) -> EncodedBatch:
+    """Worker: decode the task's documents, encode them and add the special IDs."""
+    tokenizer = load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)
+    tokenizer.bound_cache(task.cache_bytes)
+    count = len(task.offsets) - 1
+    column = pa.LargeStringArray.from_buffers(count, pa.py_buffer(task.offsets), pa.py_buffer(task.data))
+    ids, offsets = tokenizer.encode_batch_flat(column.to_pylist())
+    ids, offsets = add_special_ids(ids, offsets, bos_id=task.bos_id, eos_id=task.eos_id)
+    return EncodedBatch(ids.astype(ids_dtype(tokenizer.vocab_size)), offsets, len(task.data))
+
+
+def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_id: int | None,
+               eos_id: int | None, task_bytes: int = TASK_BYTES,
+               cache_bytes: int = DEFAULT_CACHE_BYTES) -> Iterator[EncodeTask]:
+    """Cut a prepared file into tasks of about ``task_bytes`` of text (at least one document each)."""
+    for column in _text_columns(source):
+        offsets = documents.text_offsets(column)
+        data = column.buffers()[2]
+        for start, end in _task_bounds(offsets, task_bytes):
+            chunk = data[int(offsets[start]) : int(offsets[end])].to_pybytes()
+            yield EncodeTask(tokenizer_path, tokenizer.fingerprint, chunk, offsets[start : end + 1] - offsets[start],
+                             bos_id, eos_id, cache_bytes)
+
+
+def _text_columns(source: Path) -> Iterator[pa.LargeStringArray]:
+    """The ``text`` column of each record batch, undecoded.
+
+    Read, not memory-mapped: mapped pages stay in the resident set until the
+    file is closed, which would make peak RSS grow with the corpus.
+    """
+    next(documents.iter_document_batches(source), None)  # validates the file, naming it on error
+    for batch in pa.ipc.open_stream(pa.OSFile(str(source))):
+        yield batch.column(0)
+
+
+def _task_bounds(offsets: np.ndarray, task_bytes: int) -> Iterator[tuple[int, int]]:
+    start, count = 0, len(offsets) - 1
+    while start < count:
+        end = int(np.searchsorted(offsets, offsets[start] + task_bytes, side="right")) - 1
+        end = min(max(end, start + 1), count)
+        yield start, end
+        start = end
+
+
+@dataclass(frozen=True)
+class PartJob:
+    """What one encode task needs: small and picklable."""
+
+    source: Path | str
+    out_dir: Path | str
+    stamp: ShardStamp
+    prefix: str
+    sha256: str
+    tokenizer_path: str
+    shard_tokens: int
+    bos_id: int | None
+    eos_id: int | None
+    task_bytes: int
+    cache_bytes: int
+
+
+def encode_part(job: PartJob) -> Manifest:
+    """Task: encode one prepared part file into its own shards; return their (unsaved) manifest."""
+    with storage.local_copy(job.source) as source:
+        if hashing.sha256_file(source) != job.sha256:
+            raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
+                            f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
+        tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
+        writer = ShardWriter(job.out_dir, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
+        for task in iter_tasks(source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
+                               task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
+            batch = encode_task(task)
+            writer.write(batch.ids, batch.offsets)
+    return writer.finish()
+
+
+def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
+                  tokenizer_path: str | os.PathLike[str], tasks: Tasks, shard_tokens: int,
+                  bos_id: int | None = None, eos_id: int | None = None, splits: Iterable[str] = documents.SPLITS,
+                  task_bytes: int = TASK_BYTES, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                  progress: bool = False) -> list[Manifest]:
+    """Encode every split into a fresh shard directory swapped in atomically; return the manifests.
+
+    An exception or a kill mid-way leaves the previous ``output_dir`` intact. ``cache_bytes`` bounds
+    each task's chunk cache (see :class:`~pipeline.tokenizer.encoder.ChunkCache`).
+    """
+    path = str(storage.absolute(tokenizer_path))
+    tokenizer = share_tokenizer(path)
+    _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
+    prepared = storage.committed(prepared_dir)
+    with storage.output_dir(output_dir) as staging:
+        jobs: list[PartJob] = []
+        sizes: list[int] = []
+        stamps = {}
+        for split in splits:
+            parts = documents.read_parts(prepared, split)
+            stamps[split] = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
+                                       vocab_size=tokenizer.vocab_size, special_ids={"bos": bos_id, "eos": eos_id},
+                                       prepared_fingerprint=documents.split_fingerprint(parts))
+            jobs += [PartJob(storage.join(prepared, part.file), staging, stamps[split], f"{split}-{part.index:05d}",
+                             part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes)
+                     for part in parts if part.documents]
+            sizes += [part.bytes for part in parts if part.documents]
+        results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs], sizes=sizes,
+                            desc="encode", progress=progress)
+        if not storage.is_url(staging):  # uploads leave no temporaries
+            atomic.remove_temporaries_in(staging)
+        manifests = []
+        for split, stamp in stamps.items():
+            parts = [result for job, result in zip(jobs, results) if job.stamp.split == split]
+            manifest = _number_shards(staging, join_manifests(stamp, parts))
+            write_manifest(staging, manifest)
+            manifests.append(manifest)
+    return manifests
+
+
+def _number_shards(directory: Path | str, manifest: Manifest) -> Manifest:
+    """Rename the tasks' part-named shards to the set's names, ``{split}-00000.arrow``, … in part order."""
+    entries = []
+    for index, entry in enumerate(manifest.shards):
+        name = shard_name(manifest.stamp.split, index)
+        storage.rename(storage.join(directory, entry.file), storage.join(directory, name))
+        entries.append(dataclasses.replace(entry, file=name))
+    return dataclasses.replace(manifest, shards=tuple(entries))
+
+
+def _check_special_ids(tokenizer: Tokenizer, path: str, *, bos_id: int | None, eos_id: int | None) -> None:
+    for role, token_id in (("bos", bos_id), ("eos", eos_id)):
+        if token_id is not None and not 0 <= token_id < tokenizer.vocab_size:
+            raise TokenizerError(f"{role} ID {token_id} is outside the vocabulary of {path} ({tokenizer.vocab_size})")

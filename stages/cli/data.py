@@ -1,0 +1,72 @@
+"""``lmprep export`` and ``lmprep stats``: run the ``export``/``stats`` stages (and what they need).
+
+They are the stages the config declares (``export.output_dir``, ``stats.output_dir``);
+the options are shorthands for those keys, so the runner tracks the outputs like any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import click
+
+from pipeline.config.schema import EXPORT_FORMATS, Config
+from pipeline.engine import storage
+from pipeline.errors import ConfigError
+from stages import stats as stats_stage
+from stages.cli.options import config_options
+from stages.cli.pipeline import make_pipeline, run_pipeline
+
+
+def with_section(config: Config, section: str, **values: Any) -> Config:
+    """``config`` with the given keys of ``section`` replaced (None values leave a key as it is)."""
+    given = {key: value for key, value in values.items() if value not in (None, ())}
+    return dataclasses.replace(config, **{section: dataclasses.replace(getattr(config, section), **given)})
+
+
+def run_stage(config: Config, name: str, force: bool) -> None:
+    if getattr(config, name).output_dir is None:
+        raise ConfigError(f"the config declares no {name} stage: set {name}.output_dir (or pass --out)")
+    run_pipeline(make_pipeline(config), [name], force=force)
+
+
+@click.command(name="export")
+@click.option("--format", "formats", type=click.Choice(EXPORT_FORMATS), multiple=True,
+              help="parquet: one .parquet per split; nanogpt: flat uint16 train.bin/val.bin and meta.pkl "
+                   "(repeatable) [default: export.formats].")
+@click.option("--out", "output_dir", type=click.Path(file_okay=False), help="[default: export.output_dir]")
+@click.option("--force", is_flag=True, help="Export even when the exports are up to date.")
+@config_options
+def export_command(formats: tuple[str, ...], output_dir: str | None, force: bool, config: Config) -> None:
+    """Run the export stage: the shards in other tools' formats, each file with a JSON sidecar."""
+    output_dir = config.output_value(output_dir) if output_dir else None
+    run_stage(with_section(config, "export", formats=formats, output_dir=output_dir), "export", force)
+
+
+@click.command(name="stats")
+@click.option("--top", type=click.IntRange(min=0), help="How many of the most frequent tokens to list "
+                                                         "[default: stats.top].")
+@click.option("--out", "output_dir", type=click.Path(file_okay=False), help="[default: stats.output_dir]")
+@click.option("--force", is_flag=True, help="Recompute even when the stats are up to date.")
+@config_options
+def stats_command(top: int | None, output_dir: str | None, force: bool, config: Config) -> None:
+    """Run the stats stage, then print per split: documents, tokens, bytes per token, the most frequent tokens."""
+    config = with_section(config, "stats", top=top, output_dir=config.output_value(output_dir) if output_dir else None)
+    run_stage(config, "stats", force)
+    summary = json.loads(storage.read_bytes(stats_stage.committed_path(config, stats_stage.SUMMARY_FILE)))
+    for split, figures in summary["splits"].items():
+        click.echo(split_table(split, figures))
+    click.echo(f"histogram of document lengths → {stats_stage.committed_path(config, stats_stage.PLOT_FILE)}")
+
+
+def split_table(split: str, figures: dict[str, Any]) -> str:
+    lines = [f"{split}: {figures['documents']:,} documents, {figures['tokens']:,} tokens, "
+             f"{figures['bytes_per_token']:.2f} bytes per token"]
+    if figures["top_tokens"]:
+        lines.append(f"  {'ID':>7}  {'count':>12}  {'share':>6}  token")
+    for row in figures["top_tokens"]:
+        share = row["count"] / figures["tokens"]
+        lines.append(f"  {row['id']:>7}  {row['count']:>12,}  {share:6.2%}  {row['token']}")
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""The ``lmprep`` command: one thin click layer over the library and the stages.
+
+Every error a user can cause is a :class:`pipeline.errors.PipelineError`, a
+click usage error (unknown option, bad value, missing argument) or an OSError
+about the user's files that the user must fix (a full disk, a quota, a
+read-only file system, a denied permission, too long a name, a directory where
+a file belongs); each is printed as one line on stderr with exit status 2 and no
+traceback. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
+
+import click
+from click.exceptions import NoArgsIsHelpError
+
+from pipeline.errors import PipelineError
+
+# OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name, a directory)
+USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG, errno.EISDIR})
+ARGUMENTS = "lmprep.arguments"  # ctx.meta key: the root's command line, to name the command a parser error is about
+
+
+class UserError(click.ClickException):
+    """A PipelineError as the CLI shows it: ``error: <message>``, exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.message}", err=True)
+
+
+class OneLineUsageError(click.UsageError):
+    """A click usage error shown as ``error: <message> (see 'lmprep <command> --help')``, exit status 2.
+
+    Click's own form is three lines (usage, hint, error); one line keeps every CLI error alike.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, command_path: str) -> None:
+        super().__init__(message)
+        self.command_path = command_path
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.message} (see '{self.command_path} --help')", err=True)
+
+
+@contextlib.contextmanager
+def one_line_usage_errors(root: click.Context | None) -> Iterator[None]:
+    """Turn click's usage errors into :class:`OneLineUsageError`; a bare group still prints its help."""
+    try:
+        yield
+    except (NoArgsIsHelpError, OneLineUsageError):
+        raise
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else named_command_path(root)
+        raise OneLineUsageError(" ".join(exc.format_message().split()), command_path=where) from None
+
+
+def named_command_path(root: click.Context | None) -> str:
+    """The command the arguments name, for the parser errors click raises without a context
+    (an option missing its value)."""
+    if root is None:
+        return "lmprep"
+    command, names = root.command, [root.command_path]
+    for arg in root.meta.get(ARGUMENTS, ()):
+        command = command.get_command(root, arg) if isinstance(command, click.Group) else None
+        if command is None:
+            break
+        names.append(arg)
+    return " ".join(names)
+
+
+class LmprepGroup(click.Group):
+    """The root group: parsing and every subcommand run inside it, so errors are mapped here once.
+
+    Click's standalone ``main`` is kept as it is (exit 0, ``--help``/``--version``, ``SystemExit``,
+    "Aborted!" on Ctrl-C); only the exceptions it shows are changed.
+    """
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        with one_line_usage_errors(None):
+            return super().make_context(info_name, args, parent, **extra)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[ARGUMENTS] = tuple(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        with one_line_usage_errors(ctx):
+            try:
+                return super().invoke(ctx)
+            except PipelineError as exc:
+                raise UserError(" ".join(str(exc).split())) from None
+            except OSError as exc:
+                if exc.errno not in USER_OS_ERRNOS:
+                    raise
+                raise UserError(os_error_message(exc)) from None
+
+
+def os_error_message(exc: OSError) -> str:
+    """``out/shards: no space left on device; free some space and run again``."""
+    message = os.strerror(exc.errno).lower()
+    if exc.filename is not None:
+        message = f"{exc.filename}: {message}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        message += "; free some space and run again"
+    return message
+
+
+@click.group("lmprep", cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(None, "-V", "--version", package_name="lmprep")
+def cli() -> None:
+    """Turn a folder of raw text into a tokenizer, Arrow token shards and a checkpoint."""
+
+
+def main() -> None:
+    cli(prog_name="lmprep")
+
+
+from stages.cli.pipeline import clean, config_group, run, status  # noqa: E402
+
+for _command in (run, status, clean, config_group):
+    cli.add_command(_command)
+
+from stages.cli.tokenizer import tokenizer_group  # noqa: E402
+
+cli.add_command(tokenizer_group)
+
+from stages.cli.data import export_command, stats_command  # noqa: E402
+
+cli.add_command(export_command)
+cli.add_command(stats_command)
+
+from stages.cli.model import check, sample  # noqa: E402
+
+cli.add_command(sample)
+cli.add_command(check)
+
+from stages.cli.init import init_command  # noqa: E402
+
+cli.add_command(init_command)

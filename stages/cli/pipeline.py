@@ -1,0 +1,145 @@
+"""``lmprep run``, ``lmprep status`` and ``lmprep config show``: the pipeline as a whole."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from pipeline.config.schema import Config, Origins, dump_yaml, resolved_size
+from pipeline.engine.executor import share_local_cluster
+from pipeline.engine.runner import Pipeline
+from pipeline.errors import ConfigError
+from stages.cli.options import config_file, config_options
+from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, build_stages
+
+
+def make_pipeline(config: Config) -> Pipeline:
+    """The pipeline of ``config``, rooted in its ``output_root`` (the project root)."""
+    path = config_file()
+    guarded = {f"the config file {path!r}": os.path.abspath(path)} if path is not None else {}
+    return Pipeline(build_stages(config), param_value=config.value, state_dir=config.out(config.state_dir),
+                    root=config.project_root, guarded=guarded, log=click.echo)
+
+
+def run_pipeline(pipeline: Pipeline, targets: list[str] | None, *, force: bool, wait: bool = True) -> None:
+    """Run the stale stages among ``targets``; with ``executor.address: local`` they share one Dask
+    LocalCluster, started by the first that needs it and closed when the run ends."""
+    with share_local_cluster():
+        pipeline.run(targets, force=force, wait=wait)
+
+
+@click.command(help=f"""Run the stale stages (all, or STAGE... and what they depend on), in order.
+
+While another run is going on in the same state dir, wait for it to finish first.
+
+\b
+Stages: {', '.join(STAGE_NAMES)}
+(export and stats when the config sets export.output_dir / stats.output_dir).
+--force on train retrains from scratch (the old checkpoint is set aside).""")
+@click.argument("stages", nargs=-1, metavar="[STAGE]...")
+@click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
+@click.option("--no-wait", is_flag=True, help="Fail at once if another run is going on here, instead of waiting for it.")
+@click.option("--executor", "executor_kind", type=click.Choice(["local", "dask"]), default=None,
+              help="Run the tasks in local processes or on the Dask cluster at executor.address "
+                   "[default: executor.kind].")
+@config_options
+def run(stages: tuple[str, ...], force: bool, no_wait: bool, executor_kind: str | None, config: Config) -> None:
+    """Run the stale stages (all, or STAGE... and what they depend on), in order.
+
+    While another run is going on in the same state dir, wait for it to finish first.
+    """
+    if executor_kind is not None:
+        config = dataclasses.replace(config, executor=dataclasses.replace(config.executor, kind=executor_kind))
+    pipeline = make_pipeline(config)
+    declared = {stage.name for stage in pipeline.stages}
+    for name in stages:
+        if name in STAGE_NAMES and name not in declared:
+            raise ConfigError(f"stage '{name}' is not declared by this config; set {name}.output_dir to add it")
+    run_pipeline(pipeline, list(stages) or None, force=force, wait=not no_wait)
+
+
+@click.command()
+@click.option("--check", is_flag=True, help="Exit with status 1 if any stage is stale.")
+@config_options
+def status(check: bool, config: Config) -> None:
+    """Show, per stage, whether it is up to date and if not, what changed."""
+    report = make_pipeline(config).status()
+    for stage in report:
+        if stage.reasons in ((), ("never run",)):
+            click.echo(f"{stage.name}: {stage.describe()}")
+            continue
+        click.echo(f"{stage.name}: stale")
+        for reason in stage.reasons:
+            click.echo(f"    {reason}")
+        if stage.warning:
+            click.echo(f"    warning: {stage.warning}")
+    if check and any(stage.stale for stage in report):
+        raise SystemExit(1)
+
+
+@click.command()
+@click.option("--checkpoints", is_flag=True, help="Also delete the trained checkpoints.")
+@config_options
+def clean(checkpoints: bool, config: Config) -> None:
+    """Delete derived data (prepared text, tokenizer, shards); never the raw data."""
+    pipeline = make_pipeline(config)
+    names = [stage.name for stage in pipeline.stages if checkpoints or stage.name not in CHECKPOINT_STAGES]
+    removed = pipeline.clean(names)
+    click.echo("\n".join(f"removed {path}" for path in removed) or "nothing to remove")
+    if not checkpoints:
+        click.echo("checkpoints kept (use --checkpoints to delete them too)")
+
+
+@click.group(name="config")
+def config_group() -> None:
+    """Inspect the configuration."""
+
+
+@config_group.command(name="show")
+@click.option("--origin", "show_origin", is_flag=True,
+              help="Print one key per line with where its value came from (a file, --set or the built-in default).")
+@config_options(with_origins=True)
+def show(show_origin: bool, config: Config, origins: Origins) -> None:
+    """Print the effective config (what it extends + file + --set overrides + defaults) as YAML.
+
+    Of ``tokenizer.vocab_size`` and ``tokenizer.merges`` one is set and the other null; the null one's
+    resolved value is shown as a comment on its line, so the output still loads as a config. Paths
+    are as written, relative to the config file's directory (outputs to ``output_root``).
+    """
+    if show_origin:
+        for key, value in _leaves(config.to_dict()):
+            click.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}  # {origins.of(key)}")
+        return
+    click.echo(_with_resolved_size(dump_yaml(config), config), nl=False)
+
+
+def _leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(key.path, value)`` for every value of the config; a list is one value."""
+    for key, value in node.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            yield from _leaves(value, path)
+        else:
+            yield path, value
+
+
+def _with_resolved_size(text: str, config: Config) -> str:
+    vocab_size, merges = resolved_size(config.tokenizer)
+    key, value = ("merges", merges) if config.tokenizer.merges is None else ("vocab_size", vocab_size)
+    if value is not None:
+        note = f"resolved: {value}"
+    elif config.tokenizer.kind == "word":
+        note = "the word kind has no merges"
+    else:
+        note = "depends on the training text's characters (char kind)"
+    lines = text.splitlines(keepends=True)
+    section = lines.index("tokenizer:\n")
+    at = next(i for i in range(section + 1, len(lines)) if lines[i] == f"  {key}: null\n")
+    lines[at] = f"  {key}: null  # {note}\n"
+    return "".join(lines)
+

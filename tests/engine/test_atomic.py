@@ -1,0 +1,90 @@
+"""Atomic outputs: temp + rename for files and directories, recovery after a crash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.engine import atomic
+
+
+@pytest.fixture
+def umask_022():
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+def test_write_replaces_the_file_with_the_usual_permissions(tmp_path, umask_022):
+    path = tmp_path / "sub" / "out.json"
+    atomic.write_json(path, {"b": 1, "a": "é"})
+    assert path.read_text("utf-8") == '{\n  "a": "é",\n  "b": 1\n}\n'
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert os.listdir(path.parent) == ["out.json"]
+
+
+def test_a_failed_write_leaves_the_previous_file(tmp_path):
+    path = tmp_path / "out.txt"
+    atomic.write_text(path, "old")
+    with pytest.raises(RuntimeError), atomic.atomic_path(path) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("crash")
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_directory_swap_is_all_or_nothing(tmp_path, umask_022):
+    target = tmp_path / "shards"
+    with atomic.atomic_dir(target) as staging:
+        (staging / "a").write_text("1")
+    assert target.stat().st_mode & 0o777 == 0o755
+    with pytest.raises(KeyboardInterrupt), atomic.atomic_dir(target) as staging:
+        (staging / "b").write_text("2")
+        raise KeyboardInterrupt
+    assert sorted(os.listdir(target)) == ["a"] and os.listdir(tmp_path) == ["shards"]
+
+
+def test_a_swap_killed_between_its_two_renames_is_undone(tmp_path):
+    target = tmp_path / "shards"
+    with atomic.atomic_dir(target) as staging:
+        (staging / "a").write_text("1")
+    os.replace(target, tmp_path / ".shards.old")  # the crash: old moved away, new not yet in place
+    atomic.recover_dir(target)
+    assert (target / "a").read_text() == "1" and not (tmp_path / ".shards.old").exists()
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(child.stdout)
+
+
+def test_only_this_targets_temporaries_of_dead_writers_are_removed(tmp_path):
+    dead = dead_pid()
+    orphans = [f".out.txt.tmp-{dead}-abc", ".out.txt.tmp-legacy", f".out.txt.tmp-{10**30}-x"]
+    kept = [f".out.txt.tmp-{os.getpid()}-live", f".other.txt.tmp-{dead}-abc", "keep.txt"]
+    for name in [*orphans, *kept]:
+        (tmp_path / name).write_text("partial")
+    (tmp_path / f".out.txt.tmp-{dead}-dir").mkdir()
+    atomic.remove_orphaned_temporaries(tmp_path / "out.txt")
+    assert sorted(os.listdir(tmp_path)) == sorted(kept)
+
+
+def test_temporaries_are_named_after_their_target_and_writer(tmp_path):
+    with atomic.atomic_path(tmp_path / "out.txt") as tmp:
+        assert tmp.name.startswith(f".out.txt.tmp-{os.getpid()}-")
+    with atomic.atomic_dir(tmp_path / "shards") as staging:
+        assert staging.name.startswith(f".shards.tmp-{os.getpid()}-")
+
+
+def test_a_writer_that_replaces_the_temporary_still_gives_the_usual_permissions(tmp_path, umask_022):
+    """safetensors writes a private (0600) file of its own over the temporary."""
+    path = tmp_path / "checkpoint.safetensors"
+    with atomic.atomic_path(path) as tmp:
+        tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b"weights")
+        os.close(fd)
+    assert path.stat().st_mode & 0o777 == 0o644

@@ -1,0 +1,38 @@
+"""The hash cache: what it trusts (size, mtime, ctime, inode) and that it is never required."""
+
+from __future__ import annotations
+
+import os
+
+from pipeline.engine.hashing import HashCache, sha256_file
+
+
+def rewrite_until_ctime_moves(path, data: bytes, stamped_ctime_ns: int) -> None:
+    """Write ``data`` in place, again if needed, until the change time differs from the stamped one.
+
+    File systems keep ctime at the kernel clock's tick, so a write in the same tick as the first
+    stamp would keep it; real edits happen later than that.
+    """
+    while True:
+        with open(path, "r+b") as handle:
+            handle.write(data)
+        if os.stat(path).st_ctime_ns != stamped_ctime_ns:
+            return
+
+
+def test_same_size_edit_with_mtime_restored_is_rehashed(tmp_path):
+    """`cp -p` and `rsync -t --inplace` keep size, mtime and inode; the change time still moves."""
+    path = tmp_path / "data.txt"
+    path.write_bytes(b"hello world")
+    before = os.stat(path)
+    cache = HashCache(tmp_path / "hashes.json")
+    old = cache.file_hash(path)
+    cache.save()
+
+    rewrite_until_ctime_moves(path, b"HELLO WORLD", before.st_ctime_ns)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+
+    new = HashCache(tmp_path / "hashes.json").file_hash(path)
+    assert new == sha256_file(path) != old

@@ -1,0 +1,240 @@
+"""``lmprep sample`` and ``lmprep check`` through click's CliRunner, on a tiny trained model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import make_project
+
+from pipeline.config.schema import TrainConfig
+from pipeline.model import training
+from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.tokenizer import Tokenizer
+from stages.cli.main import cli
+
+EOS = "<|endoftext|>"
+SETTINGS = TrainConfig(dim=16, context=8, batch_size=16, steps=60, lr=0.1, eval_every=60, eval_batches=1)
+STORY = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog met"] * 5
+OTHER_STORY = ["zebras zig and zag", "quick quiet quails", "jazz quizzes fizz"] * 5
+
+
+def make_tokenizer(path, texts, **options):
+    tokenizer = Tokenizer.train(texts, special_tokens=(EOS,), **options)
+    tokenizer.save(path)
+    return tokenizer
+
+
+def train_model(directory, tokenizer, texts):
+    """Encode ``texts`` (EOS after each) into shards, train, return the checkpoint directory."""
+    eos = tokenizer.special_tokens[EOS]
+    docs = [tokenizer.encode(text) + [eos] for text in texts]
+    stamp = ShardStamp(split="train", tokenizer_fingerprint=tokenizer.fingerprint,
+                       vocab_size=tokenizer.vocab_size, special_ids={"bos": None, "eos": eos},
+                       prepared_fingerprint="p" * 64)
+    writer = ShardWriter(directory / "shards", stamp, shard_tokens=10_000)
+    writer.write(np.array([i for doc in docs for i in doc], dtype=np.uint32),
+                 np.cumsum([0] + [len(doc) for doc in docs], dtype=np.int64))
+    writer.close()
+    settings = dataclasses.replace(SETTINGS, output_dir=str(directory / "ckpt"))
+    training.train_checkpoint_dir(settings, tokenizer=tokenizer, val_set=None,
+                                  train_set=ShardSet.open(directory / "shards", "train"))
+    return directory / "ckpt"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A byte tokenizer, a model trained with it, and a same-size tokenizer trained on other text."""
+    root = tmp_path_factory.mktemp("model")
+    tokenizer = make_tokenizer(root / "tok.json", STORY, vocab_size=270, min_frequency=1)
+    other = make_tokenizer(root / "other.json", OTHER_STORY, vocab_size=270, min_frequency=1)
+    assert other.vocab_size == tokenizer.vocab_size and other.fingerprint != tokenizer.fingerprint
+    config = root / "config.yaml"
+    config.write_text("encode:\n  eos_token: '<|endoftext|>'\n")
+    return root, train_model(root, tokenizer, STORY), config
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def sample_args(trained, tokenizer="tok.json", *extra):
+    root, checkpoint, config = trained
+    return ("sample", "--config", config, "--checkpoint", checkpoint, "--tokenizer", root / tokenizer, *extra)
+
+
+def test_sample_continues_the_prompt_until_end_of_text(trained):
+    result = invoke(*sample_args(trained, "tok.json", "--prompt", "the ", "--temperature", "0.5", "--seed", "1"))
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("the ")
+    assert EOS not in result.output
+    again = invoke(*sample_args(trained, "tok.json", "--prompt", "the ", "--temperature", "0.5", "--seed", "1"))
+    assert again.output == result.output
+
+
+def test_sample_respects_max_tokens_and_an_empty_prompt(trained):
+    result = invoke(*sample_args(trained, "tok.json", "--prompt", "", "--max-tokens", "1", "--temperature", "0"))
+    assert result.exit_code == 0, result.output
+    assert 0 < len(result.output.rstrip("\n").encode()) <= 6  # one token of STORY's vocabulary
+
+
+def test_sample_refuses_a_tokenizer_of_equal_size_with_exit_2(trained):
+    result = invoke(*sample_args(trained, "other.json", "--prompt", "the"))
+    assert result.exit_code == 2
+    assert result.output.startswith("error: checkpoint ")
+    assert "vocab size 270" in result.output and "first differing merge is #0" in result.output
+
+
+def test_check_answers_with_exit_status(trained):
+    root, checkpoint, config = trained
+    good = invoke("check", checkpoint, "--tokenizer", root / "tok.json", "--config", config)
+    assert good.exit_code == 0 and good.output.startswith("compatible: ")
+    bad = invoke("check", checkpoint, "--tokenizer", root / "other.json", "--config", config)
+    assert bad.exit_code == 1 and bad.output.startswith("incompatible: ")
+    fingerprints = [Tokenizer.load(root / name).fingerprint for name in ("tok.json", "other.json")]
+    assert all(fingerprint in bad.output for fingerprint in fingerprints)
+
+
+def test_check_needs_no_config_file_outside_a_project(trained, tmp_path, monkeypatch):
+    root, checkpoint, _ = trained
+    monkeypatch.chdir(tmp_path)
+    result = invoke("check", checkpoint, "--tokenizer", root / "tok.json")
+    assert result.exit_code == 0 and result.output.startswith("compatible: ")
+    named = invoke("check", checkpoint, "--tokenizer", root / "tok.json", "--config", "nope.yaml")
+    assert named.exit_code == 2 and "config file nope.yaml not found" in named.output
+
+
+def test_check_refuses_a_pickled_checkpoint_without_running_it(trained, tmp_path):
+    root, _, config = trained
+    pickled = tmp_path / "evil.safetensors"
+    torch.save({"weights": torch.zeros(1)}, pickled)
+    result = invoke("check", pickled, "--tokenizer", root / "tok.json", "--config", config)
+    assert result.exit_code == 2
+    assert "unpickling can run arbitrary code" in result.output
+
+
+def test_char_mode_generation_ends_at_a_newline(tmp_path):
+    lines = ["ab\n" * 20] * 10
+    tokenizer = make_tokenizer(tmp_path / "tok.json", lines, vocab_size=100, kind="char", min_frequency=10**9)
+    checkpoint = train_model(tmp_path, tokenizer, lines)
+    (tmp_path / "config.yaml").write_text("encode:\n  eos_token: '<|endoftext|>'\n")
+    result = invoke(*sample_args((tmp_path, checkpoint, tmp_path / "config.yaml"), "tok.json",
+                                 "--prompt", "a", "--temperature", "0", "--max-tokens", "50"))
+    assert result.exit_code == 0, result.output
+    assert result.output == "ab\n"
+
+
+def test_building_the_pipeline_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; import stages.cli.main, stages.train; from pipeline.config.schema import parse_config; "
+            "stages.train.build(parse_config({})); "
+            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_train_stage_declares_shards_and_tokenizer_as_inputs():
+    from pipeline.config.schema import parse_config
+    from stages import train
+
+    stage = train.build(parse_config({"train": {"output_dir": "checkpoints/small"}}))
+    assert (stage.name, stage.params, stage.outs) == ("train", ("train",), ("checkpoints/small",))
+    assert stage.deps == ("data/shards", "data/tokenizer/tokenizer.json")
+
+
+def test_sample_stops_at_the_eos_the_shards_carried_even_if_the_config_names_none(trained, tmp_path):
+    root, checkpoint, _ = trained
+    config = tmp_path / "no_eos.yaml"
+    config.write_text("encode:\n  eos_token: null\n")
+    result = invoke("sample", "--config", config, "--checkpoint", checkpoint, "--tokenizer", root / "tok.json",
+                    "--prompt", "", "--temperature", "0", "--max-tokens", "500")
+    assert result.exit_code == 0, result.output
+    assert EOS not in result.output and len(result.output) < 400
+
+
+def test_check_of_a_missing_checkpoint_says_to_give_its_path(trained, tmp_path):
+    root, _, config = trained
+    result = invoke("check", tmp_path / "absent", "--tokenizer", root / "tok.json", "--config", config)
+    assert result.exit_code == 2
+    assert result.output == (f"error: no checkpoint at {tmp_path / 'absent' / 'checkpoint.safetensors'}; train one "
+                             "with `lmprep run train` or give the path of an existing checkpoint\n")
+
+
+PROJECT_CONFIG = """\
+data: {sources: [{glob: "raw/*.txt", separator: blank_line}]}
+prepare: {output_dir: out/prepared, val_fraction: 0.2}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300}
+encode: {output_dir: out/shards}
+train: {output_dir: out/ckpt, steps: 3, eval_every: 3, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
+state_dir: state
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A tiny project whose whole pipeline has run once."""
+    make_project(tmp_path, PROJECT_CONFIG)
+    monkeypatch.chdir(tmp_path)
+    assert invoke("run", "--config", "lmprep.yaml").exit_code == 0
+    return tmp_path
+
+
+def test_forced_train_with_a_complete_checkpoint_retrains_and_keeps_the_old_one(project):
+    before = (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes()
+    result = invoke("run", "train", "--force", "--config", "lmprep.yaml")
+    assert result.exit_code == 0, result.output
+    assert "train: retraining as forced (the checkpoint was at step 3); training from scratch" in result.output
+    assert "trained steps 0→3" in result.output
+    assert (project / "out" / "ckpt-forced" / "checkpoint.safetensors").read_bytes() == before
+
+
+def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch):
+    before = (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes()
+
+    def interrupt(run, batch):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(training, "_step", interrupt)
+        interrupted = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
+    assert interrupted.exit_code == 1 and "Aborted!" in interrupted.output
+    assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
+    assert sorted(path.name for path in (project / "out").iterdir()) == ["ckpt", "prepared", "shards", "special_tokens_map.json",
+                                                                          "tokenizer.json", "tokenizer_config.json"]
+    result = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
+    assert "train: moved the old checkpoint to out/ckpt-old-seed" in result.output
+    assert (project / "out" / "ckpt-old-seed" / "checkpoint.safetensors").read_bytes() == before
+
+
+def test_check_reads_the_header_without_importing_torch(trained):
+    import subprocess
+    import sys
+
+    root, checkpoint, _ = trained
+    code = ("import sys; from stages.cli.main import cli; "
+            f"cli(['check', {str(checkpoint)!r}, '--tokenizer', {str(root / 'tok.json')!r}], standalone_mode=False); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("compatible: ") and "(step 60)" in result.stdout
+
+
+def test_sample_refuses_nan_weights_with_one_line(trained, tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    root, checkpoint, config = trained
+    with safe_open(str(checkpoint / "checkpoint.safetensors"), framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        metadata = handle.metadata()
+    tensors["model.embed.weight"][5, 0] = float("nan")
+    save_file(tensors, str(tmp_path / "checkpoint.safetensors"), metadata=metadata)
+    result = invoke("sample", "--config", config, "--checkpoint", tmp_path, "--tokenizer", root / "tok.json",
+                    "--prompt", "the")
+    assert result.exit_code == 2
+    assert result.output == (f"error: checkpoint {tmp_path / 'checkpoint.safetensors'}: model.embed.weight holds "
+                             "NaN or infinite weights; retrain it with `lmprep run train`\n")

@@ -1,0 +1,216 @@
+"""``lmprep run``, ``status`` and ``config show`` through click's CliRunner, in a temp project."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import make_project
+
+from stages.cli.main import cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+CONFIG = """\
+data:
+  sources:
+    - {glob: "raw/*.txt", separator: blank_line}
+prepare: {output_dir: out/prepared, val_fraction: 0.2}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300}
+encode: {output_dir: out/shards}
+train: {output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
+state_dir: state
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    make_project(tmp_path, CONFIG)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def lmprep(*args: str):
+    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
+
+
+def test_run_prepare_then_nothing_to_do(project):
+    result = lmprep("run", "prepare")
+    assert result.exit_code == 0, result.output
+    assert "running 'prepare': never run" in result.output and "kept 40 documents" in result.output
+    assert (project / "out" / "prepared" / "stats.json").exists()
+    again = lmprep("run", "prepare")
+    assert again.exit_code == 0 and "'prepare' is up to date" in again.output
+
+
+def test_status_names_what_changed_and_check_exits_1(project):
+    assert "prepare: never run" in lmprep("status").output
+    assert lmprep("status", "--check").exit_code == 1
+    lmprep("run", "prepare")
+    assert lmprep("status", "--check").exit_code == 1  # later stages never ran
+    (project / "raw" / "b.txt").write_text("another document")
+    result = lmprep("status", "--set", "prepare.seed=4")
+    assert "prepare: stale" in result.output
+    assert "param prepare.seed changed 0 → 4" in result.output
+    assert "dependency 'raw/b.txt' added" in result.output
+
+
+def test_config_show_prints_effective_yaml(project):
+    result = lmprep("config", "show", "--set", "train.steps=7")
+    assert result.exit_code == 0
+    assert "  steps: 7\n" in result.output and "glob: raw/*.txt" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("status", "--set", "train.stepz=1"), "error: --set: unknown key 'train.stepz'; did you mean 'train.steps'?"),
+        (("run", "nonsense"), "error: unknown stage 'nonsense'; stages: prepare, tokenizer, encode, train"),
+        (("run", "tokenize"),
+         "error: unknown stage 'tokenize'; did you mean 'tokenizer'? stages: prepare, tokenizer, encode, train"),
+        (("config", "show", "--set", "prepare.val_fraction=2"), "error: --set: prepare.val_fraction must be"),
+    ],
+)
+def test_errors_are_one_line_with_exit_2(project, args, message):
+    result = lmprep(*args)
+    assert result.exit_code == 2
+    assert result.output.startswith(message) and result.output.count("\n") == 1
+
+
+def test_missing_raw_data_is_named(project):
+    shutil.rmtree(project / "raw")
+    result = lmprep("status")
+    assert result.exit_code == 2 and "glob 'raw/*.txt' matches no files" in result.output
+
+
+def test_default_config_path_is_the_shipped_one(project):
+    result = CliRunner().invoke(cli, ["config", "show"])
+    assert result.exit_code == 2 and "configs/default.yaml not found" in result.output
+    shutil.copytree(REPO / "configs", project / "configs")
+    assert CliRunner().invoke(cli, ["config", "show"]).exit_code == 0
+
+
+def test_clean_keeps_raw_data_and_checkpoints_unless_asked(project):
+    assert lmprep("run").exit_code == 0
+    result = lmprep("clean")
+    assert result.exit_code == 0
+    assert "removed out/prepared" in result.output and "checkpoints kept" in result.output
+    assert (project / "raw" / "a.txt").exists() and (project / "out" / "ckpt").exists()
+    assert not (project / "out" / "shards").exists()
+    assert "removed out/ckpt" in lmprep("clean", "--checkpoints").output
+
+
+def test_a_duplicate_document_reruns_only_prepare(project):
+    assert lmprep("run").exit_code == 0
+    with open(project / "raw" / "a.txt", "a", encoding="utf-8") as raw:
+        raw.write("\n\nQ: what is 3?\nA: it is 3.")  # an exact duplicate: only the stats change
+    result = lmprep("run")
+    assert "running 'prepare'" in result.output and "dropped: 1 duplicate" in result.output
+    assert all(f"'{stage}' is up to date" in result.output for stage in ("tokenizer", "encode", "train"))
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--bogus"], "error: No such option '--bogus'. (see 'lmprep --help')"),
+        (["nonsense"], "error: No such command 'nonsense'. (see 'lmprep --help')"),
+        (["status", "--chek"],
+         "error: No such option '--chek'. (Did you mean one of: '--check', '--help'?) (see 'lmprep status --help')"),
+        (["tokenizer", "train", "a.txt", "--out"],
+         "error: Option '--out' requires an argument. (see 'lmprep tokenizer train --help')"),
+        (["config", "show", "--set"], "error: Option '--set' requires an argument. (see 'lmprep config show --help')"),
+        (["tokenizer", "train", "--kind", "unigram", "a.txt"],
+         "error: Invalid value for '--kind': 'unigram' is not one of 'byte', 'char', 'word'. "
+         "(see 'lmprep tokenizer train --help')"),
+        (["tokenizer", "train"], "error: Missing argument 'FILES...'. (see 'lmprep tokenizer train --help')"),
+        (["tokenizer", "encode"], "error: give either TEXT or --file PATH (see 'lmprep tokenizer encode --help')"),
+    ],
+)
+def test_usage_errors_are_one_line_on_stderr_with_exit_2(project, args, line):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert result.stderr == line + "\n" and result.stdout == ""
+
+
+def test_help_and_version_exit_0(project):
+    for args in (["--help"], ["-h"], ["tokenizer", "train", "--help"], ["--version"], ["-V"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0 and result.stderr == "", args
+    assert CliRunner().invoke(cli, ["-V"]).output.startswith("lmprep, version ")
+
+
+def test_run_help_lists_the_stages(project):
+    assert "Stages: prepare, tokenizer, encode, train, export, stats" in CliRunner().invoke(cli, ["run", "--help"]).output
+
+
+def test_status_warns_when_running_would_set_the_checkpoint_aside(project):
+    assert lmprep("run").exit_code == 0
+    result = lmprep("status", "--set", "train.lr=0.02")
+    assert ("    warning: the train settings changed (train.lr 0.01 → 0.02): running it will move out/ckpt to "
+            "out/ckpt-old-lr and train from scratch\n") in result.output
+    assert "warning: train.steps=1 is below the checkpoint's step 2" in lmprep("status", "--set", "train.steps=1").output
+    assert "warning" not in lmprep("status", "--set", "train.steps=5").output  # raising steps resumes
+
+
+def test_status_names_the_free_directory_the_run_will_set_the_checkpoint_aside_to(project):
+    assert lmprep("run").exit_code == 0
+    (project / "out" / "ckpt-old-lr").mkdir()  # an earlier checkpoint set aside for the same reason
+    result = lmprep("status", "--set", "train.lr=0.02")
+    assert "running it will move out/ckpt to out/ckpt-old-lr-2 and train from scratch" in result.output
+    ran = lmprep("run", "--set", "train.lr=0.02")
+    assert ran.exit_code == 0 and "moved the old checkpoint to out/ckpt-old-lr-2" in ran.output
+    assert (project / "out" / "ckpt-old-lr-2" / "checkpoint.safetensors").exists()
+
+
+def test_a_bare_group_still_prints_its_help(project):
+    result = CliRunner().invoke(cli, ["tokenizer"])
+    assert "Usage: lmprep tokenizer" in result.stderr and "encode" in result.stderr
+
+
+def test_ctrl_c_keeps_clicks_abort(project, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("stages.cli.pipeline.make_pipeline", interrupted)
+    result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml"])
+    assert result.exit_code == 1 and "Aborted!" in result.stderr
+
+
+def test_a_config_runs_from_any_directory(project, tmp_path_factory, monkeypatch):
+    """Paths in the config are relative to its directory, as DVC's are to dvc.yaml."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    config = str(project / "lmprep.yaml")
+    result = CliRunner().invoke(cli, ["run", "prepare", "--config", config])
+    assert result.exit_code == 0, result.output
+    assert (project / "out" / "prepared" / "stats.json").exists() and (project / "state" / "lock.json").exists()
+    monkeypatch.chdir(project)
+    assert "'prepare' is up to date" in lmprep("run", "prepare").output  # the same lock, from the project
+
+
+def test_config_show_origin_names_file_set_and_default(project):
+    (project / "variant.yaml").write_text("extends: lmprep.yaml\ntrain: {lr: 0.5}\n")
+    result = CliRunner().invoke(cli, ["config", "show", "--origin", "--config", "variant.yaml",
+                                      "--set", "train.dim=4"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "train.lr: 0.5  # variant.yaml" in lines and "train.steps: 2  # lmprep.yaml" in lines
+    assert "train.dim: 4  # --set" in lines and "train.weight_decay: 0.0  # built-in default" in lines
+
+
+def test_checkpoint_directories_keep_their_tokenizer_and_sample_without_flags(project):
+    assert lmprep("run").exit_code == 0
+    first = (project / "out" / "tokenizer.json").read_bytes()
+    assert (project / "out" / "ckpt" / "tokenizer.json").read_bytes() == first
+    (project / "lmprep.yaml").write_text(CONFIG.replace("vocab_size: 300", "vocab_size: 270"))
+    retrained = lmprep("run")
+    assert retrained.exit_code == 0, retrained.output
+    aside = next(path for path in (project / "out").iterdir() if path.name.startswith("ckpt-"))
+    assert (aside / "tokenizer.json").read_bytes() == first  # the set-aside directory kept its own
+    sampled = CliRunner().invoke(cli, ["sample", "--checkpoint", str(aside), "--prompt", "Q:", "--max-tokens", "3",
+                                       "--config", "lmprep.yaml"])
+    assert sampled.exit_code == 0, sampled.output
+    refused = CliRunner().invoke(cli, ["sample", "--checkpoint", str(aside), "--prompt", "Q:", "--config",
+                                       "lmprep.yaml", "--tokenizer", "out/tokenizer.json"])
+    assert refused.exit_code == 2 and "was trained with tokenizer" in refused.output

@@ -1,0 +1,119 @@
+"""The library's layers: every import in ``pipeline/`` points down the stack its package docstring states.
+
+Read from the source (the AST), so a lazy import inside a function counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "pipeline"
+
+# Each room of the library and the rooms it may import, bottom to top. A room may import itself.
+ALLOWED = {
+    "pipeline.errors": set(),
+    "pipeline.engine": {"pipeline.errors"},
+    "pipeline.tokenizer": {"pipeline.errors", "pipeline.engine.atomic", "pipeline.engine.storage",
+                           "pipeline.engine.hashing", "pipeline.engine.pool"},
+    "pipeline.config": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer"},
+    "pipeline.data": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer", "pipeline.config"},
+    "pipeline.shards": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer", "pipeline.config",
+                        "pipeline.data"},
+    "pipeline.model": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer", "pipeline.config",
+                       "pipeline.data", "pipeline.shards"},
+}
+# torch is heavy: only the model and the torch dataset import it, so the other commands never pay for it.
+TORCH_MODULES = ("pipeline.model", "pipeline.shards.torch_dataset")
+FOREIGN = ("stages", "click")  # the library never knows its application or its CLI
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(dotted: str) -> bool:
+    relative = Path(*dotted.split("."))
+    return (ROOT / relative).with_suffix(".py").is_file() or (ROOT / relative / "__init__.py").is_file()
+
+
+def imported_names(path: Path) -> list[str]:
+    """Every module ``path`` imports, by its full dotted name: ``from a import b`` imports ``a.b`` where that
+    is a module, and ``a`` where ``b`` is a name in it."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                names.append(submodule if is_module(submodule) else node.module)
+    return names
+
+
+def room_of(module: str) -> str | None:
+    """The room (key of ALLOWED) a ``pipeline`` module belongs to."""
+    matches = [room for room in ALLOWED if module == room or module.startswith(room + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def within(module: str, allowed: set[str]) -> bool:
+    return any(module == room or module.startswith(room + ".") for room in allowed)
+
+
+def violations(path: Path) -> list[str]:
+    """The imports of one library module that break the layering, as readable lines."""
+    module = module_name(path)
+    room = room_of(module)
+    found = []
+    for name in imported_names(path):
+        top = name.split(".")[0]
+        if top in FOREIGN:
+            found.append(f"{module} imports {name}: the library never imports the application or click")
+        elif top == "torch" and not module.startswith(TORCH_MODULES):
+            found.append(f"{module} imports torch: only {', '.join(TORCH_MODULES)} may")
+        elif top == "pipeline" and room_of(name) not in (None, room) and not within(name, ALLOWED[room]):
+            found.append(f"{module} imports {name}: {room} may import only {sorted(ALLOWED[room])}")
+    return found
+
+
+LIBRARY_FILES = sorted(LIBRARY.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_library_imports_point_down(path):
+    assert violations(path) == []
+
+
+def test_every_library_module_is_in_a_room():
+    loose = [module_name(p) for p in LIBRARY_FILES if module_name(p) != "pipeline" and room_of(module_name(p)) is None]
+    assert loose == []
+
+
+def test_an_upward_import_is_caught(tmp_path, monkeypatch):
+    """The check itself can fail: a tokenizer module that reaches into the executor is reported."""
+    fake_root = tmp_path
+    module = fake_root / "pipeline" / "tokenizer" / "bad.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("from pipeline.engine.executor import Tasks\nimport click\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", fake_root)
+    found = violations(module)
+    assert len(found) == 2
+    assert "pipeline.tokenizer.bad imports pipeline.engine.executor" in found[0]
+    assert "never imports the application or click" in found[1]
+
+
+def test_the_top_level_keeps_at_most_four_modules():
+    assert len(list(LIBRARY.glob("*.py"))) <= 4
+
+
+@pytest.mark.parametrize("path", sorted([*LIBRARY.rglob("*.py"), *(ROOT / "stages").rglob("*.py")]),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_is_over_600_lines(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= 600, f"{path.name} has {lines} lines"

@@ -1,0 +1,241 @@
+"""Tokenizer core: goldens, exact replay of merges, special tokens, decoding errors, batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import replace_pair, replay_merges
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import TokenizerError
+from pipeline.tokenizer import Tokenizer, patterns
+from pipeline.tokenizer.encoder import merge_long, merge_short
+
+SPECIAL = "<|endoftext|>"
+
+
+# ---- goldens from the seeds -----------------------------------------------------------------
+
+
+def test_golden_aaabdaaabac():
+    tok = Tokenizer.train(["aaabdaaabac"], vocab_size=259, pattern="none", min_frequency=1, workers=1)
+    assert tok.merges == [(97, 97), (97, 98), (256, 257)]
+    assert tok.encode("aaabdaaabac") == [258, 100, 258, 97, 99]
+
+
+def test_golden_ababab():
+    tok = Tokenizer.train(["ababab"], vocab_size=258, pattern="none", min_frequency=1, workers=1)
+    assert tok.merges == [(97, 98), (256, 256)]
+    assert tok.encode("ababab") == [257, 256]
+
+
+def test_golden_low_lower_lowest_char_kind():
+    text = "low lower lowest"
+    tok = Tokenizer.train([text], vocab_size=1 + 8 + 4, kind="char", min_frequency=1, workers=1)
+    assert tok.alphabet == [" ", "e", "l", "o", "r", "s", "t", "w"]
+    assert [tok.decode([tok.merges.index(m) + 9]) for m in tok.merges] == ["lo", "low", " low", " lowe"]
+    ids = tok.encode(text)
+    assert len(text) == 16 and len(ids) == 6
+    assert [tok.decode([i]) for i in ids] == ["low", " lowe", "r", " lowe", "s", "t"]
+
+
+def test_char_kind_unknown_characters_are_id_0_and_decode_to_replacement():
+    tok = Tokenizer.train(["cat sat"], vocab_size=20, kind="char", workers=1)
+    assert tok.encode("Cat 😀") == [0, *tok.encode("at "), 0]
+    assert tok.decode(tok.encode("C")) == "\ufffd"
+
+
+def test_char_kind_never_merges_newline(char_tokenizer):
+    newline = char_tokenizer.alphabet.index("\n") + 1
+    for token_id in range(char_tokenizer.vocab_size):
+        text = char_tokenizer.decode_bytes([token_id])
+        if token_id != newline and token_id not in char_tokenizer.special_tokens.values():
+            assert b"\n" not in text
+
+
+def test_byte_kind_can_be_told_not_to_merge_newlines(tokenizer_corpus):
+    tok = Tokenizer.train(tokenizer_corpus, vocab_size=320, pattern="none", merge_newlines=False, workers=1)
+    assert all(b"\n" not in tok.token_bytes(i) for i in range(256, tok.vocab_size))
+
+
+# ---- encoding = replaying merges -------------------------------------------------------------
+
+
+def test_encoding_equals_replaying_merges_in_order(trained_tokenizers, tokenizer_corpus):
+    text = "".join(tokenizer_corpus) + " unseen wörds ☃ " + "x" * 300 + " " * 100
+    for tok in trained_tokenizers:
+        assert tok.encode(text) == replay_merges(tok, text), tok
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([97, 98, 99, 256, 257]), max_size=120))
+def test_short_and_long_merge_agree(ids):
+    rank_of = {(97, 98): 0, (256, 256): 1, (97, 97): 2, (258, 97): 3, (99, 99): 4}
+    results = [256, 257, 258, 259, 260]
+    assert merge_short(list(ids), rank_of, results) == merge_long(list(ids), rank_of, results)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_byte_round_trip_any_text(byte_tokenizer, text):
+    assert byte_tokenizer.decode(byte_tokenizer.encode(text)) == text
+    assert byte_tokenizer.encode(text) == replay_merges(byte_tokenizer, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(sorted(set("".join(__import__("conftest").TOKENIZER_CORPUS))))))
+def test_char_round_trip_on_known_characters(char_tokenizer, text):
+    assert char_tokenizer.decode(char_tokenizer.encode(text)) == text
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary())
+def test_decode_bytes_of_byte_ids_is_exact(byte_tokenizer, data):
+    assert byte_tokenizer.decode_bytes(list(data)) == data
+
+
+def test_batches_match_single_encoding(byte_tokenizer, tokenizer_corpus):
+    texts = [*tokenizer_corpus, "", SPECIAL]
+    singles = [byte_tokenizer.encode(t) for t in texts]
+    assert byte_tokenizer.encode_batch(texts) == singles
+    ids, offsets = byte_tokenizer.encode_batch_flat(texts)
+    assert ids.dtype == np.uint32 and offsets.dtype == np.int64 and len(offsets) == len(texts) + 1
+    assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == singles
+
+
+def test_encode_array_uses_smallest_dtype(byte_tokenizer):
+    array = byte_tokenizer.encode_array("hello")
+    assert array.dtype == np.uint16 and array.tolist() == byte_tokenizer.encode("hello")
+
+
+def test_lone_surrogate_is_a_clear_error(byte_tokenizer):
+    with pytest.raises(TokenizerError, match="surrogate"):
+        byte_tokenizer.encode("a\ud800b")
+
+
+# ---- special tokens -----------------------------------------------------------------------------
+
+
+def test_special_tokens_get_ids_after_the_merges(byte_tokenizer):
+    assert byte_tokenizer.special_tokens == {SPECIAL: byte_tokenizer.vocab_size - 1}
+    assert byte_tokenizer.vocab_size == 256 + len(byte_tokenizer.merges) + 1
+
+
+def test_special_token_text_is_plain_text_by_default(byte_tokenizer):
+    special_id = byte_tokenizer.special_tokens[SPECIAL]
+    text = f"a{SPECIAL}b"
+    assert special_id not in byte_tokenizer.encode(text)
+    assert byte_tokenizer.encode(text) == byte_tokenizer.encode_ordinary(text)
+    allowed = byte_tokenizer.encode(text, allowed_special={SPECIAL})
+    assert allowed == [*byte_tokenizer.encode("a"), special_id, *byte_tokenizer.encode("b")]
+    assert byte_tokenizer.encode(text, allowed_special="all") == allowed
+    assert byte_tokenizer.decode(allowed) == text
+
+
+def test_allowing_an_unknown_special_token_is_an_error(byte_tokenizer):
+    with pytest.raises(TokenizerError, match="<|bos|>"):
+        byte_tokenizer.encode("x", allowed_special={"<|bos|>"})
+
+
+def test_special_tokens_in_training_text_are_ordinary_text():
+    tok = Tokenizer.train([SPECIAL * 50], vocab_size=300, special_tokens=[SPECIAL], workers=1)
+    assert len(tok.encode(SPECIAL)) >= 1 and tok.special_tokens[SPECIAL] not in tok.encode(SPECIAL)
+
+
+# ---- decoding errors ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad, position", [([1, -1, 2], 1), ([5, 400, -3], 1), ([1, 2, "7"], 2), ([3.0], 0),
+                                           ([True], 0), ([1, None], 1)])
+def test_decode_names_first_invalid_id_and_position(byte_tokenizer, bad, position):
+    with pytest.raises(TokenizerError, match=f"invalid token ID {bad[position]!r} at position {position}"):
+        byte_tokenizer.decode(bad)
+
+
+@pytest.mark.parametrize("bad", [-1, 400, "7", 3.0, True, None])
+def test_token_bytes_names_an_invalid_id(byte_tokenizer, bad):
+    with pytest.raises(TokenizerError, match=f"invalid token ID {bad!r} at position 0"):
+        byte_tokenizer.token_bytes(bad)
+
+
+def test_decode_numpy_ids(byte_tokenizer):
+    ids = byte_tokenizer.encode_array("héllo")
+    assert byte_tokenizer.decode(ids) == "héllo"
+    with pytest.raises(TokenizerError, match="invalid token ID 999 at position 1"):
+        byte_tokenizer.decode(np.array([1, 999]))
+
+
+def test_invalid_utf8_raises_unless_replace(byte_tokenizer):
+    ids = list("é".encode())[:1]
+    with pytest.raises(TokenizerError, match="not valid UTF-8"):
+        byte_tokenizer.decode(ids)
+    assert byte_tokenizer.decode(ids, errors="replace") == "\ufffd"
+    assert byte_tokenizer.decode_bytes(ids) == b"\xc3"
+
+
+def test_token_bytes_of_special_and_unknown(char_tokenizer):
+    assert char_tokenizer.token_bytes(0) == "\ufffd".encode()
+    assert char_tokenizer.token_bytes(char_tokenizer.special_tokens[SPECIAL]) == SPECIAL.encode()
+
+
+# ---- training options ---------------------------------------------------------------------------
+
+
+def test_vocab_size_is_an_upper_bound_with_a_stop_reason():
+    tok = Tokenizer.train(["abcabc"], vocab_size=1000, workers=1)
+    assert tok.vocab_size < 1000 and "2 times" in tok.stop_reason
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"vocab_size": 200}, "too small"),
+    ({"vocab_size": 300, "kind": "unigram"}, "unknown tokenizer kind 'unigram'"),
+    ({"vocab_size": 300, "pattern": "(unclosed"}, r"invalid split pattern '\(unclosed"),
+    ({"vocab_size": 300, "special_tokens": ["", "x"]}, "non-empty"),
+    ({"vocab_size": 300, "special_tokens": ["x", "x"]}, "more than once"),
+    ({"vocab_size": 3, "kind": "char"}, "smaller than the 4 characters"),
+])
+def test_bad_training_options(kwargs, message):
+    with pytest.raises(TokenizerError, match=message):
+        Tokenizer.train(["abc abc"], workers=1, **kwargs)
+
+
+def test_pattern_table():
+    assert patterns.resolve_pattern(None, kind="byte") == patterns.GPT4
+    assert patterns.resolve_pattern(None, kind="char") == ""
+    assert patterns.resolve_pattern("gpt2", kind="byte") == patterns.GPT2
+    custom = patterns.resolve_pattern(r"\d+", kind="byte")
+    assert patterns.splitter(custom)("ab12") == ["a", "b", "12"]
+
+
+def test_fingerprint_depends_on_merges_and_specials_not_only_size():
+    a = Tokenizer.from_merges(kind="byte", pattern="", merges=[(97, 98)], special_tokens=["<s>"])
+    b = Tokenizer.from_merges(kind="byte", pattern="", merges=[(98, 97)], special_tokens=["<s>"])
+    c = Tokenizer.from_merges(kind="byte", pattern="", merges=[(97, 98)], special_tokens=["</s>"])
+    d = Tokenizer.from_merges(kind="byte", pattern=patterns.GPT4, merges=[(97, 98)], special_tokens=["<s>"])
+    assert a.vocab_size == b.vocab_size == c.vocab_size == d.vocab_size
+    assert len({a.fingerprint, b.fingerprint, c.fingerprint, d.fingerprint}) == 4
+    assert len(a.fingerprint) == 64
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_twins_split_like_the_unicode_patterns(text):
+    import regex
+
+    for pattern in patterns.ASCII_TWINS:
+        assert patterns.splitter(pattern)(text) == regex.compile(pattern).findall(text)
+
+
+_ASCII_RUNS = st.text(alphabet=st.sampled_from("ab Z09'\n\r\t\x0b\x1c.,-_"), min_size=30, max_size=90)
+_OTHER_TEXT = st.text(alphabet=st.sampled_from("é ж\u00a0\u2028\u3000٣\u00b2\x85'\n"), min_size=1, max_size=4)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(_ASCII_RUNS, _OTHER_TEXT, st.text(max_size=5))).map("".join))
+def test_mixed_text_splits_like_the_unicode_patterns(text):
+    """Long ASCII runs of non-ASCII text are cut at chunk starts and split with the ``re`` twins."""
+    import regex
+
+    for pattern in patterns.ASCII_TWINS:
+        assert patterns.splitter(pattern)(text) == regex.compile(pattern).findall(text)
