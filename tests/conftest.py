@@ -15,6 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path, monkeypatch):
+    """Every test runs in its own empty ``tmp_path``, so none depends on the current directory or on what a
+    previous ``make`` left in the checkout (``configs/default.yaml``, ``data/``, ``checkpoints/``)."""
+    monkeypatch.chdir(tmp_path)
+
+
 def replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
     """Reference BPE step: replace every non-overlapping occurrence of ``pair``, left to right."""
     out, i = [], 0
