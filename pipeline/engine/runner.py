@@ -153,24 +153,22 @@ class Pipeline:
             return [stage.name for stage in selected if self._run_if_stale(stage, stage.name in forced)]
 
     def clean(self, names: Sequence[str]) -> list[str]:
-        """Delete the outputs of the named stages and forget their lock entries.
+        """Delete the outputs of the named stages.
 
         Returns the paths removed. Dependencies that no stage produces (the raw
         data) are never touched. A directory left empty by the removal (say
-        ``data/tokenizer/``) goes too.
+        ``data/tokenizer/``) goes too. The lock entries stay, so that the reason
+        to run a cleaned stage again is that its output is missing.
         """
         removed = []
         with self._exclusive():
             self._check_owned([stage for stage in self.stages if stage.name in names])
-            lock = self._read_lock()
             for stage in self.stages:
                 if stage.name in names:
                     removed += [out for out in stage.outs if _remove(self._where(out))]
                     for out in stage.outs:
                         if not storage.is_url(out):
                             _remove_empty_parents(self.root / out, self.root)
-                    lock.pop(stage.name, None)
-            atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
         return removed
 
     # -- internals --------------------------------------------------------
@@ -558,15 +556,35 @@ def _param_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def _value_changes(key: str, old: Any, new: Any) -> list[str]:
-    """Name the leaf keys that differ: ``param train.steps changed 300 → 500``."""
+    """Name the leaf keys that differ: ``param train.steps changed 300 → 500``,
+    ``param data.sources[0].field changed "body" → "bdy"``, ``param data.sources[2] added {...}``."""
     if isinstance(old, dict) and isinstance(new, dict):
         return [change for name in sorted(set(old) | set(new))
                 for change in _value_changes(f"{key}.{name}", old.get(name), new.get(name))]
-    if atomic.dumps_json(old, indent=None) == atomic.dumps_json(new, indent=None):
+    if isinstance(old, list) and isinstance(new, list):
+        return ([change for index, (was, now) in enumerate(zip(old, new))
+                 for change in _value_changes(f"{key}[{index}]", was, now)]
+                + [f"param {key}[{index}] added {_short(atomic.dumps_json(item, indent=None))}"
+                   for index, item in enumerate(new[len(old):], start=len(old))]
+                + [f"param {key}[{index}] removed" for index in range(len(new), len(old))])
+    was, now = atomic.dumps_json(old, indent=None), atomic.dumps_json(new, indent=None)
+    if was == now:
         return []
-    return [f"param {key} changed {_short(old)} → {_short(new)}"]
+    return ["param {} changed {} → {}".format(key, *_contrast(was, now))]
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = atomic.dumps_json(value, indent=None)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+SHORT = 60  # characters of a value a reason shows
+CONTEXT = 10  # characters kept before the first difference of two long values
+
+
+def _contrast(was: str, now: str) -> tuple[str, str]:
+    """Two values' texts shortened so that the difference shows: a long common start is cut to ``…``."""
+    same = len(os.path.commonprefix([was, now]))
+    if max(len(was), len(now)) > SHORT and same > CONTEXT:
+        start = same - CONTEXT
+        was, now = "…" + was[start:], "…" + now[start:]
+    return _short(was), _short(now)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"

@@ -108,6 +108,28 @@ def test_a_key_reruns_only_its_readers(ws, key, value, old, expected_runs):
     assert f"running '{section}': param {key} changed" in "\n".join(ws.log)
 
 
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        # a list item's key: the leaf that changed, not the list cut to a prefix both sides share
+        ([{"glob": "raw/a/**/*.txt", "separator": "blank_line", "field": "body"}],
+         [{"glob": "raw/a/**/*.txt", "separator": "blank_line", "field": "bdy"}],
+         ['param prepare.suffix[0].field changed "body" → "bdy"']),
+        (["a", "b"], ["a", "b", "c"], ['param prepare.suffix[2] added "c"']),
+        (["a", "b"], ["a"], ["param prepare.suffix[1] removed"]),
+        # a long value: the part where the two sides differ
+        ("x" * 80 + "tail", "x" * 80 + "tale", ['param prepare.suffix changed …xxxxxxxxtail" → …xxxxxxxxtale"']),
+    ],
+)
+def test_a_reason_names_the_leaf_that_changed_and_shows_the_difference(ws, old, new, expected):
+    ws.params["prepare"]["suffix"] = old
+    stage = Stage("prepare", ("raw.txt",), ("out/upper.txt",), ("prepare.suffix",),
+                  lambda: atomic.write_text(ws.root / "out" / "upper.txt", "x"))
+    ws.pipeline(prepare=stage).run(["prepare"])
+    ws.params["prepare"]["suffix"] = new
+    assert list(reasons(ws.pipeline(prepare=stage))["prepare"]) == expected
+
+
 def test_early_cutoff_when_rerun_produces_identical_output(ws):
     ws.pipeline().run()
     (ws.root / "raw.txt").write_text("HELLO world", encoding="utf-8")  # upper() gives the same bytes
@@ -289,13 +311,14 @@ def test_kill_9_mid_stage_keeps_previous_state_and_next_run_recovers(ws):
     assert not any(".tmp-" in p.name for p in ws.root.iterdir())
 
 
-def test_clean_removes_outputs_of_named_stages_and_forgets_them(ws):
+def test_clean_removes_outputs_of_named_stages_which_then_miss_them(ws):
     pipeline = ws.pipeline()
     pipeline.run()
     assert pipeline.clean(["prepare", "count"]) == ["out/upper.txt", "count.txt"]
     assert (ws.root / "raw.txt").exists() and (ws.root / "report" / "report.txt").exists()
     assert not (ws.root / "count.txt").exists()
-    assert reasons(pipeline)["prepare"] == ("never run",)
+    assert reasons(pipeline)["prepare"] == ("output 'out/upper.txt' is missing",)
+    assert reasons(pipeline)["count"] == ("dependency 'out/upper.txt' is missing", "output 'count.txt' is missing")
     assert pipeline.clean(["prepare"]) == []
 
 
