@@ -99,6 +99,7 @@ def test_clean_keeps_raw_data_and_checkpoints_unless_asked(project):
     assert "removed out/prepared" in result.output and "checkpoints kept" in result.output
     assert (project / "raw" / "a.txt").exists() and (project / "out" / "ckpt").exists()
     assert not (project / "out" / "shards").exists()
+    assert "prepare: stale\n    output 'out/prepared' is missing\n" in lmprep("status").output
     assert "removed out/ckpt" in lmprep("clean", "--checkpoints").output
 
 
