@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
 from pipeline.config.schema import Config, Origins, load_config_with_origins, parse_config
+from pipeline.errors import ConfigError
 
-DEFAULT_CONFIG = "configs/default.yaml"
+CONFIG_NAMES = ("config.yaml", os.path.join("configs", "default.yaml"))  # what `lmprep init` writes; this repository
 _CONFIG_FILE = "lmprep.config_file"
 
 Command = Callable[..., Any]
@@ -21,28 +21,37 @@ Command = Callable[..., Any]
 def config_options(command: Command | None = None, *, optional: bool = False, with_origins: bool = False) -> Any:
     """Add ``--config``/``--set`` to a click command and pass it the loaded ``config: Config``.
 
+    Without ``--config`` (or ``LMPREP_CONFIG``) the project's config is found as DVC finds ``dvc.yaml``:
+    the first of :data:`CONFIG_NAMES` in the current directory, else in the nearest parent that has one
+    (up to a mount point), and the command says on stderr which file it uses once that file loads.
     Use it bare (``@config_options``) or called (``@config_options(optional=True)``). With
-    ``optional``, a missing *default* config file means the built-in defaults, so the command also
-    works outside a project directory; a ``--config`` (or ``LMPREP_CONFIG``) naming a missing file
-    is still an error, and so is ``--set`` without a config file to override. With ``with_origins``
-    the command also gets ``origins: Origins``, where each value came from.
+    ``optional``, no config found means the built-in defaults, so the command also works outside a
+    project; a ``--config`` naming a missing file is still an error, and so is ``--set`` with no config
+    file to override. With ``with_origins`` the command also gets ``origins: Origins``, where each
+    value came from.
     """
     if command is None:
         return functools.partial(config_options, optional=optional, with_origins=with_origins)
 
-    if_missing = " If the default one is missing, the built-in defaults apply." if optional else ""
+    if_missing = " If none is found, the built-in defaults apply." if optional else ""
 
-    @click.option("--config", "config_path", default=DEFAULT_CONFIG, show_default=True, metavar="PATH",
-                  envvar="LMPREP_CONFIG", help="YAML config file." + if_missing)
+    @click.option("--config", "config_path", default=None, metavar="PATH", envvar="LMPREP_CONFIG",
+                  help=f"YAML config file [default: {' or '.join(CONFIG_NAMES)} in the current directory or the "
+                       f"nearest parent that has one].{if_missing}")
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                   help="Override a config key, e.g. --set train.steps=500 (repeatable).")
     @functools.wraps(command)
-    def wrapper(*args: Any, config_path: str, overrides: tuple[str, ...], **kwargs: Any) -> Any:
-        if optional and _default_config_missing(config_path, overrides):
+    def wrapper(*args: Any, config_path: str | None, overrides: tuple[str, ...], **kwargs: Any) -> Any:
+        found = config_path is None
+        if found:
+            config_path = found_config(optional=optional and not overrides)
+        if config_path is None:
             config, origins = builtin_defaults(), Origins("built-in defaults")
         else:
             config, origins = load_config_with_origins(config_path, overrides)
             click.get_current_context().meta[_CONFIG_FILE] = config_path
+            if found:  # once it loads, so that an error in it stays one line
+                click.echo(f"using config {config_path}", err=True)
         if with_origins:
             kwargs["origins"] = origins
         return command(*args, config=config, **kwargs)
@@ -60,6 +69,26 @@ def builtin_defaults() -> Config:
     return parse_config({}, origin="built-in defaults")
 
 
-def _default_config_missing(config_path: str, overrides: tuple[str, ...]) -> bool:
-    source = click.get_current_context().get_parameter_source("config_path")
-    return source is ParameterSource.DEFAULT and not overrides and not os.path.exists(config_path)
+def found_config(*, optional: bool) -> str | None:
+    """The project's config file, found from the current directory; None if there is none and that is
+    ``optional``."""
+    path = find_config(os.getcwd())
+    if path is None and not optional:
+        raise ConfigError(f"no config file: no {' or '.join(CONFIG_NAMES)} in {os.getcwd()} or a parent directory; "
+                          "pass --config PATH")
+    return path
+
+
+def find_config(start: str) -> str | None:
+    """The first of :data:`CONFIG_NAMES` in ``start`` or its nearest parent that has one, stopping at a mount
+    point (as DVC stops looking for its root), as a path from the current directory."""
+    directory = os.path.abspath(start)
+    while True:
+        for name in CONFIG_NAMES:
+            candidate = os.path.join(directory, name)
+            if os.path.isfile(candidate):
+                return os.path.relpath(candidate)
+        parent = os.path.dirname(directory)
+        if parent == directory or os.path.ismount(directory):
+            return None
+        directory = parent

@@ -61,6 +61,13 @@ def test_the_new_user_path_end_to_end(tmp_path, raw, monkeypatch):
     sampled = lmprep("sample", "--config", project / "config.yaml", "--prompt", "Q: what is", "--max-tokens", 5)
     assert sampled.exit_code == 0 and sampled.output.startswith("Q: what is"), sampled.output
 
+    monkeypatch.chdir(project / "out")  # inside the project, plain commands find its config.yaml and say so
+    for command in (["status"], ["run"], ["sample", "--prompt", "Q: what is", "--max-tokens", 5]):
+        found = lmprep(*command)
+        assert found.exit_code == 0 and found.stderr == "using config ../config.yaml\n", found.output
+    assert "train: up to date" in lmprep("status").stdout and found.stdout.startswith("Q: what is")
+    monkeypatch.chdir(elsewhere)
+
     (project / "char.yaml").write_text("extends: config.yaml\noutput_root: out/char\n"
                                        "tokenizer: {kind: char, vocab_size: 60}\ntrain: {steps: 20}\n")
     variant = lmprep("run", "--config", project / "char.yaml")

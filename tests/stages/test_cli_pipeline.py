@@ -11,8 +11,6 @@ from conftest import make_project
 
 from stages.cli.main import cli
 
-REPO = Path(__file__).resolve().parents[2]
-
 CONFIG = """\
 data:
   sources:
@@ -85,11 +83,27 @@ def test_missing_raw_data_is_named(project):
     assert result.exit_code == 2 and "glob 'raw/*.txt' matches no files" in result.output
 
 
-def test_default_config_path_is_the_shipped_one(project):
-    result = CliRunner().invoke(cli, ["config", "show"])
-    assert result.exit_code == 2 and "configs/default.yaml not found" in result.output
-    shutil.copytree(REPO / "configs", project / "configs")
-    assert CliRunner().invoke(cli, ["config", "show"]).exit_code == 0
+def test_without_config_the_projects_config_is_found_here_or_in_the_nearest_parent(project, monkeypatch):
+    def steps_shown() -> tuple[str, str]:
+        result = CliRunner().invoke(cli, ["config", "show"])
+        assert result.exit_code == 0, result.output
+        return next(line.strip() for line in result.stdout.splitlines() if "steps:" in line), result.stderr
+
+    refused = CliRunner().invoke(cli, ["status"])
+    assert refused.exit_code == 2 and refused.output == (
+        f"error: no config file: no config.yaml or configs/default.yaml in {project} or a parent directory; "
+        "pass --config PATH\n")
+    (project / "configs").mkdir()
+    (project / "configs" / "default.yaml").write_text("train: {steps: 7}\n")
+    (project / "sub" / "deeper").mkdir(parents=True)
+    monkeypatch.chdir(project / "sub" / "deeper")
+    assert steps_shown() == ("steps: 7", "using config ../../configs/default.yaml\n")
+    (project / "config.yaml").write_text("train: {steps: 8}\n")  # what lmprep init writes comes first
+    assert steps_shown() == ("steps: 8", "using config ../../config.yaml\n")
+    (project / "sub" / "config.yaml").write_text("train: {steps: 9}\n")  # the nearest wins
+    assert steps_shown() == ("steps: 9", "using config ../config.yaml\n")
+    named = CliRunner().invoke(cli, ["config", "show", "--config", str(project / "lmprep.yaml")])
+    assert named.exit_code == 0 and "  steps: 2\n" in named.stdout and named.stderr == ""
 
 
 def test_clean_keeps_raw_data_and_checkpoints_unless_asked(project):

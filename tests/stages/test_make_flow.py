@@ -122,7 +122,8 @@ def test_retraining_story(checkout):
     assert old_fingerprint[:12] in check.stdout + check.stderr and new_fingerprint[:12] in check.stdout + check.stderr
     sample = lmprep(checkout, "sample", "--prompt", "Q:", "--checkpoint", str(old_checkpoint),
                     "--tokenizer", "data/tokenizer/tokenizer.json")
-    assert sample.returncode == 2 and sample.stderr.startswith("error: ") and sample.stderr.count("\n") == 1
+    assert sample.returncode == 2 and sample.stderr.startswith("using config configs/default.yaml\nerror: ")
+    assert sample.stderr.count("\n") == 2
     own = lmprep(checkout, "sample", "--prompt", "Q:", "--checkpoint", str(old_checkpoint))  # its own tokenizer
     assert own.returncode == 0 and own.stdout.startswith("Q:"), own.stderr
 
