@@ -2,7 +2,8 @@
 
 All three use the same vocabulary (lmprep's tokenizer trained on the corpus, GPT-4 pattern;
 tiktoken is built from its exported ranks, HF loads its tokenizer.json) on the same documents,
-with 1 and 2 workers (processes for lmprep, threads for tiktoken and HF), on both corpora of
+with 1 and 2 workers (processes for lmprep, threads for tiktoken and HF; ``lmprep-lists`` is
+``Tokenizer.encode_batch`` in one process, lists of IDs as tiktoken returns them), on both corpora of
 ``build_corpus.py`` (each with a tokenizer trained on it): ``full`` and ``unique-lines``, the same
 text without its repeated lines, where lmprep's chunk cache helps least. Each measurement runs in
 a fresh process, so lmprep starts with a cold chunk cache; the IDs of every engine are checked to
@@ -37,7 +38,7 @@ from build_corpus import CORPORA, DATA, corpus_path  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 BATCH = 256
-RUNS = [("lmprep", 1), ("lmprep", 2), ("tiktoken", 1), ("tiktoken", 2), ("hf", 1), ("hf", 2)]
+RUNS = [("lmprep", 1), ("lmprep", 2), ("lmprep-lists", 1), ("tiktoken", 1), ("tiktoken", 2), ("hf", 1), ("hf", 2)]
 _TEXTS: list[str] = []
 
 
@@ -104,6 +105,15 @@ def _encode_range(tokenizer: Tokenizer, span: tuple[int, int]) -> bytes:
     return ids.tobytes()
 
 
+def encode_lmprep_lists(path: Path, texts: list[str], workers: int) -> tuple[np.ndarray, tuple[float, float]]:
+    """``Tokenizer.encode_batch``: one list of IDs per text, as tiktoken's ``encode_ordinary_batch`` gives."""
+    tokenizer = Tokenizer.load(path)
+    start = clocks()
+    ids = [part for i in range(0, len(texts), BATCH) for part in tokenizer.encode_batch(texts[i:i + BATCH])]
+    elapsed = since(start)
+    return _flatten(ids), elapsed
+
+
 def encode_tiktoken(path: Path, texts: list[str], workers: int) -> tuple[np.ndarray, tuple[float, float]]:
     import tiktoken
 
@@ -136,7 +146,8 @@ def measure(corpus: str, engine: str, workers: int, vocab_size: int, limit_mb: f
     texts = load_texts(corpus, limit_mb)
     path = tokenizer_path(corpus, vocab_size, texts)
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    encode = {"lmprep": encode_lmprep, "tiktoken": encode_tiktoken, "hf": encode_hf}[engine]
+    encode = {"lmprep": encode_lmprep, "lmprep-lists": encode_lmprep_lists, "tiktoken": encode_tiktoken,
+              "hf": encode_hf}[engine]
     ids, (elapsed, cpu) = encode(path, texts, workers)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {"corpus": corpus, "engine": engine, "workers": workers, "megabytes": megabytes, "seconds": elapsed, "cpu_seconds": cpu,
@@ -161,7 +172,7 @@ def main() -> None:
     parser.add_argument("--limit-mb", type=float, default=1e9, help="Use only the first N MB of each corpus.")
     parser.add_argument("--corpus", default=",".join(CORPORA), help="comma-separated corpora (default: all)")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--one", choices=["lmprep", "tiktoken", "hf"], help=argparse.SUPPRESS)
+    parser.add_argument("--one", choices=["lmprep", "lmprep-lists", "tiktoken", "hf"], help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:

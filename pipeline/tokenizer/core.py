@@ -284,7 +284,11 @@ class Tokenizer:
         return self._encode_checked(self._encoder.array, text).astype(self.id_dtype)
 
     def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
-        return [self.encode_ordinary(text) for text in texts]
+        """``[encode_ordinary(text) for text in texts]``, as fast as :meth:`encode_batch_flat`, which it splits:
+        the new chunks of all texts are merged together."""
+        ids, offsets = self.encode_batch_flat(list(texts))
+        flat, bounds = ids.tolist(), offsets.tolist()
+        return [flat[start:end] for start, end in zip(bounds, bounds[1:])]
 
     def encode_batch_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """All texts' IDs concatenated (``np.uint32``) and ``len(texts) + 1`` document offsets (``np.int64``)."""

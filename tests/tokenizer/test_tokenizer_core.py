@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import replace_pair, replay_merges
+from conftest import TOKENIZER_CORPUS, replay_merges
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import TokenizerError
-from pipeline.tokenizer import Tokenizer, patterns
+from pipeline.tokenizer import Tokenizer, hf_json, patterns
 from pipeline.tokenizer.encoder import merge_long, merge_short
 
 SPECIAL = "<|endoftext|>"
@@ -84,7 +84,7 @@ def test_byte_round_trip_any_text(byte_tokenizer, text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.sampled_from(sorted(set("".join(__import__("conftest").TOKENIZER_CORPUS))))))
+@given(st.text(alphabet=st.sampled_from(sorted(set("".join(TOKENIZER_CORPUS))))))
 def test_char_round_trip_on_known_characters(char_tokenizer, text):
     assert char_tokenizer.decode(char_tokenizer.encode(text)) == text
 
@@ -102,6 +102,16 @@ def test_batches_match_single_encoding(byte_tokenizer, tokenizer_corpus):
     ids, offsets = byte_tokenizer.encode_batch_flat(texts)
     assert ids.dtype == np.uint32 and offsets.dtype == np.int64 and len(offsets) == len(texts) + 1
     assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == singles
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(st.one_of(st.sampled_from(" ".join(TOKENIZER_CORPUS).split(" ")),
+                                st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)), max_size=12),
+       which=st.integers(min_value=0, max_value=5))
+def test_encode_batch_is_encode_text_by_text(trained_tokenizers, texts, which):
+    reference = trained_tokenizers[which]
+    cold = hf_json.from_dict(hf_json.to_dict(reference))  # an empty chunk cache: every chunk of the batch is new
+    assert cold.encode_batch(iter(texts)) == [reference.encode(text) for text in texts]
 
 
 def test_encode_array_uses_smallest_dtype(byte_tokenizer):
