@@ -240,8 +240,11 @@ def load_config_with_origins(path: str | os.PathLike[str],
         _normalize_urls(raw)
         _rebase_set_path(raw, key_path, config_dir)
     config = _build(Config, _one_size_key(raw), "", origins)
+    from pipeline.config.frozen import with_frozen_tokenizer  # it builds on this module
+
+    config = with_frozen_tokenizer(dataclasses.replace(config, root=config_dir), origins)
     _check_consistency(config, origins)
-    return dataclasses.replace(config, root=config_dir), origins
+    return config, origins
 
 
 def parse_config(raw: Mapping[str, Any], *, origin: str = "<config>") -> Config:

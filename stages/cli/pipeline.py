@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from pipeline.config.frozen import FROM_FILE
 from pipeline.config.schema import Config, Origins, dump_yaml, resolved_size
 from pipeline.engine.executor import share_local_cluster
 from pipeline.engine.runner import Pipeline
@@ -108,14 +109,19 @@ def show(show_origin: bool, config: Config, origins: Origins) -> None:
     """Print the effective config (what it extends + file + --set overrides + defaults) as YAML.
 
     Of ``tokenizer.vocab_size`` and ``tokenizer.merges`` one is set and the other null; the null one's
-    resolved value is shown as a comment on its line, so the output still loads as a config. Paths
+    resolved value is shown as a comment on its line, so the output still loads as a config; so is the
+    file a setting was read from (``tokenizer.path``, see :mod:`pipeline.config.frozen`). Paths
     are as written, relative to the config file's directory (outputs to ``output_root``).
     """
     if show_origin:
         for key, value in _leaves(config.to_dict()):
             click.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}  # {origins.of(key)}")
         return
-    click.echo(_with_resolved_size(dump_yaml(config), config), nl=False)
+    notes = _resolved_size_note(config)
+    for key in FROM_FILE:
+        if origins.of(f"tokenizer.{key}").startswith("tokenizer.path"):
+            notes[key] = "; ".join(filter(None, [notes.get(key), f"from {origins.of(f'tokenizer.{key}')}"]))
+    click.echo(_with_notes(dump_yaml(config), notes), nl=False)
 
 
 def _leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -128,18 +134,24 @@ def _leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]
             yield path, value
 
 
-def _with_resolved_size(text: str, config: Config) -> str:
+def _resolved_size_note(config: Config) -> dict[str, str]:
+    """The note on the null one of ``tokenizer.vocab_size`` and ``tokenizer.merges``: its resolved value."""
     vocab_size, merges = resolved_size(config.tokenizer)
     key, value = ("merges", merges) if config.tokenizer.merges is None else ("vocab_size", vocab_size)
     if value is not None:
-        note = f"resolved: {value}"
-    elif config.tokenizer.kind == "word":
-        note = "the word kind has no merges"
-    else:
-        note = "depends on the training text's characters (char kind)"
+        return {key: f"resolved: {value}"}
+    if config.tokenizer.path is not None:  # the file's size is shown as it is
+        return {}
+    if config.tokenizer.kind == "word":
+        return {key: "the word kind has no merges"}
+    return {key: "depends on the training text's characters (char kind)"}
+
+
+def _with_notes(text: str, notes: dict[str, str]) -> str:
+    """``text`` (the config as YAML) with ``# note`` after the line of each tokenizer key in ``notes``."""
     lines = text.splitlines(keepends=True)
     section = lines.index("tokenizer:\n")
-    at = next(i for i in range(section + 1, len(lines)) if lines[i] == f"  {key}: null\n")
-    lines[at] = f"  {key}: null  # {note}\n"
+    for key, note in notes.items():
+        at = next(i for i in range(section + 1, len(lines)) if lines[i].startswith(f"  {key}:"))
+        lines[at] = f"{lines[at].rstrip()}  # {note}\n"
     return "".join(lines)
-

@@ -1,0 +1,82 @@
+"""With ``tokenizer.path`` set, the tokenizer's settings are the file's: shown so, and a contradiction refused."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.config.schema import load_config, load_config_with_origins
+from pipeline.errors import ConfigError
+from pipeline.tokenizer import Tokenizer
+from stages.cli.main import cli
+
+TEXTS = ["the cat sat on the mat; the dog sat on the log"] * 20
+SPECIALS = ["<|endoftext|>", "<|pad|>"]
+
+
+@pytest.fixture(scope="module")
+def char_tokenizer() -> Tokenizer:
+    return Tokenizer.train(TEXTS, kind="char", vocab_size=30, special_tokens=SPECIALS, workers=1)
+
+
+@pytest.fixture
+def project(tmp_path, char_tokenizer) -> Path:
+    char_tokenizer.save(tmp_path / "frozen.json")
+    return tmp_path
+
+
+def write(project: Path, tokenizer: str) -> Path:
+    (project / "config.yaml").write_text(f"tokenizer: {{path: frozen.json, {tokenizer}}}\n")
+    return project / "config.yaml"
+
+
+def test_the_settings_come_from_the_file(project, char_tokenizer):
+    config, origins = load_config_with_origins(write(project, "output: out/tok.json"))
+    tok = config.tokenizer
+    assert (tok.kind, tok.vocab_size, tok.merges, tok.pattern, tok.special_tokens) == (
+        "char", char_tokenizer.vocab_size, None, "none", tuple(SPECIALS))
+    assert origins.of("tokenizer.kind") == "tokenizer.path frozen.json"
+    assert origins.of("tokenizer.min_frequency") == "built-in default"  # training only: not in the file
+
+
+def test_config_show_prints_the_files_settings_and_says_so(project, char_tokenizer):
+    write(project, "vocab_size: 1000")  # an upper bound the file keeps to
+    shown = CliRunner().invoke(cli, ["config", "show", "--config", "config.yaml"])
+    assert shown.exit_code == 0, shown.output
+    assert ("  path: frozen.json\n"
+            "  kind: char  # from tokenizer.path frozen.json\n"
+            f"  vocab_size: {char_tokenizer.vocab_size}  # from tokenizer.path frozen.json\n"
+            "  merges: null  # from tokenizer.path frozen.json\n"
+            "  pattern: none  # from tokenizer.path frozen.json\n") in shown.stdout
+    assert "  special_tokens:  # from tokenizer.path frozen.json\n  - <|endoftext|>\n  - <|pad|>\n" in shown.stdout
+    origin = CliRunner().invoke(cli, ["config", "show", "--origin", "--config", "config.yaml"])
+    assert 'tokenizer.kind: "char"  # tokenizer.path frozen.json\n' in origin.stdout
+
+
+@pytest.mark.parametrize("tokenizer, overrides, message", [
+    ("kind: byte", (), "config.yaml: tokenizer.kind 'byte' contradicts tokenizer.path 'frozen.json', a char "
+                       "tokenizer; set tokenizer.kind to 'char'"),
+    ("vocab_size: 10", (), "config.yaml: tokenizer.vocab_size 10 contradicts tokenizer.path 'frozen.json', which has "
+                           "{vocab} IDs; set tokenizer.vocab_size to {vocab} or null (the file's is then used)"),
+    ("vocab_size: null, merges: 2", (), "config.yaml: tokenizer.merges 2 contradicts tokenizer.path 'frozen.json', "
+                                        "which has {merges} merges; set tokenizer.merges to {merges} or null"),
+    ("pattern: gpt4", (), "config.yaml: tokenizer.pattern 'gpt4' contradicts tokenizer.path 'frozen.json', whose "
+                          "pattern is 'none'; set tokenizer.pattern to 'none' or null"),
+    ("output: t.json", ("tokenizer.special_tokens=['<|endoftext|>']",),
+     "--set: tokenizer.special_tokens ['<|endoftext|>'] contradicts tokenizer.path 'frozen.json', whose special "
+     "tokens is ['<|endoftext|>', '<|pad|>']; set tokenizer.special_tokens to ['<|endoftext|>', '<|pad|>']"),
+])
+def test_a_setting_that_contradicts_the_file_is_refused_naming_both(project, char_tokenizer, tokenizer, overrides,
+                                                                   message):
+    expected = message.format(vocab=char_tokenizer.vocab_size, merges=len(char_tokenizer.merges))
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_config(write(project, tokenizer), overrides)
+
+
+def test_a_missing_file_leaves_the_settings_for_the_tokenizer_stage_to_report(tmp_path):
+    (tmp_path / "config.yaml").write_text("tokenizer: {path: absent.json, kind: char, vocab_size: 99}\n")
+    tok = load_config(tmp_path / "config.yaml").tokenizer
+    assert (tok.kind, tok.vocab_size) == ("char", 99)
