@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.data.documents import SPLITS
+from pipeline.data.sources import unsplit_warning
 
 # C0 and C1 control characters except tab and newline, plus lone surrogates
 # (which JSON "\ud800" escapes can produce and UTF-8 cannot store).
@@ -80,6 +81,8 @@ class PrepareStats:
     dropped: dict[str, int] = field(default_factory=dict)
     documents: dict[str, int] = field(default_factory=lambda: {"train": 0, "val": 0})
     characters: dict[str, int] = field(default_factory=lambda: {"train": 0, "val": 0})
+    unsplit: dict[str, list[str]] = field(default_factory=dict)
+    """Per literal separator, the files it never occurs in (each read as one document); a warning, not a stat."""
 
     @property
     def documents_kept(self) -> int:
@@ -112,4 +115,6 @@ class PrepareStats:
                  f"kept {self.documents_kept:,} documents"]
         lines += [f"  {split}: {self.documents[split]:,} documents, {self.characters[split]:,} characters"
                   for split in SPLITS]
+        lines += [unsplit_warning(separator, files) for separator, files in sorted(self.unsplit.items())]
         return "\n".join(lines)
+

@@ -56,6 +56,7 @@ class ScanResult:
     documents_read: int
     characters_read: int
     dropped: dict[str, int]
+    unsplit: tuple[tuple[str, str], ...] = ()  # (separator, file) of the files a literal separator never split
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
             for split in SPLITS:
                 atomic.remove_temporaries_in(documents.split_dir(staging, split))
         documents.write_parts(staging, {split: [parts[split].part for parts in written] for split in SPLITS})
-        stats = _stats(len(files), scans, sum(duplicates), written)
+        stats = _stats(files, scans, sum(duplicates), written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)
         storage.write_bytes(storage.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
     return stats
@@ -132,7 +133,7 @@ def scan_partition(settings: PrepareConfig, work: Path | str, partition: Partiti
     if decoder.skipped:
         dropped["decode_error"] = decoder.skipped
     _save_digests(storage.join(work, f"digests-{partition.index:05d}.npz"), digests, settings.dedup_buckets)
-    return ScanResult(read + decoder.skipped, characters, dropped)
+    return ScanResult(read + decoder.skipped, characters, dropped, tuple(decoder.unsplit))
 
 
 def find_duplicates(work: Path | str, partitions: int, bucket: int) -> int:
@@ -204,13 +205,17 @@ def _duplicates_of(work: Path | str, index: int, buckets: int) -> set[int]:
     return found
 
 
-def _stats(files: int, scans: list[ScanResult], duplicates: int, written: list[dict[str, WrittenPart]]) -> PrepareStats:
-    stats = PrepareStats(files=files)
+def _stats(files: Sequence[SourceFile], scans: list[ScanResult], duplicates: int,
+           written: list[dict[str, WrittenPart]]) -> PrepareStats:
+    stats = PrepareStats(files=len(files))
+    as_given = {str(_absolute(file).path): str(file.path) for file in files}  # tasks read absolute paths
     for scan in scans:
         stats.documents_read += scan.documents_read
         stats.characters_read += scan.characters_read
         for reason, count in scan.dropped.items():
             stats.count_drop(reason, count)
+        for separator, path in scan.unsplit:
+            stats.unsplit.setdefault(separator, []).append(as_given.get(path, path))
     stats.count_drop("duplicate", duplicates)
     for parts in written:
         for split, written_part in parts.items():

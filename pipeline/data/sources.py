@@ -22,13 +22,14 @@ opts into ``replace`` or ``skip`` (drop the document).
 from __future__ import annotations
 
 import contextlib
+import difflib
 import gzip
 import io
 import json
 import os
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,6 +39,7 @@ from pipeline.engine import storage
 from pipeline.errors import DataError, json_error_reason
 
 STDIN = "-"
+NAMED_SEPARATORS = ("document", "blank_line", "line")  # any other .txt separator is a literal string
 """A source path that stands for standard input (on the command line)."""
 _FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 _CHUNK = 1 << 20
@@ -57,13 +59,15 @@ class SourceFile:
 
 
 class TextDecoder:
-    """The one UTF-8 decoding policy: ``error``, ``replace`` or ``skip``; counts skipped documents."""
+    """The one UTF-8 decoding policy: ``error``, ``replace`` or ``skip``; counts skipped documents and notes
+    the ``(separator, file)`` of each file that a literal separator never split (``unsplit``)."""
 
     def __init__(self, on_error: str = "error", *,
                  advice: str = "set prepare.on_decode_error to 'replace' or 'skip'"):
         self.on_error = on_error
         self.advice = advice
         self.skipped = 0
+        self.unsplit: list[tuple[str, str]] = []
 
     def decode(self, data: bytes, *, path: Path | str, offset: int) -> str | None:
         """Decode one document's bytes found at ``offset`` in ``path``; None if skipped."""
@@ -320,11 +324,21 @@ def _read_txt(stream: BinaryIO, lines: Iterator[tuple[int, bytes]], file: Source
     elif file.separator == "document":
         pieces = iter([(0, stream.read())])
     else:
-        pieces = _split_literal(stream, file.separator.encode("utf-8"))
+        pieces = _split_literal(stream, file.separator.encode("utf-8"),
+                                if_absent=lambda: decoder.unsplit.append((file.separator, str(file.path))))
     for offset, data in pieces:
         text = decoder.decode(data, path=file.path, offset=offset)
         if text is not None:
             yield text
+
+
+def unsplit_warning(separator: str, files: list[str], shown: int = 3) -> str:
+    """``warning: the separator 'blankline' never occurs in raw/a.txt: ...; did you mean 'blank_line'?``"""
+    names = ", ".join(sorted(files)[:shown]) + (f" and {len(files) - shown} more files" if len(files) > shown else "")
+    close = difflib.get_close_matches(separator, NAMED_SEPARATORS, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    each = "each is" if len(files) > 1 else "it is"
+    return f"warning: the separator {separator!r} never occurs in {names}: {each} one document{hint}"
 
 
 def _lines(stream: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, bytes]]:
@@ -360,12 +374,13 @@ def _split_blank_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
         yield start, b"".join(lines).rstrip(b"\r\n")
 
 
-def _split_literal(stream: BinaryIO, separator: bytes) -> Iterator[tuple[int, bytes]]:
+def _split_literal(stream: BinaryIO, separator: bytes, if_absent: Callable[[], None]) -> Iterator[tuple[int, bytes]]:
     """Split on an exact byte string, reading fixed-size chunks (safe: UTF-8 is self-synchronising).
 
     Each chunk is scanned once: the search resumes where the previous one
     could still have matched. An empty piece after the last separator is
-    not a document.
+    not a document. A text the separator never occurs in (a misspelt
+    ``blankline`` is such a literal) calls ``if_absent`` once read.
     """
     buffer, start, scan = bytearray(), 0, 0
     while chunk := stream.read(_CHUNK):
@@ -378,6 +393,8 @@ def _split_literal(stream: BinaryIO, separator: bytes) -> Iterator[tuple[int, by
         del buffer[:pos]
         scan = max(0, len(buffer) - len(separator) + 1)
     if buffer:
+        if not start:
+            if_absent()
         yield start, bytes(buffer)
 
 

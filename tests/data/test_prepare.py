@@ -148,6 +148,13 @@ def lmprep(*args: str):
     return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
 
 
+def test_cli_warns_of_a_literal_separator_that_never_occurs(project):
+    result = lmprep("run", "prepare", "--set", "data.sources.0.separator=blankline")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == ("warning: the separator 'blankline' never occurs in raw/a.txt: it is "
+                                              "one document; did you mean 'blank_line'?")
+
+
 def test_cli_empty_corpus_fails_at_prepare_and_keeps_the_previous_data(project):
     assert lmprep("run", "prepare").exit_code == 0
     before = tree_bytes(project / "prepared")

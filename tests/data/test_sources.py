@@ -22,6 +22,7 @@ from pipeline.data.sources import (
     read_document_pieces,
     read_documents,
     read_partition,
+    unsplit_warning,
 )
 from pipeline.errors import DataError
 
@@ -68,6 +69,20 @@ def test_literal_separator_across_chunk_boundary(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "_CHUNK", 4)
     write(tmp_path / "a.txt", "abc<|SEP|>defgh<|SEP|>i")
     assert read_all(tmp_path, SourceConfig("a.txt", separator="<|SEP|>")) == ["abc", "defgh", "i"]
+
+
+def test_a_literal_separator_that_never_occurs_in_a_file_is_noted(tmp_path):
+    write(tmp_path / "a.txt", "Q: one\n\nQ: two")  # 'blankline' misspelt: a literal that never occurs
+    write(tmp_path / "b.txt", "x blankline y")
+    write(tmp_path / "empty.txt", "")  # nothing to split: no note
+    decoder = TextDecoder()
+    files = expand_sources([SourceConfig("*.txt", separator="blankline")], root=tmp_path)
+    assert [text for file in files for text in read_documents(file, decoder)] == ["Q: one\n\nQ: two", "x ", " y"]
+    assert decoder.unsplit == [("blankline", str(tmp_path / "a.txt"))]
+    assert unsplit_warning("blankline", ["raw/a.txt"]) == (
+        "warning: the separator 'blankline' never occurs in raw/a.txt: it is one document; did you mean 'blank_line'?")
+    assert unsplit_warning("<|end|>", [f"{n}.txt" for n in range(5)]) == (
+        "warning: the separator '<|end|>' never occurs in 0.txt, 1.txt, 2.txt and 2 more files: each is one document")
 
 
 UTF8_PIECES = [b"a", b" ", b"\n", "\u00e9".encode(), "\u65e5".encode(), "\U0001f600".encode(),
