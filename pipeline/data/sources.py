@@ -85,9 +85,9 @@ class TextDecoder:
 
 
 def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".",
-                   label: str = "data.sources glob") -> list[SourceFile]:
+                   label: str | None = None) -> list[SourceFile]:
     """Every file matched by the sources' globs, each glob's matches sorted; a glob matching nothing is an
-    error (naming it as ``label``).
+    error naming it as ``label`` (by default its key, ``data.sources[0].glob``) and the glob it resolved to.
 
     Paths are ``root`` joined with the match, so a relative ``root`` gives relative paths; a glob
     that is a URL (``s3://bucket/raw/**/*.jsonl.gz``) gives URLs.
@@ -96,11 +96,12 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
         raise DataError("data.sources is empty; list at least one glob of raw files in the config")
     base = Path(root)
     files = []
-    for source in sources:
+    for index, source in enumerate(sources):
         matches = storage.glob_files(source.glob, base)
         if not matches:
-            where = "" if storage.is_url(source.glob) else f" under {base.resolve()}"
-            raise DataError(f"{label} {source.glob!r} matches no files{where}")
+            resolved = source.glob if storage.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
+            looked_for = "" if resolved == source.glob else f" (looked for {resolved})"
+            raise DataError(f"{label or f'data.sources[{index}].glob'} {source.glob!r} matches no files{looked_for}")
         for path in matches:
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "

@@ -214,9 +214,14 @@ def test_globs_expand_sorted_and_recursive(tmp_path):
     assert [f.path.relative_to(tmp_path).as_posix() for f in files] == ["a/1.txt", "a/deep/0.txt", "b/2.txt"]
 
 
-def test_glob_matching_nothing_is_named(tmp_path):
-    with pytest.raises(DataError, match="glob 'raw/\\*.txt' matches no files"):
-        expand_sources([SourceConfig("raw/*.txt")], root=tmp_path)
+def test_glob_matching_nothing_is_named_by_its_key_and_as_resolved(tmp_path):
+    (tmp_path / "configs").mkdir()
+    write(tmp_path / "data" / "a.txt", "a")
+    sources = [SourceConfig("../data/*.txt"), SourceConfig("../data/raw/**/*.txt")]
+    with pytest.raises(DataError) as refused:
+        expand_sources(sources, root=tmp_path / "configs")
+    assert str(refused.value) == (f"data.sources[1].glob '../data/raw/**/*.txt' matches no files "
+                                  f"(looked for {tmp_path}/data/raw/**/*.txt)")
     with pytest.raises(DataError, match="data.sources is empty"):
         expand_sources([], root=tmp_path)
 
