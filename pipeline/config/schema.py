@@ -467,13 +467,24 @@ def _read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _parse_yaml(text: str, origin: str) -> Any:
-    """``text`` parsed by :class:`_ConfigLoader`; a YAML error or a refused document is a ConfigError."""
+    """``text`` parsed by :class:`_ConfigLoader`; a YAML error or a refused document is a ConfigError naming
+    ``origin`` and the line (PyYAML's own text names the stream ``"<unicode string>"``)."""
     try:
         return yaml.load(text, Loader=_ConfigLoader)
     except _Refused as exc:
-        raise ConfigError(f"{origin}: line {exc.problem_mark.line + 1}: {exc.problem}") from None
+        raise ConfigError(f"{origin}: line {_line_of(exc.problem_mark, text)}: {exc.problem}") from None
+    except yaml.MarkedYAMLError as exc:
+        context = f" ({exc.context} at line {_line_of(exc.context_mark, text)})" if exc.context else ""
+        raise ConfigError(f"{origin}: line {_line_of(exc.problem_mark, text)}: not valid YAML: "
+                          f"{exc.problem}{context}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{origin}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def _line_of(mark: yaml.Mark | None, text: str) -> int:
+    """The 1-based line of ``mark``; the end of a text that ends with a newline is on its last line, not after."""
+    last = max(1, len(text.splitlines()))
+    return last if mark is None else min(mark.line + 1, last)
 
 
 class _Refused(yaml.MarkedYAMLError):

@@ -124,6 +124,17 @@ def test_errors_name_key_value_and_allowed(tmp_path, text, overrides, expected):
     assert expected in error_of(tmp_path, text, overrides)
 
 
+@pytest.mark.parametrize("text, line", [
+    ("train: [\n", 1),  # the end of the text is on its last line, not one past it
+    ("train:\n  steps: 5\n\t lr: 1\n", 3),
+    ("train: {steps: 5}\ntrain: b: c\n", 2),
+])
+def test_yaml_errors_name_the_file_and_a_line_it_has(tmp_path, text, line):
+    message = error_of(tmp_path, text)
+    assert message.startswith(f"{tmp_path / 'config.yaml'}: line {line}: not valid YAML: ")
+    assert "<unicode string>" not in message and "\n" not in message
+
+
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")
