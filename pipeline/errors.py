@@ -72,3 +72,8 @@ def json_error_reason(exc: ValueError | RecursionError) -> str:
     if "int_max_str_digits" in str(exc):
         return f"an integer of more than {sys.get_int_max_str_digits():,} digits"
     return " ".join(str(exc).split())[:200]
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 shard``, ``2 shards``, ``1,290 special tokens``: a count and its noun, in the plural unless it is one."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

@@ -14,7 +14,7 @@ from pipeline.config.schema import Config
 from pipeline.data import documents
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, counted
 from pipeline.shards import corpus
 from pipeline.shards.format import ShardSet, has_split
 from pipeline.tokenizer import Tokenizer
@@ -52,7 +52,7 @@ def run(config: Config) -> None:
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
-                   f"in {len(manifest.shards)} shards → {output_dir}")
+                   f"in {counted(len(manifest.shards), 'shard')} → {output_dir}")
 
 
 def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) -> int | None:

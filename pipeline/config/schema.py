@@ -33,7 +33,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from pipeline.engine import storage
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, counted
 
 BYTE_ALPHABET = 256
 MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
@@ -778,7 +778,7 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     floor = (BYTE_ALPHABET if tok.kind == "byte" else 1) + len(tok.special_tokens)
     if tok.vocab_size is not None and tok.vocab_size < floor:
         raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
-                          f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
+                          f"tokenizer with {counted(len(tok.special_tokens), 'special token')}, got {tok.vocab_size}")
     _check_trained_ids(tok, origin)
     if tok.path is None:
         for key in ("eos_token", "bos_token"):
@@ -796,8 +796,8 @@ def _check_trained_ids(tok: TokenizerConfig, origin: Origins) -> None:
     limit = MAX_TRAINED_IDS + len(tok.special_tokens)
     if tok.vocab_size is not None and tok.vocab_size > limit:
         raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size must be at most {limit} ({MAX_TRAINED_IDS} base tokens "
-                          f"and merges, the most training can hold, and {len(tok.special_tokens)} special tokens), "
-                          f"got {tok.vocab_size}")
+                          f"and merges, the most training can hold, and "
+                          f"{counted(len(tok.special_tokens), 'special token')}), got {tok.vocab_size}")
     base = BYTE_ALPHABET if tok.kind == "byte" else 2  # the char kind: unknown and at least one character
     if tok.merges is not None and tok.merges > MAX_TRAINED_IDS - base:
         raise ConfigError(f"{origin('tokenizer.merges')}: tokenizer.merges must be at most {MAX_TRAINED_IDS - base} for a "

@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline.data.documents import SPLITS
 from pipeline.data.sources import unsplit_warning
+from pipeline.errors import counted
 
 # C0 and C1 control characters except tab and newline, plus lone surrogates
 # (which JSON "\ud800" escapes can produce and UTF-8 cannot store).
@@ -109,11 +110,12 @@ class PrepareStats:
 
     def summary(self) -> str:
         """A few human lines for the end of a run."""
-        lines = [f"read {self.documents_read:,} documents ({self.characters_read:,} characters) "
-                 f"from {self.files} files",
+        lines = [f"read {counted(self.documents_read, 'document')} ({counted(self.characters_read, 'character')}) "
+                 f"from {counted(self.files, 'file')}",
                  f"dropped: {self.describe_drops()}",
-                 f"kept {self.documents_kept:,} documents"]
-        lines += [f"  {split}: {self.documents[split]:,} documents, {self.characters[split]:,} characters"
+                 f"kept {counted(self.documents_kept, 'document')}"]
+        lines += [f"  {split}: {counted(self.documents[split], 'document')}, "
+                  f"{counted(self.characters[split], 'character')}"
                   for split in SPLITS]
         lines += [unsplit_warning(separator, files) for separator, files in sorted(self.unsplit.items())]
         return "\n".join(lines)

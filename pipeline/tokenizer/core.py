@@ -20,7 +20,7 @@ import numpy as np
 import regex
 
 from pipeline.engine.hashing import canonical_hash
-from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
+from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError, counted
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges
 
@@ -171,7 +171,7 @@ class Tokenizer:
         if vocab_size is not None and vocab_size < reserved:
             raise TokenizerError(
                 f"vocab_size {vocab_size} is too small: {kind} kind needs at least {reserved} IDs "
-                f"for its base tokens and {len(specials)} special tokens; raise --vocab-size"
+                f"for its base tokens and {counted(len(specials), 'special token')}; raise --vocab-size"
             )
         room = None if vocab_size is None else vocab_size - reserved
         result = learn(regex_, min(limit for limit in (merges, room) if limit is not None), newlines)

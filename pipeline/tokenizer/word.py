@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.errors import TokenizerError, TokenizerFormatError
+from pipeline.errors import TokenizerError, TokenizerFormatError, counted
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer._train_count import count_chunks
 from pipeline.tokenizer.core import Tokenizer
@@ -44,7 +44,7 @@ def train(
     room = vocab_size - 1 - len(specials)
     if room < 0:
         raise TokenizerError(f"vocab_size {vocab_size} is too small: the word kind needs at least {1 + len(specials)} "
-                             f"IDs for <unk> and {len(specials)} special tokens; raise --vocab-size")
+                             f"IDs for <unk> and {counted(len(specials), 'special token')}; raise --vocab-size")
     regex_ = patterns.resolve_pattern(pattern, kind="word")
     counts = count_chunks(texts, pattern=regex_, workers=workers, progress=progress)
     reserved = {UNKNOWN, *specials}

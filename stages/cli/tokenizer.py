@@ -19,7 +19,7 @@ import click
 from pipeline.config.schema import Config, TokenizerConfig
 from pipeline.data.sources import SourceFile, TextDecoder, expand_arguments, read_document_pieces, read_documents
 from pipeline.engine import storage
-from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError
+from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError, counted
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import chunk_aligned, pattern_name, resolve_pattern
 from stages.cli.options import config_options
@@ -327,7 +327,7 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
     tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     click.echo(f"kind: {tokenizer.kind}")
     click.echo(f"vocab size: {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges, "
-               f"{len(tokenizer.special_tokens)} special tokens)")
+               f"{counted(len(tokenizer.special_tokens), 'special token')})")
     click.echo(f"pattern: {pattern_name(tokenizer.pattern)}")
     click.echo(f"merge newlines: {'yes' if tokenizer.merge_newlines else 'no'}")
     click.echo(f"special tokens: {', '.join(f'{t}={i}' for t, i in tokenizer.special_tokens.items()) or '-'}")

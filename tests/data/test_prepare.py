@@ -151,6 +151,8 @@ def lmprep(*args: str):
 def test_cli_warns_of_a_literal_separator_that_never_occurs(project):
     result = lmprep("run", "prepare", "--set", "data.sources.0.separator=blankline")
     assert result.exit_code == 0, result.output
+    assert "read 1 document (" in result.output and "from 1 file\n" in result.output  # in the singular
+    assert "kept 1 document\n" in result.output
     assert result.output.splitlines()[-1] == ("warning: the separator 'blankline' never occurs in raw/a.txt: it is "
                                               "one document; did you mean 'blank_line'?")
 

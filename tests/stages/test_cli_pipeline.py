@@ -107,7 +107,8 @@ def test_without_config_the_projects_config_is_found_here_or_in_the_nearest_pare
 
 
 def test_clean_keeps_raw_data_and_checkpoints_unless_asked(project):
-    assert lmprep("run").exit_code == 0
+    run = lmprep("run")
+    assert run.exit_code == 0 and " in 1 shard → out/shards\n" in run.output  # in the singular
     result = lmprep("clean")
     assert result.exit_code == 0
     assert "removed out/prepared" in result.output and "checkpoints kept" in result.output

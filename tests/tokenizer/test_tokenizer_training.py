@@ -239,7 +239,7 @@ def test_id_limit_is_the_documented_vocabulary_maximum():
 
 def test_ids_above_the_maximum_are_refused_by_config_cli_and_trainer(tmp_path):
     with pytest.raises(ConfigError, match=r"tokenizer.vocab_size must be at most 1112064 \(1112063 base tokens "
-                                          r"and merges, the most training can hold, and 1 special tokens\), got 1112065"):
+                                          r"and merges, the most training can hold, and 1 special token\), got 1112065"):
         parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 2}})
     assert parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 1}}).tokenizer.vocab_size == MAX_TRAINED_IDS + 1
     with pytest.raises(ConfigError, match=r"tokenizer.merges must be at most 1111807 for a byte-level tokenizer"):
@@ -289,7 +289,7 @@ def test_pairs_never_cross_texts_or_chunks():
 def test_stops_when_no_pair_is_frequent_enough():
     result = train_merges(["abcd", "ab"], kind="byte", pattern="", num_merges=10, workers=1)
     assert result.merges == [(97, 98)]
-    assert result.stop_reason == "no pair occurs at least 2 times after 1 merges"
+    assert result.stop_reason == "no pair occurs at least 2 times after 1 merge"
     assert train_merges(["abcd", "ab"], kind="byte", pattern="", num_merges=10, min_frequency=3,
                         workers=1).merges == []
 
