@@ -201,13 +201,18 @@ def _dask_client(settings: ExecutorSettings) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def _local_client(workers: int) -> Iterator[Any]:
-    """A Client of a new LocalCluster of ``workers`` single-threaded processes, both closed on exit."""
+    """A Client of a new LocalCluster of ``workers`` single-threaded processes, both closed on exit.
+
+    The scheduler serves HTTP even without a dashboard, on port 8787 unless told otherwise, and warns
+    when that port is taken (by another cluster); a free port of this host only, and no dashboard.
+    """
     import logging
 
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                      scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR) as cluster, \
+            Client(cluster) as client:
         yield client
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import signal
+import socket
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -129,6 +132,23 @@ def _busy_worker(client, encode: threading.Thread) -> str | None:
             return busy[0]
         time.sleep(0.01)
     return None
+
+
+def test_a_local_cluster_warns_of_no_dashboard_port_in_use():
+    """distributed's scheduler serves HTTP on 8787 by default and warns when another cluster holds it."""
+    from pipeline.config.schema import ExecutorConfig
+    from pipeline.engine.executor import open_tasks
+
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    with holder, warnings.catch_warnings(record=True) as caught:
+        with contextlib.suppress(OSError):  # already held by another cluster: in use all the same
+            holder.bind(("127.0.0.1", 8787))
+            holder.listen()
+        warnings.simplefilter("always")
+        with open_tasks(ExecutorConfig(kind="dask", address="local", workers=1)) as tasks:
+            assert tasks.map(abs, [-1, -2], labels=["a", "b"], desc="abs", progress=False) == [1, 2]
+    assert [str(warning.message) for warning in caught if "in use" in str(warning.message)] == []
 
 
 def test_a_scheduler_that_does_not_answer_is_one_line_and_exit_2(project):
