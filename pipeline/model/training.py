@@ -481,7 +481,7 @@ def train(
             optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
             extra={"special_ids": dict(train_set.special_ids), "run_start": run_start},
         )
-        if final and resume is not None and len(run.metrics) > first:
+        if resume is not None and len(run.metrics) > first:  # also in a periodic save, which a later run may continue
             run.metrics[first] |= {"resumed": True, "new_shards": resume.shard_fingerprint != train_set.fingerprint}
         _write_metrics(directory, run.metrics, plot=final)
         if tokenizer_file is not None:

@@ -285,6 +285,20 @@ def test_interrupted_resume_keeps_the_previous_checkpoint(tmp_path, shards, monk
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "shards"]
 
 
+def test_a_resumed_run_interrupted_then_continued_keeps_its_resume_mark(tmp_path, shards, monkeypatch):
+    run(tmp_path, shards)  # to step 6
+    longer = dataclasses.replace(SETTINGS, steps=12, checkpoint_every=3)
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 4)  # resumed at 6, steps 7 to 10 run, a periodic checkpoint at 9
+        with pytest.raises(KeyboardInterrupt):
+            run(tmp_path, shards, longer)
+    notes = []
+    run(tmp_path, shards, longer, notes=notes)
+    assert "continuing the interrupted run from its checkpoint at step 9" in " ".join(notes)
+    metrics = [json.loads(line) for line in (tmp_path / "ckpt" / "metrics.jsonl").read_text().splitlines()]
+    assert [record["step"] for record in metrics if record.get("resumed")] == [7, 10]
+
+
 @pytest.mark.parametrize("change", ["settings", "tokenizer"])
 def test_interrupted_retraining_leaves_the_old_checkpoint_in_place(tmp_path, shards, monkeypatch, change):
     """Nothing is set aside until the new training succeeds: the output path always holds a checkpoint."""
