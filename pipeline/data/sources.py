@@ -30,7 +30,7 @@ import os
 import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -56,6 +56,7 @@ class SourceFile:
     format: str
     separator: str
     field: str
+    field_advice: str = "set field: in data.sources"  # where the user names another field or column
 
 
 class TextDecoder:
@@ -120,8 +121,12 @@ def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
             files.append(SourceFile(Path(STDIN), "txt" if field is None else "jsonl", separator, field or "text"))
         else:
             source = SourceConfig(glob=pattern, separator=separator, field=field or "text")
-            files += expand_sources([source], label="source")
+            files += [replace(file, field_advice=_OPTION_ADVICE.get(file.format, file.field_advice))
+                      for file in expand_sources([source], label="source")]
     return files
+
+
+_OPTION_ADVICE = {"jsonl": "pass --field NAME", "parquet": "pass --column NAME"}  # the command line's own options
 
 
 @dataclass(frozen=True)
@@ -429,7 +434,7 @@ def _json_field(line: str, file: SourceFile, offset: int) -> str:
         raise DataError(f"{file.path}:{_line_number(file.path, offset)}: expected a JSON object, got {type(record).__name__}")
     if file.field not in record:
         raise DataError(f"{file.path}:{_line_number(file.path, offset)}: no field {file.field!r} (fields: {', '.join(sorted(record))}); "
-                        "set field: in data.sources")
+                        f"{file.field_advice}")
     value = record[file.field]
     if not isinstance(value, str):
         raise DataError(f"{file.path}:{_line_number(file.path, offset)}: field {file.field!r} must be a string, "
@@ -478,7 +483,7 @@ def _next_texts(batches: Iterator[Any], file: SourceFile, pa: Any) -> list[str] 
 def _check_column(schema: Any, file: SourceFile, pa: Any) -> None:
     if file.field not in schema.names:
         raise DataError(f"{file.path}: no column {file.field!r} (columns: {', '.join(schema.names)}); "
-                        "set field: in data.sources")
+                        f"{file.field_advice}")
     column_type = schema.field(file.field).type
     if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)):
         raise DataError(f"{file.path}: column {file.field!r} must hold strings, got {column_type}")

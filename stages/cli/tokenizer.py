@@ -7,6 +7,7 @@ PipelineErrors, which the root group prints as one line with exit status 2.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -32,7 +33,21 @@ tokenizer_option = click.option(
     "--tokenizer", "tokenizer_path", metavar="PATH", type=click.Path(dir_okay=False),
     help="tokenizer.json to use [default: the config's tokenizer.output].",
 )
-tokenizer_argument = click.argument("tokenizer_path", required=False, type=click.Path(dir_okay=False))
+
+
+def tokenizer_option_or_argument(command):
+    """``--tokenizer PATH`` as every tokenizer command takes it, for the commands that take nothing else also as
+    a positional ``[PATH]`` (as they always did)."""
+    @tokenizer_option
+    @click.argument("positional_path", required=False, metavar="[PATH]", type=click.Path(dir_okay=False))
+    @functools.wraps(command)
+    def wrapper(*args: Any, positional_path: str | None, tokenizer_path: str | None, **kwargs: Any) -> Any:
+        if positional_path and tokenizer_path and positional_path != tokenizer_path:
+            raise click.UsageError(f"two tokenizers given, {positional_path} and --tokenizer {tokenizer_path}; "
+                                   "give one")
+        return command(*args, tokenizer_path=tokenizer_path or positional_path, **kwargs)
+
+    return wrapper
 
 
 @click.group("tokenizer")
@@ -213,18 +228,18 @@ def decode_command(ids, replace, tokenizer_path, config: Config) -> None:
 
 
 @tokenizer_group.command("fingerprint")
-@tokenizer_argument
+@tokenizer_option_or_argument
 @config_options(optional=True)
 def fingerprint_command(tokenizer_path, config: Config) -> None:
     """Print the fingerprint: a sha256 of what decides the IDs, not of the file's bytes.
 
-    TOKENIZER_PATH defaults to the config's tokenizer.output.
+    PATH is the same as --tokenizer PATH.
     """
     click.echo(Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output)).fingerprint)
 
 
 @tokenizer_group.command("export")
-@tokenizer_argument
+@tokenizer_option_or_argument
 @click.option("--format", "fmt", type=click.Choice(["tiktoken"]), required=True)
 @click.option("--out", required=True, type=click.Path(dir_okay=False))
 @config_options(optional=True)
@@ -233,7 +248,7 @@ def export_command(tokenizer_path, fmt, out, config: Config) -> None:
 
     Prints the Python code that loads it (on stdout; the note on stderr), so
     ``lmprep tokenizer export --format tiktoken --out x.tiktoken > load_x.py`` gives a runnable file.
-    TOKENIZER_PATH defaults to the config's tokenizer.output.
+    PATH is the same as --tokenizer PATH.
     """
     from pipeline.tokenizer.tiktoken_export import loading_snippet
 
@@ -315,14 +330,14 @@ def _table(rows: list[list[str]]) -> str:
 
 
 @tokenizer_group.command("inspect")
-@tokenizer_argument
+@tokenizer_option_or_argument
 @click.option("--merges", "shown", default=10, show_default=True, type=click.IntRange(min=0),
               help="How many of the first merges to show.")
 @config_options(optional=True)
 def inspect_command(tokenizer_path, shown, config: Config) -> None:
     """Print the kind, sizes, pattern, special tokens, fingerprint and the first merges.
 
-    TOKENIZER_PATH defaults to the config's tokenizer.output.
+    PATH is the same as --tokenizer PATH.
     """
     tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
     click.echo(f"kind: {tokenizer.kind}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import rustbpe
 from click.testing import CliRunner
@@ -71,6 +73,29 @@ def test_fingerprint_and_inspect(run, trained):
     shown = run("tokenizer", "inspect", trained, "--merges", 3).output
     assert "kind: byte" in shown and fingerprint in shown and "vocab size: 300" in shown
     assert shown.count(" -> ") == 3
+    assert "vocab size: 300 (43 merges, 1 special token)" in shown  # 256 bytes + 43 merges + 1
+
+
+@pytest.mark.parametrize("command", [["fingerprint"], ["inspect"], ["export", "--format", "tiktoken", "--out", "t"]])
+def test_every_tokenizer_command_takes_the_file_as_tokenizer_option(run, trained, tmp_path, command):
+    given_so = run("tokenizer", *command, "--tokenizer", trained)
+    assert given_so.exit_code == 0, given_so.output
+    assert given_so.output == run("tokenizer", *command, trained).output  # the positional PATH still works
+    twice = run("tokenizer", *command, trained, "--tokenizer", tmp_path / "other.json")
+    assert twice.exit_code == 2 and twice.stderr == (
+        f"error: two tokenizers given, {trained} and --tokenizer {tmp_path / 'other.json'}; give one "
+        f"(see 'lmprep tokenizer {command[0]} --help')\n")
+
+
+@pytest.mark.parametrize("name, write, advice", [
+    ("x.parquet", lambda path: pq.write_table(pa.table({"body": ["some text"]}), path), "pass --column NAME"),
+    ("x.jsonl", lambda path: path.write_text('{"body": "some text"}\n'), "pass --field NAME"),
+])
+def test_a_missing_field_or_column_advises_the_option_that_names_it(run, tmp_path, name, write, advice):
+    write(tmp_path / name)
+    result = run("tokenizer", "train", tmp_path / name, "--vocab-size", 260, "--out", tmp_path / "t.json")
+    assert result.exit_code == 2 and result.output.endswith(f"(fields: body); {advice}\n".replace(
+        "fields", "columns" if name.endswith(".parquet") else "fields")), result.output
 
 
 def test_export_tiktoken_prints_code_that_runs_as_printed(run, trained, tmp_path, monkeypatch):
