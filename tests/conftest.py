@@ -16,10 +16,12 @@ from click.testing import CliRunner
 
 
 @pytest.fixture(autouse=True)
-def _in_tmp_path(tmp_path, monkeypatch):
+def _in_tmp_path(tmp_path, tmp_path_factory, monkeypatch):
     """Every test runs in its own empty ``tmp_path``, so none depends on the current directory or on what a
-    previous ``make`` left in the checkout (``configs/default.yaml``, ``data/``, ``checkpoints/``)."""
+    previous ``make`` left in the checkout (``configs/default.yaml``, ``data/``, ``checkpoints/``); and a
+    command's search for the project's config never leaves the session's temporary directory."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LMPREP_CEILING_DIRECTORIES", str(tmp_path_factory.getbasetemp()))
 
 
 def replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:

@@ -13,6 +13,7 @@ from pipeline.config.schema import Config, Origins, load_config_with_origins, pa
 from pipeline.errors import ConfigError
 
 CONFIG_NAMES = ("config.yaml", os.path.join("configs", "default.yaml"))  # what `lmprep init` writes; this repository
+CEILING_ENV = "LMPREP_CEILING_DIRECTORIES"  # as git's GIT_CEILING_DIRECTORIES: parents the search never goes up into
 _CONFIG_FILE = "lmprep.config_file"
 
 Command = Callable[..., Any]
@@ -80,8 +81,10 @@ def found_config(*, optional: bool) -> str | None:
 
 
 def find_config(start: str) -> str | None:
-    """The first of :data:`CONFIG_NAMES` in ``start`` or its nearest parent that has one, stopping at a mount
-    point (as DVC stops looking for its root), as a path from the current directory."""
+    """The first of :data:`CONFIG_NAMES` in ``start`` or its nearest parent that has one, as a path from the
+    current directory; the search stops at a mount point (as DVC stops looking for its root) and before a
+    directory listed in ``LMPREP_CEILING_DIRECTORIES`` (``os.pathsep``-separated, as git's ceiling)."""
+    ceilings = {os.path.abspath(path) for path in os.environ.get(CEILING_ENV, "").split(os.pathsep) if path}
     directory = os.path.abspath(start)
     while True:
         for name in CONFIG_NAMES:
@@ -89,6 +92,6 @@ def find_config(start: str) -> str | None:
             if os.path.isfile(candidate):
                 return os.path.relpath(candidate)
         parent = os.path.dirname(directory)
-        if parent == directory or os.path.ismount(directory):
+        if parent == directory or parent in ceilings or os.path.ismount(directory):
             return None
         directory = parent

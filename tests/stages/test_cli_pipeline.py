@@ -104,6 +104,10 @@ def test_without_config_the_projects_config_is_found_here_or_in_the_nearest_pare
     assert steps_shown() == ("steps: 9", "using config ../config.yaml\n")
     named = CliRunner().invoke(cli, ["config", "show", "--config", str(project / "lmprep.yaml")])
     assert named.exit_code == 0 and "  steps: 2\n" in named.stdout and named.stderr == ""
+    monkeypatch.setenv("LMPREP_CEILING_DIRECTORIES", str(project))  # never up into the project's directory
+    assert steps_shown() == ("steps: 9", "using config ../config.yaml\n")
+    (project / "sub" / "config.yaml").unlink()
+    assert CliRunner().invoke(cli, ["config", "show"]).output.startswith("error: no config file: ")
 
 
 def test_clean_keeps_raw_data_and_checkpoints_unless_asked(project):
