@@ -159,7 +159,8 @@ def render_config(sources: list[SourceGuess]) -> str:
 CONFIG_HEAD = """\
 # lmprep project, written by `lmprep init`. Paths are relative to this file's directory, so
 #   lmprep run --config path/to/config.yaml
-# works from anywhere (`make` here does the same). Every output goes under output_root.
+# works from anywhere (`make` here does the same); in this directory or below it, plain
+# `lmprep run`, `lmprep status` or `lmprep sample` find this file. Every output goes under output_root.
 # A variant needs only what differs: a file with `extends: config.yaml`, say
 #   extends: config.yaml
 #   output_root: out/char
