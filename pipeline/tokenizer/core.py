@@ -23,6 +23,7 @@ from pipeline.engine.hashing import canonical_hash
 from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges
+from pipeline.tokenizer.layout import base_id_count
 
 KINDS = ("byte", "char", "word")
 UNKNOWN_TEXT = "\ufffd"
@@ -165,7 +166,7 @@ class Tokenizer:
         regex_ = patterns.resolve_pattern(pattern, kind=kind)
         specials = _check_special_names(special_tokens)
         newlines = (kind == "byte") if merge_newlines is None else merge_newlines
-        reserved = (256 if kind == "byte" else 1) + len(specials)
+        reserved = base_id_count(kind) + len(specials)
         if vocab_size is None and merges is None:
             raise TokenizerError("give a vocabulary size or a number of merges to train")
         if vocab_size is not None and vocab_size < reserved:
