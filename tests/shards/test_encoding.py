@@ -221,7 +221,7 @@ def test_share_tokenizer_reuses_an_unchanged_file_and_reloads_a_replaced_one(tmp
     assert corpus.share_tokenizer(path) is first
     Tokenizer.from_merges(kind="byte", pattern="", merges=[(98, 97)], special_tokens=["<s>"]).save(path)
     replaced = corpus.share_tokenizer(path)
-    assert replaced.merges == [(98, 97)] and replaced.fingerprint != first.fingerprint
+    assert replaced.merges == ((98, 97),) and replaced.fingerprint != first.fingerprint
 
 
 # --- the encoder's chunk cache: new chunks merged together, memory bounded in bytes

@@ -20,13 +20,13 @@ SPECIAL = "<|endoftext|>"
 
 def test_golden_aaabdaaabac():
     tok = Tokenizer.train(["aaabdaaabac"], vocab_size=259, pattern="none", min_frequency=1, workers=1)
-    assert tok.merges == [(97, 97), (97, 98), (256, 257)]
+    assert tok.merges == ((97, 97), (97, 98), (256, 257))
     assert tok.encode("aaabdaaabac") == [258, 100, 258, 97, 99]
 
 
 def test_golden_ababab():
     tok = Tokenizer.train(["ababab"], vocab_size=258, pattern="none", min_frequency=1, workers=1)
-    assert tok.merges == [(97, 98), (256, 256)]
+    assert tok.merges == ((97, 98), (256, 256))
     assert tok.encode("ababab") == [257, 256]
 
 
@@ -112,6 +112,35 @@ def test_encode_array_uses_smallest_dtype(byte_tokenizer):
 def test_lone_surrogate_is_a_clear_error(byte_tokenizer):
     with pytest.raises(TokenizerError, match="surrogate"):
         byte_tokenizer.encode("a\ud800b")
+
+
+# ---- a read-only surface ------------------------------------------------------------------------
+
+
+def test_public_state_is_read_only_so_it_cannot_desync_the_encoder_or_fingerprint():
+    specials = {"<s>": 257}
+    tok = Tokenizer(kind="byte", pattern="", tokens={i: bytes([i]) for i in range(256)} | {256: b"ab"},
+                    merges=[(97, 98)], special_tokens=specials)
+    fingerprint, ids = tok.fingerprint, tok.encode("abab")
+    specials["<t>"] = 258  # the caller's dict is copied
+    for name in ("kind", "pattern", "merges", "special_tokens", "unk_id", "merge_newlines", "stop_reason",
+                 "fingerprint"):
+        with pytest.raises(AttributeError):
+            setattr(tok, name, getattr(tok, name))
+    with pytest.raises(TypeError):
+        tok.special_tokens["<t>"] = 258
+    with pytest.raises(AttributeError):
+        tok.merges.append((256, 256))
+    assert tok.special_tokens == {"<s>": 257} and tok.merges == ((97, 98),)
+    assert (tok.fingerprint, tok.encode("abab")) == (fingerprint, ids) == (fingerprint, [256, 256])
+
+
+def test_what_training_learned_is_given_at_construction():
+    stopped = Tokenizer.train(["abab"], merges=5, pattern="none", workers=1)
+    assert stopped.stop_reason == "no pair occurs at least 2 times after 1 merges"
+    rebuilt = Tokenizer.from_merges(kind="byte", pattern="", merges=stopped.merges, stop_reason=stopped.stop_reason)
+    assert (rebuilt.stop_reason, rebuilt.fingerprint) == (stopped.stop_reason, stopped.fingerprint)
+    assert Tokenizer.from_merges(kind="byte", pattern="", merges=stopped.merges).stop_reason is None
 
 
 # ---- special tokens -----------------------------------------------------------------------------
