@@ -1,5 +1,9 @@
 """Byte-pair-encoding training: learn an ordered list of merges from texts.
 
+Read ``reference.py`` first: it is this algorithm written plainly (recount every pair, merge the best,
+repeat), and this module learns exactly its merges, only without recounting; the tests hold the two
+to the same result on random text, through both merge paths of ``_train_pairs``.
+
 Tie-break rule: each step merges the pair with the highest count; among pairs with equal counts, the
 smallest ``(left_id, right_id)`` pair wins. With the byte kind this reproduces ``rustbpe`` merge for
 merge (it keeps a max-heap ordered the same way), and it reproduces the classic worked examples:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import replay_merges
+from conftest import reference_ids
 
 from pipeline.data import documents
 from pipeline.engine.executor import Tasks
@@ -268,7 +268,7 @@ def test_batches_of_many_new_chunks_encode_like_the_merge_replay(tmp_path, byte_
     for tokenizer in (fresh(byte_tokenizer, tmp_path), fresh(char_tokenizer, tmp_path)):
         ids, offsets = tokenizer.encode_batch_flat(texts)
         assert [ids[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == [
-            replay_merges(tokenizer, text) for text in texts]
+            reference_ids(tokenizer, text) for text in texts]
 
 
 def test_the_chunk_cache_keeps_its_byte_bound():
