@@ -2,7 +2,7 @@
 
 The word kind (``pipeline.tokenizer.word``) is a Tokenizer without merges whose base tokens are pieces.
 
-IDs are laid out as the trainer makes them (byte kind: 0–255 raw bytes, then
+IDs are laid out as the trainer makes them (``layout``; byte kind: 0–255 raw bytes, then
 one ID per merge; char kind: 0 unknown, then the alphabet in code-point order,
 then merges; special tokens last), but any layout that a valid HF byte-level
 ``tokenizer.json`` uses loads too: the class only requires that the IDs be
@@ -24,7 +24,7 @@ from pipeline.engine.hashing import canonical_hash
 from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges
-from pipeline.tokenizer.layout import base_id_count
+from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count
 
 KINDS = ("byte", "char", "word")
 UNKNOWN_TEXT = "\ufffd"
@@ -84,15 +84,16 @@ class Tokenizer:
         """A tokenizer in the trainer's ID layout: base tokens, merges in order, then special tokens."""
         _check_kind(kind)
         if kind == "byte":
-            tokens = {i: bytes([i]) for i in range(256)}
+            tokens = {i: bytes([i]) for i in range(BYTE_IDS)}
         else:
-            tokens = {0: UNKNOWN_TEXT.encode()} | {i: c.encode() for i, c in enumerate(alphabet, start=1)}
+            characters = enumerate(alphabet, start=UNKNOWN_ID + 1)
+            tokens = {UNKNOWN_ID: UNKNOWN_TEXT.encode()} | {i: c.encode() for i, c in characters}
         for new_id, (a, b) in enumerate(merges, start=len(tokens)):
             if a not in tokens or b not in tokens:
                 raise TokenizerFormatError(f"merge #{new_id - len(tokens)} ({a}, {b}) uses an ID not defined before it")
             tokens[new_id] = tokens[a] + tokens[b]
         specials = {token: len(tokens) + i for i, token in enumerate(_check_special_names(special_tokens))}
-        unk_id = 0 if kind == "char" else None
+        unk_id = UNKNOWN_ID if kind == "char" else None
         return cls(kind=kind, pattern=pattern, tokens=tokens, merges=merges, special_tokens=specials,
                    unk_id=unk_id, merge_newlines=merge_newlines, stop_reason=stop_reason)
 
