@@ -34,8 +34,8 @@ import yaml
 
 from pipeline.engine import storage
 from pipeline.errors import ConfigError
+from pipeline.tokenizer.layout import base_id_count
 
-BYTE_ALPHABET = 256
 MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
 MAX_WORKERS = 256  # a fixed bound, so a config valid on one machine is valid on all; cores cap the processes
 MAX_DIM = 65_536
@@ -714,7 +714,7 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
     kind always has 256 base tokens; the char kind's base is the training text's characters (None)."""
     if tok.kind != "byte":
         return tok.vocab_size, tok.merges
-    reserved = BYTE_ALPHABET + len(tok.special_tokens)
+    reserved = base_id_count("byte") + len(tok.special_tokens)
     if tok.merges is None:
         return tok.vocab_size, tok.vocab_size - reserved
     return reserved + tok.merges, tok.merges
@@ -761,7 +761,7 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     if tok.kind == "word" and tok.merges is not None:
         raise ConfigError(f"{origin('tokenizer.merges')}: tokenizer.merges does not apply to the word kind (it has no merges); "
                           "set tokenizer.vocab_size instead")
-    floor = (BYTE_ALPHABET if tok.kind == "byte" else 1) + len(tok.special_tokens)
+    floor = base_id_count(tok.kind) + len(tok.special_tokens)
     if tok.vocab_size is not None and tok.vocab_size < floor:
         raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
                           f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
@@ -784,7 +784,7 @@ def _check_trained_ids(tok: TokenizerConfig, origin: Origins) -> None:
         raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size must be at most {limit} ({MAX_TRAINED_IDS} base tokens "
                           f"and merges, the most training can hold, and {len(tok.special_tokens)} special tokens), "
                           f"got {tok.vocab_size}")
-    base = BYTE_ALPHABET if tok.kind == "byte" else 2  # the char kind: unknown and at least one character
+    base = base_id_count(tok.kind, alphabet_size=1)  # the char kind: unknown and at least one character
     if tok.merges is not None and tok.merges > MAX_TRAINED_IDS - base:
         raise ConfigError(f"{origin('tokenizer.merges')}: tokenizer.merges must be at most {MAX_TRAINED_IDS - base} for a "
                           f"{tok.kind}-level tokenizer ({MAX_TRAINED_IDS} base tokens and merges, the most "

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -70,8 +70,8 @@ class TokenizerLike(Protocol):
     vocab_size: int
     kind: str
     pattern: str
-    special_tokens: dict[str, int]
-    merges: list[tuple[int, int]]
+    special_tokens: Mapping[str, int]
+    merges: Sequence[tuple[int, int]]
 
     def token_bytes(self, id: int) -> bytes: ...
 

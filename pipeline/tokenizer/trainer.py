@@ -1,5 +1,9 @@
 """Byte-pair-encoding training: learn an ordered list of merges from texts.
 
+Read ``reference.py`` first: it is this algorithm written plainly (recount every pair, merge the best,
+repeat), and this module learns exactly its merges, only without recounting; the tests hold the two
+to the same result on random text, through both merge paths of ``_train_pairs``.
+
 Tie-break rule: each step merges the pair with the highest count; among pairs with equal counts, the
 smallest ``(left_id, right_id)`` pair wins. With the byte kind this reproduces ``rustbpe`` merge for
 merge (it keeps a max-heap ordered the same way), and it reproduces the classic worked examples:
@@ -35,11 +39,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import regex
 
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer import _train_pairs as pairs
 from pipeline.tokenizer._train_count import count_chunks
+from pipeline.tokenizer.layout import base_id_count
+from pipeline.tokenizer.patterns import compile_checked
 
 KINDS = ("byte", "char")
 # Heap entries are one int, ``-count << KEY_SHIFT | pair_code``: ascending order is highest count, then
@@ -80,7 +85,7 @@ def train_merges(
     the newline symbol, so no learned token contains ``"\\n"``. ``workers=0`` uses all cores.
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
-    _check_id_range((256 if kind == "byte" else 1) + num_merges)  # the ids known before counting
+    _check_id_range(base_id_count(kind) + num_merges)  # the ids known before counting
     chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
     return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
                               merge_newlines=merge_newlines, progress=progress)
@@ -108,7 +113,7 @@ def merges_from_counts(
     del distinct
     chunks = pairs.Chunks(symbols, counts)
     del symbols, counts
-    first_id = 256 if kind == "byte" else len(alphabet) + 1
+    first_id = base_id_count(kind, len(alphabet))
     _check_id_range(first_id + num_merges)
     newline_id = None if merge_newlines else _newline_id(kind, alphabet)
     forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
@@ -127,10 +132,7 @@ def _check_options(*, kind: str, pattern: str, num_merges: int, min_frequency: i
     if workers < 0:
         raise TokenizerError(f"workers must be >= 0 (0 = all cores), got {workers}")
     if pattern:
-        try:
-            regex.compile(pattern)
-        except regex.error as error:
-            raise TokenizerError(f"invalid split pattern {pattern!r}: {error}; fix the regex") from None
+        compile_checked(pattern)
 
 
 def _check_id_range(end_id: int) -> None:
