@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data import documents
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage

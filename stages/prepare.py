@@ -15,7 +15,7 @@ from pathlib import PurePath
 
 import click
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources
 from pipeline.engine import storage

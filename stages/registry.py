@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from types import ModuleType
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.engine.runner import Stage
 from stages import encode, export, prepare, stats, tokenizer, train
 

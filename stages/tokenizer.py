@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import os
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data import documents
 from pipeline.data.chunk_counts import count_prepared
 from pipeline.engine import storage

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.engine import hashing, storage
 from pipeline.engine.runner import Stage
 from pipeline.errors import PipelineError

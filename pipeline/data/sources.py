@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pipeline.config.schema import SourceConfig
+from pipeline.config import SourceConfig
 from pipeline.engine import storage
 from pipeline.errors import DataError, json_error_reason
 

@@ -100,7 +100,7 @@ from pipeline.model.checkpoint import (
 )
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import TrainConfig
+    from pipeline.config import TrainConfig
     from pipeline.shards.format import ShardSet
 
 METRICS_FILE = "metrics.jsonl"

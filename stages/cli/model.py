@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.errors import CheckpointError, TokenizerMismatchError
 from pipeline.tokenizer import Tokenizer
 from stages.cli.options import config_options

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from pipeline.config.schema import Config, Origins, dump_yaml, resolved_size
+from pipeline.config import Config, Origins, dump_yaml, resolved_size
 from pipeline.engine.executor import share_local_cluster
 from pipeline.engine.runner import Pipeline
 from pipeline.errors import ConfigError

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from pipeline.config.schema import Config, TokenizerConfig
+from pipeline.config import Config, TokenizerConfig
 from pipeline.data.sources import SourceFile, TextDecoder, expand_arguments, read_document_pieces, read_documents
 from pipeline.engine import storage
 from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError

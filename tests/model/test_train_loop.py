@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import FakeTokenizer, make_project
 
-from pipeline.config.schema import TrainConfig
+from pipeline.config import TrainConfig
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
 from pipeline.model import training
 from pipeline.model.checkpoint import read_checkpoint

@@ -18,7 +18,7 @@ from conftest import replace_pair
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config.schema import MAX_TRAINED_IDS, parse_config
+from pipeline.config import MAX_TRAINED_IDS, parse_config
 from pipeline.errors import ConfigError, TokenizerError
 from pipeline.tokenizer import Tokenizer, _train_count, _train_pairs
 from pipeline.tokenizer.trainer import train_merges
