@@ -86,8 +86,9 @@ def preview(config: Config) -> str | None:
     Judged on the tokenizer and shards as they are now; a stale stage before this one may still change them.
     A remote checkpoint is judged on its header alone (two ranged reads), never downloaded.
     """
-    from pipeline.model import training
     from pipeline.model.checkpoint import checkpoint_exists
+    from pipeline.model.homes import set_aside_path
+    from pipeline.model.resume import plan_resume
 
     directory = config.output_path(config.train.output_dir)
     try:
@@ -97,9 +98,9 @@ def preview(config: Config) -> str | None:
         shards = hashing.canonical_hash(read_manifest(config.output_path(config.encode.output_dir), "train").to_dict())
     except PipelineError:  # a missing or broken input: the run itself will say what is wrong
         return None
-    plan = training.plan_resume(directory, tokenizer=tokenizer, settings=settings_here(config),
-                                shard_fingerprint=shards, header_only=storage.is_url(directory))
+    plan = plan_resume(directory, tokenizer=tokenizer, settings=settings_here(config),
+                       shard_fingerprint=shards, header_only=storage.is_url(directory))
     if plan.action != "set_aside":
         return None
-    aside = training.set_aside_path(directory, plan.tag)
+    aside = set_aside_path(directory, plan.tag)
     return f"{plan.reason}: running it will move {directory} to {aside} and train from scratch"
