@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.config import TrainConfig  # noqa: E402
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter  # noqa: E402
+from pipeline.shards.format import ShardSet, ShardWriter  # noqa: E402
+from pipeline.shards.manifest import ShardStamp  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 SHAPES = [  # (dim, context, batch_size): the default config first

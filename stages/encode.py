@@ -16,7 +16,8 @@ from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from pipeline.errors import ConfigError
 from pipeline.shards import corpus
-from pipeline.shards.format import ShardSet, has_split
+from pipeline.shards.format import ShardSet
+from pipeline.shards.manifest import has_split
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 

@@ -14,7 +14,8 @@ from pipeline.config import Config
 from pipeline.engine import hashing, storage
 from pipeline.engine.runner import Stage
 from pipeline.errors import PipelineError
-from pipeline.shards.format import ShardSet, has_split, read_manifest
+from pipeline.shards.format import ShardSet
+from pipeline.shards.manifest import has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 

@@ -26,15 +26,8 @@ from pipeline.data import documents
 from pipeline.engine import atomic, hashing, storage
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
-from pipeline.shards.format import (
-    Manifest,
-    ShardStamp,
-    ShardWriter,
-    ids_dtype,
-    join_manifests,
-    shard_name,
-    write_manifest,
-)
+from pipeline.shards.format import ShardWriter
+from pipeline.shards.manifest import Manifest, ShardStamp, ids_dtype, join_manifests, shard_name, write_manifest
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.encoder import DEFAULT_CACHE_BYTES
 

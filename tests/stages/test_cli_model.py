@@ -12,7 +12,8 @@ from conftest import make_project
 
 from pipeline.config import TrainConfig
 from pipeline.model import training
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 
