@@ -24,10 +24,8 @@ from stages.console import say, show_progress
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
 
-# Version of the code that shapes this stage's outputs (encoding, shards, the tokenizer's encoder):
-# bump it whenever the same prepared data, tokenizer file and settings would give other shards, and
-# the stage re-runs wherever it ran before. tests/test_code_versions.py pins the outputs.
-CODE_VERSION = 3
+CODE_VERSION = 3  # 3: shards cut per prepared part, then numbered in part order
+
 
 def build(config: Config) -> Stage:
     prepared = tuple(str(documents.split_dir(config.out(config.prepare.output_dir), split))
