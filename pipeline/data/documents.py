@@ -66,7 +66,8 @@ def text_column(texts: list[str]) -> pa.LargeStringArray:
     """``texts`` as an Arrow column, built from its UTF-8 bytes and offsets.
 
     ``pa.array`` would give the same column but imports pandas, where it is
-    installed, on its first call: 0.2 s of CPU and ~40 MB in every worker process.
+    installed, on its first call, at a cost in CPU and memory in every worker
+    process (docs/performance.md).
     """
     encoded = [text.encode("utf-8") for text in texts]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)

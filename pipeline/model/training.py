@@ -372,9 +372,9 @@ def _deterministic() -> Iterator[None]:
     """Deterministic kernels on one intra-op thread for the run, then the caller's settings again.
 
     One thread: the model's matmuls are a few MFLOP per step, too small to gain
-    from a second thread, and OpenMP workers spinning on a busy 2-core machine
-    made the default config train at 13k instead of 167k tokens/s. It also makes
-    the weights independent of the machine's core count.
+    from a second thread, and OpenMP workers spinning on a busy machine slowed
+    the default config down by an order of magnitude (docs/performance.md). It
+    also makes the weights independent of the machine's core count.
     """
     previous = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
     torch.use_deterministic_algorithms(True)

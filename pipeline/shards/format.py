@@ -160,8 +160,8 @@ def _shard_metadata(stamp: ShardStamp, *, rows: int, tokens: int) -> dict[str, s
 def _arrow_view(array: np.ndarray) -> pa.Array:
     """A zero-copy Arrow array over a contiguous numpy array.
 
-    ``pa.array`` would do the same but imports pandas on its first call, 0.2 s
-    of CPU in a process that never uses pandas.
+    ``pa.array`` would do the same but imports pandas on its first call, a cost
+    in CPU (docs/performance.md) in a process that never uses pandas.
     """
     return pa.Array.from_buffers(pa.from_numpy_dtype(array.dtype), len(array), [None, pa.py_buffer(array)])
 
@@ -272,7 +272,7 @@ class ShardSet:
         and each shard's Arrow value type against the manifest's dtype.
         ``verify`` also checks every shard's sha256 and that its largest ID is
         below the vocab size and the largest of all is the manifest's ``max_id``:
-        one read of the files, ~0.1 s per 100 MB from the page cache.
+        one read of the files.
         Shards of a URL (its committed output) are read into memory, not mapped.
         """
         manifest = read_manifest(directory, split)
@@ -342,7 +342,7 @@ class ShardSet:
         whole window fits inside one shard (they may span documents, as in
         nanoGPT). Slicing the mapped views per window and joining them once is
         faster than building a ``batch × context`` index array for a fancy
-        gather (~23k vs ~20k batches/s at 64 × 256 over 27 shards).
+        gather (docs/performance.md).
         """
         if batch_size < 1 or context < 1:
             raise ValueError(f"batch_size and context must be positive, got {batch_size} and {context}")
