@@ -77,9 +77,10 @@ def json_error_reason(exc: ValueError | RecursionError) -> str:
 
 
 def shorten(text: str, limit: int = 200) -> str:
-    """``text`` for a one-line message: runs of whitespace (line breaks included) become one space, and a
-    text longer than ``limit`` characters is cut to ``limit`` with "…" as its last character."""
-    line = " ".join(text.split())
+    """``text`` (an exception's, a repr, a JSON value) for a one-line message: each line break, with the
+    whitespace around it, becomes one space (other spaces stay: they may be part of the value), and a text
+    longer than ``limit`` characters is cut to ``limit`` with "…" as its last character."""
+    line = " ".join(part for part in (piece.strip() for piece in text.splitlines()) if part)
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

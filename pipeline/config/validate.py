@@ -211,8 +211,8 @@ def _check_trained_ids(tok: TokenizerConfig, origin: Origins) -> None:
     base = BYTE_ALPHABET if tok.kind == "byte" else 2  # the char kind: unknown and at least one character
     if tok.merges is not None and tok.merges > MAX_TRAINED_IDS - base:
         raise ConfigError(f"{origin('tokenizer.merges')}: tokenizer.merges must be at most "
-                          f"{MAX_TRAINED_IDS - base} for a {tok.kind}-level tokenizer ({MAX_TRAINED_IDS} base tokens and merges, the most "
-                          f"training can hold), got {tok.merges}")
+                          f"{MAX_TRAINED_IDS - base} for a {tok.kind}-level tokenizer ({MAX_TRAINED_IDS} base "
+                          f"tokens and merges, the most training can hold), got {tok.merges}")
 
 
 

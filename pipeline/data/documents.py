@@ -148,7 +148,8 @@ def read_parts(directory: str | os.PathLike[str], split: str) -> list[PreparedPa
     try:
         return [PreparedPart(**entry) for entry in json.loads(storage.read_bytes(path))[split]]
     except FileNotFoundError:
-        raise DataError(f"{path}: missing, so {directory} is not a prepared directory; run 'lmprep run prepare'") from None
+        raise DataError(f"{path}: missing, so {directory} is not a prepared directory; "
+                        "run 'lmprep run prepare'") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{path}: malformed list of prepared parts ({exc!r}); re-run 'lmprep run prepare'") from None
 

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from pipeline.engine import atomic, storage
-from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
+from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError, shorten
 from pipeline.model.bigram import BigramLM, ModelConfig, training_memory_bytes
 from pipeline.model.checkpoint import TOKENIZER_FILE, Checkpoint, TokenizerLike, save_checkpoint
 from pipeline.model.homes import checkpoint_home, partial_dir
@@ -404,8 +404,9 @@ def _parse_metrics_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
     except ValueError:  # not UTF-8 or not JSON
         record = None
     if not isinstance(record, dict) or type(record.get("step")) is not int:
+        shown = shorten(repr(line.decode("utf-8", "backslashreplace")), 60)
         raise CheckpointError(
-            f"{path} line {number} is not a metrics record ({line[:60].decode('utf-8', 'backslashreplace')!r}); "
+            f"{path} line {number} is not a metrics record ({shown}); "
             "delete that line, or the whole file, to resume from the checkpoint beside it"
         )
     return record

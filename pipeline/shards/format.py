@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.engine import atomic, hashing, storage
-from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
+from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason, shorten
 from pipeline.shards.manifest import (
     REENCODE,
     Manifest,
@@ -215,21 +215,17 @@ def open_shard(path: str | os.PathLike[str], data: pa.Buffer | None = None) -> S
         for batch in batches:
             batch.validate(full=True)
     except (OSError, pa.ArrowException) as exc:
-        raise ShardError(f"{path}: cannot read shard ({_short(exc)}); {REENCODE}") from None
+        raise ShardError(f"{path}: cannot read shard ({shorten(str(exc), 300)}); {REENCODE}") from None
     column = _single_list_column(path, reader.schema, batches)
     offsets = column.offsets.to_numpy(zero_copy_only=True)
     tokens = column.values.to_numpy(zero_copy_only=True)[offsets[0] : offsets[-1]]
     return Shard(path=path, tokens=tokens, offsets=offsets, metadata=_parse_metadata(path, reader.schema))
 
 
-def _short(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:300]
-
-
 def _single_list_column(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.ListArray:
     expected = {shard_schema(np.dtype(dtype)) for dtype in (np.uint16, np.uint32)}
     if schema.remove_metadata() not in expected:
-        raise ShardError(f"{path}: schema {_short(schema.remove_metadata())} is not a token shard schema")
+        raise ShardError(f"{path}: schema {shorten(str(schema.remove_metadata()), 300)} is not a token shard schema")
     if len(batches) != 1 or batches[0].column(0).offset != 0:
         raise ShardError(f"{path}: expected exactly one record batch, found {len(batches)}")
     column = batches[0].column(0)

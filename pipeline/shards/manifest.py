@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.engine import atomic, storage
-from pipeline.errors import ShardError, json_error_reason
+from pipeline.errors import ShardError, describe, json_error_reason
 
 FORMAT_VERSION = 1
 UINT16_VOCAB_LIMIT = 1 << 16
@@ -137,7 +137,7 @@ def _check_claims(manifest: Manifest, data: Mapping[str, Any]) -> None:
     """
     stamp = manifest.stamp
     if _field(data, "dtype", str) != stamp.dtype.name:
-        raise ValueError(f"dtype {data['dtype']!r:.40} disagrees with vocab_size {stamp.vocab_size}, "
+        raise ValueError(f"dtype {describe(data['dtype'])} disagrees with vocab_size {stamp.vocab_size}, "
                          f"whose IDs are stored as {stamp.dtype.name!r}")
     for key, total in (("rows", manifest.rows), ("tokens", manifest.tokens)):
         if _field(data, key, int) != total:
@@ -175,7 +175,7 @@ def _shard_entry(data: Any, expected_name: str) -> ShardEntry:
     if set(data) != {"file", "rows", "tokens", "sha256"}:
         raise ValueError(f"a shard entry has keys {sorted(data)}, expected file, rows, tokens, sha256")
     if _field(data, "file", str) != expected_name:
-        raise ValueError(f"shard file {data['file']!r:.80} should be {expected_name!r}")
+        raise ValueError(f"shard file {describe(data['file'])} should be {expected_name!r}")
     entry = ShardEntry(file=expected_name, rows=_field(data, "rows", int), tokens=_field(data, "tokens", int),
                        sha256=_field(data, "sha256", str))
     if entry.rows < 0 or entry.tokens < 0:
