@@ -1,7 +1,9 @@
 """The exception hierarchy: one root, one subclass per domain.
 
 Every message names the file, key, value or ID at fault and, where there is one,
-the fix. The CLI prints ``str(error)`` on one line and exits with status 2.
+the fix. The CLI prints ``str(error)`` on one line and exits with status 2, so
+whatever a message quotes goes through :func:`shorten` (a text: another error's,
+a JSON value) or :func:`describe` (a value read from a file or typed by a user).
 """
 
 import json
