@@ -26,8 +26,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config.schema import TrainConfig  # noqa: E402
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter  # noqa: E402
+from pipeline.config import TrainConfig  # noqa: E402
+from pipeline.shards.format import ShardSet, ShardWriter  # noqa: E402
+from pipeline.shards.manifest import ShardStamp  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 SHAPES = [  # (dim, context, batch_size): the default config first

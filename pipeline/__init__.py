@@ -6,7 +6,7 @@
     config/     the run configuration: schema, files, safe YAML, validation
     tokenizer/  BPE: the reference and the fast trainer and encoder, tokenizer.json, tiktoken
     engine/     atomic writes, storage (local or fsspec URLs), hashing, the stage runner, executors
-    errors.py   the root PipelineError and one subclass per domain
+    errors.py   the root PipelineError, one subclass per domain, the message-shortening helpers
 
 ``tokenizer/`` knows nothing of executors, documents or the runner: it uses only the engine's
 atomic writes, storage, hashing and pool. torch is imported only under ``model/`` and by

@@ -10,23 +10,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data import documents
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from pipeline.errors import ConfigError
 from pipeline.shards import corpus
-from pipeline.shards.format import ShardSet, has_split
+from pipeline.shards.format import ShardSet
+from pipeline.shards.manifest import has_split
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
 
-# Version of the code that shapes this stage's outputs (encoding, shards, the tokenizer's encoder):
-# bump it whenever the same prepared data, tokenizer file and settings would give other shards, and
-# the stage re-runs wherever it ran before. tests/test_code_versions.py pins the outputs.
-CODE_VERSION = 3
+CODE_VERSION = 3  # 3: shards cut per prepared part, then numbered in part order
+
 
 def build(config: Config) -> Stage:
     prepared = tuple(str(documents.split_dir(config.out(config.prepare.output_dir), split))

@@ -8,7 +8,7 @@ are stale, like every output, when the shards or the tokenizer change.
 
 from __future__ import annotations
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.engine import storage
 from pipeline.engine.runner import Stage
 from pipeline.shards import export

@@ -3,8 +3,9 @@
 Either way its output is ``tokenizer.output``, the file every later stage
 reads, with ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it
 (the EOS/BOS roles of ``encode.eos_token``/``encode.bos_token``), so that the
-directory loads with ``transformers.AutoTokenizer.from_pretrained``. With ``tokenizer.path`` set the stage only copies that file there
-(after validating it), and depends on that file alone, not on the prepared
+directory loads with ``transformers.AutoTokenizer.from_pretrained``. With
+``tokenizer.path`` set the stage only copies that file there (after validating
+it), and depends on that file alone, not on the prepared
 data: a data change then re-runs prepare, encode and train but never this
 stage, the fingerprint stays the same, and training can resume.
 """
@@ -12,9 +13,8 @@ stage, the fingerprint stays the same, and training can resume.
 from __future__ import annotations
 
 import functools
-import os
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data import documents
 from pipeline.data.chunk_counts import count_prepared
 from pipeline.engine import storage
@@ -29,11 +29,8 @@ TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "m
 ROLE_KEYS = ("encode.eos_token", "encode.bos_token")  # the special-token roles written for transformers
 
 
-# Version of the code that shapes this stage's outputs (the trainer and tokenizer.json writer in
-# pipeline/tokenizer/): bump it whenever the same prepared data and settings would give another
-# tokenizer.json (3: it also writes tokenizer_config.json and special_tokens_map.json), and the stage
-# re-runs wherever it ran before. tests/test_code_versions.py pins it.
-CODE_VERSION = 3
+CODE_VERSION = 3  # 3: tokenizer_config.json and special_tokens_map.json written beside tokenizer.json
+
 
 def build(config: Config) -> Stage:
     settings = config.tokenizer
@@ -54,10 +51,6 @@ def build(config: Config) -> Stage:
         code_version=CODE_VERSION,
         keys=dict.fromkeys(outs, "tokenizer.output"),
     )
-
-
-def training_file(config: Config) -> os.PathLike[str]:
-    return documents.split_dir(config.output_path(config.prepare.output_dir), "train")
 
 
 def train(config: Config) -> None:
@@ -95,7 +88,8 @@ def reuse(config: Config) -> None:
     check_roles(config, tokenizer)
     storage.write_bytes(output, data)
     write_companions(config)
-    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size:,}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
+    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size:,}, fingerprint {tokenizer.fingerprint[:12]}) "
+                     f"→ {output}")
 
 
 def check_roles(config: Config, tokenizer: Tokenizer) -> None:
@@ -110,4 +104,5 @@ def check_roles(config: Config, tokenizer: Tokenizer) -> None:
 def write_companions(config: Config) -> None:
     """The transformers files beside ``tokenizer.output``."""
     encode = config.encode
-    hf_dir.write_companions(config.output_path(config.tokenizer.output), eos_token=encode.eos_token, bos_token=encode.bos_token)
+    hf_dir.write_companions(config.output_path(config.tokenizer.output), eos_token=encode.eos_token,
+                            bos_token=encode.bos_token)

@@ -42,7 +42,7 @@ from typing import Any
 
 from pipeline.engine import atomic, storage
 from pipeline.engine.hashing import HashCache
-from pipeline.errors import RunnerError
+from pipeline.errors import RunnerError, shorten
 
 LOCK_VERSION = 1
 OWNERS_VERSION = 1
@@ -564,9 +564,8 @@ def _value_changes(key: str, old: Any, new: Any) -> list[str]:
                 for change in _value_changes(f"{key}.{name}", old.get(name), new.get(name))]
     if atomic.dumps_json(old, indent=None) == atomic.dumps_json(new, indent=None):
         return []
-    return [f"param {key} changed {_short(old)} → {_short(new)}"]
+    return [f"param {key} changed {_shown(old)} → {_shown(new)}"]
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = atomic.dumps_json(value, indent=None)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _shown(value: Any) -> str:
+    return shorten(atomic.dumps_json(value, indent=None), 60)

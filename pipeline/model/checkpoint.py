@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from safetensors import SafetensorError, safe_open
 
 from pipeline.engine import atomic, storage
-from pipeline.errors import CheckpointError, TokenizerMismatchError, json_error_reason
+from pipeline.errors import CheckpointError, TokenizerMismatchError, describe, json_error_reason, shorten
 
 if TYPE_CHECKING:
     import torch
@@ -140,7 +140,7 @@ class CheckpointHeader:
         """The train settings the checkpoint was trained with (CheckpointError if the header's are malformed)."""
         recorded = self.metadata.get("train_config")
         if not isinstance(recorded, dict):
-            raise CheckpointError(_malformed_message(self.path, TypeError(f"train_config is {recorded!r:.60}")))
+            raise CheckpointError(_malformed_message(self.path, TypeError(f"train_config is {describe(recorded)}")))
         return recorded
 
     @property
@@ -304,7 +304,7 @@ def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]
 
 
 def _malformed_message(file: Path | str, exc: Exception) -> str:
-    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    reason = shorten(f"{type(exc).__name__}: {exc}")
     return f"checkpoint {file} has malformed metadata ({reason}); retrain it with `lmprep run train`"
 
 

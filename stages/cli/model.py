@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeline.config.schema import Config
-from pipeline.errors import CheckpointError, TokenizerMismatchError
+from pipeline.config import Config
+from pipeline.errors import CheckpointError, TokenizerMismatchError, describe
 from pipeline.tokenizer import Tokenizer
 from stages.cli.options import config_options
 
@@ -64,7 +64,7 @@ def end_of_text_id(checkpoint: Checkpoint, tokenizer: Tokenizer, config: Config)
     if isinstance(special_ids, dict) and type(recorded) is int and 0 <= recorded < tokenizer.vocab_size:
         return recorded
     raise CheckpointError(f"checkpoint {checkpoint.path} records malformed special IDs ({type(special_ids).__name__} "
-                          f"{special_ids!r:.60}); retrain it with `lmprep run train`")
+                          f"{describe(special_ids)}); retrain it with `lmprep run train`")
 
 
 def stop_ids(tokenizer: Tokenizer, eos_id: int | None) -> set[int]:

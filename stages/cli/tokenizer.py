@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from pipeline.config.schema import Config, TokenizerConfig
+from pipeline.config import Config, TokenizerConfig
 from pipeline.data.sources import SourceFile, TextDecoder, expand_arguments, read_document_pieces, read_documents
 from pipeline.engine import storage
 from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError
@@ -309,7 +309,8 @@ def _eval_row(name: str, count: _Count, tokenizers: list[Tokenizer], unknown: bo
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in enumerate(zip(row, widths)))
+    lines = ["  ".join(cell.rjust(width) if i else cell.ljust(width)
+                       for i, (cell, width) in enumerate(zip(row, widths)))
              for row in rows]
     return "\n".join(line.rstrip() for line in lines)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config.schema import (
+from pipeline.config import (
     MAX_CONFIG_BYTES,
     Config,
     TrainConfig,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config.schema import SourceConfig
+from pipeline.config import SourceConfig
 from pipeline.data.sources import (
     SourceFile,
     TextDecoder,

@@ -13,11 +13,12 @@ import pytest
 import torch
 from conftest import FakeTokenizer, make_project
 
-from pipeline.config.schema import TrainConfig
+from pipeline.config import TrainConfig
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
 from pipeline.model import training
 from pipeline.model.checkpoint import read_checkpoint
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
 
 TOKENIZER = FakeTokenizer(merges=[(97, 98), (256, 99)], special_tokens={"<|endoftext|>": 258})
 RETRAINED = FakeTokenizer(merges=[(98, 99), (97, 256)], special_tokens={"<|endoftext|>": 258})

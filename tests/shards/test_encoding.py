@@ -146,7 +146,7 @@ def test_an_eos_id_outside_the_vocabulary_is_refused(tmp_path, prepared, tokeniz
 
 
 def stage_config(tmp_path: Path, prepared: Path, **sections):
-    from pipeline.config.schema import parse_config
+    from pipeline.config import parse_config
 
     raw = {
         "prepare": {"output_dir": str(prepared)},
@@ -319,7 +319,7 @@ def test_each_task_bounds_its_workers_cache(prepared, tokenizer_path):
 
 
 def test_the_cache_bound_is_read_from_the_encode_section(tmp_path, prepared, tokenizer_path, monkeypatch):
-    from pipeline.config.schema import parse_config
+    from pipeline.config import parse_config
     from pipeline.errors import ConfigError
     from stages import encode as encode_stage
 

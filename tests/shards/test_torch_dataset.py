@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from pipeline.errors import ShardError, TokenizerMismatchError
-from pipeline.shards.format import ShardStamp, ShardWriter
+from pipeline.shards.format import ShardWriter
+from pipeline.shards.manifest import ShardStamp
 from pipeline.shards.torch_dataset import ShardWindows
 from pipeline.tokenizer import Tokenizer
 

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from pipeline.errors import ShardError
 from pipeline.shards import export
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 

@@ -10,9 +10,10 @@ import torch
 from click.testing import CliRunner
 from conftest import make_project
 
-from pipeline.config.schema import TrainConfig
+from pipeline.config import TrainConfig
 from pipeline.model import training
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 
@@ -131,14 +132,14 @@ def test_building_the_pipeline_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import stages.cli.main, stages.train; from pipeline.config.schema import parse_config; "
+    code = ("import sys; import stages.cli.main, stages.train; from pipeline.config import parse_config; "
             "stages.train.build(parse_config({})); "
             "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
 def test_train_stage_declares_shards_and_tokenizer_as_inputs():
-    from pipeline.config.schema import parse_config
+    from pipeline.config import parse_config
     from stages import train
 
     stage = train.build(parse_config({"train": {"output_dir": "checkpoints/small"}}))

@@ -295,7 +295,7 @@ def test_train_never_writes_over_a_stage_output(run, tmp_path, monkeypatch, corp
 
 
 def test_stage_outputs_are_the_stages_outs(tmp_path):
-    from pipeline.config.schema import load_config
+    from pipeline.config import load_config
     from stages.registry import build_stages, stage_outputs
 
     (tmp_path / "raw.txt").write_text("x")

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config.schema import MAX_TRAINED_IDS, parse_config
+from pipeline.config import MAX_TRAINED_IDS, parse_config
 from pipeline.errors import ConfigError, TokenizerError
 from pipeline.tokenizer import Tokenizer, _train_count, _train_pairs, reference
 from pipeline.tokenizer.trainer import TrainResult, train_merges
