@@ -117,7 +117,8 @@ def environment(tmp_path_factory) -> dict[str, str]:
         shim.chmod(0o755)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("LMPREP", "PYTHON"))}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
-               LC_ALL="C.UTF-8", MPLBACKEND="Agg")
+               LC_ALL="C.UTF-8", MPLBACKEND="Agg", MPLCONFIGDIR=str(bin_dir / "matplotlib"),
+               HF_HOME=str(bin_dir / "huggingface"), HF_HUB_OFFLINE="1")
     return env
 
 
