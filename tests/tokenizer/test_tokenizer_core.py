@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import replace_pair, replay_merges
+from conftest import replay_merges
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -161,7 +161,8 @@ def test_byte_merges_identical_to_rustbpe():
     for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
-            assert train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256).merges == result.merges
+            merges = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256).merges
+            assert merges == result.merges
 
 
 # --- ids past the surrogate block (U+D800..U+DFFF) ---------------------------------------------
@@ -239,7 +240,8 @@ def test_id_limit_is_the_documented_vocabulary_maximum():
 
 def test_ids_above_the_maximum_are_refused_by_config_cli_and_trainer(tmp_path):
     with pytest.raises(ConfigError, match=r"tokenizer.vocab_size must be at most 1112064 \(1112063 base tokens "
-                                          r"and merges, the most training can hold, and 1 special tokens\), got 1112065"):
+                                          r"and merges, the most training can hold, and 1 special tokens\), "
+                                          r"got 1112065"):
         parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 2}})
     assert parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 1}}).tokenizer.vocab_size == MAX_TRAINED_IDS + 1
     with pytest.raises(ConfigError, match=r"tokenizer.merges must be at most 1111807 for a byte-level tokenizer"):
