@@ -232,3 +232,26 @@ def test_the_paths_and_names_the_docs_give_exist(document):
         elif name and not defines(REPO / path, name):
             missing.append(f"{path}::{name}")
     assert missing == [], f"{document.name} names what the tree does not hold"
+
+
+LINK = re.compile(r"\]\(([^)\s]*)\)")
+
+
+def heading_anchors(document: Path) -> set[str]:
+    """The anchors GitHub gives a document's headings: lower case, punctuation dropped, spaces as hyphens."""
+    text = FENCE.sub("", document.read_text("utf-8"))
+    headings = re.findall(r"^#+ (.*)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda document: document.name)
+def test_the_links_between_the_docs_lead_somewhere(document):
+    broken = []
+    for target in LINK.findall(FENCE.sub("", document.read_text("utf-8"))):
+        if "://" in target:
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (document.parent / path).resolve() if path else document
+        if not linked.exists() or (anchor and anchor not in heading_anchors(linked)):
+            broken.append(target)
+    assert broken == [], f"{document.name} links to what does not exist"
