@@ -100,9 +100,10 @@ def main() -> None:
             bench_shape(train_set, tokenizer, SHAPES[0], 20, work)  # warm up torch's kernels and allocator
             for shape in SHAPES:
                 r = bench_shape(train_set, tokenizer, shape, args.steps, work)
-                print(f"{tokenizer.vocab_size:>6} {shape[0]:>5} {shape[1]:>7} {shape[2]:>5} {r['tokens_per_s']:>12,.0f} "
-                      f"{r['ms_per_step']:>8.2f} {r['data_share']:>10.1%} {r['user_share']:>6.1%} "
-                      f"{r['system_share']:>6.1%} {r['faults_per_step']:>11,.0f} {r['loss']:>7.3f}", flush=True)
+                print(f"{tokenizer.vocab_size:>6} {shape[0]:>5} {shape[1]:>7} {shape[2]:>5} "
+                      f"{r['tokens_per_s']:>12,.0f} {r['ms_per_step']:>8.2f} {r['data_share']:>10.1%} "
+                      f"{r['user_share']:>6.1%} {r['system_share']:>6.1%} {r['faults_per_step']:>11,.0f} "
+                      f"{r['loss']:>7.3f}", flush=True)
 
 
 if __name__ == "__main__":

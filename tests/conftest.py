@@ -219,7 +219,8 @@ data:
 prepare: {{output_dir: {paths.get('prepared', 'out/prepared')}, val_fraction: 0.2, partition_bytes: 2000}}
 tokenizer: {{output: {paths.get('tokenizer', 'out/tokenizer.json')}, vocab_size: 300}}
 encode: {{output_dir: {paths.get('shards', 'out/shards')}, shard_tokens: 500}}
-train: {{output_dir: {paths.get('ckpt', 'out/ckpt')}, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}}
+train: {{output_dir: {paths.get('ckpt', 'out/ckpt')}, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2,
+        context: 8, dim: 8}}
 {optional}state_dir: state
 """)
 
