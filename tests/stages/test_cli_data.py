@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from pipeline.errors import ShardError
 from pipeline.shards import export
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 
@@ -86,6 +86,25 @@ def test_nanogpt_export_reads_as_nanogpt_reads_it(project):
     assert text.count("<|endoftext|>") == len(split_documents("train")) and "naïve café 🙂" in text
 
 
+def test_megatron_export_reads_as_megatron_core_reads_it(project):
+    """``--data-path out/export/train_text_document`` in Megatron-LM: its ``IndexedDataset`` gives every document's
+    IDs, each ending with the EOS the encode stage appended."""
+    with warnings.catch_warnings():  # megatron-core warns at import that Transformer Engine is absent
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    output = lmprep("export", "--format", "megatron").output
+    assert "→ out/export/train_text_document.idx" in output
+    eos = Tokenizer.load("out/tokenizer/tokenizer.json").special_tokens["<|endoftext|>"]
+    for split in ("train", "val"):
+        dataset = IndexedDataset(f"out/export/{split}_text_document")
+        assert [dataset[i].tolist() for i in range(len(dataset))] == split_documents(split)
+        assert all(dataset[i][-1] == eos for i in range(len(dataset)))
+    assert sorted(os.listdir("out/export")) == sorted(
+        f"{split}_text_document.{ext}{sidecar}" for split in ("train", "val") for ext in ("bin", "idx")
+        for sidecar in ("", ".json"))
+
+
 def test_nanogpt_meta_of_the_char_kind_decodes_as_nanogpt_does(char_tokenizer):
     """nanoGPT's sample.py: ``decode = lambda l: ''.join([itos[i] for i in l])``."""
     meta = pickle.loads(pickle.dumps(export.nanogpt_meta(char_tokenizer)))
@@ -98,7 +117,7 @@ def test_nanogpt_meta_of_the_char_kind_decodes_as_nanogpt_does(char_tokenizer):
 
 
 def test_byte_kind_meta_has_no_itos_since_byte_tokens_can_split_a_character(byte_tokenizer):
-    assert set(export.nanogpt_meta(byte_tokenizer)) == {"vocab_size", "tokenizer_fingerprint", "kind"}
+    assert set(export.nanogpt_meta(byte_tokenizer)) == {"vocab_size", "tokenizer_fingerprint", "kind", "dtype"}
 
 
 def test_exports_and_stats_are_stages_the_runner_tracks(project):
@@ -165,16 +184,6 @@ def test_clean_removes_exports_stats_and_the_emptied_tokenizer_directory(project
     assert "removed out/export" in output and "removed out/stats" in output
     assert not Path("out/tokenizer").exists() and not Path("out/export").exists()
     assert Path("out/ckpt/checkpoint.safetensors").exists()
-
-
-def test_nanogpt_export_refuses_ids_over_uint16(tmp_path):
-    stamp = ShardStamp(split="train", tokenizer_fingerprint="f" * 64, vocab_size=70_000,
-                       special_ids={"bos": None, "eos": None}, prepared_fingerprint="p" * 64)
-    writer = ShardWriter(tmp_path, stamp, shard_tokens=10)
-    writer.write(np.array([1, 69_999], np.uint32), np.array([0, 2]))
-    writer.close()
-    with pytest.raises(ShardError, match="over 65,536"):
-        export.write_nanogpt_bin(ShardSet.open(tmp_path, "train"), tmp_path / "train.bin")
 
 
 @pytest.mark.parametrize("command", [["stats"], ["export", "--format", "nanogpt"]])
