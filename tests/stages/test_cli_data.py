@@ -105,6 +105,33 @@ def test_megatron_export_reads_as_megatron_core_reads_it(project):
         for sidecar in ("", ".json"))
 
 
+def test_above_65536_ids_every_format_is_exported_and_the_uint32_bin_is_announced(tmp_path, monkeypatch):
+    """A word vocabulary of 66,003 IDs: nanoGPT's .bin is uint32 (meta.pkl and a printed line say so), Parquet
+    is written beside it, and Megatron's files are int32."""
+    monkeypatch.chdir(tmp_path)
+    words = [f"w{i}" for i in range(66_000)]
+    Tokenizer.train([" ".join(words[i:i + 1000]) for i in range(0, len(words), 1000)], kind="word",
+                    vocab_size=70_000, min_frequency=1, special_tokens=["<|endoftext|>"], workers=1).save("word.json")
+    write_project(tmp_path)
+    Path("raw/a.txt").write_text("\n".join(" ".join(words[-50 - i:len(words) - i]) for i in range(40)) + "\n")
+    config = Path("lmprep.yaml").read_text().replace("vocab_size: 300, kind: byte", "path: word.json")
+    Path("lmprep.yaml").write_text(config.replace("{output_dir: out/export}",
+                                                  "{output_dir: out/export, formats: [nanogpt, parquet, megatron]}"))
+    output = lmprep("run", "export").output
+    assert "the nanoGPT .bin files hold uint32 IDs (66,003 IDs do not fit uint16)" in output
+    with open("out/export/meta.pkl", "rb") as f:
+        assert pickle.load(f)["dtype"] == "uint32"
+    train = split_documents("train")
+    assert np.memmap("out/export/train.bin", dtype=np.uint32, mode="r").tolist() == [i for doc in train for i in doc]
+    assert max(i for doc in train for i in doc) > 65_535
+    assert pq.read_table("out/export/train.parquet").column("input_ids").to_pylist() == train
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+    dataset = IndexedDataset("out/export/train_text_document")
+    assert dataset.index.dtype == np.int32 and [dataset[i].tolist() for i in range(len(dataset))] == train
+
+
 def test_nanogpt_meta_of_the_char_kind_decodes_as_nanogpt_does(char_tokenizer):
     """nanoGPT's sample.py: ``decode = lambda l: ''.join([itos[i] for i in l])``."""
     meta = pickle.loads(pickle.dumps(export.nanogpt_meta(char_tokenizer)))
