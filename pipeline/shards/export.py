@@ -18,6 +18,7 @@ written (:func:`pipeline.config.schema.check_export_ids`), so an export is never
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 from collections.abc import Sequence
@@ -29,11 +30,13 @@ import pyarrow.parquet as pq
 
 from pipeline.config.schema import check_export_ids
 from pipeline.engine import atomic, hashing
+from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
 from pipeline.shards import megatron
 from pipeline.shards.format import COLUMN, METADATA_PREFIX, ShardSet, ids_dtype, shard_schema
 from pipeline.tokenizer import Tokenizer
 
 NANOGPT_META = "meta.pkl"
+DATA_SUFFIXES = (".parquet", ".bin", ".idx")  # what the formats write, each file with its sidecar
 PICKLE_PROTOCOL = 4  # fixed, so the same tokenizer gives the same meta.pkl bytes on every Python
 
 
@@ -70,6 +73,43 @@ def write_sidecar(path: Path, shard_set: ShardSet, format_: str) -> None:
         "tokens": shard_set.num_tokens,
         "shard_set_fingerprint": shard_set.fingerprint,
     })
+
+
+def exported_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """The files of ``directory`` that an export writes (``.parquet``, ``.bin``, ``.idx``), in name order."""
+    return sorted(path for path in Path(directory).iterdir() if path.suffix in DATA_SUFFIXES and path.is_file())
+
+
+def check_export(directory: str | os.PathLike[str], tokenizer: Tokenizer) -> list[Path]:
+    """The exported files of ``directory`` if each one's sidecar names ``tokenizer`` (fingerprint and vocabulary
+    size), else TokenizerMismatchError naming the first that does not or has no sidecar."""
+    files = exported_files(directory)
+    if not files:
+        raise ShardError(f"{directory} holds no exported file ({', '.join(DATA_SUFFIXES)})")
+    for path in files:
+        sidecar = _read_sidecar(path)
+        fingerprint, vocab_size = sidecar.get("tokenizer_fingerprint"), sidecar.get("vocab_size")
+        if (fingerprint, vocab_size) != (tokenizer.fingerprint, tokenizer.vocab_size):
+            size = f"{vocab_size:,}" if type(vocab_size) is int else repr(vocab_size)
+            raise TokenizerMismatchError(
+                f"{path} was exported with tokenizer {fingerprint} (vocab size {size}, says "
+                f"{sidecar_path(path).name}), but the given tokenizer is {tokenizer.fingerprint} (vocab size "
+                f"{tokenizer.vocab_size:,}); export again with `lmprep run export`, or train with that tokenizer")
+    return files
+
+
+def _read_sidecar(path: Path) -> dict[str, Any]:
+    sidecar = sidecar_path(path)
+    if not sidecar.is_file():
+        raise TokenizerMismatchError(f"{path} has no sidecar {sidecar.name}, so nothing says which tokenizer its IDs "
+                                     "belong to; export it with `lmprep export`")
+    try:
+        data = json.loads(sidecar.read_bytes())
+    except (ValueError, RecursionError) as exc:
+        raise ShardError(f"{sidecar} is not JSON: {json_error_reason(exc)}") from None
+    if not isinstance(data, dict):
+        raise ShardError(f"{sidecar} is not an lmprep export sidecar (a JSON object)")
+    return data
 
 
 def nanogpt_meta(tokenizer: Tokenizer) -> dict[str, Any]:

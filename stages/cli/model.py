@@ -4,11 +4,13 @@ torch is imported inside the commands, so the rest of the CLI starts without it.
 URL (a directory ``lmprep run train`` wrote to object storage, or its ``checkpoint.safetensors``): ``sample``
 reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header. ``check`` also
 takes a model trained elsewhere (a ``transformers`` directory, a nanoGPT ``ckpt.pt``) that ``stamp`` marked
-with its tokenizer (:mod:`pipeline.model.foreign`).
+with its tokenizer (:mod:`pipeline.model.foreign`), and an export directory, whose sidecars name the tokenizer.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -92,29 +94,45 @@ def continuation(tokenizer: Tokenizer, ids: list[int], eos_id: int | None) -> st
 def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> None:
     """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not (reads only its header).
 
-    CHECKPOINT is an lmprep checkpoint, or a model trained elsewhere that `lmprep stamp` marked: a transformers
-    save_pretrained directory or a nanoGPT ckpt.pt (or its directory)."""
-    from pipeline.model import foreign
-    from pipeline.model.checkpoint import check_tokenizer, read_header
-
+    CHECKPOINT is an lmprep checkpoint, a model trained elsewhere that `lmprep stamp` marked (a transformers
+    save_pretrained directory, a nanoGPT ckpt.pt or its directory), or an export directory (each file's sidecar)."""
     tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
-    is_foreign = foreign.is_foreign_model(checkpoint_path)
-    checkpoint = None if is_foreign else read_header(checkpoint_path)
+    guard = guard_of(checkpoint_path)
     tokenizer = Tokenizer.load(tokenizer_path)
+    used = f"tokenizer {tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size:,})"
     try:
-        if checkpoint is None:
-            model = foreign.check_model(checkpoint_path, tokenizer)
-        else:
-            check_tokenizer(checkpoint, tokenizer)
+        verdict = guard(tokenizer, used)
     except TokenizerMismatchError as exc:
         click.echo(f"incompatible: {exc}")
         click.get_current_context().exit(1)
-    used = f"tokenizer {tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size:,})"
-    if checkpoint is None:
-        click.echo(f"compatible: {model.directory} ({model.tool}) was trained with {used}, says "
-                   f"{model.stamp_path}; {describe_vocabulary(model, tokenizer)}")
-    else:
-        click.echo(f"compatible: {checkpoint.path} (step {checkpoint.step:,}) was trained with {used}")
+    click.echo(f"compatible: {verdict}")
+
+
+def guard_of(path: str) -> Callable[[Tokenizer, str], str]:
+    """How ``check`` checks what is at ``path``: a function of the tokenizer (and how to name it) that returns
+    the verdict or raises TokenizerMismatchError. An lmprep checkpoint's header is read here, so a missing
+    checkpoint is named before the tokenizer is loaded."""
+    from pipeline.model import foreign
+    from pipeline.model.checkpoint import check_tokenizer, read_header
+    from pipeline.shards import export
+
+    if foreign.is_foreign_model(path):
+        def check_model(tokenizer: Tokenizer, used: str) -> str:
+            model = foreign.check_model(path, tokenizer)
+            return (f"{model.directory} ({model.tool}) was trained with {used}, says {model.stamp_path}; "
+                    f"{describe_vocabulary(model, tokenizer)}")
+        return check_model
+    if os.path.isdir(path) and export.exported_files(path):
+        def check_export(tokenizer: Tokenizer, used: str) -> str:
+            files = export.check_export(path, tokenizer)
+            return f"the {len(files)} exported files of {path} ({', '.join(f.name for f in files)}) hold IDs of {used}"
+        return check_export
+    checkpoint = read_header(path)
+
+    def check_checkpoint(tokenizer: Tokenizer, used: str) -> str:
+        check_tokenizer(checkpoint, tokenizer)
+        return f"{checkpoint.path} (step {checkpoint.step:,}) was trained with {used}"
+    return check_checkpoint
 
 
 @click.command()

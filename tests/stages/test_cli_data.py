@@ -132,6 +132,24 @@ def test_above_65536_ids_every_format_is_exported_and_the_uint32_bin_is_announce
     assert dataset.index.dtype == np.int32 and [dataset[i].tolist() for i in range(len(dataset))] == train
 
 
+def test_check_says_whether_an_export_directory_belongs_to_a_tokenizer(project, byte_tokenizer):
+    lmprep("export", "--format", "megatron", "--format", "nanogpt")
+    tokenizer = Tokenizer.load("out/tokenizer/tokenizer.json")
+    good = lmprep("check", "out/export", "--tokenizer", "out/tokenizer/tokenizer.json")
+    assert good.output == (
+        "compatible: the 6 exported files of out/export (train.bin, train_text_document.bin, train_text_document.idx, "
+        f"val.bin, val_text_document.bin, val_text_document.idx) hold IDs of tokenizer {tokenizer.fingerprint} "
+        f"(out/tokenizer/tokenizer.json, vocab size {tokenizer.vocab_size})\n")
+    byte_tokenizer.save("other.json")
+    bad = lmprep("check", "out/export", "--tokenizer", "other.json", code=1)
+    assert bad.output.startswith(f"incompatible: out/export/train.bin was exported with tokenizer "
+                                 f"{tokenizer.fingerprint} (vocab size {tokenizer.vocab_size}, says train.bin.json), "
+                                 f"but the given tokenizer is {byte_tokenizer.fingerprint}")
+    Path("out/export/val.bin.json").unlink()
+    missing = lmprep("check", "out/export", "--tokenizer", "out/tokenizer/tokenizer.json", code=1)
+    assert missing.output.startswith("incompatible: out/export/val.bin has no sidecar val.bin.json")
+
+
 def test_nanogpt_meta_of_the_char_kind_decodes_as_nanogpt_does(char_tokenizer):
     """nanoGPT's sample.py: ``decode = lambda l: ''.join([itos[i] for i in l])``."""
     meta = pickle.loads(pickle.dumps(export.nanogpt_meta(char_tokenizer)))
