@@ -32,6 +32,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from pipeline.config.export_formats import EXPORT_FORMATS, check_export_ids
 from pipeline.engine import storage
 from pipeline.errors import ConfigError
 
@@ -128,12 +129,6 @@ class TrainConfig:
     checkpoint_every: int | None = _bounded(None, low=1)  # also save a checkpoint every N steps (resumable)
     seed: int = _bounded(1337, low=0, high=MAX_SEED)
     output_dir: str = _path("checkpoints/default", "output")
-
-
-# The most IDs each export format holds: Parquet and nanoGPT's .bin store the shards' uint32 at most,
-# Megatron's indexed dataset int32 (pipeline/shards/megatron.py).
-EXPORT_MAX_IDS = {"parquet": 1 << 32, "nanogpt": 1 << 32, "megatron": 1 << 31}
-EXPORT_FORMATS = tuple(EXPORT_MAX_IDS)
 
 
 @dataclass(frozen=True)
@@ -753,7 +748,10 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     if not config.export.formats or len(set(config.export.formats)) != len(config.export.formats):
         raise ConfigError(f"{origin('export.formats')}: export.formats must list distinct formats among {list(EXPORT_FORMATS)}, "
                           f"got {list(config.export.formats)}")
-    _check_export_ids(config, origin)
+    vocab_size = resolved_size(tok)[0]
+    if tok.path is None and vocab_size is not None:  # else checked when the export stage starts, before it writes
+        check_export_ids(config.export.formats, vocab_size, "tokenizer.vocab_size is",
+                         f"{origin('export.formats')}: export.formats")
     if "" in tok.special_tokens or len(set(tok.special_tokens)) != len(tok.special_tokens):
         raise ConfigError(f"{origin('tokenizer.special_tokens')}: tokenizer.special_tokens must be distinct non-empty strings, "
                           f"got {list(tok.special_tokens)}")
@@ -776,23 +774,6 @@ def _check_consistency(config: Config, origin: Origins) -> None:
             if token is not None and token not in tok.special_tokens:
                 raise ConfigError(f"{origin(f'encode.{key}')}: encode.{key} {token!r} is not one of tokenizer.special_tokens "
                                   f"{list(tok.special_tokens)}; add it there or set encode.{key}: null")
-
-
-def _check_export_ids(config: Config, origin: Origins) -> None:
-    """Each export format holds the vocabulary the config trains (a ``tokenizer.path`` one is checked when
-    the export stage starts, before it writes)."""
-    vocab_size = resolved_size(config.tokenizer)[0] if config.tokenizer.path is None else None
-    if vocab_size is not None:
-        check_export_ids(config.export.formats, vocab_size, "tokenizer.vocab_size is",
-                         f"{origin('export.formats')}: export.formats")
-
-
-def check_export_ids(formats: Sequence[str], vocab_size: int, source: str, where: str = "export.formats") -> None:
-    """ConfigError naming the first of ``formats`` that cannot hold ``vocab_size`` IDs (``source``: whose)."""
-    for format_ in formats:
-        if vocab_size > EXPORT_MAX_IDS[format_]:
-            raise ConfigError(f"{where}: {format_} holds at most {EXPORT_MAX_IDS[format_]:,} IDs, but {source} "
-                              f"{vocab_size:,}; remove {format_} from export.formats")
 
 
 def _check_trained_ids(tok: TokenizerConfig, origin: Origins) -> None:

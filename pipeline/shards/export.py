@@ -13,7 +13,7 @@ above, which ``meta.pkl`` names as ``dtype`` (nanoGPT's ``train.py`` reads
 uint16 unless told otherwise).
 
 Whether a format can hold the vocabulary is decided before anything is
-written (:func:`pipeline.config.schema.check_export_ids`), so an export is never half-done.
+written (:func:`pipeline.config.export_formats.check_export_ids`), so an export is never half-done.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.config.schema import check_export_ids
+from pipeline.config.export_formats import check_export_ids
 from pipeline.engine import atomic, hashing
 from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
 from pipeline.shards import megatron

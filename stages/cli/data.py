@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from pipeline.config.schema import EXPORT_FORMATS, Config
+from pipeline.config.export_formats import EXPORT_FORMATS
+from pipeline.config.schema import Config
 from pipeline.engine import storage
 from pipeline.errors import ConfigError
 from stages import stats as stats_stage
