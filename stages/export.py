@@ -33,6 +33,10 @@ def run(config: Config) -> None:
     tokens = {shard_set.split: shard_set.num_tokens for shard_set in shard_sets}
     for split, path in written:
         say("export", f"{tokens[split]:,} tokens → {output}/{path.name}")
+    for shard_set in shard_sets:
+        if shard_set.num_tokens == 0 and {"nanogpt", "megatron"} & set(config.export.formats):
+            say("export", f"{shard_set.split} has no tokens, so its .bin files are empty, which np.memmap (nanoGPT, "
+                          "Megatron) cannot open: leave that split out of their data paths")
     if "nanogpt" in config.export.formats and shard_sets[0].dtype.itemsize == 4:
         say("export", f"the nanoGPT .bin files hold uint32 IDs ({tokenizer.vocab_size:,} IDs do not fit uint16): "
                       "read them with np.memmap(..., dtype=np.uint32) in nanoGPT's train.py (meta.pkl says "

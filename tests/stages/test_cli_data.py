@@ -150,6 +150,16 @@ def test_check_says_whether_an_export_directory_belongs_to_a_tokenizer(project, 
     assert missing.output.startswith("incompatible: out/export/val.bin has no sidecar val.bin.json")
 
 
+def test_an_empty_split_is_exported_and_said_to_be_empty(project):
+    """numpy cannot map an empty file, so neither nanoGPT nor Megatron can open an empty split's .bin."""
+    Path("lmprep.yaml").write_text(Path("lmprep.yaml").read_text().replace("val_fraction: 0.2", "val_fraction: 0.0"))
+    output = lmprep("export", "--format", "megatron", "--format", "parquet").output
+    assert ("val has no tokens, so its .bin files are empty, which np.memmap (nanoGPT, Megatron) cannot open: "
+            "leave that split out of their data paths") in output
+    assert Path("out/export/val_text_document.bin").stat().st_size == 0
+    assert pq.read_table("out/export/val.parquet").num_rows == 0
+
+
 def test_nanogpt_meta_of_the_char_kind_decodes_as_nanogpt_does(char_tokenizer):
     """nanoGPT's sample.py: ``decode = lambda l: ''.join([itos[i] for i in l])``."""
     meta = pickle.loads(pickle.dumps(export.nanogpt_meta(char_tokenizer)))
