@@ -9,10 +9,14 @@ every output, when the shards or the tokenizer change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pipeline.config.schema import Config
 from pipeline.engine import storage
 from pipeline.engine.runner import Stage
 from pipeline.shards import export
+from pipeline.shards.format import ShardSet
+from pipeline.tokenizer import Tokenizer
 from stages.console import say
 from stages.encode import open_splits, shard_reader_stage
 
@@ -33,11 +37,16 @@ def run(config: Config) -> None:
     tokens = {shard_set.split: shard_set.num_tokens for shard_set in shard_sets}
     for split, path in written:
         say("export", f"{tokens[split]:,} tokens → {output}/{path.name}")
-    for shard_set in shard_sets:
-        if shard_set.num_tokens == 0 and {"nanogpt", "megatron"} & set(config.export.formats):
-            say("export", f"{shard_set.split} has no tokens, so its .bin files are empty, which np.memmap (nanoGPT, "
-                          "Megatron) cannot open: leave that split out of their data paths")
-    if "nanogpt" in config.export.formats and shard_sets[0].dtype.itemsize == 4:
-        say("export", f"the nanoGPT .bin files hold uint32 IDs ({tokenizer.vocab_size:,} IDs do not fit uint16): "
-                      "read them with np.memmap(..., dtype=np.uint32) in nanoGPT's train.py (meta.pkl says "
-                      "dtype 'uint32')")
+    for notice in notices(config.export.formats, shard_sets, tokenizer):
+        say("export", notice)
+
+
+def notices(formats: Sequence[str], shard_sets: Sequence[ShardSet], tokenizer: Tokenizer) -> list[str]:
+    """What a user of the exported files must know that their names do not say."""
+    lines = [f"{shard_set.split} has no tokens, so its .bin files are empty, which np.memmap (nanoGPT, Megatron) "
+             "cannot open: leave that split out of their data paths"
+             for shard_set in shard_sets if shard_set.num_tokens == 0 and {"nanogpt", "megatron"} & set(formats)]
+    if "nanogpt" in formats and shard_sets[0].dtype.itemsize == 4:
+        lines.append(f"the nanoGPT .bin files hold uint32 IDs ({tokenizer.vocab_size:,} IDs do not fit uint16): read "
+                     "them with np.memmap(..., dtype=np.uint32) in nanoGPT's train.py (meta.pkl says dtype 'uint32')")
+    return lines
