@@ -1,4 +1,5 @@
-"""The export and stats stages writing to object storage: a real S3 API (moto's server on 127.0.0.1), s3fs as the client."""
+"""The export and stats stages writing to object storage: a real S3 API (moto's server on 127.0.0.1), s3fs as the
+client."""
 
 from __future__ import annotations
 
