@@ -74,12 +74,12 @@ def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]
 
 
-def shard_reader_stage(config: Config, name: str, run: Callable[[Config], None]) -> Stage:
+def shard_reader_stage(config: Config, name: str, run: Callable[[Config], None], code_version: int = 1) -> Stage:
     """An optional stage reading the shards and the tokenizer into ``<name>.output_dir``; its params are
     its whole section."""
     output_dir = getattr(config, name).output_dir
     shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
                                  config.out(output_dir))
     return Stage(name=name, deps=(shards, tokenizer), outs=(output,), params=(name,),
-                 run=functools.partial(run, config),
+                 run=functools.partial(run, config), code_version=code_version,
                  keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: f"{name}.output_dir"})

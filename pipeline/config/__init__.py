@@ -8,14 +8,15 @@ What lives where:
   where each value came from (:class:`Origins`), paths rebased onto the file's directory;
 - :mod:`~pipeline.config.yaml_safe`: the bounded YAML reader (size, nesting, alias bombs);
 - :mod:`~pipeline.config.validate`: a parsed mapping checked and converted into the dataclasses.
+- :mod:`~pipeline.config.export_formats`: the export formats and the most IDs each holds.
 
 Import from ``pipeline.config``; the modules above may import only :mod:`pipeline.errors`,
 :mod:`pipeline.engine` and one another.
 """
 
+from pipeline.config.export_formats import EXPORT_FORMATS
 from pipeline.config.files import Origins, dump_yaml, load_config, load_config_with_origins, parse_config
 from pipeline.config.schema import (
-    EXPORT_FORMATS,
     MAX_TRAINED_IDS,
     Config,
     DataConfig,

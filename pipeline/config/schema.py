@@ -115,14 +115,11 @@ class TrainConfig:
     output_dir: str = _path("checkpoints/default", "output")
 
 
-EXPORT_FORMATS = ("parquet", "nanogpt")
-
-
 @dataclass(frozen=True)
 class ExportConfig:
     """The optional ``export`` stage: present when ``output_dir`` is set."""
 
-    formats: tuple[Literal["parquet", "nanogpt"], ...] = EXPORT_FORMATS
+    formats: tuple[Literal["parquet", "nanogpt", "megatron"], ...] = ("parquet", "nanogpt")
     output_dir: str | None = _path(None, "output")
 
 

@@ -14,8 +14,8 @@ import math
 import typing
 from typing import TYPE_CHECKING, Any, Literal
 
+from pipeline.config.export_formats import EXPORT_FORMATS, check_export_ids
 from pipeline.config.schema import (
-    EXPORT_FORMATS,
     LOCAL_ONLY_KEYS,
     MAX_TRAINED_IDS,
     OUTPUT_KEYS,
@@ -24,6 +24,7 @@ from pipeline.config.schema import (
     field_types,
     is_dataclass_type,
     join_key,
+    resolved_size,
     schema_fields,
     sequence_item_type,
     union_members,
@@ -138,6 +139,10 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     if not config.export.formats or len(set(config.export.formats)) != len(config.export.formats):
         raise ConfigError(f"{origin('export.formats')}: export.formats must list distinct formats among "
                           f"{list(EXPORT_FORMATS)}, got {list(config.export.formats)}")
+    vocab_size = resolved_size(config.tokenizer)[0]
+    if config.tokenizer.path is None and vocab_size is not None:  # else checked when the export stage starts
+        check_export_ids(config.export.formats, vocab_size, "tokenizer.vocab_size is",
+                         f"{origin('export.formats')}: export.formats")
     _check_tokenizer_size(config.tokenizer, origin)
     _check_trained_ids(config.tokenizer, origin)
     _check_document_tokens(config, origin)

@@ -137,10 +137,11 @@ from stages.cli.data import export_command, stats_command  # noqa: E402
 cli.add_command(export_command)
 cli.add_command(stats_command)
 
-from stages.cli.model import check, sample  # noqa: E402
+from stages.cli.model import check, sample, stamp  # noqa: E402
 
 cli.add_command(sample)
 cli.add_command(check)
+cli.add_command(stamp)
 
 from stages.cli.init import init_command  # noqa: E402
 

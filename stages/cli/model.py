@@ -1,12 +1,16 @@
-"""``lmprep sample`` and ``lmprep check``: use a checkpoint, always through the tokenizer guard.
+"""``lmprep sample``, ``lmprep check`` and ``lmprep stamp``: use a checkpoint, always through the tokenizer guard.
 
 torch is imported inside the commands, so the rest of the CLI starts without it. A checkpoint may be a
 URL (a directory ``lmprep run train`` wrote to object storage, or its ``checkpoint.safetensors``): ``sample``
-reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header.
+reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header. ``check`` also
+takes a model trained elsewhere (a ``transformers`` directory, a nanoGPT ``ckpt.pt``) that ``stamp`` marked
+with its tokenizer (:mod:`pipeline.model.foreign`), and an export directory, whose sidecars name the tokenizer.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -18,6 +22,7 @@ from stages.cli.options import config_options
 
 if TYPE_CHECKING:
     from pipeline.model.checkpoint import Checkpoint
+    from pipeline.model.foreign import ForeignModel
 
 
 @click.command()
@@ -87,18 +92,72 @@ def continuation(tokenizer: Tokenizer, ids: list[int], eos_id: int | None) -> st
               help="tokenizer.json to check against [default: tokenizer.output].")
 @config_options(optional=True)
 def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> None:
-    """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not (reads only its header)."""
-    from pipeline.model.checkpoint import check_tokenizer, read_header
+    """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not (reads only its header).
 
+    CHECKPOINT is an lmprep checkpoint, a model trained elsewhere that `lmprep stamp` marked (a transformers
+    save_pretrained directory, a nanoGPT ckpt.pt or its directory), or an export directory (each file's sidecar)."""
     tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
-    checkpoint = read_header(checkpoint_path)
+    guard = guard_of(checkpoint_path)
     tokenizer = Tokenizer.load(tokenizer_path)
+    used = f"tokenizer {tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size:,})"
     try:
-        check_tokenizer(checkpoint, tokenizer)
+        verdict = guard(tokenizer, used)
     except TokenizerMismatchError as exc:
         click.echo(f"incompatible: {exc}")
         click.get_current_context().exit(1)
-    click.echo(
-        f"compatible: {checkpoint.path} (step {checkpoint.step:,}) was trained with tokenizer "
-        f"{tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size:,})"
-    )
+    click.echo(f"compatible: {verdict}")
+
+
+def guard_of(path: str) -> Callable[[Tokenizer, str], str]:
+    """How ``check`` checks what is at ``path``: a function of the tokenizer (and how to name it) that returns
+    the verdict or raises TokenizerMismatchError. An lmprep checkpoint's header is read here, so a missing
+    checkpoint is named before the tokenizer is loaded."""
+    from pipeline.model import foreign
+    from pipeline.model.checkpoint import check_tokenizer, read_header
+    from pipeline.shards import export
+
+    if foreign.is_foreign_model(path):
+        def check_model(tokenizer: Tokenizer, used: str) -> str:
+            model = foreign.check_model(path, tokenizer)
+            return (f"{model.directory} ({model.tool}) was trained with {used}, says {model.stamp_path}; "
+                    f"{describe_vocabulary(model, tokenizer)}")
+        return check_model
+    if os.path.isdir(path) and export.exported_files(path):
+        def check_export(tokenizer: Tokenizer, used: str) -> str:
+            files = export.check_export(path, tokenizer)
+            return f"the {len(files)} exported files of {path} ({', '.join(f.name for f in files)}) hold IDs of {used}"
+        return check_export
+    checkpoint = read_header(path)
+
+    def check_checkpoint(tokenizer: Tokenizer, used: str) -> str:
+        check_tokenizer(checkpoint, tokenizer)
+        return f"{checkpoint.path} (step {checkpoint.step:,}) was trained with {used}"
+    return check_checkpoint
+
+
+@click.command()
+@click.argument("model_path", metavar="MODEL")
+@click.option("--tokenizer", "tokenizer_path", metavar="PATH",
+              help="The tokenizer.json MODEL was trained with [default: tokenizer.output].")
+@click.option("--force", is_flag=True, help="Replace a stamp that names another tokenizer.")
+@config_options(optional=True)
+def stamp(model_path: str, tokenizer_path: str | None, force: bool, config: Config) -> None:
+    """Record in MODEL's directory (lmprep.json) which tokenizer it was trained with, so `lmprep check` can tell.
+
+    MODEL is a transformers save_pretrained directory or a nanoGPT ckpt.pt (or its directory), trained on
+    lmprep's exports. Its vocabulary size is read from its config.json or checkpoint, never by running code."""
+    from pipeline.model import foreign
+
+    tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
+    tokenizer = Tokenizer.load(tokenizer_path)
+    model = foreign.stamp_model(model_path, tokenizer, force=force)
+    click.echo(f"stamped {model.stamp_path}: {model.directory} ({model.tool}) was trained with tokenizer "
+               f"{tokenizer.fingerprint} ({tokenizer_path}); {describe_vocabulary(model, tokenizer)}")
+
+
+def describe_vocabulary(model: ForeignModel, tokenizer: Tokenizer) -> str:
+    """``vocab size 270 (config.json)``, and the padding rows where the model has more IDs than the tokenizer."""
+    text = f"vocab size {model.vocab_size:,} ({model.source.name})"
+    if model.vocab_size > tokenizer.vocab_size:
+        text += f": IDs {tokenizer.vocab_size:,} to {model.vocab_size - 1:,} are padding that the tokenizer never gives"
+    return text

@@ -328,3 +328,13 @@ def test_an_output_that_is_a_whole_bucket_is_refused(tmp_path, key):
     (tmp_path / "lmprep.yaml").write_text("{}\n")
     with pytest.raises(ConfigError, match=rf"{key} 's3://bucket/' is a whole bucket; name a prefix inside it"):
         load_config(tmp_path / "lmprep.yaml", [f"{key}=s3://bucket/"])
+
+
+def test_an_export_format_that_cannot_hold_the_vocabulary_is_refused_at_load(tmp_path):
+    """A word vocabulary past int32 cannot be a Megatron indexed dataset: said before any stage runs."""
+    text = "tokenizer: {kind: word, vocab_size: 3000000000}\nexport: {formats: [parquet, megatron]}\n"
+    assert error_of(tmp_path, text) == (
+        f"{write_config(tmp_path, text)}: export.formats: megatron holds at most 2,147,483,648 IDs, "
+        "but tokenizer.vocab_size is 3,000,000,000; remove megatron from export.formats")
+    config = load_config(write_config(tmp_path, text.replace("megatron", "nanogpt")))
+    assert config.export.formats == ("parquet", "nanogpt")  # uint32 holds it

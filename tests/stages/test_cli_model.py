@@ -239,3 +239,70 @@ def test_sample_refuses_nan_weights_with_one_line(trained, tmp_path):
     assert result.exit_code == 2
     assert result.output == (f"error: checkpoint {tmp_path / 'checkpoint.safetensors'}: model.embed.weight holds "
                              "NaN or infinite weights; retrain it with `lmprep run train`\n")
+
+
+# -- models trained elsewhere: `lmprep stamp`, then `lmprep check`
+
+
+def hf_model(directory, vocab_size: int):
+    """A tiny GPT-2 as transformers saves it (config.json, model.safetensors)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=vocab_size, n_positions=16, n_embd=8, n_layer=1, n_head=2)
+    GPT2LMHeadModel(config).save_pretrained(directory)
+    return directory
+
+
+def nanogpt_model(directory, vocab_size: int):
+    """A ckpt.pt as nanoGPT's train.py writes it."""
+    directory.mkdir()
+    model = torch.nn.ModuleDict({"wte": torch.nn.Embedding(vocab_size, 8), "lm_head": torch.nn.Linear(8, vocab_size)})
+    state = {f"transformer.{name}" if name.startswith("wte") else name: value
+             for name, value in model.state_dict().items()}
+    args = {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 16, "bias": True, "vocab_size": vocab_size,
+            "dropout": 0.0}
+    torch.save({"model": state, "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+                "model_args": args, "iter_num": 0, "best_val_loss": 1e9, "config": {"dataset": "lmprep"}},
+               directory / "ckpt.pt")
+    return directory
+
+
+@pytest.mark.parametrize("make_model", [hf_model, nanogpt_model])
+def test_stamp_then_check_a_model_trained_elsewhere(trained, tmp_path, make_model):
+    root, _, config = trained
+    tokenizer = Tokenizer.load(root / "tok.json")
+    model = make_model(tmp_path / "model", tokenizer.vocab_size)
+    unstamped = invoke("check", model, "--tokenizer", root / "tok.json", "--config", config)
+    assert unstamped.exit_code == 1 and f"incompatible: {model} has no lmprep.json" in unstamped.output
+
+    stamped = invoke("stamp", model, "--tokenizer", root / "tok.json", "--config", config)
+    assert stamped.exit_code == 0, stamped.output
+    assert stamped.output.startswith(f"stamped {model / 'lmprep.json'}: {model} (")
+    good = invoke("check", model, "--tokenizer", root / "tok.json", "--config", config)
+    assert good.exit_code == 0, good.output
+    assert good.output.startswith(f"compatible: {model} (") and f"vocab size {tokenizer.vocab_size}" in good.output
+
+    bad = invoke("check", model, "--tokenizer", root / "other.json", "--config", config)  # retrained, same size
+    assert bad.exit_code == 1 and bad.output.startswith("incompatible: ")
+    assert "first differing merge is #0" in bad.output and tokenizer.fingerprint in bad.output
+    restamp = invoke("stamp", model, "--tokenizer", root / "other.json", "--config", config)
+    assert restamp.exit_code == 2 and "pass --force to replace the stamp" in restamp.output
+
+
+def test_transformers_loads_a_stamped_directory_unchanged(trained, tmp_path):
+    from transformers import GPT2LMHeadModel
+
+    root, _, config = trained
+    model = hf_model(tmp_path / "hf", Tokenizer.load(root / "tok.json").vocab_size)
+    files = sorted(path.name for path in model.iterdir())
+    assert invoke("stamp", model, "--tokenizer", root / "tok.json", "--config", config).exit_code == 0
+    assert sorted(path.name for path in model.iterdir()) == sorted([*files, "lmprep.json"])
+    assert GPT2LMHeadModel.from_pretrained(model).config.vocab_size == 270
+
+
+def test_a_model_too_small_for_the_tokenizer_cannot_be_stamped(trained, tmp_path):
+    root, _, config = trained
+    model = hf_model(tmp_path / "hf", 260)
+    result = invoke("stamp", model, "--tokenizer", root / "tok.json", "--config", config)
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {model / 'config.json'} declares a vocabulary of 260 IDs, fewer than ")
