@@ -32,7 +32,8 @@ from pipeline.config.export_formats import check_export_ids
 from pipeline.engine import atomic, hashing
 from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
 from pipeline.shards import megatron
-from pipeline.shards.format import COLUMN, METADATA_PREFIX, ShardSet, ids_dtype, shard_schema
+from pipeline.shards.format import COLUMN, METADATA_PREFIX, ShardSet, shard_schema
+from pipeline.shards.manifest import ids_dtype
 from pipeline.tokenizer import Tokenizer
 
 NANOGPT_META = "meta.pkl"

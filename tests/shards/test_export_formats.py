@@ -14,7 +14,8 @@ import pytest
 
 from pipeline.errors import ConfigError
 from pipeline.shards import export, megatron
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
 
 with warnings.catch_warnings():  # megatron-core (pinned in the test extra) warns that Transformer Engine is absent
     warnings.simplefilter("ignore")
