@@ -513,23 +513,28 @@ def _remove_empty_parents(path: Path, root: Path) -> None:
         parent = parent.parent
 
 
-def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
-    """Stage name → names of all stages it depends on, directly or not.
-
-    A dependency on an output path (or on a path inside an output directory)
-    makes the producing stage upstream. Producers must come earlier.
-    """
+def direct_upstream(stages: Sequence[Stage]) -> dict[str, list[str]]:
+    """Stage name → the stages that write what it reads (an output it depends on, or a path inside
+    one), in pipeline order: the edges of ``lmprep dag``. Producers must come earlier."""
     producer: dict[str, str] = {}
-    upstream: dict[str, set[str]] = {}
+    direct: dict[str, list[str]] = {}
     for stage in stages:
-        if stage.name in upstream:
+        if stage.name in direct:
             raise RunnerError(f"two stages are named '{stage.name}'")
-        direct = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
-        upstream[stage.name] = direct.union(*(upstream[name] for name in direct))
+        found = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
+        direct[stage.name] = [name for name in direct if name in found]
         for out in stage.outs:
             if out in producer:
                 raise RunnerError(f"'{out}' is an output of both '{producer[out]}' and '{stage.name}'")
             producer[out] = stage.name
+    return direct
+
+
+def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
+    """Stage name → names of all stages it depends on, directly or not."""
+    upstream: dict[str, set[str]] = {}
+    for name, direct in direct_upstream(stages).items():
+        upstream[name] = set(direct).union(*(upstream[other] for other in direct))
     return upstream
 
 

@@ -214,3 +214,36 @@ def test_checkpoint_directories_keep_their_tokenizer_and_sample_without_flags(pr
     refused = CliRunner().invoke(cli, ["sample", "--checkpoint", str(aside), "--prompt", "Q:", "--config",
                                        "lmprep.yaml", "--tokenizer", "out/tokenizer.json"])
     assert refused.exit_code == 2 and "was trained with tokenizer" in refused.output
+
+
+def test_status_json_is_one_document_per_stage_with_reasons_and_outputs(project):
+    import json
+
+    before = json.loads(lmprep("status", "--json").output)
+    assert before["version"] == 1 and list(before["stages"]) == ["prepare", "tokenizer", "encode", "train"]
+    assert before["stages"]["prepare"] == {"up_to_date": False, "reasons": ["never run"], "warning": None,
+                                           "outputs": ["out/prepared"]}
+    assert before["stages"]["tokenizer"]["outputs"] == [
+        "out/tokenizer.json", "out/tokenizer_config.json", "out/special_tokens_map.json"]
+    assert lmprep("run").exit_code == 0
+    result = lmprep("status", "--json", "--check", "--set", "train.steps=3")
+    assert result.exit_code == 1
+    stages = json.loads(result.output)["stages"]
+    assert [name for name, stage in stages.items() if stage["up_to_date"]] == ["prepare", "tokenizer", "encode"]
+    assert stages["train"]["reasons"] == ["param train.steps changed 2 → 3"]
+
+
+def test_dag_shows_each_stages_upstream_as_its_inputs_declare_it(project):
+    result = lmprep("dag")
+    assert result.exit_code == 0, result.output
+    assert result.output == ("prepare\n"
+                             "tokenizer  ← prepare\n"
+                             "encode     ← prepare, tokenizer\n"
+                             "train      ← tokenizer, encode\n")
+    (project / "frozen.json").write_text("{}")  # dag reads only the config: the file is not parsed
+    frozen = lmprep("dag", "--set", "tokenizer.path=frozen.json", "--set", "stats.output_dir=out/stats")
+    assert frozen.output.splitlines()[1] == "tokenizer"  # a frozen tokenizer reads no prepared data
+    assert frozen.output.splitlines()[-1] == "stats      ← tokenizer, encode"
+    dot = lmprep("dag", "--dot").output
+    assert dot.startswith('strict digraph {\n\t"prepare";\n') and '\t"prepare" -> "encode";\n' in dot
+    assert dot.count("->") == 5 and dot.endswith("}\n")
