@@ -101,6 +101,7 @@ class TokenizerConfig:
     min_frequency: int = _bounded(2, low=1)
     special_tokens: tuple[str, ...] = ("<|endoftext|>",)
     workers: int = _bounded(0, low=0, high=MAX_WORKERS)
+    model_max_length: int = _bounded(1024, low=1)  # tokenizer_config.json's: where transformers' truncation cuts
     output: str = _path("data/tokenizer/tokenizer.json", "output")
 
 

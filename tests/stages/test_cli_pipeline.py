@@ -247,3 +247,13 @@ def test_dag_shows_each_stages_upstream_as_its_inputs_declare_it(project):
     dot = lmprep("dag", "--dot").output
     assert dot.startswith('strict digraph {\n\t"prepare";\n') and '\t"prepare" -> "encode";\n' in dot
     assert dot.count("->") == 5 and dot.endswith("}\n")
+
+
+def test_the_tokenizer_stage_writes_a_pad_token_and_model_max_length_for_transformers(project):
+    import json
+
+    result = lmprep("run", "tokenizer", "--set", "tokenizer.model_max_length=256")
+    assert result.exit_code == 0 and "pad token '<|endoftext|>' → out/tokenizer.json" in result.output
+    written = json.loads((project / "out" / "tokenizer_config.json").read_text())
+    assert written["pad_token"] == "<|endoftext|>" and written["model_max_length"] == 256
+    assert json.loads((project / "out" / "special_tokens_map.json").read_text())["pad_token"] == "<|endoftext|>"
