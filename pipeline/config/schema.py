@@ -119,6 +119,7 @@ class EncodeConfig:
 class TrainConfig:
     dim: int = _bounded(64, low=1, high=MAX_DIM)
     tie_weights: bool = False
+    pad_vocab_to: int | None = _bounded(None, low=1, high=MAX_DIM)  # model vocab rounded up to a multiple of it
     context: int = _bounded(64, low=1, high=MAX_POSITIONS)
     batch_size: int = _bounded(32, low=1, high=MAX_POSITIONS)
     steps: int = _bounded(300, low=0)

@@ -86,7 +86,7 @@ import torch
 
 from pipeline.engine import atomic, storage
 from pipeline.errors import CheckpointError, PipelineError, ShardError, TokenizerMismatchError, TrainingError
-from pipeline.model.bigram import BigramLM, ModelConfig, training_memory_bytes
+from pipeline.model.bigram import BigramLM, ModelConfig, padded_vocab_size, training_memory_bytes
 from pipeline.model.checkpoint import (
     TOKENIZER_FILE,
     Checkpoint,
@@ -150,8 +150,10 @@ class ResumePlan:
 
 
 def model_config_for(settings: TrainConfig, tokenizer: TokenizerLike) -> ModelConfig:
-    """The model shape: vocab size from the tokenizer, the rest from ``train``."""
-    return ModelConfig(vocab_size=tokenizer.vocab_size, dim=settings.dim, tie_weights=settings.tie_weights)
+    """The model shape: vocab size from the tokenizer (padded as ``train.pad_vocab_to`` says), the rest from
+    ``train``."""
+    return ModelConfig(vocab_size=padded_vocab_size(tokenizer.vocab_size, settings.pad_vocab_to), dim=settings.dim,
+                       tie_weights=settings.tie_weights)
 
 
 def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_set: ShardSet) -> None:
@@ -166,7 +168,7 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
         raise TokenizerMismatchError(
             f"{where} records vocab size {shard_set.vocab_size}, the tokenizer has {tokenizer.vocab_size}"
         )
-    if model_config.vocab_size != tokenizer.vocab_size:
+    if model_config.vocab_size < tokenizer.vocab_size:
         raise TokenizerMismatchError(
             f"the model has vocab size {model_config.vocab_size}, the tokenizer {tokenizer.vocab_size}"
         )
