@@ -21,12 +21,14 @@ from pipeline.data.chunk_counts import count_prepared
 from pipeline.engine import storage
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
+from pipeline.errors import AlphabetTooLargeError
 from pipeline.tokenizer import Tokenizer, hf_dir, hf_json
 from pipeline.tokenizer.patterns import resolve_pattern
 from stages.console import say, show_progress
 from stages.encode import special_id
 
-TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "min_frequency", "special_tokens")
+TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "min_frequency", "character_coverage",
+                 "special_tokens")
 ROLE_KEYS = ("encode.eos_token", "encode.bos_token")  # the special-token roles written for transformers
 COMPANION_KEYS = (*ROLE_KEYS, "tokenizer.model_max_length")  # what else the transformers files hold
 
@@ -69,7 +71,8 @@ def train(config: Config) -> None:
                                   config.output_path(config.tokenizer.output))
     options = dict(vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
                    special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
-                   merges=settings.merges, merge_newlines=settings.merge_newlines, progress=show_progress())
+                   merges=settings.merges, merge_newlines=settings.merge_newlines,
+                   character_coverage=settings.character_coverage, progress=show_progress())
     if settings.kind == "word":
         tokenizer = Tokenizer.train(documents.iter_split_documents(prepared, "train"),
                                     workers=settings.workers, **options)
@@ -77,7 +80,13 @@ def train(config: Config) -> None:
         with open_tasks(config.executor, workers=settings.workers) as tasks:
             counts = count_prepared(tasks, prepared, "train", progress=show_progress(),
                                     pattern=resolve_pattern(settings.pattern, kind=settings.kind))
-        tokenizer = Tokenizer.train_from_counts(counts, **options)
+        try:
+            tokenizer = Tokenizer.train_from_counts(counts, **options)
+        except AlphabetTooLargeError as exc:
+            raise AlphabetTooLargeError(exc.problem, "raise tokenizer.vocab_size, or keep fewer characters with "
+                                                     "tokenizer.character_coverage (such as 0.9995)") from None
+    if tokenizer.coverage_note:
+        say("tokenizer", tokenizer.coverage_note)
     check_roles(config, tokenizer)
     tokenizer.save(output)
     pad = write_companions(config, tokenizer)

@@ -99,6 +99,7 @@ class TokenizerConfig:
     pattern: str | None = None
     merge_newlines: bool | None = None
     min_frequency: int = _bounded(2, low=1)
+    character_coverage: float = _bounded(1.0, low=0.0, high=1.0)  # char kind: share of the text its characters cover
     special_tokens: tuple[str, ...] = ("<|endoftext|>",)
     workers: int = _bounded(0, low=0, high=MAX_WORKERS)
     model_max_length: int = _bounded(1024, low=1)  # tokenizer_config.json's: where transformers' truncation cuts
@@ -768,6 +769,10 @@ def _check_consistency(config: Config, origin: Origins) -> None:
         raise ConfigError(f"{origin('tokenizer.vocab_size')}: tokenizer.vocab_size must be at least {floor} for a {tok.kind}-level "
                           f"tokenizer with {len(tok.special_tokens)} special tokens, got {tok.vocab_size}")
     _check_trained_ids(tok, origin)
+    if tok.character_coverage == 0 or (tok.character_coverage < 1 and tok.kind != "char"):
+        raise ConfigError(f"{origin('tokenizer.character_coverage')}: tokenizer.character_coverage "
+                          f"{tok.character_coverage} must be above 0, and below 1 only for the char kind "
+                          f"(tokenizer.kind is {tok.kind!r})")
     if tok.path is None:
         for key in ("eos_token", "bos_token"):
             token = getattr(encode, key)

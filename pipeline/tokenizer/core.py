@@ -20,7 +20,7 @@ import numpy as np
 import regex
 
 from pipeline.engine.hashing import canonical_hash
-from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
+from pipeline.errors import AlphabetTooLargeError, InvalidUtf8Error, TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges
 
@@ -57,6 +57,7 @@ class Tokenizer:
         self.special_tokens = dict(special_tokens)
         self.merges = [(int(a), int(b)) for a, b in merges]
         self.stop_reason: str | None = None
+        self.coverage_note: str | None = None  # after training with a character_coverage below 1
         self._token_bytes = _token_table(tokens, self.special_tokens)
         self._merge_results = _merge_results(self._token_bytes, self.merges, tokens, unk_id)
         self._encoder = self._build_encoder()
@@ -103,6 +104,7 @@ class Tokenizer:
         special_tokens: Sequence[str] = (),
         min_frequency: int = 2,
         merge_newlines: bool | None = None,
+        character_coverage: float = 1.0,
         workers: int = 0,
         progress: bool = False,
     ) -> Tokenizer:
@@ -113,10 +115,13 @@ class Tokenizer:
         training stops early when no pair occurs ``min_frequency`` times, and the returned
         tokenizer's ``stop_reason`` says so. ``merge_newlines`` defaults to False for the char
         kind (newline stays a token of its own, so it can end generation) and True for bytes.
+        ``character_coverage`` (char kind) keeps only the most frequent characters that make up that share
+        of the text; the rest encode as the unknown ID 0 (``coverage_note`` says how many).
         """
         from pipeline.tokenizer.trainer import train_merges
 
         _check_kind(kind)
+        _check_coverage(kind, character_coverage)
         if kind == "word":
             return _train_word(texts, vocab_size=vocab_size, merges=merges, pattern=pattern,
                                special_tokens=special_tokens, min_frequency=min_frequency, workers=workers,
@@ -124,7 +129,8 @@ class Tokenizer:
 
         def learn(regex_: str, num_merges: int, newlines: bool):
             return train_merges(texts, kind=kind, pattern=regex_, num_merges=num_merges, min_frequency=min_frequency,
-                                merge_newlines=newlines, workers=workers, progress=progress)
+                                merge_newlines=newlines, character_coverage=character_coverage, workers=workers,
+                                progress=progress)
 
         return cls._train(learn, vocab_size=vocab_size, merges=merges, kind=kind, pattern=pattern,
                           special_tokens=special_tokens, merge_newlines=merge_newlines)
@@ -141,6 +147,7 @@ class Tokenizer:
         special_tokens: Sequence[str] = (),
         min_frequency: int = 2,
         merge_newlines: bool | None = None,
+        character_coverage: float = 1.0,
         progress: bool = False,
     ) -> Tokenizer:
         """:meth:`train` (byte and char kinds) from the counts of the distinct pre-split chunks, however
@@ -149,12 +156,14 @@ class Tokenizer:
         from pipeline.tokenizer.trainer import merges_from_counts
 
         _check_kind(kind)
+        _check_coverage(kind, character_coverage)
         if kind == "word":
             raise TokenizerError("the word kind is trained from texts, not from chunk counts")
 
         def learn(_regex: str, num_merges: int, newlines: bool):
             return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
-                                      merge_newlines=newlines, progress=progress)
+                                      merge_newlines=newlines, character_coverage=character_coverage,
+                                      progress=progress)
 
         return cls._train(learn, vocab_size=vocab_size, merges=merges, kind=kind, pattern=pattern,
                           special_tokens=special_tokens, merge_newlines=merge_newlines)
@@ -179,6 +188,7 @@ class Tokenizer:
         tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=learned, alphabet=result.alphabet,
                                     special_tokens=specials, merge_newlines=newlines)
         tokenizer.stop_reason = stop_reason
+        tokenizer.coverage_note = result.coverage_note
         return tokenizer
 
     @classmethod
@@ -446,13 +456,21 @@ def _fit_merges(result, *, kind: str, vocab_size: int | None,
         return list(result.merges), result.stop_reason
     room = vocab_size - reserved - len(result.alphabet)
     if room < 0:
-        raise TokenizerError(
-            f"vocab_size {vocab_size} is smaller than the {len(result.alphabet)} characters of the training "
-            f"text plus the unknown token and special tokens ({reserved + len(result.alphabet)}); raise --vocab-size"
+        raise AlphabetTooLargeError(
+            f"vocab_size {vocab_size:,} is smaller than the {len(result.alphabet):,} characters of the training "
+            f"text plus the unknown token and special tokens ({reserved + len(result.alphabet):,})",
+            "raise --vocab-size, or keep fewer characters with --character-coverage (such as 0.9995)"
         )
     if len(result.merges) > room:
         return list(result.merges[:room]), None
     return list(result.merges), result.stop_reason
+
+
+def _check_coverage(kind: str, coverage: float) -> None:
+    if not 0 < coverage <= 1:
+        raise TokenizerError(f"character_coverage must be above 0 and at most 1, got {coverage}")
+    if coverage < 1 and kind != "char":
+        raise TokenizerError(f"character_coverage {coverage} applies to the char kind only, not to the {kind} kind")
 
 
 def _token_table(tokens: Mapping[int, bytes], special_tokens: Mapping[str, int]) -> list[bytes]:
