@@ -48,7 +48,7 @@ def build(config: Config) -> Stage:
         return Stage(name="tokenizer", deps=(source,), outs=outs,
                      params=("tokenizer.path", "tokenizer.output", *COMPANION_KEYS),
                      run=functools.partial(reuse, config),
-                     code_version=CODE_VERSION,
+                     code_version=CODE_VERSION, reusable=True,
                      keys={source: "tokenizer.path", **dict.fromkeys(outs, "tokenizer.output")})
     return Stage(
         name="tokenizer",
@@ -57,6 +57,7 @@ def build(config: Config) -> Stage:
         params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS), *COMPANION_KEYS),
         run=functools.partial(train, config),
         code_version=CODE_VERSION,
+        reusable=True,
         keys=dict.fromkeys(outs, "tokenizer.output"),
     )
 

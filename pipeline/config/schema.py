@@ -175,6 +175,7 @@ class Config:
     executor: ExecutorConfig = ExecutorConfig()
     output_root: str = _path(".", "input")
     state_dir: str = _path(".lmprep", "output")
+    run_cache_dir: str | None = _path(".lmprep/runs", "output")  # shared by the project's configs; null = none
     root: str = field(default=".", compare=False, metadata={INTERNAL: True})
     """The config file's directory (absolute; "." for a config not read from a file): what paths are relative to."""
 
@@ -724,7 +725,7 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
 
 
 # paths that may not be fsspec URLs: the runner's state (its lock needs a local file system)
-LOCAL_ONLY_KEYS = ("state_dir",)
+LOCAL_ONLY_KEYS = ("state_dir", "run_cache_dir")
 OUTPUT_KEYS = ("prepare.output_dir", "tokenizer.output", "encode.output_dir", "train.output_dir", "export.output_dir",
                "stats.output_dir")
 

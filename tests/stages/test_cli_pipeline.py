@@ -257,3 +257,25 @@ def test_the_tokenizer_stage_writes_a_pad_token_and_model_max_length_for_transfo
     written = json.loads((project / "out" / "tokenizer_config.json").read_text())
     assert written["pad_token"] == "<|endoftext|>" and written["model_max_length"] == 256
     assert json.loads((project / "out" / "special_tokens_map.json").read_text())["pad_token"] == "<|endoftext|>"
+
+
+def test_a_variant_config_reuses_the_stages_it_shares_with_a_finished_run(project):
+    (project / "variant.yaml").write_text(
+        "extends: lmprep.yaml\nprepare: {output_dir: var/prepared}\n"
+        "tokenizer: {output: var/tokenizer.json, vocab_size: 280}\nencode: {output_dir: var/shards}\n"
+        "train: {output_dir: var/ckpt}\nstate_dir: state/var\n")
+    assert lmprep("run").exit_code == 0
+    variant = CliRunner().invoke(cli, ["run", "--config", "variant.yaml"])
+    assert variant.exit_code == 0, variant.output
+    assert "'prepare' reused from out/prepared: the same inputs, settings and code version ran there" in variant.output
+    assert "kept 40 documents" not in variant.output and "reused from out/tokenizer" not in variant.output
+    assert "trained vocab 280" in variant.output
+    reused = {path.relative_to(project / "var"): path.read_bytes() for path in (project / "var/prepared").rglob("*")
+              if path.is_file()}
+    forced = CliRunner().invoke(cli, ["run", "prepare", "--force", "--config", "variant.yaml"])
+    assert "kept 40 documents" in forced.output  # run for real this time: the very same bytes
+    assert reused == {path.relative_to(project / "var"): path.read_bytes()
+                      for path in (project / "var/prepared").rglob("*") if path.is_file()}
+    off = CliRunner().invoke(cli, ["run", "prepare", "--config", "variant.yaml", "--set", "run_cache_dir=null",
+                                   "--set", "prepare.output_dir=var/prepared2"])
+    assert "kept 40 documents" in off.output
