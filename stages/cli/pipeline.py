@@ -44,7 +44,8 @@ Stages: {', '.join(STAGE_NAMES)}
 --force on train retrains from scratch (the old checkpoint is set aside).""")
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
-@click.option("--no-wait", is_flag=True, help="Fail at once if another run is going on here, instead of waiting for it.")
+@click.option("--no-wait", is_flag=True,
+              help="Fail at once if another run is going on here, instead of waiting for it.")
 @click.option("--executor", "executor_kind", type=click.Choice(["local", "dask"]), default=None,
               help="Run the tasks in local processes or on the Dask cluster at executor.address "
                    "[default: executor.kind].")

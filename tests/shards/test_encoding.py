@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import replay_merges
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import replay_merges
 
 from pipeline.data import documents
 from pipeline.engine.executor import Tasks
@@ -25,7 +25,8 @@ from pipeline.shards.format import ShardSet
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.encoder import NO_RANK, PAD, ChunkCache, PairRanks, merge_rows, merge_short
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "données", "naïve", "café", "東京", "мир", "🙂", "tab\there", "new\nline"]
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "données", "naïve", "café", "東京", "мир", "🙂",
+         "tab\there", "new\nline"]
 
 
 def make_texts(count: int, seed: int) -> list[str]:
@@ -273,7 +274,8 @@ def test_batches_of_many_new_chunks_encode_like_the_merge_replay(tmp_path, byte_
 
 
 def test_the_chunk_cache_keeps_its_byte_bound():
-    """Batches of distinct 250-character chunks, under and over the bound: the cache starts over, never grows past it."""
+    """Batches of distinct 250-character chunks, under and over the bound: the cache starts over, never grows
+    past it."""
     bound = 60_000
     cache = ChunkCache(lambda text: list(text.encode()), RANK_OF, RESULTS, unit="byte", max_bytes=bound)
     rng = random.Random(5)

@@ -142,7 +142,8 @@ def test_help_and_version_exit_0(project):
 
 
 def test_run_help_lists_the_stages(project):
-    assert "Stages: prepare, tokenizer, encode, train, export, stats" in CliRunner().invoke(cli, ["run", "--help"]).output
+    help_text = CliRunner().invoke(cli, ["run", "--help"]).output
+    assert "Stages: prepare, tokenizer, encode, train, export, stats" in help_text
 
 
 def test_status_warns_when_running_would_set_the_checkpoint_aside(project):
@@ -150,7 +151,8 @@ def test_status_warns_when_running_would_set_the_checkpoint_aside(project):
     result = lmprep("status", "--set", "train.lr=0.02")
     assert ("    warning: the train settings changed (train.lr 0.01 → 0.02): running it will move out/ckpt to "
             "out/ckpt-old-lr and train from scratch\n") in result.output
-    assert "warning: train.steps=1 is below the checkpoint's step 2" in lmprep("status", "--set", "train.steps=1").output
+    below = lmprep("status", "--set", "train.steps=1").output
+    assert "warning: train.steps=1 is below the checkpoint's step 2" in below
     assert "warning" not in lmprep("status", "--set", "train.steps=5").output  # raising steps resumes
 
 

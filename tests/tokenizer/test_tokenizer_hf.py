@@ -160,7 +160,8 @@ def test_char_unk_token_that_is_not_a_string_is_a_format_error(char_tokenizer, u
 
 @pytest.mark.parametrize("text, message", [
     ('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}", "t.json nests JSON too deeply"),
-    ('{"model": {"vocab": {"a": ' + "9" * 5000 + "}}}", "t.json is not a tokenizer.json: Exceeds the limit .* 5000 digits$"),
+    ('{"model": {"vocab": {"a": ' + "9" * 5000 + "}}}",
+     "t.json is not a tokenizer.json: Exceeds the limit .* 5000 digits$"),
 ])
 def test_unreadable_json_is_one_format_error(tmp_path, text, message):
     (tmp_path / "t.json").write_text(text, "utf-8")
