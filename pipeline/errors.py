@@ -41,6 +41,15 @@ class InvalidUtf8Error(TokenizerError):
         self.problem = problem
 
 
+class AlphabetTooLargeError(TokenizerError):
+    """The char kind's training text has more characters than the vocabulary holds. ``problem`` is the
+    message without the advice, which names the way out in each interface's terms (flags, config keys)."""
+
+    def __init__(self, problem: str, advice: str) -> None:
+        super().__init__(f"{problem}; {advice}")
+        self.problem = problem
+
+
 class TokenizerFormatError(TokenizerError):
     """A tokenizer file is malformed or uses a component lmprep does not implement."""
 

@@ -33,7 +33,7 @@ def build(config: Config) -> Stage:
     tokenizer, output = config.out(config.tokenizer.output), config.out(config.encode.output_dir)
     return Stage(name="encode", deps=(*prepared, tokenizer),
                  outs=(output,), params=PARAMS, run=functools.partial(run, config),
-                 code_version=CODE_VERSION,
+                 code_version=CODE_VERSION, reusable=True,
                  keys={tokenizer: "tokenizer.output", output: "encode.output_dir"})
 
 
@@ -81,5 +81,5 @@ def shard_reader_stage(config: Config, name: str, run: Callable[[Config], None],
     shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
                                  config.out(output_dir))
     return Stage(name=name, deps=(shards, tokenizer), outs=(output,), params=(name,),
-                 run=functools.partial(run, config), code_version=code_version,
+                 run=functools.partial(run, config), code_version=code_version, reusable=True,
                  keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: f"{name}.output_dir"})

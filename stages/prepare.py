@@ -39,6 +39,7 @@ def build(config: Config) -> Stage:
         params=("data", "prepare"),
         run=functools.partial(run, config, files),
         code_version=CODE_VERSION,
+        reusable=True,
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
     )

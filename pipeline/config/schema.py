@@ -84,8 +84,10 @@ class TokenizerConfig:
     pattern: str | None = None
     merge_newlines: bool | None = None
     min_frequency: int = _bounded(2, low=1)
+    character_coverage: float = _bounded(1.0, low=0.0, high=1.0)  # char kind: share of the text its characters cover
     special_tokens: tuple[str, ...] = ("<|endoftext|>",)
     workers: int = _bounded(0, low=0, high=MAX_WORKERS)
+    model_max_length: int = _bounded(1024, low=1)  # tokenizer_config.json's: where transformers' truncation cuts
     output: str = _path("data/tokenizer/tokenizer.json", "output")
 
 
@@ -103,6 +105,7 @@ class EncodeConfig:
 class TrainConfig:
     dim: int = _bounded(64, low=1, high=MAX_DIM)
     tie_weights: bool = False
+    pad_vocab_to: int | None = _bounded(None, low=1, high=MAX_DIM)  # model vocab rounded up to a multiple of it
     context: int = _bounded(64, low=1, high=MAX_POSITIONS)
     batch_size: int = _bounded(32, low=1, high=MAX_POSITIONS)
     steps: int = _bounded(300, low=0)
@@ -154,6 +157,7 @@ class Config:
     executor: ExecutorConfig = ExecutorConfig()
     output_root: str = _path(".", "input")
     state_dir: str = _path(".lmprep", "output")
+    run_cache_dir: str | None = _path(".lmprep/runs", "output")  # shared by the project's configs; null = none
     root: str = field(default=".", compare=False, metadata={INTERNAL: True})
     """The config file's directory (absolute; "." for a config not read from a file): what paths are relative to."""
 
@@ -219,7 +223,7 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
 
 
 # paths that may not be fsspec URLs: the runner's state (its lock needs a local file system)
-LOCAL_ONLY_KEYS = ("state_dir",)
+LOCAL_ONLY_KEYS = ("state_dir", "run_cache_dir")
 OUTPUT_KEYS = ("prepare.output_dir", "tokenizer.output", "encode.output_dir", "train.output_dir", "export.output_dir",
                "stats.output_dir")
 

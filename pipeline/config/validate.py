@@ -145,7 +145,16 @@ def _check_consistency(config: Config, origin: Origins) -> None:
                          f"{origin('export.formats')}: export.formats")
     _check_tokenizer_size(config.tokenizer, origin)
     _check_trained_ids(config.tokenizer, origin)
+    _check_character_coverage(config.tokenizer, origin)
     _check_document_tokens(config, origin)
+
+
+def _check_character_coverage(tok: TokenizerConfig, origin: Origins) -> None:
+    """A coverage below 1 drops characters, which only the char kind's unknown ID can stand for."""
+    if tok.character_coverage == 0 or (tok.character_coverage < 1 and tok.kind != "char"):
+        raise ConfigError(f"{origin('tokenizer.character_coverage')}: tokenizer.character_coverage "
+                          f"{tok.character_coverage} must be above 0, and below 1 only for the char kind "
+                          f"(tokenizer.kind is {tok.kind!r})")
 
 
 def _check_places(config: Config, origin: Origins) -> None:

@@ -464,11 +464,23 @@ def _check_model_shapes(header: CheckpointHeader, config: ModelConfig) -> None:
             f"checkpoint {header.path}: its model config {config.to_dict()} does not match the model "
             f"tensors the file holds {found}; retrain it with `lmprep run train`"
         )
-    if config.vocab_size != header.tokenizer.vocab_size:
+    padded = _padded_vocab_size(header)
+    if config.vocab_size != padded:
+        padding = "" if padded == header.tokenizer.vocab_size else f", padded to {padded}"
         raise CheckpointError(
             f"checkpoint {header.path}: the model has vocab size {config.vocab_size}, but its tokenizer "
-            f"record says {header.tokenizer.vocab_size}; retrain it with `lmprep run train`"
+            f"record says {header.tokenizer.vocab_size}{padding}; retrain it with `lmprep run train`"
         )
+
+
+def _padded_vocab_size(header: CheckpointHeader) -> int:
+    """The model vocab size the checkpoint's tokenizer record and recorded ``train.pad_vocab_to`` make."""
+    from pipeline.model.bigram import padded_vocab_size
+
+    multiple = header.train_config.get("pad_vocab_to")
+    if multiple is not None and (type(multiple) is not int or multiple < 1):
+        raise CheckpointError(_malformed_message(header.path, TypeError(f"pad_vocab_to is {multiple!r:.60}")))
+    return padded_vocab_size(header.tokenizer.vocab_size, multiple)
 
 
 def _assemble(header: CheckpointHeader, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> Checkpoint:

@@ -36,7 +36,7 @@ import torch
 
 from pipeline.engine import atomic, storage
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError, shorten
-from pipeline.model.bigram import BigramLM, ModelConfig, training_memory_bytes
+from pipeline.model.bigram import BigramLM, ModelConfig, padded_vocab_size, training_memory_bytes
 from pipeline.model.checkpoint import TOKENIZER_FILE, Checkpoint, TokenizerLike, save_checkpoint
 from pipeline.model.homes import checkpoint_home, partial_dir
 from pipeline.model.resume import ResumePlan, interrupted_run, plan_resume
@@ -79,8 +79,10 @@ class TrainSummary:
 
 
 def model_config_for(settings: TrainConfig, tokenizer: TokenizerLike) -> ModelConfig:
-    """The model shape: vocab size from the tokenizer, the rest from ``train``."""
-    return ModelConfig(vocab_size=tokenizer.vocab_size, dim=settings.dim, tie_weights=settings.tie_weights)
+    """The model shape: vocab size from the tokenizer (padded as ``train.pad_vocab_to`` says), the rest from
+    ``train``."""
+    return ModelConfig(vocab_size=padded_vocab_size(tokenizer.vocab_size, settings.pad_vocab_to), dim=settings.dim,
+                       tie_weights=settings.tie_weights)
 
 
 def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_set: ShardSet) -> None:
@@ -95,7 +97,7 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
         raise TokenizerMismatchError(
             f"{where} records vocab size {shard_set.vocab_size}, the tokenizer has {tokenizer.vocab_size}"
         )
-    if model_config.vocab_size != tokenizer.vocab_size:
+    if model_config.vocab_size < tokenizer.vocab_size:
         raise TokenizerMismatchError(
             f"the model has vocab size {model_config.vocab_size}, the tokenizer {tokenizer.vocab_size}"
         )

@@ -21,7 +21,7 @@ import numpy as np
 import regex
 
 from pipeline.engine.hashing import canonical_hash
-from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
+from pipeline.errors import AlphabetTooLargeError, InvalidUtf8Error, TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges
 from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count
@@ -48,9 +48,11 @@ class Tokenizer:
         unk_id: int | None = None,
         merge_newlines: bool = True,
         stop_reason: str | None = None,
+        coverage_note: str | None = None,
     ):
         """``tokens`` maps every non-special ID to its bytes (the char kind's ``unk_id`` to U+FFFD);
-        ``stop_reason`` says why training stopped before its limit (None: it reached it, or was not trained)."""
+        ``stop_reason`` says why training stopped before its limit (None: it reached it, or was not trained),
+        ``coverage_note`` how many characters ``character_coverage`` left out of the alphabet (None: none)."""
         _check_kind(kind)
         if pattern:
             patterns.compile_checked(pattern)
@@ -59,6 +61,7 @@ class Tokenizer:
         self._merge_newlines = merge_newlines
         self._unk_id = unk_id
         self._stop_reason = stop_reason
+        self._coverage_note = coverage_note
         self._special_tokens = dict(special_tokens or {})
         self._merges = tuple((int(a), int(b)) for a, b in merges)
         self._token_bytes = _token_table(tokens, self._special_tokens)
@@ -80,6 +83,7 @@ class Tokenizer:
         special_tokens: Sequence[str] = (),
         merge_newlines: bool = True,
         stop_reason: str | None = None,
+        coverage_note: str | None = None,
     ) -> Tokenizer:
         """A tokenizer in the trainer's ID layout: base tokens, merges in order, then special tokens."""
         _check_kind(kind)
@@ -95,7 +99,8 @@ class Tokenizer:
         specials = {token: len(tokens) + i for i, token in enumerate(_check_special_names(special_tokens))}
         unk_id = UNKNOWN_ID if kind == "char" else None
         return cls(kind=kind, pattern=pattern, tokens=tokens, merges=merges, special_tokens=specials,
-                   unk_id=unk_id, merge_newlines=merge_newlines, stop_reason=stop_reason)
+                   unk_id=unk_id, merge_newlines=merge_newlines, stop_reason=stop_reason,
+                   coverage_note=coverage_note)
 
     @classmethod
     def train(
@@ -109,6 +114,7 @@ class Tokenizer:
         special_tokens: Sequence[str] = (),
         min_frequency: int = 2,
         merge_newlines: bool | None = None,
+        character_coverage: float = 1.0,
         workers: int = 0,
         progress: bool = False,
     ) -> Tokenizer:
@@ -119,10 +125,13 @@ class Tokenizer:
         training stops early when no pair occurs ``min_frequency`` times, and the returned
         tokenizer's ``stop_reason`` says so. ``merge_newlines`` defaults to False for the char
         kind (newline stays a token of its own, so it can end generation) and True for bytes.
+        ``character_coverage`` (char kind) keeps only the most frequent characters that make up that share
+        of the text; the rest encode as the unknown ID 0 (``coverage_note`` says how many).
         """
         from pipeline.tokenizer.trainer import train_merges
 
         _check_kind(kind)
+        _check_coverage(kind, character_coverage)
         if kind == "word":
             return _train_word(texts, vocab_size=vocab_size, merges=merges, pattern=pattern,
                                special_tokens=special_tokens, min_frequency=min_frequency, workers=workers,
@@ -130,7 +139,8 @@ class Tokenizer:
 
         def learn(regex_: str, num_merges: int, newlines: bool):
             return train_merges(texts, kind=kind, pattern=regex_, num_merges=num_merges, min_frequency=min_frequency,
-                                merge_newlines=newlines, workers=workers, progress=progress)
+                                merge_newlines=newlines, character_coverage=character_coverage, workers=workers,
+                                progress=progress)
 
         return cls._train(learn, vocab_size=vocab_size, merges=merges, kind=kind, pattern=pattern,
                           special_tokens=special_tokens, merge_newlines=merge_newlines)
@@ -147,6 +157,7 @@ class Tokenizer:
         special_tokens: Sequence[str] = (),
         min_frequency: int = 2,
         merge_newlines: bool | None = None,
+        character_coverage: float = 1.0,
         progress: bool = False,
     ) -> Tokenizer:
         """:meth:`train` (byte and char kinds) from the counts of the distinct pre-split chunks, however
@@ -155,12 +166,14 @@ class Tokenizer:
         from pipeline.tokenizer.trainer import merges_from_counts
 
         _check_kind(kind)
+        _check_coverage(kind, character_coverage)
         if kind == "word":
             raise TokenizerError("the word kind is trained from texts, not from chunk counts")
 
         def learn(_regex: str, num_merges: int, newlines: bool):
             return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
-                                      merge_newlines=newlines, progress=progress)
+                                      merge_newlines=newlines, character_coverage=character_coverage,
+                                      progress=progress)
 
         return cls._train(learn, vocab_size=vocab_size, merges=merges, kind=kind, pattern=pattern,
                           special_tokens=special_tokens, merge_newlines=merge_newlines)
@@ -183,7 +196,8 @@ class Tokenizer:
         result = learn(regex_, min(limit for limit in (merges, room) if limit is not None), newlines)
         learned, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
         return cls.from_merges(kind=kind, pattern=regex_, merges=learned, alphabet=result.alphabet,
-                               special_tokens=specials, merge_newlines=newlines, stop_reason=stop_reason)
+                               special_tokens=specials, merge_newlines=newlines, stop_reason=stop_reason,
+                               coverage_note=result.coverage_note)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Tokenizer:
@@ -241,6 +255,11 @@ class Tokenizer:
     def stop_reason(self) -> str | None:
         """Why training stopped before its limit, or None."""
         return self._stop_reason
+
+    @property
+    def coverage_note(self) -> str | None:
+        """How many characters ``character_coverage`` left out of the alphabet, or None."""
+        return self._coverage_note
 
     @property
     def fingerprint(self) -> str:
@@ -489,13 +508,21 @@ def _fit_merges(result, *, kind: str, vocab_size: int | None,
         return list(result.merges), result.stop_reason
     room = vocab_size - reserved - len(result.alphabet)
     if room < 0:
-        raise TokenizerError(
-            f"vocab_size {vocab_size} is smaller than the {len(result.alphabet)} characters of the training "
-            f"text plus the unknown token and special tokens ({reserved + len(result.alphabet)}); raise --vocab-size"
+        raise AlphabetTooLargeError(
+            f"vocab_size {vocab_size:,} is smaller than the {len(result.alphabet):,} characters of the training "
+            f"text plus the unknown token and special tokens ({reserved + len(result.alphabet):,})",
+            "raise --vocab-size, or keep fewer characters with --character-coverage (such as 0.9995)"
         )
     if len(result.merges) > room:
         return list(result.merges[:room]), None
     return list(result.merges), result.stop_reason
+
+
+def _check_coverage(kind: str, coverage: float) -> None:
+    if not 0 < coverage <= 1:
+        raise TokenizerError(f"character_coverage must be above 0 and at most 1, got {coverage}")
+    if coverage < 1 and kind != "char":
+        raise TokenizerError(f"character_coverage {coverage} applies to the char kind only, not to the {kind} kind")
 
 
 def _token_table(tokens: Mapping[int, bytes], special_tokens: Mapping[str, int]) -> list[bytes]:

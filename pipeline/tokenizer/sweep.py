@@ -61,6 +61,7 @@ def sweep(
     special_tokens: Sequence[str] = (),
     min_frequency: int = 2,
     merge_newlines: bool | None = None,
+    character_coverage: float = 1.0,
     workers: int = 0,
 ) -> Sweep:
     """Train once on ``train_texts`` and measure every size on ``eval_texts`` (default: the training texts).
@@ -80,7 +81,7 @@ def sweep(
         _check_base(sizes[0], base_id_count(kind) + len(special_tokens), kind)
     full = Tokenizer.train(
         train_texts, kind=kind, pattern=pattern, special_tokens=special_tokens, min_frequency=min_frequency,
-        merge_newlines=merge_newlines, workers=workers,
+        merge_newlines=merge_newlines, character_coverage=character_coverage, workers=workers,
         **({"vocab_size": sizes[-1]} if vocab_sizes is not None else {"merges": sizes[-1]}),
     )
     base = full.vocab_size - len(full.merges)

@@ -123,9 +123,9 @@ def main() -> None:
     cli(prog_name="lmprep")
 
 
-from stages.cli.pipeline import clean, config_group, run, status  # noqa: E402
+from stages.cli.pipeline import clean, config_group, dag, run, status  # noqa: E402
 
-for _command in (run, status, clean, config_group):
+for _command in (run, status, dag, clean, config_group):
     cli.add_command(_command)
 
 from stages.cli.tokenizer import tokenizer_group  # noqa: E402

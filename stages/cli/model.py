@@ -25,20 +25,31 @@ if TYPE_CHECKING:
     from pipeline.model.foreign import ForeignModel
 
 
+SAMPLE_SEPARATOR = "---"
+
+
 @click.command()
 @click.option("--prompt", required=True, help="Text to continue (may be empty: start a new document).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=200, show_default=True,
               help="Stop after this many new tokens.")
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
               help="Sampling temperature; 0 always picks the most likely token.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
+@click.option("--top-k", type=click.IntRange(min=1), default=None,
+              help="Pick among the K most likely next tokens only [default: all].")
+@click.option("--top-p", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=None,
+              help="Pick among the fewest most likely tokens whose probabilities add up to P (nucleus) [default: 1].")
+@click.option("--num-samples", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many continuations to print, each followed by a '---' line when more than one.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the sampler: the same seed gives the same samples (the first N of a larger --num-samples).")
 @click.option("--checkpoint", "checkpoint_path", metavar="PATH",
               help="Checkpoint file or directory, or its URL [default: train.output_dir].")
 @click.option("--tokenizer", "tokenizer_path", metavar="PATH",
               help="tokenizer.json [default: the one kept in the checkpoint's directory, else tokenizer.output].")
 @config_options(optional=True)
-def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoint_path: str | None,
-           tokenizer_path: str | None, config: Config) -> None:
+def sample(prompt: str, max_tokens: int, temperature: float, top_k: int | None, top_p: float | None,
+           num_samples: int, seed: int, checkpoint_path: str | None, tokenizer_path: str | None,
+           config: Config) -> None:
     """Continue PROMPT with the trained model until end of text (a newline for char tokenizers)."""
     import torch
 
@@ -53,11 +64,15 @@ def sample(prompt: str, max_tokens: int, temperature: float, seed: int, checkpoi
     prompt_ids = tokenizer.encode(prompt) or ([eos_id] if eos_id is not None else [])
     if not prompt_ids:
         raise click.UsageError("--prompt is empty and the tokenizer has no end-of-text token to start from")
-    new_ids = list(generate(
-        checkpoint.model, prompt_ids, max_tokens=max_tokens, temperature=temperature,
-        stop_ids=stop_ids(tokenizer, eos_id), generator=torch.Generator().manual_seed(seed),
-    ))
-    click.echo(prompt + continuation(tokenizer, new_ids, eos_id))
+    generator, stops = torch.Generator().manual_seed(seed), stop_ids(tokenizer, eos_id)
+    for _ in range(num_samples):
+        new_ids = list(generate(
+            checkpoint.model, prompt_ids, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+            stop_ids=stops, generator=generator, vocab_size=tokenizer.vocab_size,
+        ))
+        click.echo(prompt + continuation(tokenizer, new_ids, eos_id))
+        if num_samples > 1:
+            click.echo(SAMPLE_SEPARATOR)
 
 
 def end_of_text_id(checkpoint: Checkpoint, tokenizer: Tokenizer, config: Config) -> int | None:

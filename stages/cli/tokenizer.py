@@ -96,6 +96,9 @@ def training_options(command):
                      help="A special token (repeatable); IDs follow the merges [default: tokenizer.special_tokens]."),
         click.option("--min-frequency", "min_frequency", type=click.IntRange(min=1),
                      help="Stop when no pair occurs this often [default: tokenizer.min_frequency]."),
+        click.option("--character-coverage", "character_coverage", type=click.FloatRange(0, 1, min_open=True),
+                     help="Char kind: keep the most frequent characters covering this share of the text, the "
+                          "rest unknown (ID 0) [default: tokenizer.character_coverage]."),
         click.option("--merge-newlines/--no-merge-newlines", "merge_newlines", default=None,
                      help="Allow tokens containing a newline [default: tokenizer.merge_newlines; "
                           "if null, yes for byte and no for char]."),
@@ -131,9 +134,11 @@ def train_command(files, out, force, field, separator, on_decode_error, config, 
     tokenizer = Tokenizer.train(
         texts, vocab_size=settings.vocab_size, merges=settings.merges,
         kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
-        min_frequency=settings.min_frequency,
+        min_frequency=settings.min_frequency, character_coverage=settings.character_coverage,
         merge_newlines=settings.merge_newlines, workers=settings.workers,
     )
+    if tokenizer.coverage_note:
+        click.echo(tokenizer.coverage_note, err=True)
     if tokenizer.stop_reason:
         click.echo(f"stopped early: {tokenizer.stop_reason}", err=True)
     tokenizer.save(out)
@@ -410,7 +415,7 @@ def sweep_command(files, vocab_sizes, merge_counts, eval_files, min_gain, plot_p
     result = sweep.sweep(texts, eval_texts=eval_texts, vocab_sizes=vocab_sizes, merge_counts=merge_counts,
                          kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
                          min_frequency=settings.min_frequency, merge_newlines=settings.merge_newlines,
-                         workers=settings.workers)
+                         character_coverage=settings.character_coverage, workers=settings.workers)
     dim, tied = config.train.dim, config.train.tie_weights
     measured = "the --eval files" if eval_texts else "the training files"
     click.echo(f"trained once: {settings.kind} kind, {result.rows[-1].merges:,} merges; tokens counted on {measured} "

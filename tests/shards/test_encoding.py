@@ -188,7 +188,8 @@ def test_a_frozen_tokenizer_is_copied_and_does_not_depend_on_the_data(tmp_path, 
                           str(directory / "special_tokens_map.json"))
     stage.run()
     assert Path(config.tokenizer.output).read_bytes() == tokenizer_path.read_bytes()
-    assert json.loads((directory / "special_tokens_map.json").read_text()) == {"eos_token": "<|endoftext|>"}
+    assert json.loads((directory / "special_tokens_map.json").read_text()) == {"eos_token": "<|endoftext|>",
+                                                                              "pad_token": "<|endoftext|>"}
 
 
 def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, tokenizer_path):

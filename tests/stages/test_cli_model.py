@@ -29,8 +29,9 @@ def make_tokenizer(path, texts, **options):
     return tokenizer
 
 
-def train_model(directory, tokenizer, texts):
-    """Encode ``texts`` (EOS after each) into shards, train, return the checkpoint directory."""
+def train_model(directory, tokenizer, texts, **settings):
+    """Encode ``texts`` (EOS after each) into shards, train with ``settings`` changed, return the checkpoint
+    directory."""
     eos = tokenizer.special_tokens[EOS]
     docs = [tokenizer.encode(text) + [eos] for text in texts]
     stamp = ShardStamp(split="train", tokenizer_fingerprint=tokenizer.fingerprint,
@@ -40,7 +41,7 @@ def train_model(directory, tokenizer, texts):
     writer.write(np.array([i for doc in docs for i in doc], dtype=np.uint32),
                  np.cumsum([0] + [len(doc) for doc in docs], dtype=np.int64))
     writer.close()
-    settings = dataclasses.replace(SETTINGS, output_dir=str(directory / "ckpt"))
+    settings = dataclasses.replace(SETTINGS, output_dir=str(directory / "ckpt"), **settings)
     training.train_checkpoint_dir(settings, tokenizer=tokenizer, val_set=None,
                                   train_set=ShardSet.open(directory / "shards", "train"))
     return directory / "ckpt"
@@ -74,6 +75,40 @@ def test_sample_continues_the_prompt_until_end_of_text(trained):
     assert EOS not in result.output
     again = invoke(*sample_args(trained, "tok.json", "--prompt", "the ", "--temperature", "0.5", "--seed", "1"))
     assert again.output == result.output
+
+
+def test_several_samples_per_call_are_seeded_and_top_k_1_is_greedy(trained):
+    def run(*options):
+        result = invoke(*sample_args(trained, "tok.json", "--prompt", "the", "--max-tokens", "8", *options))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    three = run("--num-samples", "3", "--seed", "5", "--temperature", "2")
+    samples = three.split("---\n")
+    assert len(samples) == 4 and samples[-1] == "" and len(set(samples[:3])) > 1
+    assert run("--num-samples", "3", "--seed", "5", "--temperature", "2") == three
+    assert run("--seed", "5", "--temperature", "2") == samples[0]  # the first of several is the one sample
+    greedy = run("--temperature", "0")
+    assert run("--top-k", "1", "--num-samples", "2", "--temperature", "2") == greedy + "---\n" + greedy + "---\n"
+    assert run("--top-p", "1e-9", "--seed", "3") == greedy
+
+
+def test_a_padded_vocab_trains_samples_and_keeps_the_guard(tmp_path):
+    from pipeline.model.checkpoint import read_checkpoint
+
+    tokenizer = make_tokenizer(tmp_path / "tok.json", STORY, vocab_size=270, min_frequency=1)
+    other = make_tokenizer(tmp_path / "other.json", OTHER_STORY, vocab_size=270, min_frequency=1)
+    checkpoint = train_model(tmp_path, tokenizer, STORY, pad_vocab_to=64)
+    model = read_checkpoint(checkpoint).model
+    assert model.config.vocab_size == 320 and model.embed.weight.shape == (320, 16)  # 270 rounded up to 5 × 64
+    (tmp_path / "config.yaml").write_text("encode:\n  eos_token: '<|endoftext|>'\n")
+    trained = (tmp_path, checkpoint, tmp_path / "config.yaml")
+    assert invoke("check", checkpoint, "--tokenizer", tmp_path / "tok.json").output.startswith("compatible: ")
+    refused = invoke("check", checkpoint, "--tokenizer", tmp_path / "other.json")
+    assert refused.exit_code == 1 and other.fingerprint in refused.output
+    sampled = invoke(*sample_args(trained, "tok.json", "--prompt", "the", "--temperature", "50", "--num-samples", "5"))
+    assert sampled.exit_code == 0, sampled.output
+    assert invoke(*sample_args(trained, "other.json", "--prompt", "the")).exit_code == 2
 
 
 def test_sample_respects_max_tokens_and_an_empty_prompt(trained):
