@@ -15,7 +15,7 @@ from pathlib import PurePath
 
 import click
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources
 from pipeline.engine import storage
@@ -23,10 +23,8 @@ from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from stages.console import show_progress
 
-# Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
-# bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
-# wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
 CODE_VERSION = 3  # 3: small files packed into one partition (fewer part files)
+
 
 def build(config: Config) -> Stage:
     files = expand_sources(config.data.sources, root=config.here("."))
@@ -41,6 +39,7 @@ def build(config: Config) -> Stage:
         params=("data", "prepare"),
         run=functools.partial(run, config, files),
         code_version=CODE_VERSION,
+        reusable=True,
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
     )

@@ -7,7 +7,8 @@ the built-in default) must agree with the file, or the config is refused in one 
 config that says ``kind: char`` over a byte-level file is a mistake to point out, not a setting to
 drop. ``vocab_size`` and ``merges`` are upper bounds (training may stop early), so they agree with a
 file that has at most that many IDs or merges. ``min_frequency``, ``merge_newlines`` and ``workers``
-shape training only; a tokenizer file does not record them.
+shape training only; a tokenizer file does not record them. A file that is missing or not a tokenizer
+file leaves the config as it is: the tokenizer stage refuses it when it runs.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pipeline.config.schema import DEFAULT_ORIGIN, Config, Origins
-from pipeline.engine import storage
-from pipeline.errors import ConfigError
+from pipeline.config.files import DEFAULT_ORIGIN, Origins
+from pipeline.config.schema import Config
+from pipeline.errors import ConfigError, StorageError, TokenizerError
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import pattern_name, resolve_pattern
 
@@ -27,11 +28,15 @@ NULLABLE = ("vocab_size", "merges", "pattern")
 
 def with_frozen_tokenizer(config: Config, origins: Origins) -> Config:
     """``config`` with the settings of ``FROM_FILE`` read from ``tokenizer.path`` (and their origin recorded as
-    that file); unchanged without a path, or while the file is missing (the tokenizer stage then says so)."""
+    that file); unchanged without a path, or while the file is missing or no tokenizer file (the tokenizer stage
+    says so when it runs; the commands that need no tokenizer, such as ``lmprep dag``, still work)."""
     settings = config.tokenizer
-    if settings.path is None or not storage.exists(config.here(settings.path)):
+    if settings.path is None:
         return config
-    tokenizer = Tokenizer.load(config.here(settings.path))
+    try:
+        tokenizer = Tokenizer.load(config.here(settings.path))
+    except (TokenizerError, StorageError):
+        return config
     by_merges = settings.vocab_size is None and settings.merges is not None and tokenizer.kind != "word"
     found = _settings_of(tokenizer, by_merges=by_merges)
     for key, value in found.items():

@@ -1,11 +1,11 @@
-"""Document cleaning, exact de-duplication and the train/val split.
+"""Document cleaning, the drop rules, the train/val split and prepare's counts.
 
-Cleaning is a pure function of the text. De-duplication keeps a 16-byte
-BLAKE2b digest per kept document — about 100 bytes of memory each in a Python
-set, so 10 million documents cost ~1 GB; nothing else grows with the corpus.
-The split hashes each document's text with the seed, so a document's split
-never depends on the other documents: adding data never moves an existing
-document between train and val.
+Cleaning is a pure function of the text, and so is the decision to drop a
+document (empty, too short, too long). The split hashes each document's text
+with the seed, so a document's split never depends on the other documents:
+adding data never moves an existing document between train and val. Exact
+de-duplication is not here: it needs the whole corpus, and prepare does it over
+buckets of digests (:mod:`pipeline.data.prepare`).
 """
 
 from __future__ import annotations
@@ -48,23 +48,6 @@ def drop_reason(text: str, *, min_chars: int, max_chars: int | None) -> str | No
     return None
 
 
-class Deduplicator:
-    """Remembers digests of the documents seen; the first copy of a text is new, later ones are not."""
-
-    def __init__(self) -> None:
-        self._seen: set[bytes] = set()
-
-    def is_new(self, text: str) -> bool:
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        if digest in self._seen:
-            return False
-        self._seen.add(digest)
-        return True
-
-    def __len__(self) -> int:
-        return len(self._seen)
-
-
 def split_of(text: str, *, seed: int, val_fraction: float) -> str:
     """``"val"`` or ``"train"``, from a seeded hash of the text alone (stable as the corpus grows)."""
     key = str(seed).encode("ascii")
@@ -92,10 +75,6 @@ class PrepareStats:
     def count_drop(self, reason: str, amount: int = 1) -> None:
         if amount:
             self.dropped[reason] = self.dropped.get(reason, 0) + amount
-
-    def count_kept(self, split: str, text: str) -> None:
-        self.documents[split] += 1
-        self.characters[split] += len(text)
 
     def to_dict(self) -> dict[str, Any]:
         return {"files": self.files, "documents_read": self.documents_read,

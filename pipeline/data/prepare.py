@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.config.schema import PrepareConfig
+from pipeline.config import PrepareConfig
 from pipeline.data import documents
 from pipeline.data.cleaning import PrepareStats, clean_text, drop_reason, split_of
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart

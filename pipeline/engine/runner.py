@@ -23,6 +23,8 @@ existing path only when that path is the stage's own previous output, which it
 records in ``{state_dir}/outputs.json`` before the stage first writes there, or
 what the stage ``adopts`` as its own (``train``: a checkpoint it wrote to object
 storage from another machine, which it resumes or sets aside, never deletes).
+A stale stage that is ``reusable`` first looks in the project's run cache
+(:mod:`pipeline.engine.run_cache`) for outputs another config made the same way.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from typing import Any
 
 from pipeline.engine import atomic, storage
 from pipeline.engine.hashing import HashCache
+from pipeline.engine.reasons import code_version_changes, param_changes
+from pipeline.engine.run_cache import RunCache
 from pipeline.errors import RunnerError
 
 LOCK_VERSION = 1
@@ -72,6 +76,7 @@ class Stage:
     run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
     preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
     adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
+    reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
 
 
 @dataclass(frozen=True)
@@ -96,17 +101,21 @@ class Pipeline:
     def __init__(self, stages: Sequence[Stage], *, param_value: Callable[[str], Any],
                  state_dir: str | os.PathLike[str], root: str | os.PathLike[str] = ".",
                  guarded: Mapping[str, str | os.PathLike[str]] | None = None,
+                 run_cache: str | os.PathLike[str] | None = None,
                  log: Callable[[str], None] = lambda message: None):
         """``root`` is the project root, the directory relative paths start from; ``guarded``
-        maps a description to a path that no output may overlap (the config file)."""
+        maps a description to a path that no output may overlap (the config file); ``run_cache`` is the
+        directory of the project's run cache (:mod:`pipeline.engine.run_cache`), None for none."""
         self.stages = list(stages)
         self.root = Path(root)
         self.state_dir = self.root / state_dir
+        self._runs = None if run_cache is None else RunCache(self.root / run_cache, self.root)
         self._param_value = param_value
         self._log = log
         self._upstream = _upstream_map(self.stages)
         self._cache_warned = False
-        guarded = {**(guarded or {}), f"the state dir {os.fspath(state_dir)!r}": state_dir}
+        guarded = {**(guarded or {}), f"the state dir {os.fspath(state_dir)!r}": state_dir,
+                   **({f"the run cache {os.fspath(run_cache)!r}": run_cache} if run_cache is not None else {})}
         _check_layout(self.stages, self.root, {label: self.root / path for label, path in guarded.items()})
 
     @property
@@ -187,12 +196,19 @@ class Pipeline:
             if isinstance(out, str):
                 storage.check_container(out)
         deps = {dep: cache.tree_hash(self._where(dep)) for dep in stage.deps}
+        key = self._runs.key(stage, self._params(stage), deps, self.stages) if self._runs and stage.reusable else None
         self._claim(stage)
-        (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
-        self._record(stage, deps, cache)
+        reused = self._runs.reuse(key, stage, cache) if key is not None and not forced else None
+        if reused is None:
+            (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
+        else:
+            self._log(f"'{stage.name}' reused from {reused}: the same inputs, settings and code version ran there")
+        outs = self._record(stage, deps, cache)
+        if key is not None:
+            self._runs.remember(key, outs)
         return True
 
-    def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> None:
+    def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> dict[str, str]:
         outs = {}
         for out in stage.outs:
             if not cache.exists(self._where(out)):
@@ -203,12 +219,13 @@ class Pipeline:
         lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
                              "params": self._params(stage)}
         atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
+        return outs
 
     def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache) -> list[str]:
         if entry is None:
             return ["never run"]
-        return (_code_version_changes(entry.get("code_version"), stage.code_version)
-                + _param_changes(entry.get("params", {}), self._params(stage))
+        return (code_version_changes(entry.get("code_version"), stage.code_version)
+                + param_changes(entry.get("params", {}), self._params(stage))
                 + self._dep_changes(stage, entry.get("deps", {}), cache)
                 + self._out_changes(stage, entry.get("outs", {}), cache))
 
@@ -511,80 +528,31 @@ def _remove_empty_parents(path: Path, root: Path) -> None:
         parent = parent.parent
 
 
-def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
-    """Stage name → names of all stages it depends on, directly or not.
-
-    A dependency on an output path (or on a path inside an output directory)
-    makes the producing stage upstream. Producers must come earlier.
-    """
+def direct_upstream(stages: Sequence[Stage]) -> dict[str, list[str]]:
+    """Stage name → the stages that write what it reads (an output it depends on, or a path inside
+    one), in pipeline order: the edges of ``lmprep dag``. Producers must come earlier."""
     producer: dict[str, str] = {}
-    upstream: dict[str, set[str]] = {}
+    direct: dict[str, list[str]] = {}
     for stage in stages:
-        if stage.name in upstream:
+        if stage.name in direct:
             raise RunnerError(f"two stages are named '{stage.name}'")
-        direct = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
-        upstream[stage.name] = direct.union(*(upstream[name] for name in direct))
+        found = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
+        direct[stage.name] = [name for name in direct if name in found]
         for out in stage.outs:
             if out in producer:
                 raise RunnerError(f"'{out}' is an output of both '{producer[out]}' and '{stage.name}'")
             producer[out] = stage.name
+    return direct
+
+
+def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
+    """Stage name → names of all stages it depends on, directly or not."""
+    upstream: dict[str, set[str]] = {}
+    for name, direct in direct_upstream(stages).items():
+        upstream[name] = set(direct).union(*(upstream[other] for other in direct))
     return upstream
 
 
 def _within(path: str, directory: str) -> bool:
     path, directory = os.path.normpath(path), os.path.normpath(directory)
     return path == directory or path.startswith(directory + os.sep)
-
-
-def _code_version_changes(recorded: int | None, current: int) -> list[str]:
-    """``code version changed 3 → 4``; an entry from before versions were recorded re-runs too."""
-    if recorded == current:
-        return []
-    if recorded is None:
-        return [f"code version not recorded (now {current})"]
-    return [f"code version changed {recorded} → {current}"]
-
-
-def _param_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    changes = [f"param {key} removed" for key in old if key not in new]
-    for key, value in new.items():
-        if key not in old:
-            changes.append(f"param {key} added")
-        else:
-            changes.extend(_value_changes(key, old[key], value))
-    return changes
-
-
-def _value_changes(key: str, old: Any, new: Any) -> list[str]:
-    """Name the leaf keys that differ: ``param train.steps changed 300 → 500``,
-    ``param data.sources[0].field changed "body" → "bdy"``, ``param data.sources[2] added {...}``."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [change for name in sorted(set(old) | set(new))
-                for change in _value_changes(f"{key}.{name}", old.get(name), new.get(name))]
-    if isinstance(old, list) and isinstance(new, list):
-        return ([change for index, (was, now) in enumerate(zip(old, new))
-                 for change in _value_changes(f"{key}[{index}]", was, now)]
-                + [f"param {key}[{index}] added {_short(atomic.dumps_json(item, indent=None))}"
-                   for index, item in enumerate(new[len(old):], start=len(old))]
-                + [f"param {key}[{index}] removed" for index in range(len(new), len(old))])
-    was, now = atomic.dumps_json(old, indent=None), atomic.dumps_json(new, indent=None)
-    if was == now:
-        return []
-    return ["param {} changed {} → {}".format(key, *_contrast(was, now))]
-
-
-SHORT = 60  # characters of a value a reason shows
-CONTEXT = 10  # characters kept before the first difference of two long values
-
-
-def _contrast(was: str, now: str) -> tuple[str, str]:
-    """Two values' texts shortened so that the difference shows: a long common start is cut to ``…``."""
-    same = len(os.path.commonprefix([was, now]))
-    if max(len(was), len(now)) > SHORT and same > CONTEXT:
-        start = same - CONTEXT
-        was, now = "…" + was[start:], "…" + now[start:]
-    return _short(was), _short(now)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from pipeline.config.schema import Config, Origins, load_config_with_origins, parse_config
+from pipeline.config import Config, Origins, load_config_with_origins, parse_config
 from pipeline.errors import ConfigError
 
 CONFIG_NAMES = ("config.yaml", os.path.join("configs", "default.yaml"))  # what `lmprep init` writes; this repository
@@ -24,7 +24,7 @@ def config_options(command: Command | None = None, *, optional: bool = False, wi
 
     Without ``--config`` (or ``LMPREP_CONFIG``) the project's config is found as DVC finds ``dvc.yaml``:
     the first of :data:`CONFIG_NAMES` in the current directory, else in the nearest parent that has one
-    (up to a mount point), and the command says on stderr which file it uses once that file loads.
+    (up to a mount point); a file found in a parent is named on stderr once it loads.
     Use it bare (``@config_options``) or called (``@config_options(optional=True)``). With
     ``optional``, no config found means the built-in defaults, so the command also works outside a
     project; a ``--config`` naming a missing file is still an error, and so is ``--set`` with no config
@@ -51,7 +51,7 @@ def config_options(command: Command | None = None, *, optional: bool = False, wi
         else:
             config, origins = load_config_with_origins(config_path, overrides)
             click.get_current_context().meta[_CONFIG_FILE] = config_path
-            if found:  # once it loads, so that an error in it stays one line
+            if found and config_path.startswith(os.pardir + os.sep):  # once it loads: an error in it stays one line
                 click.echo(f"using config {config_path}", err=True)
         if with_origins:
             kwargs["origins"] = origins

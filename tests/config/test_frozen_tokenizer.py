@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.config.schema import load_config, load_config_with_origins
+from pipeline.config import load_config, load_config_with_origins
 from pipeline.errors import ConfigError
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli

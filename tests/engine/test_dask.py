@@ -22,7 +22,8 @@ from stages.cli.main import cli
 
 distributed = pytest.importorskip("distributed")
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "données", "naïve", "café", "東京", "мир", "🙂"]
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog",
+         "données", "naïve", "café", "東京", "мир", "🙂"]
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def _busy_worker(client, encode: threading.Thread) -> str | None:
 
 def test_a_local_cluster_warns_of_no_dashboard_port_in_use():
     """distributed's scheduler serves HTTP on 8787 by default and warns when another cluster holds it."""
-    from pipeline.config.schema import ExecutorConfig
+    from pipeline.config import ExecutorConfig
     from pipeline.engine.executor import open_tasks
 
     holder = socket.socket()
@@ -155,7 +156,8 @@ def test_a_scheduler_that_does_not_answer_is_one_line_and_exit_2(project):
     result = CliRunner().invoke(cli, ["run", "prepare", "--executor", "dask", "--set", "executor.address=tcp://127.0.0.1:1",
                                       "--set", "executor.timeout=0.5"])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: executor.address 'tcp://127.0.0.1:1': no Dask scheduler answered within 0.5 s")
+    assert result.stderr.startswith(
+        "error: executor.address 'tcp://127.0.0.1:1': no Dask scheduler answered within 0.5 s")
     assert result.stderr.count("\n") == 1
 
 

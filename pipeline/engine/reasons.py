@@ -1,0 +1,63 @@
+"""The reasons the runner gives for a stale stage's settings: which code version or leaf key changed, and how.
+
+``param data.sources[0].field changed "body" → "bdy"``: the key is the leaf that differs (in mappings and
+lists alike), and two long values are cut to where they differ, so that a reason never prints both sides alike.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pipeline.engine import atomic
+from pipeline.errors import shorten
+
+
+def code_version_changes(recorded: int | None, current: int) -> list[str]:
+    """``code version changed 3 → 4``; an entry from before versions were recorded re-runs too."""
+    if recorded == current:
+        return []
+    if recorded is None:
+        return [f"code version not recorded (now {current})"]
+    return [f"code version changed {recorded} → {current}"]
+
+
+def param_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    changes = [f"param {key} removed" for key in old if key not in new]
+    for key, value in new.items():
+        if key not in old:
+            changes.append(f"param {key} added")
+        else:
+            changes.extend(_value_changes(key, old[key], value))
+    return changes
+
+
+def _value_changes(key: str, old: Any, new: Any) -> list[str]:
+    """Name the leaf keys that differ: ``param train.steps changed 300 → 500``,
+    ``param data.sources[0].field changed "body" → "bdy"``, ``param data.sources[2] added {...}``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [change for name in sorted(set(old) | set(new))
+                for change in _value_changes(f"{key}.{name}", old.get(name), new.get(name))]
+    if isinstance(old, list) and isinstance(new, list):
+        return ([change for index, (was, now) in enumerate(zip(old, new))
+                 for change in _value_changes(f"{key}[{index}]", was, now)]
+                + [f"param {key}[{index}] added {shorten(atomic.dumps_json(item, indent=None), SHORT)}"
+                   for index, item in enumerate(new[len(old):], start=len(old))]
+                + [f"param {key}[{index}] removed" for index in range(len(new), len(old))])
+    was, now = atomic.dumps_json(old, indent=None), atomic.dumps_json(new, indent=None)
+    if was == now:
+        return []
+    return ["param {} changed {} → {}".format(key, *_contrast(was, now))]
+
+
+SHORT = 60  # characters of a value a reason shows
+CONTEXT = 10  # characters kept before the first difference of two long values
+
+
+def _contrast(was: str, now: str) -> tuple[str, str]:
+    """Two values' texts shortened so that the difference shows: a long common start is cut to ``…``."""
+    same = len(os.path.commonprefix([was, now]))
+    if max(len(was), len(now)) > SHORT and same > CONTEXT:
+        start = same - CONTEXT
+        was, now = "…" + was[start:], "…" + now[start:]
+    return shorten(was, SHORT), shorten(now, SHORT)
