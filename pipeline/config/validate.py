@@ -143,11 +143,11 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     if not config.export.formats or len(set(config.export.formats)) != len(config.export.formats):
         raise ConfigError(f"{origin('export.formats')}: export.formats must list distinct formats among "
                           f"{list(EXPORT_FORMATS)}, got {list(config.export.formats)}")
+    _check_tokenizer_size(config.tokenizer, origin)
     vocab_size = resolved_size(config.tokenizer)[0]
     if config.tokenizer.path is None and vocab_size is not None:  # else checked when the export stage starts
         check_export_ids(config.export.formats, vocab_size, "tokenizer.vocab_size is",
                          f"{origin('export.formats')}: export.formats")
-    _check_tokenizer_size(config.tokenizer, origin)
     _check_trained_ids(config.tokenizer, origin)
     _check_character_coverage(config.tokenizer, origin)
     _check_document_tokens(config, origin)
