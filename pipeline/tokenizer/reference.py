@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+from pipeline.errors import counted
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.layout import UNKNOWN_ID, base_id_count
 
@@ -81,7 +82,8 @@ def train_from_counts(chunk_counts: Mapping[str, int], *, kind: str, num_merges:
         stats = {pair: count for pair, count in get_stats(chunks).items()
                  if count >= min_frequency and (merge_newlines or newline not in pair)}
         if not stats:
-            return merges, alphabet, f"no pair occurs at least {min_frequency} times after {len(merges)} merges"
+            return merges, alphabet, (f"no pair occurs at least {counted(min_frequency, 'time')} after "
+                                      f"{counted(len(merges), 'merge')}")
         pair = min(stats, key=lambda p: (-stats[p], p))  # the most frequent; on ties the smallest pair
         new_id = first_id + len(merges)
         merged: Counter[tuple[int, ...]] = Counter()

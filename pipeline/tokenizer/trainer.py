@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import regex
 
-from pipeline.errors import TokenizerError
+from pipeline.errors import TokenizerError, counted
 from pipeline.tokenizer import _train_pairs as pairs
 from pipeline.tokenizer._train_count import count_chunks
 from pipeline.tokenizer.layout import base_id_count
@@ -225,7 +225,8 @@ class _Trainer:
         while len(merges) < num_merges:
             code = self._pop_best()
             if code is None:
-                return merges, f"no pair occurs at least {self.min_frequency} times after {len(merges)} merges"
+                return merges, (f"no pair occurs at least {counted(self.min_frequency, 'time')} after "
+                                f"{counted(len(merges), 'merge')}")
             left, right = pairs.unpack(code)
             merges.append((pairs.id_of(left), pairs.id_of(right)))
             self._merge(code, pairs.symbol_of(self.first_id + len(merges) - 1))

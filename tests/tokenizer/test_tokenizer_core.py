@@ -171,7 +171,7 @@ def test_public_state_is_read_only_so_it_cannot_desync_the_encoder_or_fingerprin
 
 def test_what_training_learned_is_given_at_construction():
     stopped = Tokenizer.train(["abab"], merges=5, pattern="none", workers=1)
-    assert stopped.stop_reason == "no pair occurs at least 2 times after 1 merges"
+    assert stopped.stop_reason == "no pair occurs at least 2 times after 1 merge"
     rebuilt = Tokenizer.from_merges(kind="byte", pattern="", merges=stopped.merges, stop_reason=stopped.stop_reason)
     assert (rebuilt.stop_reason, rebuilt.fingerprint) == (stopped.stop_reason, stopped.fingerprint)
     assert Tokenizer.from_merges(kind="byte", pattern="", merges=stopped.merges).stop_reason is None

@@ -270,7 +270,7 @@ def test_pairs_never_cross_texts_or_chunks():
 def test_stops_when_no_pair_is_frequent_enough():
     result = train_merges(["abcd", "ab"], kind="byte", pattern="", num_merges=10, workers=1)
     assert result.merges == [(97, 98)]
-    assert result.stop_reason == "no pair occurs at least 2 times after 1 merges"
+    assert result.stop_reason == "no pair occurs at least 2 times after 1 merge"
     assert train_merges(["abcd", "ab"], kind="byte", pattern="", num_merges=10, min_frequency=3,
                         workers=1).merges == []
 
