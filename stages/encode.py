@@ -14,7 +14,7 @@ from pipeline.config import Config
 from pipeline.data import documents
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, counted
 from pipeline.shards import corpus
 from pipeline.shards.format import ShardSet
 from pipeline.shards.manifest import has_split
@@ -50,8 +50,8 @@ def run(config: Config) -> None:
             cache_bytes=settings.chunk_cache_mb * 10**6, progress=show_progress(),
         )
     for manifest in manifests:
-        say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "
-                   f"in {len(manifest.shards)} shards → {output_dir}")
+        say("encode", f"{manifest.stamp.split}: {counted(manifest.rows, 'document')}, "
+                      f"{counted(manifest.tokens, 'token')} in {counted(len(manifest.shards), 'shard')} → {output_dir}")
 
 
 def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) -> int | None:
