@@ -78,11 +78,42 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+class ExactDedupStep:
+    """Drop a document whose cleaned text equals an earlier one's; the first copy in corpus order stays.
+    It has no parameters: its tasks are ``prepare.dedup_buckets``."""
+
+
+@dataclass(frozen=True)
+class NearDedupStep:
+    """Drop a document whose MinHash-estimated Jaccard similarity with an earlier one is at least
+    ``threshold`` (docs/curation.md): ``bands`` × ``rows`` of the ``hashes`` signature values find the
+    candidate pairs, all ``hashes`` values verify them."""
+
+    shingle: Literal["words", "chars"] = "words"
+    shingle_size: int = _bounded(5, low=1, high=1024)
+    hashes: int = _bounded(128, low=1, high=4096)
+    bands: int = _bounded(16, low=1)
+    rows: int = _bounded(4, low=1)
+    threshold: float = _bounded(0.8, low=0.0, high=1.0)
+    seed: int = _bounded(0, low=0, high=2**32 - 1)
+    buckets: int = _bounded(16, low=1)
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """One step of prepare's chain: exactly one of these keys, mapping to the step's parameters."""
+
+    exact_dedup: ExactDedupStep | None = None
+    near_dedup: NearDedupStep | None = None
+
+
+@dataclass(frozen=True)
 class PrepareConfig:
     normalize: Literal["NFC", "NFKC", "none"] = "NFC"
     min_chars: int = _bounded(1, low=0)
     max_chars: int | None = _bounded(None, low=1)
     on_decode_error: Literal["error", "replace", "skip"] = "error"
+    steps: tuple[StepConfig, ...] = (StepConfig(exact_dedup=ExactDedupStep()),)
     val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
     seed: int = _bounded(0, low=0, high=MAX_SEED)
     partition_bytes: int = _bounded(64_000_000, low=1)
@@ -423,7 +454,7 @@ def _path_kind(parts: list[str]) -> str | None:
         if not _is_dataclass_type(cls):
             return None
         spec = next(f for f in _schema_fields(cls) if f.name == part)
-        cls = _field_types(cls)[part]
+        cls = _section_type(_field_types(cls)[part]) or _field_types(cls)[part]
     return spec.metadata.get(PATH) if spec is not None and not _is_dataclass_type(cls) else None
 
 
@@ -621,7 +652,7 @@ def _check_key_path(parts: list[str]) -> None:
         names = [f.name for f in _schema_fields(cls)]
         if part not in names:
             raise ConfigError(_unknown_key_message(_join(where, part), part, names, "--set"))
-        cls = _field_types(cls)[part]
+        cls = _section_type(_field_types(cls)[part]) or _field_types(cls)[part]
 
 
 # -- building --------------------------------------------------------------
@@ -649,8 +680,9 @@ def _build(cls: type, raw: Any, path: str, origin: Origins) -> Any:
 
 def _convert(hint: Any, value: Any, key: str, origin: Origins, spec: dataclasses.Field | None = None) -> Any:
     """Check ``value`` against the type ``hint`` and the field's bounds; return the typed value."""
-    if _is_dataclass_type(hint):
-        return _build(hint, value, key, origin)
+    section = _section_type(hint)
+    if section is not None and not (value is None and section is not hint):
+        return _build(section, value, key, origin)
     item_type = _sequence_item_type(hint)
     if item_type is not None:
         return _convert_sequence(item_type, value, key, origin)
@@ -744,6 +776,7 @@ def _check_consistency(config: Config, origin: Origins) -> None:
             raise ConfigError(f"{origin(key)}: {key} {value!r} is a whole bucket; name a prefix inside it "
                               f"(such as {value.rstrip('/')}/{key.partition('.')[0]}): lmprep replaces and cleans an "
                               "output as a whole")
+    _check_steps(prepare.steps, origin)
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
@@ -772,6 +805,21 @@ def _check_consistency(config: Config, origin: Origins) -> None:
             if token is not None and token not in tok.special_tokens:
                 raise ConfigError(f"{origin(f'encode.{key}')}: encode.{key} {token!r} is not one of tokenizer.special_tokens "
                                   f"{list(tok.special_tokens)}; add it there or set encode.{key}: null")
+
+
+def _check_steps(steps: Sequence[StepConfig], origin: Origins) -> None:
+    """Each item of ``prepare.steps`` names exactly one step, and a near_dedup's bands fit in its hashes."""
+    names = [f.name for f in _schema_fields(StepConfig)]
+    for index, step in enumerate(steps):
+        key = f"prepare.steps[{index}]"
+        given = [name for name in names if getattr(step, name) is not None]
+        if len(given) != 1:
+            raise ConfigError(f"{origin(f'prepare.steps.{index}')}: {key} must name exactly one step among "
+                              f"{', '.join(names)}, got {given or 'none'}")
+        near = step.near_dedup
+        if near is not None and near.bands * near.rows > near.hashes:
+            raise ConfigError(f"{origin(f'prepare.steps.{index}.near_dedup')}: {key}.near_dedup bands × rows "
+                              f"({near.bands} × {near.rows}) exceeds hashes ({near.hashes})")
 
 
 def _check_trained_ids(tok: TokenizerConfig, origin: Origins) -> None:
@@ -806,6 +854,11 @@ def _schema_fields(cls: type) -> list[dataclasses.Field]:
 
 def _is_dataclass_type(hint: Any) -> bool:
     return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def _section_type(hint: Any) -> Any:
+    """The dataclass of a section key: ``X`` for ``X`` or ``X | None`` (an optional section), else None."""
+    return next((member for member in _union_members(hint) if _is_dataclass_type(member)), None)
 
 
 def _sequence_item_type(hint: Any) -> Any:
@@ -884,8 +937,11 @@ def _kind(value: Any) -> str:
 
 
 def _plain(value: Any) -> Any:
+    """JSON-able data; an optional section left unset (such as a step of ``prepare.steps``) is left out."""
     if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in _schema_fields(type(value))}
+        hints = _field_types(type(value))
+        return {f.name: _plain(getattr(value, f.name)) for f in _schema_fields(type(value))
+                if not (getattr(value, f.name) is None and _section_type(hints[f.name]) is not None)}
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value

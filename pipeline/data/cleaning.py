@@ -13,10 +13,6 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from dataclasses import dataclass, field
-from typing import Any
-
-from pipeline.data.documents import SPLITS
 
 # C0 and C1 control characters except tab and newline, plus lone surrogates
 # (which JSON "\ud800" escapes can produce and UTF-8 cannot store).
@@ -68,48 +64,3 @@ def split_of(text: str, *, seed: int, val_fraction: float) -> str:
     key = str(seed).encode("ascii")
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8, key=key).digest()
     return "val" if int.from_bytes(digest, "big") / _SPLIT_SCALE < val_fraction else "train"
-
-
-@dataclass
-class PrepareStats:
-    """What prepare did, kept as ``stats.json`` beside the prepared documents."""
-
-    files: int = 0
-    documents_read: int = 0
-    characters_read: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)
-    documents: dict[str, int] = field(default_factory=lambda: {"train": 0, "val": 0})
-    characters: dict[str, int] = field(default_factory=lambda: {"train": 0, "val": 0})
-
-    @property
-    def documents_kept(self) -> int:
-        return sum(self.documents.values())
-
-    def count_drop(self, reason: str, amount: int = 1) -> None:
-        if amount:
-            self.dropped[reason] = self.dropped.get(reason, 0) + amount
-
-    def count_kept(self, split: str, text: str) -> None:
-        self.documents[split] += 1
-        self.characters[split] += len(text)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"files": self.files, "documents_read": self.documents_read,
-                "documents_kept": self.documents_kept, "characters_read": self.characters_read,
-                "dropped": dict(sorted(self.dropped.items())),
-                "splits": {split: {"documents": self.documents[split], "characters": self.characters[split]}
-                           for split in SPLITS}}
-
-    def describe_drops(self) -> str:
-        """``1,289 duplicate, 4 empty``, or ``none``."""
-        return ", ".join(f"{n:,} {reason}" for reason, n in sorted(self.dropped.items())) or "none"
-
-    def summary(self) -> str:
-        """A few human lines for the end of a run."""
-        lines = [f"read {self.documents_read:,} documents ({self.characters_read:,} characters) "
-                 f"from {self.files} files",
-                 f"dropped: {self.describe_drops()}",
-                 f"kept {self.documents_kept:,} documents"]
-        lines += [f"  {split}: {self.documents[split]:,} documents, {self.characters[split]:,} characters"
-                  for split in SPLITS]
-        return "\n".join(lines)

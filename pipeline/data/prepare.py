@@ -1,93 +1,136 @@
-"""The prepare step: raw files → cleaned, de-duplicated train/val part files plus stats.
+"""The prepare step: raw files → cleaned, filtered, de-duplicated train/val part files, what was
+rejected and why, and stats per source and step.
 
-Three rounds of partition tasks; each task reads its own files and writes its
-own, and the driver sees only counts and checksums:
+The chain of steps (:mod:`pipeline.data.steps`) is cut into segments, each some filters then at most
+one de-duplication step; prepare runs one round of partition tasks per segment, and each de-duplication
+step's own tasks between two rounds. Each task reads its own files and writes its own, and the driver
+sees only counts and checksums:
 
-1. **scan** (one task per input partition): read, clean and filter the
-   documents; write the survivors to ``candidates-<p>`` and their 16-byte
-   BLAKE2b digests, grouped by bucket (digest modulo ``dedup_buckets``), to
-   ``digests-<p>``.
-2. **deduplicate** (one task per bucket): read the bucket's digests of every
-   partition in corpus order and mark each copy after the first, writing
-   ``duplicates-<b>`` (partition, position) pairs. A digest lives in one bucket,
-   so exact duplicates anywhere in the corpus meet in one task, and the first
-   copy in input order wins as in a single pass. Its memory is about 80 bytes
-   per document of its bucket: 10 million documents in 16 buckets cost ~50 MB
-   per task, and no process holds every digest.
-3. **write** (one task per input partition): drop the marked copies, send each
-   document to train or val by a seeded hash of its text, and write
-   ``train/part-<p>.arrow`` and ``val/part-<p>.arrow``.
+1. the first round (one task per input partition) reads, cleans and filters the documents and writes
+   every one of them to ``candidates-<p>``, a rejected one with its step and rule, while the first
+   de-duplication step records a key per live document (:mod:`pipeline.data.dedup`);
+2. the de-duplication step's tasks mark each duplicate with the document it duplicates;
+3. the next round drops the marked documents, applies the next segment's filters, and so on; the last
+   round sends each live document to train or val by a seeded hash of its text and writes
+   ``train/part-<p>.arrow``, ``val/part-<p>.arrow`` and ``rejected/part-<p>.arrow``.
 
-Part names come from the partition index, so the output is byte-identical for
-any number of workers. Everything is built in a staging directory swapped in
-whole: an error (bad UTF-8, a bad JSON line, no document left for the train
-split) or an interrupt leaves the previous output untouched. The intermediate
-files of ``.work`` are not fsynced: a crash discards the staging directory.
+A rejected part holds every document a step removed, with ``text`` first as in the kept parts and then
+``source`` (its index in ``data.sources``), ``document`` (its ID: the file, or the file's byte range or
+row groups its partition read, then ``#`` and its number there), ``step``, ``rule`` and
+``duplicate_of`` (the ID of the document a duplicate repeats, else empty). Documents that could not be
+decoded (``on_decode_error: skip``) have no text: they are counted, not kept.
+
+Part names come from the partition index, so the output is byte-identical for any number of workers.
+Everything is built in a staging directory swapped in whole: an error (bad UTF-8, a bad JSON line, no
+document left for the train split) or an interrupt leaves the previous output untouched. The
+intermediate files of ``.work`` are not fsynced: a crash discards the staging directory.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
-import functools
-import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+import pyarrow as pa
 
 from pipeline.config.schema import PrepareConfig
 from pipeline.data import documents
-from pipeline.data.cleaning import PrepareStats, clean_text, drop_reason, split_of
+from pipeline.data.accounting import PrepareStats, Tally
+from pipeline.data.cleaning import clean_text, split_of
+from pipeline.data.dedup import Marks
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart
-from pipeline.data.sources import Partition, SourceFile, TextDecoder, plan_partitions, read_partition
+from pipeline.data.sources import Partition, Piece, SourceFile, TextDecoder, plan_partitions, read_partition_pieces
+from pipeline.data.steps import DECODE_ERROR, READ_STEP, Segment, build_chain
 from pipeline.engine import atomic, hashing, storage
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError
 
 STATS_FILE = "stats.json"
 WORK_DIR = ".work"
+REJECTED = "rejected"
+_TEXT = pa.field("text", pa.large_string(), nullable=False)
+CANDIDATE_SCHEMA = pa.schema([_TEXT, pa.field("source", pa.int32()), pa.field("document", pa.large_string()),
+                              pa.field("position", pa.int64()), pa.field("step", pa.large_string()),
+                              pa.field("rule", pa.large_string()), pa.field("duplicate_of", pa.large_string())])
+REJECTED_SCHEMA = pa.schema([_TEXT, pa.field("source", pa.int32()), pa.field("document", pa.large_string()),
+                             pa.field("step", pa.large_string()), pa.field("rule", pa.large_string()),
+                             pa.field("duplicate_of", pa.large_string())])
+Row = tuple[str, int, str, int, str, str, str]
+"""A candidate as the rounds pass it on: text, source, document ID, position, step, rule, duplicate_of
+(step and rule empty while the document is kept)."""
 
 
 @dataclass(frozen=True)
-class ScanResult:
-    documents_read: int
-    characters_read: int
-    dropped: dict[str, int]
+class Job:
+    """One partition task's input: the partition and the names its pieces go by in document IDs."""
+
+    partition: Partition
+    piece_names: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class WrittenPart:
-    part: PreparedPart
-    characters: int
+class RoundResult:
+    tally: Tally
+    piece_starts: tuple[int, ...] = ()  # first round: the position of each piece's first document
+    parts: dict[str, PreparedPart] | None = None  # last round: the train, val and rejected parts
+    characters: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class DocumentIds:
+    """Document IDs from (partition, position): the partition's piece holding the position, and the
+    document's number in it."""
+
+    piece_names: tuple[tuple[str, ...], ...]
+    piece_starts: tuple[tuple[int, ...], ...]
+
+    def of(self, partition: int, position: int) -> str:
+        starts = self.piece_starts[partition]
+        piece = bisect.bisect_right(starts, position) - 1
+        return f"{self.piece_names[partition][piece]}#{position - starts[piece]}"
 
 
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
-                   tasks: Tasks, progress: bool = False) -> PrepareStats:
-    """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats."""
-    partitions = [dataclasses.replace(partition, pieces=tuple(dataclasses.replace(piece, file=_absolute(piece.file))
-                                                              for piece in partition.pieces))
-                  for partition in plan_partitions(files, settings.partition_bytes)]
+                   tasks: Tasks, progress: bool = False, source_names: Sequence[str] = (),
+                   names_root: str | os.PathLike[str] | None = None) -> PrepareStats:
+    """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats.
+
+    ``source_names`` name the entries of ``data.sources`` in the stats (``source <i>`` by default);
+    document IDs give local paths relative to ``names_root`` when set.
+    """
+    partitions = plan_partitions(files, settings.partition_bytes)
+    jobs = [Job(_absolute(partition), tuple(_piece_name(piece, names_root) for piece in partition.pieces))
+            for partition in partitions]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
+    chain = build_chain(settings)
     with storage.output_dir(out_dir) as staging:
         work = storage.join(staging, WORK_DIR)
         storage.make_dir(work)
-        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels, sizes=sizes,
-                          desc="prepare: read and clean", progress=progress)
-        buckets = range(settings.dedup_buckets)
-        duplicates = tasks.map(functools.partial(find_duplicates, work, len(partitions)), buckets,
-                               labels=[f"dedup bucket {b}" for b in buckets], desc="prepare: deduplicate",
-                               progress=progress)
-        written = tasks.map(functools.partial(write_partition, settings, work, staging), partitions, labels=labels,
-                            sizes=sizes, desc="prepare: write", progress=progress)
+        for split in (*SPLITS, REJECTED):
+            storage.make_dir(documents.split_dir(staging, split))
+        results: list[list[RoundResult]] = []
+        ids = None
+        for index, segment in enumerate(chain):
+            last = index == len(chain) - 1
+            step = Round(settings, chain, index, work, staging, ids)
+            results.append(tasks.map(step, jobs, labels=labels, sizes=sizes, progress=progress,
+                                     desc="prepare: write" if last else f"prepare: round {index + 1}"))
+            if segment.dedup is not None:
+                segment.dedup.resolve(tasks, work, index, len(jobs), progress=progress)
+            if index == 0:
+                ids = DocumentIds(tuple(job.piece_names for job in jobs), tuple(r.piece_starts for r in results[0]))
         storage.remove(work)
         if not storage.is_url(staging):  # uploads leave no temporaries
-            for split in SPLITS:
+            for split in (*SPLITS, REJECTED):
                 atomic.remove_temporaries_in(documents.split_dir(staging, split))
-        documents.write_parts(staging, {split: [parts[split].part for parts in written] for split in SPLITS})
-        stats = _stats(len(files), scans, sum(duplicates), written)
+        written = results[-1]
+        documents.write_parts(staging, {split: [r.parts[split] for r in written] for split in SPLITS})
+        stats = _stats(files, source_names, results, written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)
         storage.write_bytes(storage.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
     return stats
@@ -111,113 +154,147 @@ def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
     return names + (f" and {len(files) - shown} more files" if len(files) > shown else "")
 
 
-def scan_partition(settings: PrepareConfig, work: Path | str, partition: Partition) -> ScanResult:
-    """Task: read, clean and filter one partition; write its candidates and their digests by bucket."""
-    decoder = TextDecoder(settings.on_decode_error)
-    read = characters = 0
-    dropped: dict[str, int] = {}
-    digests: list[bytes] = []
-    candidates = storage.join(work, f"candidates-{partition.index:05d}.arrow")
-    with storage.output_file(candidates, durable=False) as tmp, DocumentWriter(tmp) as writer:
-        for raw in read_partition(partition, decoder):
-            read += 1
-            characters += len(raw)
-            text = clean_text(raw, normalize=settings.normalize)
-            reason = drop_reason(text, min_chars=settings.min_chars, max_chars=settings.max_chars)
-            if reason is None:
-                writer.write(text)
-                digests.append(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
-            else:
-                dropped[reason] = dropped.get(reason, 0) + 1
-    if decoder.skipped:
-        dropped["decode_error"] = decoder.skipped
-    _save_digests(storage.join(work, f"digests-{partition.index:05d}.npz"), digests, settings.dedup_buckets)
-    return ScanResult(read + decoder.skipped, characters, dropped)
+@dataclass(frozen=True)
+class Round:
+    """Task: one round of the chain over one partition (see the module's docstring)."""
+
+    settings: PrepareConfig
+    chain: tuple[Segment, ...]
+    index: int
+    work: Path | str
+    staging: Path | str
+    ids: DocumentIds | None  # from the first round on
+
+    def __call__(self, job: Job) -> RoundResult:
+        tally = Tally()
+        starts: list[int] = []
+        if self.index == 0:
+            rows = _read_rows(job, TextDecoder(self.settings.on_decode_error), self.settings.normalize, tally, starts)
+        else:
+            rows = self._marked(job.partition.index, tally)
+        rows = _filtered(rows, self.chain[self.index], tally)
+        if self.chain[self.index].dedup is None:
+            return self._write_final(job.partition.index, rows, tally)
+        self._write_candidates(job.partition.index, rows)
+        return RoundResult(tally, tuple(starts))
+
+    def _candidates(self, round_: int, index: int) -> Path | str:
+        return storage.join(self.work, f"r{round_}-candidates-{index:05d}.arrow")
+
+    def _marked(self, index: int, tally: Tally) -> Iterator[Row]:
+        """The previous round's candidates, the documents its de-duplication step marked now rejected."""
+        dedup = self.chain[self.index - 1].dedup
+        assert dedup is not None and self.ids is not None
+        marks: Marks = dedup.marks(self.work, self.index - 1, index)
+        with storage.local_copy(self._candidates(self.index - 1, index)) as path:
+            for row in documents.iter_records(path):
+                text, source, document, position, step, _, _ = row
+                if not step and position in marks:
+                    tally.drop(source, dedup.name, dedup.rule)
+                    yield text, source, document, position, dedup.name, dedup.rule, self.ids.of(*marks[position])
+                else:
+                    yield row
+
+    def _write_candidates(self, index: int, rows: Iterator[Row]) -> None:
+        dedup = self.chain[self.index].dedup
+        assert dedup is not None
+        keys = dedup.keys(self.work, self.index, index)
+        with storage.output_file(self._candidates(self.index, index), durable=False) as tmp, \
+                DocumentWriter(tmp, schema=CANDIDATE_SCHEMA) as writer:
+            for row in rows:
+                writer.write(*row)
+                if not row[4]:
+                    keys.add(row[3], row[0])
+        keys.close()
+
+    def _write_final(self, index: int, rows: Iterator[Row], tally: Tally) -> RoundResult:
+        """Live documents to their split, rejected ones to the rejected part; the parts' counts and checksums."""
+        names = {split: documents.part_name(split, index) for split in (*SPLITS, REJECTED)}
+        counts = {split: [0, 0, 0] for split in names}  # documents, UTF-8 bytes, characters
+        with contextlib.ExitStack() as outputs:
+            temporaries = {split: outputs.enter_context(storage.output_file(storage.join(self.staging, name)))
+                           for split, name in names.items()}
+            with contextlib.ExitStack() as writing:
+                writers = {split: writing.enter_context(DocumentWriter(tmp, schema=REJECTED_SCHEMA if split == REJECTED
+                                                                       else documents.SCHEMA))
+                           for split, tmp in temporaries.items()}
+                for text, source, document, _, step, rule, duplicate_of in rows:
+                    if step:
+                        split = REJECTED
+                        writers[split].write(text, source, document, step, rule, duplicate_of)
+                    else:
+                        split = split_of(text, seed=self.settings.seed, val_fraction=self.settings.val_fraction)
+                        writers[split].write(text)
+                        tally.keep(source, text)
+                    counts[split][0] += 1
+                    counts[split][1] += len(text.encode("utf-8", "surrogatepass"))
+                    counts[split][2] += len(text)
+            sha256 = {split: hashing.sha256_file(tmp) for split, tmp in temporaries.items()}
+        parts = {split: PreparedPart(index=index, file=name, documents=counts[split][0], bytes=counts[split][1],
+                                     sha256=sha256[split]) for split, name in names.items()}
+        return RoundResult(tally, parts=parts, characters={split: counts[split][2] for split in names})
 
 
-def find_duplicates(work: Path | str, partitions: int, bucket: int) -> int:
-    """Task: mark every copy after the first among one bucket's digests; return how many were marked."""
-    digests, where = [], []
-    for index in range(partitions):
-        with storage.local_copy(storage.join(work, f"digests-{index:05d}.npz")) as path, np.load(path) as saved:
-            start, end = saved["bounds"][bucket : bucket + 2]
-            digests.append(saved["digests"][start:end])
-            where.append(np.stack([np.full(end - start, index, dtype=np.int64), saved["positions"][start:end]], 1))
-    digests_all = np.concatenate(digests) if digests else np.zeros((0, 2), np.uint64)
-    where_all = np.concatenate(where) if where else np.zeros((0, 2), np.int64)
-    _, first = np.unique(digests_all.view(np.dtype((np.void, 16))).ravel(), return_index=True)
-    later = np.ones(len(digests_all), dtype=bool)
-    later[first] = False  # np.unique's index is the first occurrence, and the rows are in corpus order
-    duplicates = storage.join(work, f"duplicates-{bucket:05d}.npy")
-    with storage.output_file(duplicates, durable=False) as tmp, open(tmp, "wb") as handle:
-        np.save(handle, where_all[later])
-    return int(later.sum())
+def _read_rows(job: Job, decoder: TextDecoder, normalize: str, tally: Tally, starts: list[int]) -> Iterator[Row]:
+    """The partition's documents, cleaned and numbered; ``starts`` gets each piece's first position."""
+    position = 0
+    for (piece, texts), name in zip(read_partition_pieces(job.partition, decoder), job.piece_names):
+        starts.append(position)
+        source, skipped = piece.file.source, decoder.skipped
+        for number, raw in enumerate(texts):
+            text = clean_text(raw, normalize=normalize)
+            tally.read(source, raw, text)
+            yield text, source, f"{name}#{number}", position, "", "", ""
+            position += 1
+        tally.of(source).read += decoder.skipped - skipped
+        tally.drop(source, READ_STEP, DECODE_ERROR, decoder.skipped - skipped)
 
 
-def write_partition(settings: PrepareConfig, work: Path | str, staging: Path | str,
-                    partition: Partition) -> dict[str, WrittenPart]:
-    """Task: write one partition's surviving documents to its train and val part files."""
-    index = partition.index
-    dropped = _duplicates_of(work, index, settings.dedup_buckets)
-    names = {split: documents.part_name(split, index) for split in SPLITS}
-    counts = {split: [0, 0, 0] for split in SPLITS}  # documents, UTF-8 bytes, characters
-    with contextlib.ExitStack() as outputs:
+def _filtered(rows: Iterator[Row], segment: Segment, tally: Tally) -> Iterator[Row]:
+    """``rows`` with the segment's filters applied in order to the documents still kept."""
+    for row in rows:
+        text, source, document, position, step = row[:5]
+        if not step:
+            for check in segment.filters:
+                rule = check.reject(text)
+                if rule is not None:
+                    tally.drop(source, check.name, rule)
+                    row = (text, source, document, position, check.name, rule, "")
+                    break
+        yield row
+
+
+def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: list[list[RoundResult]],
+           written: list[RoundResult]) -> PrepareStats:
+    tally = Tally()
+    for round_results in results:
+        for result in round_results:
+            tally.add(result.tally)
+    count = max([len(source_names), *(file.source + 1 for file in files)])
+    names = [source_names[i] if i < len(source_names) else f"source {i}" for i in range(count)]
+    stats = PrepareStats(files=len(files))
+    stats.account(names, tally)
+    stats.documents_read = sum(source.read for _, source in stats.sources)
+    stats.characters_read = sum(source.characters_read for _, source in stats.sources)
+    for result in written:
+        assert result.parts is not None and result.characters is not None
         for split in SPLITS:
-            storage.make_dir(documents.split_dir(staging, split))
-        temporaries = {split: outputs.enter_context(storage.output_file(storage.join(staging, name)))
-                       for split, name in names.items()}
-        with contextlib.ExitStack() as writing:
-            writers = {split: writing.enter_context(DocumentWriter(tmp)) for split, tmp in temporaries.items()}
-            source = writing.enter_context(storage.local_copy(storage.join(work, f"candidates-{index:05d}.arrow")))
-            for position, text in enumerate(documents.iter_documents(source)):
-                if position in dropped:
-                    continue
-                split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
-                writers[split].write(text)
-                counts[split][0] += 1
-                counts[split][1] += len(text.encode("utf-8", "surrogatepass"))
-                counts[split][2] += len(text)
-        sha256 = {split: hashing.sha256_file(tmp) for split, tmp in temporaries.items()}
-    return {split: WrittenPart(PreparedPart(index=index, file=name, documents=counts[split][0],
-                                            bytes=counts[split][1], sha256=sha256[split]), counts[split][2])
-            for split, name in names.items()}
-
-
-def _save_digests(path: Path | str, digests: list[bytes], buckets: int) -> None:
-    """The digests as (n, 2) uint64, stably grouped by bucket, their positions and the bucket bounds."""
-    array = np.frombuffer(b"".join(digests), dtype=np.uint64).reshape(-1, 2)
-    bucket_of = array[:, 0] % np.uint64(buckets)
-    order = np.argsort(bucket_of, kind="stable")
-    bounds = np.searchsorted(bucket_of[order], np.arange(buckets + 1, dtype=np.uint64))
-    with storage.output_file(path, durable=False) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, digests=array[order], positions=order.astype(np.int64), bounds=bounds)
-
-
-def _duplicates_of(work: Path | str, index: int, buckets: int) -> set[int]:
-    """Positions of partition ``index``'s candidates that an earlier copy makes duplicates."""
-    found: set[int] = set()
-    for bucket in range(buckets):
-        with storage.local_copy(storage.join(work, f"duplicates-{bucket:05d}.npy")) as path:
-            marked = np.load(path, mmap_mode="r")
-            lo, hi = np.searchsorted(marked[:, 0], [index, index + 1])
-            found.update(marked[lo:hi, 1].tolist())
-    return found
-
-
-def _stats(files: int, scans: list[ScanResult], duplicates: int, written: list[dict[str, WrittenPart]]) -> PrepareStats:
-    stats = PrepareStats(files=files)
-    for scan in scans:
-        stats.documents_read += scan.documents_read
-        stats.characters_read += scan.characters_read
-        for reason, count in scan.dropped.items():
-            stats.count_drop(reason, count)
-    stats.count_drop("duplicate", duplicates)
-    for parts in written:
-        for split, written_part in parts.items():
-            stats.documents[split] += written_part.part.documents
-            stats.characters[split] += written_part.characters
+            stats.documents[split] += result.parts[split].documents
+            stats.characters[split] += result.characters[split]
+    stats.rejected = [dataclasses.asdict(result.parts[REJECTED]) for result in written if result.parts]
     return stats
 
 
-def _absolute(file: SourceFile) -> SourceFile:
-    return SourceFile(storage.absolute(file.path), file.format, file.separator, file.field)
+def _absolute(partition: Partition) -> Partition:
+    """The partition with absolute paths, so that a task reads the same files from any directory."""
+    return dataclasses.replace(partition, pieces=tuple(
+        dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=storage.absolute(piece.file.path)))
+        for piece in partition.pieces))
+
+
+def _piece_name(piece: Piece, root: str | os.PathLike[str] | None) -> str:
+    """A piece as document IDs name it: as :meth:`Piece.describe` does, a local path relative to ``root``."""
+    path = str(piece.file.path)
+    if root is None or storage.is_url(path):
+        return piece.describe()
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(root)) + piece.describe()[len(path):]

@@ -54,6 +54,7 @@ class SourceFile:
     format: str
     separator: str
     field: str
+    source: int = 0  # its entry in data.sources, which prepare's stats account per
 
 
 class TextDecoder:
@@ -91,8 +92,8 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     if not sources:
         raise DataError("data.sources is empty; list at least one glob of raw files in the config")
     base = Path(root)
-    files = []
-    for source in sources:
+    files: list[SourceFile] = []
+    for index, source in enumerate(sources):
         matches = storage.glob_files(source.glob, base)
         if not matches:
             where = "" if storage.is_url(source.glob) else f" under {base.resolve()}"
@@ -101,7 +102,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(path, source) for path in matches)
+        files.extend(_source_file(path, source, index) for path in matches)
     return files
 
 
@@ -208,8 +209,14 @@ def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int,
 
 def read_partition(partition: Partition, decoder: TextDecoder) -> Iterator[str]:
     """The documents of one partition, streamed; small remote files are fetched several at a time."""
+    for _, documents in read_partition_pieces(partition, decoder):
+        yield from documents
+
+
+def read_partition_pieces(partition: Partition, decoder: TextDecoder) -> Iterator[tuple[Piece, Iterator[str]]]:
+    """Each piece of one partition with its documents, streamed (read them before asking for the next piece)."""
     for piece, data in _prefetched(partition.pieces):
-        yield from _read_piece(piece, decoder, data)
+        yield piece, _read_piece(piece, decoder, data)
 
 
 def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]:
@@ -295,9 +302,9 @@ def _gzipped(path: Path | str) -> bool:
     return storage.name_of(path).endswith(".gz")
 
 
-def _source_file(path: Path | str, source: SourceConfig) -> SourceFile:
+def _source_file(path: Path | str, source: SourceConfig, index: int) -> SourceFile:
     fmt = source.format if source.format != "auto" else _format_from_name(path)
-    return SourceFile(path=path, format=fmt, separator=source.separator, field=source.field)
+    return SourceFile(path=path, format=fmt, separator=source.separator, field=source.field, source=index)
 
 
 def _format_from_name(path: Path | str) -> str:

@@ -558,10 +558,14 @@ def _param_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def _value_changes(key: str, old: Any, new: Any) -> list[str]:
-    """Name the leaf keys that differ: ``param train.steps changed 300 → 500``."""
+    """Name the leaf keys that differ: ``param train.steps changed 300 → 500``, and inside lists of the
+    same length by index: ``param prepare.steps[1].near_dedup.threshold changed 0.8 → 0.9``."""
     if isinstance(old, dict) and isinstance(new, dict):
         return [change for name in sorted(set(old) | set(new))
                 for change in _value_changes(f"{key}.{name}", old.get(name), new.get(name))]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [change for index, (was, now) in enumerate(zip(old, new))
+                for change in _value_changes(f"{key}[{index}]", was, now)]
     if atomic.dumps_json(old, indent=None) == atomic.dumps_json(new, indent=None):
         return []
     return [f"param {key} changed {_short(old)} → {_short(new)}"]

@@ -1,0 +1,166 @@
+"""What prepare did, per source and per step: nothing is dropped without a number saying so.
+
+Each partition task keeps a :class:`Tally` of the documents it read, kept and
+dropped (by step and rule), per entry of ``data.sources``; the driver adds them
+up into :class:`PrepareStats`, written as ``stats.json`` and shown as a table.
+A source that yields nothing, keeps nothing, or whose documents are mostly
+single short words (file names read from the wrong column) is a warning line
+naming it, since such a source silently shrinks the corpus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.data.documents import SPLITS
+
+NAME_LIKE_CHARS = 64
+"""A document of one word shorter than this looks like a name (a file name, an ID), not text."""
+NAME_LIKE_SHARE = 0.5
+"""A source more than this share of whose documents look like names gets a warning."""
+
+
+def looks_like_a_name(text: str) -> bool:
+    return len(text) < NAME_LIKE_CHARS and len(text.split()) == 1
+
+
+@dataclass
+class SourceTally:
+    """One source's documents: read, kept, dropped by ``step/rule``, and their characters."""
+
+    read: int = 0
+    characters_read: int = 0
+    name_like: int = 0
+    kept: int = 0
+    characters_kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: SourceTally) -> None:
+        self.read += other.read
+        self.characters_read += other.characters_read
+        self.name_like += other.name_like
+        self.kept += other.kept
+        self.characters_kept += other.characters_kept
+        for reason, count in other.dropped.items():
+            self.dropped[reason] = self.dropped.get(reason, 0) + count
+
+
+@dataclass
+class Tally:
+    """A task's counts per source index (picklable: tasks return it to the driver)."""
+
+    sources: dict[int, SourceTally] = field(default_factory=dict)
+
+    def of(self, source: int) -> SourceTally:
+        return self.sources.setdefault(source, SourceTally())
+
+    def read(self, source: int, raw: str, cleaned: str) -> None:
+        tally = self.of(source)
+        tally.read += 1
+        tally.characters_read += len(raw)
+        tally.name_like += looks_like_a_name(cleaned)
+
+    def drop(self, source: int, step: str, rule: str, amount: int = 1) -> None:
+        if amount:
+            dropped = self.of(source).dropped
+            dropped[f"{step}/{rule}"] = dropped.get(f"{step}/{rule}", 0) + amount
+
+    def keep(self, source: int, text: str) -> None:
+        tally = self.of(source)
+        tally.kept += 1
+        tally.characters_kept += len(text)
+
+    def add(self, other: Tally) -> None:
+        for source, tally in other.sources.items():
+            self.of(source).add(tally)
+
+
+@dataclass
+class PrepareStats:
+    """What prepare did, kept as ``stats.json`` beside the prepared documents.
+
+    ``dropped`` counts by rule (``duplicate``, ``too_short``, …) over the whole corpus; ``sources``
+    gives each source's read, kept and dropped by ``step/rule``, in the order of ``data.sources``.
+    """
+
+    files: int = 0
+    documents_read: int = 0
+    characters_read: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    documents: dict[str, int] = field(default_factory=lambda: {"train": 0, "val": 0})
+    characters: dict[str, int] = field(default_factory=lambda: {"train": 0, "val": 0})
+    sources: list[tuple[str, SourceTally]] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def documents_kept(self) -> int:
+        return sum(self.documents.values())
+
+    def count_drop(self, reason: str, amount: int = 1) -> None:
+        if amount:
+            self.dropped[reason] = self.dropped.get(reason, 0) + amount
+
+    def count_kept(self, split: str, text: str) -> None:
+        self.documents[split] += 1
+        self.characters[split] += len(text)
+
+    def account(self, names: list[str], tally: Tally) -> None:
+        """Take each source's counts from ``tally`` (a source that yields nothing keeps a row of zeros)."""
+        self.sources = [(name, tally.sources.get(index, SourceTally())) for index, name in enumerate(names)]
+        for _, source in self.sources:
+            for reason, count in source.dropped.items():
+                self.count_drop(reason.partition("/")[2], count)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "documents_read": self.documents_read,
+                "documents_kept": self.documents_kept, "characters_read": self.characters_read,
+                "dropped": dict(sorted(self.dropped.items())),
+                "splits": {split: {"documents": self.documents[split], "characters": self.characters[split]}
+                           for split in SPLITS},
+                "sources": [{"source": name, "documents_read": tally.read, "characters_read": tally.characters_read,
+                             "documents_kept": tally.kept, "characters_kept": tally.characters_kept,
+                             "name_like": tally.name_like, "dropped": dict(sorted(tally.dropped.items()))}
+                            for name, tally in self.sources],
+                "rejected": self.rejected}
+
+    def describe_drops(self) -> str:
+        """``1,289 duplicate, 4 empty``, or ``none``."""
+        return ", ".join(f"{n:,} {reason}" for reason, n in sorted(self.dropped.items())) or "none"
+
+    def summary(self) -> str:
+        """A few human lines for the end of a run: totals, the table per source, then any warnings."""
+        lines = [f"read {self.documents_read:,} documents ({self.characters_read:,} characters) "
+                 f"from {self.files} files",
+                 f"dropped: {self.describe_drops()}",
+                 f"kept {self.documents_kept:,} documents"]
+        lines += [f"  {split}: {self.documents[split]:,} documents, {self.characters[split]:,} characters"
+                  for split in SPLITS]
+        return "\n".join(lines + [source_table(self.to_dict()["sources"])] + source_warnings(self.to_dict()))
+
+
+def source_table(sources: list[dict[str, Any]]) -> str:
+    """``stats.json``'s sources as a table: read, kept, characters kept and what each step dropped."""
+    width = max([len("source"), *(len(row["source"]) for row in sources)])
+    lines = [f"{'source':<{width}}  {'read':>10}  {'kept':>10}  {'chars kept':>13}  dropped (step/rule)"]
+    for row in sources:
+        dropped = ", ".join(f"{n:,} {reason}" for reason, n in row["dropped"].items()) or "none"
+        lines.append(f"{row['source']:<{width}}  {row['documents_read']:>10,}  {row['documents_kept']:>10,}  "
+                     f"{row['characters_kept']:>13,}  {dropped}")
+    return "\n".join(lines)
+
+
+def source_warnings(stats: dict[str, Any]) -> list[str]:
+    """One line per source that yields no document, keeps none, or reads mostly names rather than text."""
+    warnings = []
+    for row in stats["sources"]:
+        name, read = row["source"], row["documents_read"]
+        if not read:
+            warnings.append(f"warning: {name} yields 0 documents")
+        elif not row["documents_kept"]:
+            warnings.append(f"warning: {name}: 0 of its {read:,} documents kept")
+        if read and row["name_like"] > NAME_LIKE_SHARE * read:
+            warnings.append(f"warning: {name}: {row['name_like']:,} of its {read:,} documents are a single word "
+                            f"under {NAME_LIKE_CHARS} characters, like names rather than text; is its field the "
+                            "text column?")
+    return warnings
