@@ -91,7 +91,7 @@ class NearDedupStep:
 
     shingle: Literal["words", "chars"] = "words"
     shingle_size: int = _bounded(5, low=1, high=1024)
-    hashes: int = _bounded(128, low=1, high=4096)
+    hashes: int = _bounded(256, low=1, high=4096)
     bands: int = _bounded(16, low=1)
     rows: int = _bounded(4, low=1)
     threshold: float = _bounded(0.8, low=0.0, high=1.0)

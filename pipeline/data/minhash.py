@@ -1,8 +1,10 @@
 """MinHash signatures of documents' shingle sets, and their LSH band keys.
 
 A document is the set of its shingles: ``size`` consecutive words (lower-cased,
-split on whitespace) or ``size`` consecutive characters (lower-cased, whitespace
-runs as one space); a document shorter than one shingle is one shingle. Each
+split at ASCII whitespace, as ``bytes.split`` does: the fastest split, and cleaned
+text has no other control characters) or ``size`` consecutive characters
+(lower-cased, runs of any whitespace as one space); a document shorter than one
+shingle is one shingle. Each
 shingle hashes to 32 bits (words through ``xxhash``, then a polynomial over the
 shingle's words, mixed). The signature is datasketch's ``affine32`` MinHash of
 those hashes, value for value: the MurmurHash3 finalizer, then ``hashes``
@@ -38,8 +40,8 @@ def permutations(hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def shingle_hashes(text: str, *, shingle: str, size: int) -> np.ndarray:
     """The 32-bit hashes of the text's shingles (``shingle``: ``words`` or ``chars``), in text order."""
     if shingle == "words":
-        units = np.fromiter((xxhash.xxh3_64_intdigest(word.encode("utf-8", "surrogatepass"))
-                             for word in text.lower().split()), dtype=np.uint64)
+        words = text.lower().encode("utf-8", "surrogatepass").split()
+        units = np.fromiter(map(xxhash.xxh3_64_intdigest, words), dtype=np.uint64, count=len(words))
     else:
         units = np.frombuffer(" ".join(text.lower().split()).encode("utf-32-le", "surrogatepass"),
                               dtype=np.uint32).astype(np.uint64)
@@ -55,7 +57,7 @@ def shingle_hashes(text: str, *, shingle: str, size: int) -> np.ndarray:
 def signature(hashes: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The MinHash signature (``len(a)`` uint32 values) of a set given by its 32-bit hashes."""
     values = np.full(len(a), EMPTY, dtype=np.uint32)
-    mixed = _fmix32(np.unique(hashes))
+    mixed = _fmix32(hashes)  # a repeated shingle changes no minimum: not worth a sort to drop
     for start in range(0, len(mixed), _CHUNK):
         np.minimum(values, (mixed[start : start + _CHUNK, None] * a + b).min(axis=0), out=values)
     return values

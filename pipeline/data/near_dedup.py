@@ -8,7 +8,7 @@
    matched so far) on the whole signature: it matches when the share of equal values, the estimated
    Jaccard similarity, is at least ``threshold``, which makes the cut sharp where banding alone is soft.
    A match is an edge (earlier → later); a document matching no leader becomes one. Its memory is its
-   bucket's keys (16 bytes per document and band) and the groups' signatures.
+   bucket's keys (24 bytes per document and band) and the signatures of the documents in a group.
 3. One task joins the edges of every bucket (union-find, the root of a cluster being its first document
    in corpus order) and marks every other member as a duplicate of that first document. Its memory
    grows with the edges found, not with the corpus.
@@ -18,7 +18,6 @@ Everything is ordered by (partition, position), so the marks are the same for an
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,17 +98,31 @@ class _Bucket:
         keys, partitions, rows = self._entries(bucket)
         order = np.lexsort((rows, partitions, keys))  # by key, then in corpus order
         keys, partitions, rows = keys[order], partitions[order], rows[order]
+        same = keys[1:] == keys[:-1]
+        shared = np.zeros(len(keys), dtype=bool)
+        shared[1:] |= same
+        shared[:-1] |= same
+        keys, partitions, rows = keys[shared], partitions[shared], rows[shared]  # only groups of two or more
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         ends = np.r_[starts[1:], len(keys)]
+        signatures = self._signatures(partitions, rows)
+        need = math.ceil(self.settings.threshold * self.settings.hashes - 1e-9)
         edges: list[tuple[int, int, int, int]] = []
-        with contextlib.ExitStack() as stack:
-            signatures = _SignatureFiles(stack, self.work, self.round_)
-            need = math.ceil(self.settings.threshold * self.settings.hashes - 1e-9)
-            for start, end in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
-                members = list(zip(partitions[start:end].tolist(), rows[start:end].tolist()))
-                edges += _verified_edges(members, signatures.of(members), need)
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            members = list(zip(partitions[start:end].tolist(), rows[start:end].tolist()))
+            edges += _verified_edges(members, signatures[start:end], need)
         save_arrays(storage.join(self.work, f"r{self.round_}-edges-{bucket:05d}.npz"),
                     edges=np.array(edges, dtype=np.int64).reshape(-1, 4))
+
+    def _signatures(self, partitions: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The signatures of the given documents, gathered from each partition's file in one read."""
+        gathered = np.zeros((len(rows), self.settings.hashes), dtype=np.uint32)
+        for index in np.unique(partitions).tolist():
+            path = storage.join(self.work, f"r{self.round_}-signatures-{index:05d}.npy")
+            chosen = partitions == index
+            with storage.local_copy(path) as local:
+                gathered[chosen] = np.load(local, mmap_mode="r")[rows[chosen]]
+        return gathered
 
     def _entries(self, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keys, partitions, rows = [], [], []
@@ -136,23 +149,6 @@ def _verified_edges(members: list[tuple[int, int]], signatures: np.ndarray,
         else:
             leaders.append(i)
     return edges
-
-
-class _SignatureFiles:
-    """The partitions' signature files, each memory-mapped on first use (a remote one copied once)."""
-
-    def __init__(self, stack: contextlib.ExitStack, work: Path | str, round_: int):
-        self._stack, self._work, self._round = stack, work, round_
-        self._open: dict[int, np.ndarray] = {}
-
-    def of(self, members: list[tuple[int, int]]) -> np.ndarray:
-        return np.stack([self._partition(partition)[row] for partition, row in members])
-
-    def _partition(self, index: int) -> np.ndarray:
-        if index not in self._open:
-            path = storage.join(self._work, f"r{self._round}-signatures-{index:05d}.npy")
-            self._open[index] = np.load(self._stack.enter_context(storage.local_copy(path)), mmap_mode="r")
-        return self._open[index]
 
 
 @dataclass(frozen=True)

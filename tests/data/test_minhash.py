@@ -12,7 +12,7 @@ from datasketch import MinHash
 from pipeline.data import minhash
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "données", "naïve", "café", "東京", "мир",
-         "🙂", "a", "an", "of", "to", "in"]
+         "🙂", "a", "an", "of", "to", "in", "non\u00a0breaking"]
 
 
 def random_text(rng: random.Random, words: int) -> str:
@@ -41,7 +41,7 @@ def reference_hash(shingle: str, kind: str) -> int:
 def shingles(text: str, shingle: str, size: int) -> set[str]:
     """The shingle set as the module documents it, written out plainly."""
     if shingle == "words":
-        units = text.lower().split()
+        units = [word.decode() for word in text.lower().encode().split()]
         return {" ".join(units[i : i + size]) for i in range(max(len(units) - size + 1, 1))}
     units = " ".join(text.lower().split())
     return {units[i : i + size] for i in range(max(len(units) - size + 1, 1))}
