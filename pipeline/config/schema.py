@@ -100,11 +100,41 @@ class NearDedupStep:
 
 
 @dataclass(frozen=True)
+class GopherQualityStep:
+    """Gopher's quality rules (Rae et al. 2021, A.1.1): drop a document outside these bounds."""
+
+    min_words: int = _bounded(50, low=0)
+    max_words: int = _bounded(100_000, low=0)
+    min_mean_word_length: float = _bounded(3.0, low=0.0)
+    max_mean_word_length: float = _bounded(10.0, low=0.0)
+    max_symbol_word_ratio: float = _bounded(0.1, low=0.0)  # "#" per word, and "..." per word
+    max_bullet_lines: float = _bounded(0.9, low=0.0, high=1.0)
+    max_ellipsis_lines: float = _bounded(0.3, low=0.0, high=1.0)
+    min_alphabetic_words: float = _bounded(0.8, low=0.0, high=1.0)
+    min_stop_words: int = _bounded(2, low=0)
+    stop_words: tuple[str, ...] = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+
+@dataclass(frozen=True)
+class GopherRepetitionStep:
+    """Gopher's repetition rules (Rae et al. 2021, table A1): drop a document that repeats itself more."""
+
+    max_duplicate_lines: float = _bounded(0.3, low=0.0, high=1.0)
+    max_duplicate_paragraphs: float = _bounded(0.3, low=0.0, high=1.0)
+    max_duplicate_line_chars: float = _bounded(0.2, low=0.0, high=1.0)
+    max_duplicate_paragraph_chars: float = _bounded(0.2, low=0.0, high=1.0)
+    max_top_ngram_chars: tuple[float, ...] = (0.20, 0.18, 0.16)  # the n-grams of 2, 3, 4 words
+    max_duplicate_ngram_chars: tuple[float, ...] = (0.15, 0.14, 0.13, 0.12, 0.11, 0.10)  # of 5 to 10 words
+
+
+@dataclass(frozen=True)
 class StepConfig:
     """One step of prepare's chain: exactly one of these keys, mapping to the step's parameters."""
 
     exact_dedup: ExactDedupStep | None = None
     near_dedup: NearDedupStep | None = None
+    gopher_quality: GopherQualityStep | None = None
+    gopher_repetition: GopherRepetitionStep | None = None
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 Every document passes, in order: ``read`` (decoding; rule ``decode_error``), cleaning, ``length``
 (``prepare.min_chars``/``max_chars``; rules ``empty``, ``too_short``, ``too_long``), then each step of
-``prepare.steps``: today ``exact_dedup`` (rule ``duplicate``) and ``near_dedup`` (rule
-``near_duplicate``). A filter decides on one document alone, so it runs inside a partition task; a
-de-duplication step needs the whole corpus, so the chain is cut into :class:`Segment` s, each some
-filters then at most one de-duplication step, and prepare runs one round of partition tasks per segment.
+``prepare.steps``: ``exact_dedup`` (rule ``duplicate``), ``near_dedup`` (rule ``near_duplicate``), and
+the filters ``gopher_quality`` and ``gopher_repetition`` (:mod:`pipeline.data.quality`). A filter
+decides on one document alone, so it runs inside a partition task; a de-duplication step needs the
+whole corpus, so the chain is cut into :class:`Segment` s, each some filters then at most one
+de-duplication step, and prepare runs one round of partition tasks per segment.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pipeline.config.schema import PrepareConfig, StepConfig
 from pipeline.data.cleaning import drop_reason
 from pipeline.data.dedup import ExactDedup
 from pipeline.data.near_dedup import NearDedup
+from pipeline.data.quality import GopherQuality, GopherRepetition
 
 READ_STEP = "read"
 DECODE_ERROR = "decode_error"
@@ -65,7 +67,12 @@ def build_chain(settings: PrepareConfig) -> tuple[Segment, ...]:
 
 
 def _step(step: StepConfig, settings: PrepareConfig) -> Filter | Dedup:
+    """The step an item of ``prepare.steps`` names (the config allows exactly one key per item)."""
     if step.exact_dedup is not None:
         return ExactDedup(settings.dedup_buckets)
-    assert step.near_dedup is not None  # the config allows exactly one key per step
-    return NearDedup(step.near_dedup)
+    if step.near_dedup is not None:
+        return NearDedup(step.near_dedup)
+    if step.gopher_quality is not None:
+        return GopherQuality(step.gopher_quality)
+    assert step.gopher_repetition is not None
+    return GopherRepetition(step.gopher_repetition)
