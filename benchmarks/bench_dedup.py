@@ -8,8 +8,9 @@ so the first copy (the original) is the one kept.
 
 Truth is the exact Jaccard similarity of the two documents' shingle sets (as the step shingles them);
 a pair is a near-duplicate when it is at least the threshold. A variant is predicted a near-duplicate
-when prepare rejects it with the rule ``near_duplicate``. Also timed: prepare with the default chain
-(exact de-duplication only) and with near-dedup after it, on the same corpus and workers, and
+when prepare rejects it with the rule ``near_duplicate``. Also timed, in wall and CPU seconds (the least
+of ``--repeat`` runs): prepare with the default chain (exact de-duplication only), with near-dedup after
+it, and with Gopher's quality and repetition filters after it, on the same corpus and workers; and
 datasketch's MinHashLSH (one process, same threshold and hashes) for reference when installed.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_dedup.py --originals 1500 --variants 1500 --workers 2
@@ -34,7 +35,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config.schema import ExactDedupStep, NearDedupStep, PrepareConfig, SourceConfig, StepConfig  # noqa: E402
+from pipeline.config.schema import (  # noqa: E402
+    ExactDedupStep,
+    GopherQualityStep,
+    GopherRepetitionStep,
+    NearDedupStep,
+    PrepareConfig,
+    SourceConfig,
+    StepConfig,
+)
 from pipeline.data import minhash  # noqa: E402
 from pipeline.data.documents import iter_records  # noqa: E402
 from pipeline.data.prepare import prepare_corpus  # noqa: E402
@@ -196,6 +205,10 @@ def main() -> None:
         exact_seconds, exact_cpu, _ = run_prepare(raw, Path(tmp) / "exact", exact, args.workers, args.repeat)
         near_seconds, near_cpu, stats = run_prepare(raw, Path(tmp) / "near", (*exact, StepConfig(near_dedup=near)),
                                                     args.workers, args.repeat)
+        quality = (*exact, StepConfig(gopher_quality=GopherQualityStep()),
+                   StepConfig(gopher_repetition=GopherRepetitionStep()))
+        quality_seconds, quality_cpu, quality_stats = run_prepare(raw, Path(tmp) / "quality", quality, args.workers,
+                                                                  args.repeat)
         data = (raw / "corpus.jsonl").read_bytes()
         rejected = {corpus_index(row[2], data): row[4] for part in stats["rejected"]
                     for row in iter_records(Path(tmp) / "near" / part["file"])}
@@ -219,6 +232,10 @@ def main() -> None:
         "prepare_exact_and_near": {"wall_s": round(near_seconds, 2), "cpu_s": round(near_cpu, 2),
                                    "mb_per_s": round(megabytes / near_seconds, 2)},
         "near_dedup_alone_mb_per_cpu_s": round(megabytes / max(near_cpu - exact_cpu, 1e-9), 2),
+        "prepare_exact_and_gopher": {"wall_s": round(quality_seconds, 2), "cpu_s": round(quality_cpu, 2),
+                                     "mb_per_s": round(megabytes / quality_seconds, 2),
+                                     "dropped": quality_stats["dropped"]},
+        "gopher_alone_mb_per_cpu_s": round(megabytes / max(quality_cpu - exact_cpu, 1e-9), 2),
         "workers": args.workers,
     }
     reference = datasketch_reference(texts, near)

@@ -128,6 +128,16 @@ class GopherRepetitionStep:
 
 
 @dataclass(frozen=True)
+class LanguageStep:
+    """Keep documents whose language (identified by py3langid on the first ``sample_chars`` characters)
+    is one of ``languages`` (any when empty) with a probability of at least ``min_score``."""
+
+    languages: tuple[str, ...] = ("en",)
+    min_score: float = _bounded(0.5, low=0.0, high=1.0)
+    sample_chars: int = _bounded(2000, low=1)
+
+
+@dataclass(frozen=True)
 class StepConfig:
     """One step of prepare's chain: exactly one of these keys, mapping to the step's parameters."""
 
@@ -135,6 +145,7 @@ class StepConfig:
     near_dedup: NearDedupStep | None = None
     gopher_quality: GopherQualityStep | None = None
     gopher_repetition: GopherRepetitionStep | None = None
+    language: LanguageStep | None = None
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@
 Every document passes, in order: ``read`` (decoding; rule ``decode_error``), cleaning, ``length``
 (``prepare.min_chars``/``max_chars``; rules ``empty``, ``too_short``, ``too_long``), then each step of
 ``prepare.steps``: ``exact_dedup`` (rule ``duplicate``), ``near_dedup`` (rule ``near_duplicate``), and
-the filters ``gopher_quality`` and ``gopher_repetition`` (:mod:`pipeline.data.quality`). A filter
-decides on one document alone, so it runs inside a partition task; a de-duplication step needs the
-whole corpus, so the chain is cut into :class:`Segment` s, each some filters then at most one
-de-duplication step, and prepare runs one round of partition tasks per segment.
+the filters ``gopher_quality``, ``gopher_repetition`` (:mod:`pipeline.data.quality`) and ``language``
+(:mod:`pipeline.data.language`). A filter decides on one document alone, so it runs inside a partition
+task; a de-duplication step needs the whole corpus, so the chain is cut into :class:`Segment` s, each
+some filters then at most one de-duplication step, and prepare runs one round of partition tasks per
+segment.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Protocol
 from pipeline.config.schema import PrepareConfig, StepConfig
 from pipeline.data.cleaning import drop_reason
 from pipeline.data.dedup import ExactDedup
+from pipeline.data.language import LanguageFilter
 from pipeline.data.near_dedup import NearDedup
 from pipeline.data.quality import GopherQuality, GopherRepetition
 
@@ -74,5 +76,7 @@ def _step(step: StepConfig, settings: PrepareConfig) -> Filter | Dedup:
         return NearDedup(step.near_dedup)
     if step.gopher_quality is not None:
         return GopherQuality(step.gopher_quality)
-    assert step.gopher_repetition is not None
-    return GopherRepetition(step.gopher_repetition)
+    if step.gopher_repetition is not None:
+        return GopherRepetition(step.gopher_repetition)
+    assert step.language is not None
+    return LanguageFilter(step.language)
