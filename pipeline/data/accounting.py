@@ -22,7 +22,7 @@ NAME_LIKE_SHARE = 0.5
 
 
 def looks_like_a_name(text: str) -> bool:
-    return len(text) < NAME_LIKE_CHARS and len(text.split()) == 1
+    return len(text) < NAME_LIKE_CHARS and len(text.split(None, 1)) == 1
 
 
 @dataclass
@@ -55,21 +55,21 @@ class Tally:
     def of(self, source: int) -> SourceTally:
         return self.sources.setdefault(source, SourceTally())
 
-    def read(self, source: int, raw: str, cleaned: str) -> None:
+    def read(self, source: int, documents: int, characters: int, name_like: int) -> None:
         tally = self.of(source)
-        tally.read += 1
-        tally.characters_read += len(raw)
-        tally.name_like += looks_like_a_name(cleaned)
+        tally.read += documents
+        tally.characters_read += characters
+        tally.name_like += name_like
 
     def drop(self, source: int, step: str, rule: str, amount: int = 1) -> None:
         if amount:
             dropped = self.of(source).dropped
             dropped[f"{step}/{rule}"] = dropped.get(f"{step}/{rule}", 0) + amount
 
-    def keep(self, source: int, text: str) -> None:
+    def keep(self, source: int, documents: int, characters: int) -> None:
         tally = self.of(source)
-        tally.kept += 1
-        tally.characters_kept += len(text)
+        tally.kept += documents
+        tally.characters_kept += characters
 
     def add(self, other: Tally) -> None:
         for source, tally in other.sources.items():

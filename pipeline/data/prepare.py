@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from pipeline.config.schema import PrepareConfig
 from pipeline.data import documents
-from pipeline.data.accounting import PrepareStats, Tally
+from pipeline.data.accounting import PrepareStats, Tally, looks_like_a_name
 from pipeline.data.cleaning import clean_text, split_of
 from pipeline.data.dedup import Marks
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart
@@ -54,15 +54,14 @@ STATS_FILE = "stats.json"
 WORK_DIR = ".work"
 REJECTED = "rejected"
 _TEXT = pa.field("text", pa.large_string(), nullable=False)
-CANDIDATE_SCHEMA = pa.schema([_TEXT, pa.field("source", pa.int32()), pa.field("document", pa.large_string()),
-                              pa.field("position", pa.int64()), pa.field("step", pa.large_string()),
-                              pa.field("rule", pa.large_string()), pa.field("duplicate_of", pa.large_string())])
-REJECTED_SCHEMA = pa.schema([_TEXT, pa.field("source", pa.int32()), pa.field("document", pa.large_string()),
-                             pa.field("step", pa.large_string()), pa.field("rule", pa.large_string()),
-                             pa.field("duplicate_of", pa.large_string())])
-Row = tuple[str, int, str, int, str, str, str]
-"""A candidate as the rounds pass it on: text, source, document ID, position, step, rule, duplicate_of
-(step and rule empty while the document is kept)."""
+_SOURCE, _POSITION = pa.field("source", pa.int32()), pa.field("position", pa.int64())
+_REASON = [pa.field("step", pa.large_string()), pa.field("rule", pa.large_string()),
+           pa.field("duplicate_of", pa.large_string())]
+CANDIDATE_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION])
+REJECTION_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION, *_REASON])
+REJECTED_SCHEMA = pa.schema([_TEXT, _SOURCE, pa.field("document", pa.large_string()), *_REASON])
+Candidate = tuple[str, int, int]
+"""A live document as the rounds pass it on: its text, source and position in its partition."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +85,8 @@ class DocumentIds:
     """Document IDs from (partition, position): the partition's piece holding the position, and the
     document's number in it."""
 
-    piece_names: tuple[tuple[str, ...], ...]
-    piece_starts: tuple[tuple[int, ...], ...]
+    piece_names: dict[int, tuple[str, ...]]
+    piece_starts: dict[int, tuple[int, ...]]
 
     def of(self, partition: int, position: int) -> str:
         starts = self.piece_starts[partition]
@@ -123,7 +122,8 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
             if segment.dedup is not None:
                 segment.dedup.resolve(tasks, work, index, len(jobs), progress=progress)
             if index == 0:
-                ids = DocumentIds(tuple(job.piece_names for job in jobs), tuple(r.piece_starts for r in results[0]))
+                ids = DocumentIds(dict(enumerate(job.piece_names for job in jobs)),
+                                  dict(enumerate(result.piece_starts for result in results[0])))
         storage.remove(work)
         if not storage.is_url(staging):  # uploads leave no temporaries
             for split in (*SPLITS, REJECTED):
@@ -156,112 +156,163 @@ def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
 
 @dataclass(frozen=True)
 class Round:
-    """Task: one round of the chain over one partition (see the module's docstring)."""
+    """Task: one round of the chain over one partition (see the module's docstring).
+
+    Only the live documents flow from round to round (``candidates``: text, source, position); each round
+    writes the documents it rejects to its own ``rejected`` work file, and the last round gathers those
+    of every round, in round order, into the partition's rejected part.
+    """
 
     settings: PrepareConfig
     chain: tuple[Segment, ...]
     index: int
     work: Path | str
     staging: Path | str
-    ids: DocumentIds | None  # from the first round on
+    ids: DocumentIds | None  # from the second round on
 
     def __call__(self, job: Job) -> RoundResult:
-        tally = Tally()
-        starts: list[int] = []
-        if self.index == 0:
-            rows = _read_rows(job, TextDecoder(self.settings.on_decode_error), self.settings.normalize, tally, starts)
-        else:
-            rows = self._marked(job.partition.index, tally)
-        rows = _filtered(rows, self.chain[self.index], tally)
-        if self.chain[self.index].dedup is None:
-            return self._write_final(job.partition.index, rows, tally)
-        self._write_candidates(job.partition.index, rows)
-        return RoundResult(tally, tuple(starts))
+        index, tally, starts = job.partition.index, Tally(), []
+        with contextlib.ExitStack() as stack:
+            rejected = stack.enter_context(self._rejected_writer(index))
+            if self.index == 0:
+                rows = _read_rows(job, TextDecoder(self.settings.on_decode_error), self.settings.normalize, tally,
+                                  starts)
+            else:
+                rows = self._unmarked(index, tally, rejected)
+            rows = _filtered(rows, self.chain[self.index], tally, rejected)
+            if self.chain[self.index].dedup is not None:
+                self._write_candidates(index, rows)
+                return RoundResult(tally, tuple(starts))
+            parts, characters = self._write_splits(index, rows, tally)
+        ids = self.ids or DocumentIds({index: job.piece_names}, {index: tuple(starts)})
+        parts[REJECTED], characters[REJECTED] = self._write_rejected(index, ids)
+        return RoundResult(tally, parts=parts, characters=characters)
 
-    def _candidates(self, round_: int, index: int) -> Path | str:
-        return storage.join(self.work, f"r{round_}-candidates-{index:05d}.arrow")
+    def _work_file(self, kind: str, round_: int, index: int) -> Path | str:
+        return storage.join(self.work, f"r{round_}-{kind}-{index:05d}.arrow")
 
-    def _marked(self, index: int, tally: Tally) -> Iterator[Row]:
-        """The previous round's candidates, the documents its de-duplication step marked now rejected."""
+    @contextlib.contextmanager
+    def _rejected_writer(self, index: int) -> Iterator[DocumentWriter]:
+        with storage.output_file(self._work_file("rejected", self.index, index), durable=False) as tmp, \
+                DocumentWriter(tmp, schema=REJECTION_SCHEMA) as writer:
+            yield writer
+
+    def _unmarked(self, index: int, tally: Tally, rejected: DocumentWriter) -> Iterator[Candidate]:
+        """The previous round's candidates that its de-duplication step did not mark."""
         dedup = self.chain[self.index - 1].dedup
         assert dedup is not None and self.ids is not None
         marks: Marks = dedup.marks(self.work, self.index - 1, index)
-        with storage.local_copy(self._candidates(self.index - 1, index)) as path:
-            for row in documents.iter_records(path):
-                text, source, document, position, step, _, _ = row
-                if not step and position in marks:
+        with storage.local_copy(self._work_file("candidates", self.index - 1, index)) as path:
+            for text, source, position in documents.iter_records(path):
+                if position in marks:
                     tally.drop(source, dedup.name, dedup.rule)
-                    yield text, source, document, position, dedup.name, dedup.rule, self.ids.of(*marks[position])
+                    rejected.write(text, source, position, dedup.name, dedup.rule, self.ids.of(*marks[position]))
                 else:
-                    yield row
+                    yield text, source, position
 
-    def _write_candidates(self, index: int, rows: Iterator[Row]) -> None:
+    def _write_candidates(self, index: int, rows: Iterator[Candidate]) -> None:
         dedup = self.chain[self.index].dedup
         assert dedup is not None
         keys = dedup.keys(self.work, self.index, index)
-        with storage.output_file(self._candidates(self.index, index), durable=False) as tmp, \
+        with storage.output_file(self._work_file("candidates", self.index, index), durable=False) as tmp, \
                 DocumentWriter(tmp, schema=CANDIDATE_SCHEMA) as writer:
-            for row in rows:
-                writer.write(*row)
-                if not row[4]:
-                    keys.add(row[3], row[0])
+            for text, source, position in rows:
+                writer.write(text, source, position)
+                keys.add(position, text)
         keys.close()
 
-    def _write_final(self, index: int, rows: Iterator[Row], tally: Tally) -> RoundResult:
-        """Live documents to their split, rejected ones to the rejected part; the parts' counts and checksums."""
-        names = {split: documents.part_name(split, index) for split in (*SPLITS, REJECTED)}
-        counts = {split: [0, 0, 0] for split in names}  # documents, UTF-8 bytes, characters
-        with contextlib.ExitStack() as outputs:
-            temporaries = {split: outputs.enter_context(storage.output_file(storage.join(self.staging, name)))
-                           for split, name in names.items()}
-            with contextlib.ExitStack() as writing:
-                writers = {split: writing.enter_context(DocumentWriter(tmp, schema=REJECTED_SCHEMA if split == REJECTED
-                                                                       else documents.SCHEMA))
-                           for split, tmp in temporaries.items()}
-                for text, source, document, _, step, rule, duplicate_of in rows:
-                    if step:
-                        split = REJECTED
-                        writers[split].write(text, source, document, step, rule, duplicate_of)
-                    else:
-                        split = split_of(text, seed=self.settings.seed, val_fraction=self.settings.val_fraction)
-                        writers[split].write(text)
-                        tally.keep(source, text)
-                    counts[split][0] += 1
-                    counts[split][1] += len(text.encode("utf-8", "surrogatepass"))
-                    counts[split][2] += len(text)
-            sha256 = {split: hashing.sha256_file(tmp) for split, tmp in temporaries.items()}
-        parts = {split: PreparedPart(index=index, file=name, documents=counts[split][0], bytes=counts[split][1],
-                                     sha256=sha256[split]) for split, name in names.items()}
-        return RoundResult(tally, parts=parts, characters={split: counts[split][2] for split in names})
+    def _write_splits(self, index: int, rows: Iterator[Candidate],
+                      tally: Tally) -> tuple[dict[str, PreparedPart], dict[str, int]]:
+        """The live documents to their split; each part's entry and characters."""
+        settings = self.settings
+        kept: dict[int, list[int]] = {}  # source: documents, characters
+        with _Parts(self.staging, index, SPLITS, documents.SCHEMA) as parts:
+            for text, source, _ in rows:
+                parts.write(split_of(text, seed=settings.seed, val_fraction=settings.val_fraction), text)
+                counts = kept.setdefault(source, [0, 0])
+                counts[0] += 1
+                counts[1] += len(text)
+        for source, (count, characters) in kept.items():
+            tally.keep(source, count, characters)
+        return parts.entries, parts.characters
+
+    def _write_rejected(self, index: int, ids: DocumentIds) -> tuple[PreparedPart, int]:
+        """Every round's rejections of the partition, with document IDs, as its rejected part."""
+        with _Parts(self.staging, index, (REJECTED,), REJECTED_SCHEMA) as parts:
+            for round_ in range(self.index + 1):
+                with storage.local_copy(self._work_file("rejected", round_, index)) as path:
+                    for text, source, position, step, rule, duplicate_of in documents.iter_records(path):
+                        parts.write(REJECTED, text, source, ids.of(index, position), step, rule, duplicate_of)
+        return parts.entries[REJECTED], parts.characters[REJECTED]
 
 
-def _read_rows(job: Job, decoder: TextDecoder, normalize: str, tally: Tally, starts: list[int]) -> Iterator[Row]:
+class _Parts:
+    """One partition's part files of some splits, written atomically: their entries and characters on exit."""
+
+    def __init__(self, staging: Path | str, index: int, splits: Sequence[str], schema: pa.Schema):
+        self._staging, self._index, self._schema = staging, index, schema
+        self._names = {split: documents.part_name(split, index) for split in splits}
+        self._counts = {split: [0, 0, 0] for split in splits}  # documents, UTF-8 bytes, characters
+        self._stack = contextlib.ExitStack()
+        self.entries: dict[str, PreparedPart] = {}
+        self.characters: dict[str, int] = {}
+
+    def __enter__(self) -> _Parts:
+        self._temporaries = {split: self._stack.enter_context(storage.output_file(storage.join(self._staging, name)))
+                             for split, name in self._names.items()}
+        self._writing = contextlib.ExitStack()
+        self._writers = {split: self._writing.enter_context(DocumentWriter(tmp, schema=self._schema))
+                         for split, tmp in self._temporaries.items()}
+        return self
+
+    def write(self, split: str, text: str, *fields: str | int) -> None:
+        self._writers[split].write(text, *fields)
+        counts = self._counts[split]
+        counts[0] += 1
+        counts[1] += len(text.encode("utf-8", "surrogatepass"))
+        counts[2] += len(text)
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._stack:
+            self._writing.__exit__(*exc_info)
+            if exc_info[0] is None:
+                for split, name in self._names.items():
+                    documents_, size, characters = self._counts[split]
+                    self.entries[split] = PreparedPart(index=self._index, file=name, documents=documents_, bytes=size,
+                                                       sha256=hashing.sha256_file(self._temporaries[split]))
+                    self.characters[split] = characters
+            self._stack.__exit__(*exc_info)
+
+
+def _read_rows(job: Job, decoder: TextDecoder, normalize: str, tally: Tally,
+               starts: list[int]) -> Iterator[Candidate]:
     """The partition's documents, cleaned and numbered; ``starts`` gets each piece's first position."""
     position = 0
-    for (piece, texts), name in zip(read_partition_pieces(job.partition, decoder), job.piece_names):
+    for piece, texts in read_partition_pieces(job.partition, decoder):
         starts.append(position)
-        source, skipped = piece.file.source, decoder.skipped
-        for number, raw in enumerate(texts):
+        source, skipped, first, characters, name_like = piece.file.source, decoder.skipped, position, 0, 0
+        for raw in texts:
             text = clean_text(raw, normalize=normalize)
-            tally.read(source, raw, text)
-            yield text, source, f"{name}#{number}", position, "", "", ""
+            characters += len(raw)
+            name_like += looks_like_a_name(text)
+            yield text, source, position
             position += 1
-        tally.of(source).read += decoder.skipped - skipped
+        tally.read(source, position - first + decoder.skipped - skipped, characters, name_like)
         tally.drop(source, READ_STEP, DECODE_ERROR, decoder.skipped - skipped)
 
 
-def _filtered(rows: Iterator[Row], segment: Segment, tally: Tally) -> Iterator[Row]:
-    """``rows`` with the segment's filters applied in order to the documents still kept."""
-    for row in rows:
-        text, source, document, position, step = row[:5]
-        if not step:
-            for check in segment.filters:
-                rule = check.reject(text)
-                if rule is not None:
-                    tally.drop(source, check.name, rule)
-                    row = (text, source, document, position, check.name, rule, "")
-                    break
-        yield row
+def _filtered(rows: Iterator[Candidate], segment: Segment, tally: Tally,
+              rejected: DocumentWriter) -> Iterator[Candidate]:
+    """``rows`` the segment's filters keep; the others go to ``rejected`` with the rule that dropped them."""
+    for text, source, position in rows:
+        for check in segment.filters:
+            rule = check.reject(text)
+            if rule is not None:
+                tally.drop(source, check.name, rule)
+                rejected.write(text, source, position, check.name, rule, "")
+                break
+        else:
+            yield text, source, position
 
 
 def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: list[list[RoundResult]],
