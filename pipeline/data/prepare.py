@@ -7,14 +7,15 @@ step's own tasks between two rounds. Each task reads its own files and writes it
 sees only counts and checksums:
 
 1. the first round (one task per input partition) reads, cleans and filters the documents and writes
-   every one of them to ``candidates-<p>``, a rejected one with its step and rule, while the first
-   de-duplication step records a key per live document (:mod:`pipeline.data.dedup`);
+   the live ones to ``candidates-<p>`` and the others, with their step and rule, to ``rejected-<p>``,
+   while the first de-duplication step records a key per live document (:mod:`pipeline.data.dedup`);
 2. the de-duplication step's tasks mark each duplicate with the document it duplicates;
 3. the next round drops the marked documents, applies the next segment's filters, and so on; the last
    round sends each live document to train or val by a seeded hash of its text and writes
    ``train/part-<p>.arrow``, ``val/part-<p>.arrow`` and ``rejected/part-<p>.arrow``.
 
-A rejected part holds every document a step removed, with ``text`` first as in the kept parts and then
+A rejected part holds every document a step removed from its partition, round by round and in corpus
+order within a round, with ``text`` first as in the kept parts and then
 ``source`` (its index in ``data.sources``), ``document`` (its ID: the file, or the file's byte range or
 row groups its partition read, then ``#`` and its number there), ``step``, ``rule`` and
 ``duplicate_of`` (the ID of the document a duplicate repeats, else empty). Documents that could not be
