@@ -39,7 +39,11 @@ from pipeline.errors import DataError, json_error_reason
 
 STDIN = "-"
 """A source path that stands for standard input (on the command line)."""
-_FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+TEXT_LIKE = (".txt", ".text", ".md", ".markdown", ".rst", ".adoc", ".org", ".tex", ".html", ".htm", ".xml",
+             ".py", ".pyi", ".c", ".h", ".cc", ".cpp", ".hpp", ".java", ".js", ".ts", ".go", ".rs", ".rb", ".sh",
+             ".css", ".sql", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".log")
+"""Extensions read as plain text (``txt``): prose, markup and source code."""
+_FORMATS = {**dict.fromkeys(TEXT_LIKE, "txt"), ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 _CHUNK = 1 << 20
 _PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
 _PARQUET_BATCH = 1024
@@ -310,8 +314,9 @@ def _source_file(path: Path | str, source: SourceConfig, index: int) -> SourceFi
 def _format_from_name(path: Path | str) -> str:
     fmt = format_of(path)
     if fmt is None:
-        raise DataError(f"{path}: cannot tell the format from the extension (known: {', '.join(_FORMATS)}, "
-                        "optionally .gz); narrow the glob or set format: in data.sources")
+        raise DataError(f"{path}: cannot tell the format from the extension (known: .jsonl, .ndjson, .parquet, "
+                        "and as text .txt, .md, .py and other text-like ones, optionally .gz); narrow the glob or "
+                        "set format: in data.sources")
     return fmt
 
 
@@ -489,17 +494,23 @@ def head_bytes(path: Path, limit: int) -> bytes:
         return stream.read(limit)
 
 
-def string_columns(path: Path) -> list[str]:
-    """The string columns of a Parquet file (optionally ``.gz``)."""
+def string_column_characters(path: Path, rows: int) -> dict[str, int]:
+    """The characters each string column of a Parquet file (optionally ``.gz``) holds in its first ``rows`` rows."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     with _open_binary(path) as stream:
         try:
-            schema = pq.ParquetFile(stream).schema_arrow
+            parquet = pq.ParquetFile(stream)
+            names = [field.name for field in parquet.schema_arrow
+                     if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)]
+            batch = next(parquet.iter_batches(batch_size=rows, columns=names), None) if names else None
         except (pa.ArrowException, OSError) as exc:
             raise DataError(f"{path}: not a readable parquet file ({exc})") from None
-    return [field.name for field in schema if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)]
+    if batch is None:
+        return dict.fromkeys(names, 0)
+    return {name: int(pc.sum(pc.utf8_length(batch.column(name))).as_py() or 0) for name in names}
 
 
 # -- opening --------------------------------------------------------------
