@@ -128,6 +128,23 @@ class GopherRepetitionStep:
 
 
 @dataclass(frozen=True)
+class C4Step:
+    """C4's rules (Raffel et al. 2020, section 2.2): lines kept only when they end in terminal punctuation,
+    have ``min_words_per_line`` words and mention neither JavaScript nor a cookie or terms policy; pages
+    dropped with fewer than ``min_sentences`` sentences left, "lorem ipsum" or a curly bracket."""
+
+    min_words_per_line: int = _bounded(3, low=0)
+    min_sentences: int = _bounded(5, low=0)
+    max_word_length: int = _bounded(1000, low=1)
+    terminal_punctuation: bool = True
+    javascript_lines: bool = True  # drop the lines that mention javascript
+    policy_lines: bool = True  # drop the lines that mention terms of use, privacy or cookie policies
+    lorem_ipsum: bool = True  # drop the pages with "lorem ipsum"
+    curly_bracket: bool = True  # drop the pages with "{" (code)
+    citations: bool = True  # remove citation markers such as [1] and [citation needed] from lines
+
+
+@dataclass(frozen=True)
 class LanguageStep:
     """Keep documents whose language (identified by py3langid on the first ``sample_chars`` characters)
     is one of ``languages`` (any when empty) with a probability of at least ``min_score``."""
@@ -145,6 +162,7 @@ class StepConfig:
     near_dedup: NearDedupStep | None = None
     gopher_quality: GopherQualityStep | None = None
     gopher_repetition: GopherRepetitionStep | None = None
+    c4: C4Step | None = None
     language: LanguageStep | None = None
 
 

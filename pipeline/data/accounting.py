@@ -35,6 +35,7 @@ class SourceTally:
     kept: int = 0
     characters_kept: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
+    lines_removed: dict[str, int] = field(default_factory=dict)  # by a step that rewrites documents
 
     def add(self, other: SourceTally) -> None:
         self.read += other.read
@@ -42,8 +43,9 @@ class SourceTally:
         self.name_like += other.name_like
         self.kept += other.kept
         self.characters_kept += other.characters_kept
-        for reason, count in other.dropped.items():
-            self.dropped[reason] = self.dropped.get(reason, 0) + count
+        for mine, theirs in ((self.dropped, other.dropped), (self.lines_removed, other.lines_removed)):
+            for reason, count in theirs.items():
+                mine[reason] = mine.get(reason, 0) + count
 
 
 @dataclass
@@ -65,6 +67,11 @@ class Tally:
         if amount:
             dropped = self.of(source).dropped
             dropped[f"{step}/{rule}"] = dropped.get(f"{step}/{rule}", 0) + amount
+
+    def remove_lines(self, source: int, step: str, removed: dict[str, int]) -> None:
+        lines = self.of(source).lines_removed
+        for rule, count in removed.items():
+            lines[f"{step}/{rule}"] = lines.get(f"{step}/{rule}", 0) + count
 
     def keep(self, source: int, documents: int, characters: int) -> None:
         tally = self.of(source)
@@ -120,7 +127,8 @@ class PrepareStats:
                            for split in SPLITS},
                 "sources": [{"source": name, "documents_read": tally.read, "characters_read": tally.characters_read,
                              "documents_kept": tally.kept, "characters_kept": tally.characters_kept,
-                             "name_like": tally.name_like, "dropped": dict(sorted(tally.dropped.items()))}
+                             "name_like": tally.name_like, "dropped": dict(sorted(tally.dropped.items())),
+                             "lines_removed": dict(sorted(tally.lines_removed.items()))}
                             for name, tally in self.sources],
                 "rejected": self.rejected}
 
@@ -145,6 +153,8 @@ def source_table(sources: list[dict[str, Any]]) -> str:
     lines = [f"{'source':<{width}}  {'read':>10}  {'kept':>10}  {'chars kept':>13}  dropped (step/rule)"]
     for row in sources:
         dropped = ", ".join(f"{n:,} {reason}" for reason, n in row["dropped"].items()) or "none"
+        if row.get("lines_removed"):
+            dropped += "; lines removed: " + ", ".join(f"{n:,} {rule}" for rule, n in row["lines_removed"].items())
         lines.append(f"{row['source']:<{width}}  {row['documents_read']:>10,}  {row['documents_kept']:>10,}  "
                      f"{row['characters_kept']:>13,}  {dropped}")
     return "\n".join(lines)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config.schema import LanguageStep
+from pipeline.data.quality import KeepsText
 
 
 @dataclass(frozen=True)
-class LanguageFilter:
+class LanguageFilter(KeepsText):
     settings: LanguageStep
     name: str = "language"
 

@@ -304,9 +304,13 @@ def _read_rows(job: Job, decoder: TextDecoder, normalize: str, tally: Tally,
 
 def _filtered(rows: Iterator[Candidate], segment: Segment, tally: Tally,
               rejected: DocumentWriter) -> Iterator[Candidate]:
-    """``rows`` the segment's filters keep; the others go to ``rejected`` with the rule that dropped them."""
+    """``rows`` the segment's filters keep, as they rewrite them; the others go to ``rejected`` (as rewritten
+    so far) with the rule that dropped them."""
     for text, source, position in rows:
         for check in segment.filters:
+            text, removed = check.rewrite(text)
+            if removed:
+                tally.remove_lines(source, check.name, removed)
             rule = check.reject(text)
             if rule is not None:
                 tally.drop(source, check.name, rule)

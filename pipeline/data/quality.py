@@ -1,5 +1,6 @@
 """Gopher's quality and repetition rules (Rae et al. 2021, "Scaling Language Models", appendix A.1.1
-and table A1) as filter steps of prepare, each threshold a key of the step.
+and table A1) and C4's rules (Raffel et al. 2020, section 2.2) as filter steps of prepare, each threshold
+a key of the step.
 
 Words are the whitespace-separated tokens of the text, as in the paper. datatrove's implementation
 tokenizes words with a word tokenizer that splits punctuation into tokens of its own, so that its
@@ -14,16 +15,27 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from pipeline.config.schema import GopherQualityStep, GopherRepetitionStep
+from pipeline.config.schema import C4Step, GopherQualityStep, GopherRepetitionStep
 
 _BULLETS = ("•", "●", "◦", "‣", "⁃", "▪", "▫", "-", "*", "·", "–")
 _ELLIPSES = ("...", "…")
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 _LETTER = re.compile(r"[^\W\d_]")
+_TERMINAL = (".", "!", "?", '"', "”")
+_POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+_CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
+
+
+class KeepsText:
+    """A filter that only decides: it leaves each document's text as it is."""
+
+    def rewrite(self, text: str) -> tuple[str, dict[str, int]]:
+        return text, {}
 
 
 @dataclass(frozen=True)
-class GopherQuality:
+class GopherQuality(KeepsText):
     settings: GopherQualityStep
     name: str = "gopher_quality"
 
@@ -51,7 +63,7 @@ class GopherQuality:
 
 
 @dataclass(frozen=True)
-class GopherRepetition:
+class GopherRepetition(KeepsText):
     settings: GopherRepetitionStep
     name: str = "gopher_repetition"
 
@@ -75,6 +87,63 @@ class GopherRepetition:
         for n, limit in enumerate(rules.max_duplicate_ngram_chars, start=5):
             if _duplicate_ngram_chars(words, n) > limit * total:
                 return f"duplicate_{n}gram"
+        return None
+
+
+@dataclass(frozen=True)
+class C4(KeepsText):
+    """C4's line rules remove lines (counted by rule); its page rules then drop the document, looking at the
+    lines kept, as TensorFlow Datasets' C4 code does. A line ending in an ellipsis has no terminal
+    punctuation. Sentences are counted as runs of ``.``, ``!`` or ``?`` (then closing quotes or brackets) before
+    whitespace or the end, where C4 used a sentence tokenizer.
+    """
+
+    settings: C4Step
+    name: str = "c4"
+
+    def rewrite(self, text: str) -> tuple[str, dict[str, int]]:
+        """The lines C4 keeps, joined by newlines, and how many lines each line rule removed."""
+        kept, removed = [], {}
+        for line in text.split("\n"):
+            line = _CITATION.sub("", line).strip() if self.settings.citations else line.strip()
+            if not line:
+                continue
+            rule = self._line_rule(line)
+            if rule is None:
+                kept.append(line)
+            else:
+                removed[rule] = removed.get(rule, 0) + 1
+        return "\n".join(kept), removed
+
+    def _line_rule(self, line: str) -> str | None:
+        """The rule removing the line, or None. In C4's order: a line that survives the punctuation and
+        length rules and holds "lorem ipsum" or "{" is kept, for the page rule to drop the page."""
+        rules = self.settings
+        words = line.split()
+        lowered = line.lower()
+        if rules.terminal_punctuation and (not line.endswith(_TERMINAL) or line.endswith(_ELLIPSES)):
+            return "no_terminal_punctuation"
+        if len(words) < rules.min_words_per_line:
+            return "short_line"
+        if any(len(word) > rules.max_word_length for word in words):
+            return "long_word"
+        if (rules.lorem_ipsum and "lorem ipsum" in lowered) or (rules.curly_bracket and "{" in line):
+            return None
+        if rules.javascript_lines and "javascript" in lowered:
+            return "javascript"
+        if rules.policy_lines and any(phrase in lowered for phrase in _POLICY):
+            return "policy"
+        return None
+
+    def reject(self, text: str) -> str | None:
+        rules = self.settings
+        lowered = text.lower()
+        if rules.lorem_ipsum and "lorem ipsum" in lowered:
+            return "lorem_ipsum"
+        if rules.curly_bracket and "{" in text:
+            return "curly_bracket"
+        if len(_SENTENCE_END.findall(text)) < rules.min_sentences:
+            return "too_few_sentences"
         return None
 
 

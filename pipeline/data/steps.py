@@ -3,11 +3,11 @@
 Every document passes, in order: ``read`` (decoding; rule ``decode_error``), cleaning, ``length``
 (``prepare.min_chars``/``max_chars``; rules ``empty``, ``too_short``, ``too_long``), then each step of
 ``prepare.steps``: ``exact_dedup`` (rule ``duplicate``), ``near_dedup`` (rule ``near_duplicate``), and
-the filters ``gopher_quality``, ``gopher_repetition`` (:mod:`pipeline.data.quality`) and ``language``
-(:mod:`pipeline.data.language`). A filter decides on one document alone, so it runs inside a partition
-task; a de-duplication step needs the whole corpus, so the chain is cut into :class:`Segment` s, each
-some filters then at most one de-duplication step, and prepare runs one round of partition tasks per
-segment.
+the filters ``gopher_quality``, ``gopher_repetition``, ``c4`` (:mod:`pipeline.data.quality`; ``c4``
+also removes lines) and ``language`` (:mod:`pipeline.data.language`). A filter decides on one document
+alone, so it runs inside a partition task; a de-duplication step needs the whole corpus, so the chain is
+cut into :class:`Segment` s, each some filters then at most one de-duplication step, and prepare runs one
+round of partition tasks per segment.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pipeline.data.cleaning import drop_reason
 from pipeline.data.dedup import ExactDedup
 from pipeline.data.language import LanguageFilter
 from pipeline.data.near_dedup import NearDedup
-from pipeline.data.quality import GopherQuality, GopherRepetition
+from pipeline.data.quality import C4, GopherQuality, GopherRepetition, KeepsText
 
 READ_STEP = "read"
 DECODE_ERROR = "decode_error"
@@ -29,12 +29,15 @@ DECODE_ERROR = "decode_error"
 class Filter(Protocol):
     name: str
 
+    def rewrite(self, text: str) -> tuple[str, dict[str, int]]:
+        """The text the step keeps of ``text`` (most keep all of it), and the lines it removed by rule."""
+
     def reject(self, text: str) -> str | None:
-        """The rule that drops ``text``, or None to keep it."""
+        """The rule that drops the (rewritten) ``text``, or None to keep it."""
 
 
 @dataclass(frozen=True)
-class LengthFilter:
+class LengthFilter(KeepsText):
     min_chars: int
     max_chars: int | None
     name: str = "length"
@@ -78,5 +81,7 @@ def _step(step: StepConfig, settings: PrepareConfig) -> Filter | Dedup:
         return GopherQuality(step.gopher_quality)
     if step.gopher_repetition is not None:
         return GopherRepetition(step.gopher_repetition)
+    if step.c4 is not None:
+        return C4(step.c4)
     assert step.language is not None
     return LanguageFilter(step.language)

@@ -58,7 +58,7 @@ def test_stats_account_for_every_document_per_source_and_step(raw):
                   "characters_read": sum(map(len, ["Q: hi\nA: hello", "Q: x\nA: y", "\x00", "Q: hi\nA: hello", STORY,
                                                    STORY.replace("cat", "owl")])),
                   "characters_kept": 14 + 9 + 2 * len(STORY), "name_like": 0,
-                  "dropped": {"exact_dedup/duplicate": 1, "length/empty": 1}}
+                  "dropped": {"exact_dedup/duplicate": 1, "length/empty": 1}, "lines_removed": {}}
     assert empty["documents_read"] == 0 and code["documents_read"] == code["name_like"] == 5
     assert code["dropped"] == {} and code["documents_kept"] == 5
     assert stats["dropped"] == {"duplicate": 1, "empty": 1}

@@ -7,9 +7,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.config.schema import GopherQualityStep, GopherRepetitionStep, PrepareConfig, SourceConfig, StepConfig
+from pipeline.config.schema import (
+    C4Step,
+    GopherQualityStep,
+    GopherRepetitionStep,
+    PrepareConfig,
+    SourceConfig,
+    StepConfig,
+)
 from pipeline.data.prepare import prepare_corpus
-from pipeline.data.quality import GopherQuality, GopherRepetition
+from pipeline.data.quality import C4, GopherQuality, GopherRepetition
 from pipeline.data.sources import expand_sources
 from pipeline.engine.executor import Tasks
 
@@ -79,3 +86,57 @@ def test_the_filters_run_as_steps_of_prepare_and_say_why(tmp_path):
     assert stats.to_dict()["sources"][0]["dropped"] == {"gopher_quality/word_count": 1,
                                                         "gopher_repetition/top_2gram": 1}
     assert stats.documents_kept == 1
+
+
+PAGE = "\n".join([
+    "Home | About | Contact",
+    "Please enable JavaScript to view the comments powered by our widget.",
+    "The bridge was built in 1820 by the town's masons.[1] It still carries traffic today.",
+    "By using this site you agree to our privacy policy and terms.",
+    "Read more",
+    "The river floods the lower fields each spring. Farmers plant late because of it.",
+    "",
+    "Visitors often stay at the inn beside the bridge. Its rooms look over the water!",
+])
+C4_RULES = C4(C4Step())
+
+
+def test_c4_keeps_the_lines_of_prose_and_counts_the_others_by_rule():
+    text, removed = C4_RULES.rewrite(PAGE)
+    assert text.splitlines() == [
+        "The bridge was built in 1820 by the town's masons. It still carries traffic today.",
+        "The river floods the lower fields each spring. Farmers plant late because of it.",
+        "Visitors often stay at the inn beside the bridge. Its rooms look over the water!"]
+    assert removed == {"no_terminal_punctuation": 2, "javascript": 1, "policy": 1}
+    assert C4_RULES.reject(text) is None  # six sentences left
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    (PAGE + "\nLorem ipsum dolor sit amet, consectetur adipiscing elit.", "lorem_ipsum"),
+    (PAGE + "\nThe code reads f() { return 1; } here.", "curly_bracket"),
+    (PAGE + "\nfunction f() { return 1; }", None),  # a line without terminal punctuation is gone first
+    (PAGE + "\nPlease enable JavaScript { now }.", "curly_bracket"),
+    ("One sentence here. Two sentences here. Three sentences, and no more.", "too_few_sentences"),
+])
+def test_c4_page_rules(text, rule):
+    assert C4_RULES.reject(C4_RULES.rewrite(text)[0]) == rule
+
+
+def test_c4_rules_can_be_turned_off_one_by_one():
+    lenient = C4(C4Step(terminal_punctuation=False, min_words_per_line=0, javascript_lines=False, policy_lines=False,
+                        citations=False, min_sentences=0))
+    assert lenient.rewrite(PAGE) == ("\n".join(line for line in PAGE.splitlines() if line), {})
+
+
+def test_lines_removed_show_in_the_stats_of_their_source(tmp_path):
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "d.jsonl").write_text(json.dumps({"text": PAGE}) + "\n" + json.dumps({"text": "menu"}) + "\n")
+    with ThreadPoolExecutor(1) as pool:
+        stats = prepare_corpus(expand_sources([SourceConfig("raw/*.jsonl")], root=tmp_path),
+                               PrepareConfig(steps=(StepConfig(c4=C4Step()),), val_fraction=0.0), tmp_path / "out",
+                               tasks=Tasks(pool))
+    source = stats.to_dict()["sources"][0]
+    assert source["lines_removed"] == {"c4/javascript": 1, "c4/no_terminal_punctuation": 3, "c4/policy": 1}
+    assert source["dropped"] == {"c4/too_few_sentences": 1} and stats.documents_kept == 1
+    assert "lines removed: 1 c4/javascript, 3 c4/no_terminal_punctuation, 1 c4/policy" in stats.summary()
+    assert source["characters_kept"] == len(C4_RULES.rewrite(PAGE)[0])
