@@ -131,3 +131,29 @@ def test_a_changed_step_setting_reruns_prepare_and_names_the_key(tmp_path, monke
     Path("lmprep.yaml").write_text(config.replace("threshold: 0.8", "threshold: 0.95"))
     status = lmprep_in_cwd("status").output
     assert "param prepare.steps[1].near_dedup.threshold changed 0.8 → 0.95" in status
+
+
+def test_near_dedup_cuts_sharply_at_its_threshold(tmp_path):
+    """Pairs well above the threshold go, pairs well below stay, though the bands make most of them
+    candidates: the signatures verify each candidate pair."""
+    import random
+
+    rng = random.Random(11)
+    vocabulary = [f"w{i}" for i in range(5000)]
+    originals = [[rng.choice(vocabulary) for _ in range(300)] for _ in range(40)]
+    near = [o[:285] + [rng.choice(vocabulary) for _ in range(15)] for o in originals[:20]]  # J about 0.9
+    far = [o[:150] + [rng.choice(vocabulary) for _ in range(150)] for o in originals[20:]]  # J about 0.33
+    half = [o[:230] + [rng.choice(vocabulary) for _ in range(70)] for o in originals[:20]]  # J about 0.6
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "d.jsonl").write_text("".join(
+        json.dumps({"text": " ".join(words)}) + "\n" for words in originals + near + far + half))
+    with ThreadPoolExecutor(2) as pool:
+        stats = prepare_corpus(expand_sources([SourceConfig("raw/*.jsonl")], root=tmp_path),
+                               PrepareConfig(steps=(NEAR_DEFAULTS,), val_fraction=0.0), tmp_path / "out",
+                               tasks=Tasks(pool), names_root=tmp_path)
+    rows = [row for part in stats.rejected for row in iter_records(tmp_path / "out" / part["file"])]
+    assert sorted(int(row[2].rpartition("#")[2]) for row in rows) == list(range(40, 60))
+    assert all(row[5] == f"raw/d.jsonl#{int(row[2].rpartition('#')[2]) - 40}" for row in rows)
+
+
+NEAR_DEFAULTS = StepConfig(near_dedup=NearDedupStep())
