@@ -40,18 +40,28 @@ def permutations(hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def shingle_hashes(text: str, *, shingle: str, size: int) -> np.ndarray:
     """The 32-bit hashes of the text's shingles (``shingle``: ``words`` or ``chars``), in text order."""
     if shingle == "words":
-        words = text.lower().encode("utf-8", "surrogatepass").split()
-        units = np.fromiter(map(xxhash.xxh3_64_intdigest, words), dtype=np.uint64, count=len(words))
+        units = word_hashes(text.lower().encode("utf-8", "surrogatepass").split())
     else:
         units = np.frombuffer(" ".join(text.lower().split()).encode("utf-32-le", "surrogatepass"),
                               dtype=np.uint32).astype(np.uint64)
     if not len(units):
         return np.zeros(0, dtype=np.uint32)
+    return (_mix64(ngram_keys(units, size)) >> np.uint64(32)).astype(np.uint32)
+
+
+def word_hashes(words: list[bytes]) -> np.ndarray:
+    """A 64-bit xxhash of each word."""
+    return np.fromiter(map(xxhash.xxh3_64_intdigest, words), dtype=np.uint64, count=len(words))
+
+
+def ngram_keys(units: np.ndarray, size: int) -> np.ndarray:
+    """A 64-bit key per run of ``size`` consecutive units (one run of all of them when fewer): a polynomial
+    over their hashes, so equal runs have equal keys and different runs almost never do."""
     count = max(len(units) - size + 1, 1)
     combined = np.zeros(count, dtype=np.uint64)
     for offset in range(min(size, len(units))):
         combined = combined * _POLY + units[offset : offset + count]
-    return (_mix64(combined) >> np.uint64(32)).astype(np.uint32)
+    return combined
 
 
 def signature(hashes: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -12,10 +12,12 @@ separated by blank lines. Each rule's name is the rejected document's ``rule``.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from pipeline.config.schema import C4Step, GopherQualityStep, GopherRepetitionStep
+from pipeline.data import minhash
 
 _BULLETS = ("•", "●", "◦", "‣", "⁃", "▪", "▫", "-", "*", "·", "–")
 _ELLIPSES = ("...", "…")
@@ -79,13 +81,14 @@ class GopherRepetition(KeepsText):
                 return f"duplicate_{kind}"
             if chars > characters * sum(map(len, elements)):
                 return f"duplicate_{kind[:-1]}_chars"
-        words = text.split()
-        total = sum(map(len, words))
+        words = text.encode("utf-8", "surrogatepass").split()
+        grams = _WordGrams(words, [len(word.decode("utf-8", "surrogatepass")) for word in words])
+        total = grams.characters
         for n, limit in enumerate(rules.max_top_ngram_chars, start=2):
-            if _top_ngram_chars(words, n) > limit * total:
+            if grams.top_chars(n) > limit * total:
                 return f"top_{n}gram"
         for n, limit in enumerate(rules.max_duplicate_ngram_chars, start=5):
-            if _duplicate_ngram_chars(words, n) > limit * total:
+            if grams.duplicate_chars(n) > limit * total:
                 return f"duplicate_{n}gram"
         return None
 
@@ -159,21 +162,37 @@ def _duplicates(elements: list[str]) -> tuple[int, int]:
     return count, chars
 
 
-def _top_ngram_chars(words: list[str], n: int) -> int:
-    """The characters of the most frequent n-gram's words, times its count (0 if none repeats)."""
-    counts = Counter(zip(*(words[i:] for i in range(n))))
-    if not counts:
-        return 0
-    gram, count = counts.most_common(1)[0]
-    return sum(map(len, gram)) * count if count > 1 else 0
+class _WordGrams:
+    """The n-grams of a document's words, counted with numpy over 64-bit keys (:func:`minhash.ngram_keys`)."""
 
+    def __init__(self, words: list[bytes], lengths: list[int]):
+        self._units = minhash.word_hashes(words)
+        self._lengths = np.asarray(lengths, dtype=np.int64)
+        self._cumulative = np.concatenate([[0], np.cumsum(self._lengths)])
+        self.characters = int(self._cumulative[-1])
 
-def _duplicate_ngram_chars(words: list[str], n: int) -> int:
-    """The characters of the words inside an n-gram that occurs more than once, each word counted once."""
-    grams = list(zip(*(words[i:] for i in range(n))))
-    counts = Counter(grams)
-    covered = [False] * len(words)
-    for start, gram in enumerate(grams):
-        if counts[gram] > 1:
-            covered[start : start + n] = [True] * n
-    return sum(len(word) for word, inside in zip(words, covered) if inside)
+    def _counted(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each n-gram's count in the document, and its characters, by start."""
+        _, inverse, counts = np.unique(minhash.ngram_keys(self._units, n), return_inverse=True, return_counts=True)
+        starts = np.arange(len(self._units) - n + 1)
+        return counts[inverse], self._cumulative[starts + n] - self._cumulative[starts]
+
+    def top_chars(self, n: int) -> int:
+        """The characters of the most frequent n-gram (the longest of equally frequent ones) times its count;
+        0 when no n-gram repeats."""
+        if len(self._units) < n:
+            return 0
+        counts, chars = self._counted(n)
+        best = int(counts.max())
+        return best * int(chars[counts == best].max()) if best > 1 else 0
+
+    def duplicate_chars(self, n: int) -> int:
+        """The characters of the words inside an n-gram that occurs more than once, each word counted once."""
+        if len(self._units) < n:
+            return 0
+        counts, _ = self._counted(n)
+        repeated = np.concatenate([[0], np.cumsum(counts > 1)])  # repeated n-grams starting before each index
+        words = np.arange(len(self._units))
+        first, last = np.maximum(words - n + 1, 0), np.minimum(words, len(counts) - 1)
+        inside = repeated[last + 1] - repeated[first] > 0
+        return int(self._lengths[inside].sum())
