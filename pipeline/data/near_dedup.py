@@ -8,7 +8,7 @@
    matched so far) on the whole signature: it matches when the share of equal values, the estimated
    Jaccard similarity, is at least ``threshold``, which makes the cut sharp where banding alone is soft.
    A match is an edge (earlier → later); a document matching no leader becomes one. Its memory is its
-   bucket's keys (24 bytes per document and band) and the signatures of the documents in a group.
+   bucket's keys (24 bytes per document and band) and the signatures of 65,536 candidates at a time.
 3. One task joins the edges of every bucket (union-find, the root of a cluster being its first document
    in corpus order) and marks every other member as a duplicate of that first document. Its memory
    grows with the edges found, not with the corpus.
@@ -18,7 +18,9 @@ Everything is ordered by (partition, position), so the marks are the same for an
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from pipeline.engine import storage
 from pipeline.engine.executor import Tasks
 
 _ROW_BITS = 40  # a document's node in the union-find: partition << 40 | row (a trillion rows per partition)
+_GATHER_ROWS = 65_536  # signatures verified at a time: 64 MB at 256 hashes, whatever the size of the bucket
 
 
 @dataclass(frozen=True)
@@ -103,26 +106,21 @@ class _Bucket:
         shared[1:] |= same
         shared[:-1] |= same
         keys, partitions, rows = keys[shared], partitions[shared], rows[shared]  # only groups of two or more
-        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-        ends = np.r_[starts[1:], len(keys)]
-        signatures = self._signatures(partitions, rows)
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, dtype=np.int64)
+        ends = np.r_[starts[1:], len(keys)][: len(starts)]
         need = math.ceil(self.settings.threshold * self.settings.hashes - 1e-9)
         edges: list[tuple[int, int, int, int]] = []
-        for start, end in zip(starts.tolist(), ends.tolist()):
-            members = list(zip(partitions[start:end].tolist(), rows[start:end].tolist()))
-            edges += _verified_edges(members, signatures[start:end], need)
+        with contextlib.ExitStack() as stack:
+            signatures = _SignatureFiles(stack, self.work, self.round_)
+            for chunk_starts, chunk_ends in _chunks(starts, ends, _GATHER_ROWS):
+                first, last = int(chunk_starts[0]), int(chunk_ends[-1])
+                gathered = signatures.gather(partitions[first:last], rows[first:last])
+                for start, end in zip((chunk_starts - first).tolist(), (chunk_ends - first).tolist()):
+                    members = list(zip(partitions[first + start : first + end].tolist(),
+                                       rows[first + start : first + end].tolist()))
+                    edges += _verified_edges(members, gathered[start:end], need)
         save_arrays(storage.join(self.work, f"r{self.round_}-edges-{bucket:05d}.npz"),
                     edges=np.array(edges, dtype=np.int64).reshape(-1, 4))
-
-    def _signatures(self, partitions: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """The signatures of the given documents, gathered from each partition's file in one read."""
-        gathered = np.zeros((len(rows), self.settings.hashes), dtype=np.uint32)
-        for index in np.unique(partitions).tolist():
-            path = storage.join(self.work, f"r{self.round_}-signatures-{index:05d}.npy")
-            chosen = partitions == index
-            with storage.local_copy(path) as local:
-                gathered[chosen] = np.load(local, mmap_mode="r")[rows[chosen]]
-        return gathered
 
     def _entries(self, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keys, partitions, rows = [], [], []
@@ -133,6 +131,41 @@ class _Bucket:
                 rows.append(saved["rows"][start:end])
                 partitions.append(np.full(end - start, index, dtype=np.int64))
         return np.concatenate(keys), np.concatenate(partitions), np.concatenate(rows)
+
+
+def _chunks(starts: np.ndarray, ends: np.ndarray, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The groups ``[starts[i], ends[i])`` in consecutive runs of about ``rows`` rows (a larger group alone)."""
+    first = 0
+    while first < len(starts):
+        last = max(int(np.searchsorted(ends, starts[first] + rows, side="right")), first + 1)
+        yield starts[first:last], ends[first:last]
+        first = last
+
+
+class _SignatureFiles:
+    """The partitions' signature files, each memory-mapped on first use (a remote one copied once)."""
+
+    def __init__(self, stack: contextlib.ExitStack, work: Path | str, round_: int):
+        self._stack, self._work, self._round = stack, work, round_
+        self._open: dict[int, np.ndarray] = {}
+
+    def gather(self, partitions: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The signatures of the given documents, read from each partition's file at once."""
+        gathered = None
+        for index in np.unique(partitions).tolist():
+            signatures = self._partition(index)
+            if gathered is None:
+                gathered = np.zeros((len(rows), signatures.shape[1]), dtype=np.uint32)
+            chosen = partitions == index
+            gathered[chosen] = signatures[rows[chosen]]
+        assert gathered is not None
+        return gathered
+
+    def _partition(self, index: int) -> np.ndarray:
+        if index not in self._open:
+            path = storage.join(self._work, f"r{self._round}-signatures-{index:05d}.npy")
+            self._open[index] = np.load(self._stack.enter_context(storage.local_copy(path)), mmap_mode="r")
+        return self._open[index]
 
 
 def _verified_edges(members: list[tuple[int, int]], signatures: np.ndarray,

@@ -157,3 +157,13 @@ def test_near_dedup_cuts_sharply_at_its_threshold(tmp_path):
 
 
 NEAR_DEFAULTS = StepConfig(near_dedup=NearDedupStep())
+
+
+def test_near_dedup_verifies_its_candidates_a_chunk_at_a_time_with_the_same_result(raw, monkeypatch):
+    from pipeline.data import near_dedup
+
+    for i in range(40):
+        (raw / "raw" / f"more-{i:02d}.txt").write_text(f"{STORY} number {i % 7} and {i % 5}")
+    whole = prepare(raw, EXACT, NEAR)
+    monkeypatch.setattr(near_dedup, "_GATHER_ROWS", 3)
+    assert prepare(raw, EXACT, NEAR) == whole and whole["dropped"]["near_duplicate"] > 10
