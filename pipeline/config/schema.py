@@ -145,6 +145,19 @@ class C4Step:
 
 
 @dataclass(frozen=True)
+class FineWebStep:
+    """FineWeb's own rules (Penedo et al. 2024, section 3.4): drop a document when at most
+    ``min_punctuated_lines`` of its lines end in punctuation, at least ``max_duplicate_line_chars`` of its
+    characters are in repeated lines, or at least ``max_short_lines`` of its lines are shorter than
+    ``short_line_chars``."""
+
+    min_punctuated_lines: float = _bounded(0.12, low=0.0, high=1.0)
+    max_duplicate_line_chars: float = _bounded(0.1, low=0.0, high=1.0)
+    max_short_lines: float = _bounded(0.67, low=0.0, high=1.0)
+    short_line_chars: int = _bounded(30, low=0)
+
+
+@dataclass(frozen=True)
 class LanguageStep:
     """Keep documents whose language (identified by py3langid on the first ``sample_chars`` characters)
     is one of ``languages`` (any when empty) with a probability of at least ``min_score``."""
@@ -163,6 +176,7 @@ class StepConfig:
     gopher_quality: GopherQualityStep | None = None
     gopher_repetition: GopherRepetitionStep | None = None
     c4: C4Step | None = None
+    fineweb: FineWebStep | None = None
     language: LanguageStep | None = None
 
 

@@ -1,6 +1,6 @@
 """Gopher's quality and repetition rules (Rae et al. 2021, "Scaling Language Models", appendix A.1.1
-and table A1) and C4's rules (Raffel et al. 2020, section 2.2) as filter steps of prepare, each threshold
-a key of the step.
+and table A1), C4's rules (Raffel et al. 2020, section 2.2) and FineWeb's (Penedo et al. 2024, section
+3.4) as filter steps of prepare, each threshold a key of the step.
 
 Words are the whitespace-separated tokens of the text, as in the paper. datatrove's implementation
 tokenizes words with a word tokenizer that splits punctuation into tokens of its own, so that its
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.config.schema import C4Step, GopherQualityStep, GopherRepetitionStep
+from pipeline.config.schema import C4Step, FineWebStep, GopherQualityStep, GopherRepetitionStep
 from pipeline.data import minhash
 
 _BULLETS = ("•", "●", "◦", "‣", "⁃", "▪", "▫", "-", "*", "·", "–")
@@ -26,6 +26,7 @@ _LETTER = re.compile(r"[^\W\d_]")
 _TERMINAL = (".", "!", "?", '"', "”")
 _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.IGNORECASE)
+_LINE_END_PUNCTUATION = (".", "!", "?", '"', "'", "”", "’", "…", "。", "！", "？", ")", ":", ";")
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
 
 
@@ -147,6 +148,27 @@ class C4(KeepsText):
             return "curly_bracket"
         if len(_SENTENCE_END.findall(text)) < rules.min_sentences:
             return "too_few_sentences"
+        return None
+
+
+@dataclass(frozen=True)
+class FineWeb(KeepsText):
+    """FineWeb's three rules, on the non-blank lines (a document without one has no line to judge)."""
+
+    settings: FineWebStep
+    name: str = "fineweb"
+
+    def reject(self, text: str) -> str | None:
+        rules = self.settings
+        lines = [line.strip() for line in text.split("\n") if line.strip()]
+        if not lines:
+            return None
+        if sum(line.endswith(_LINE_END_PUNCTUATION) for line in lines) <= rules.min_punctuated_lines * len(lines):
+            return "punctuated_lines"
+        if _duplicates(lines)[1] >= rules.max_duplicate_line_chars * sum(map(len, lines)):
+            return "duplicate_line_chars"
+        if sum(len(line) < rules.short_line_chars for line in lines) >= rules.max_short_lines * len(lines):
+            return "short_lines"
         return None
 
 

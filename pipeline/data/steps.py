@@ -3,8 +3,8 @@
 Every document passes, in order: ``read`` (decoding; rule ``decode_error``), cleaning, ``length``
 (``prepare.min_chars``/``max_chars``; rules ``empty``, ``too_short``, ``too_long``), then each step of
 ``prepare.steps``: ``exact_dedup`` (rule ``duplicate``), ``near_dedup`` (rule ``near_duplicate``), and
-the filters ``gopher_quality``, ``gopher_repetition``, ``c4`` (:mod:`pipeline.data.quality`; ``c4``
-also removes lines) and ``language`` (:mod:`pipeline.data.language`). A filter decides on one document
+the filters ``gopher_quality``, ``gopher_repetition``, ``c4``, ``fineweb`` (:mod:`pipeline.data.quality`;
+``c4`` also removes lines) and ``language`` (:mod:`pipeline.data.language`). A filter decides on one document
 alone, so it runs inside a partition task; a de-duplication step needs the whole corpus, so the chain is
 cut into :class:`Segment` s, each some filters then at most one de-duplication step, and prepare runs one
 round of partition tasks per segment.
@@ -20,7 +20,7 @@ from pipeline.data.cleaning import drop_reason
 from pipeline.data.dedup import ExactDedup
 from pipeline.data.language import LanguageFilter
 from pipeline.data.near_dedup import NearDedup
-from pipeline.data.quality import C4, GopherQuality, GopherRepetition, KeepsText
+from pipeline.data.quality import C4, FineWeb, GopherQuality, GopherRepetition, KeepsText
 
 READ_STEP = "read"
 DECODE_ERROR = "decode_error"
@@ -83,5 +83,7 @@ def _step(step: StepConfig, settings: PrepareConfig) -> Filter | Dedup:
         return GopherRepetition(step.gopher_repetition)
     if step.c4 is not None:
         return C4(step.c4)
+    if step.fineweb is not None:
+        return FineWeb(step.fineweb)
     assert step.language is not None
     return LanguageFilter(step.language)

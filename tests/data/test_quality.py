@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.config.schema import (
     C4Step,
+    FineWebStep,
     GopherQualityStep,
     GopherRepetitionStep,
     PrepareConfig,
@@ -16,7 +17,7 @@ from pipeline.config.schema import (
     StepConfig,
 )
 from pipeline.data.prepare import prepare_corpus
-from pipeline.data.quality import C4, GopherQuality, GopherRepetition
+from pipeline.data.quality import C4, FineWeb, GopherQuality, GopherRepetition
 from pipeline.data.sources import expand_sources
 from pipeline.engine.executor import Tasks
 
@@ -140,3 +141,25 @@ def test_lines_removed_show_in_the_stats_of_their_source(tmp_path):
     assert source["dropped"] == {"c4/too_few_sentences": 1} and stats.documents_kept == 1
     assert "lines removed: 1 c4/javascript, 3 c4/no_terminal_punctuation, 1 c4/policy" in stats.summary()
     assert source["characters_kept"] == len(C4_RULES.rewrite(PAGE)[0])
+
+
+FINEWEB = FineWeb(FineWebStep())
+
+
+def test_fineweb_keeps_prose_lines():
+    assert FINEWEB.reject(PROSE.replace(". ", ".\n")) is None
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    ("\n".join(f"Menu entry number {i} of the site navigation" for i in range(20)) + "\nThe end.", "punctuated_lines"),
+    (PROSE.replace(". ", ".\n") + "\n" + PROSE.split(". ")[0] + ".", "duplicate_line_chars"),
+    ("\n".join(["Short line.", "Another one.", "Third.", PROSE]), "short_lines"),
+])
+def test_each_fineweb_rule_drops_what_breaks_it(text, rule):
+    assert FINEWEB.reject(text) == rule
+
+
+def test_fineweb_thresholds_are_the_step_keys():
+    text = "\n".join(["Short line.", "Another one.", "Third.", PROSE])
+    assert FineWeb(FineWebStep(max_short_lines=0.8)).reject(text) is None
+    assert FineWeb(FineWebStep(short_line_chars=5)).reject(text) is None
