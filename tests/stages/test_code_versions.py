@@ -83,7 +83,7 @@ DIALOGUES = [
 
 # stage: (its CODE_VERSION, hash of its inputs, hash of its outputs), the hashes as the lock records them
 GOLDEN_STAGES = {
-    "prepare": (4, "2130dee4a01618f1", "444c2a0e330d3a75"),
+    "prepare": (4, "2130dee4a01618f1", "c84b120ebdd2cbb1"),
     "tokenizer": (3, "ae5f2980d2a165dd", "45275c4b70deef6b"),
     "encode": (3, "4bbab4b89be981bb", "8b8a11a13ee0f3c3"),
 }
