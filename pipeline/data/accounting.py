@@ -10,6 +10,7 @@ naming it, since such a source silently shrinks the corpus.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +69,7 @@ class Tally:
             dropped = self.of(source).dropped
             dropped[f"{step}/{rule}"] = dropped.get(f"{step}/{rule}", 0) + amount
 
-    def remove_lines(self, source: int, step: str, removed: dict[str, int]) -> None:
+    def remove_lines(self, source: int, step: str, removed: Mapping[str, int]) -> None:
         lines = self.of(source).lines_removed
         for rule, count in removed.items():
             lines[f"{step}/{rule}"] = lines.get(f"{step}/{rule}", 0) + count

@@ -306,6 +306,9 @@ def _filtered(rows: Iterator[Candidate], segment: Segment, tally: Tally,
               rejected: DocumentWriter) -> Iterator[Candidate]:
     """``rows`` the segment's filters keep, as they rewrite them; the others go to ``rejected`` (as rewritten
     so far) with the rule that dropped them."""
+    if not segment.filters:
+        yield from rows
+        return
     for text, source, position in rows:
         for check in segment.filters:
             text, removed = check.rewrite(text)

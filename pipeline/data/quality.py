@@ -12,7 +12,9 @@ separated by blank lines. Each rule's name is the rejected document's ``rule``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -30,11 +32,14 @@ _LINE_END_PUNCTUATION = (".", "!", "?", '"', "'", "”", "’", "…", "。", "�
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
 
 
+_NO_LINES_REMOVED: Mapping[str, int] = MappingProxyType({})
+
+
 class KeepsText:
     """A filter that only decides: it leaves each document's text as it is."""
 
-    def rewrite(self, text: str) -> tuple[str, dict[str, int]]:
-        return text, {}
+    def rewrite(self, text: str) -> tuple[str, Mapping[str, int]]:
+        return text, _NO_LINES_REMOVED
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,7 @@ class C4(KeepsText):
     settings: C4Step
     name: str = "c4"
 
-    def rewrite(self, text: str) -> tuple[str, dict[str, int]]:
+    def rewrite(self, text: str) -> tuple[str, Mapping[str, int]]:
         """The lines C4 keeps, joined by newlines, and how many lines each line rule removed."""
         kept, removed = [], {}
         for line in text.split("\n"):

@@ -12,6 +12,7 @@ round of partition tasks per segment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,7 +30,7 @@ DECODE_ERROR = "decode_error"
 class Filter(Protocol):
     name: str
 
-    def rewrite(self, text: str) -> tuple[str, dict[str, int]]:
+    def rewrite(self, text: str) -> tuple[str, Mapping[str, int]]:
         """The text the step keeps of ``text`` (most keep all of it), and the lines it removed by rule."""
 
     def reject(self, text: str) -> str | None:
