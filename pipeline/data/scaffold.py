@@ -73,6 +73,11 @@ def _group_by_suffix(files: list[Path]) -> dict[str, list[Path]]:
     return groups
 
 
+def _suffix(file: Path) -> str:
+    """The extension that says the format, a ``.gz`` aside, in lower case."""
+    return Path(file.name[:-3] if file.name.endswith(".gz") else file.name).suffix.lower()
+
+
 def _guess(pattern: str, files: list[Path], project: Path) -> SourceGuess:
     """How to read the files of one source, from a sample of the first of each format."""
     formats = Counter(format_of(file) for file in files)
@@ -81,8 +86,13 @@ def _guess(pattern: str, files: list[Path], project: Path) -> SourceGuess:
     separator = field = None
     if "txt" in formats:
         first = next(file for file in files if format_of(file) == "txt")
-        separator, why = _guess_separator(head_bytes(first, SAMPLE_BYTES))
-        notes.append(f"separator {separator}: {why} in {first.name}")
+        suffix = _suffix(first)
+        if suffix in (".txt", ".text"):
+            separator, why = _guess_separator(head_bytes(first, SAMPLE_BYTES))
+            notes.append(f"separator {separator}: {why} in {first.name}")
+        else:
+            separator = "document"
+            notes.append(f"separator document: a {suffix} file is one document (source code, markup)")
     if "jsonl" in formats:
         first = next(file for file in files if format_of(file) == "jsonl")
         field, why = _guess_json_field(first)

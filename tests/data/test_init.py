@@ -100,7 +100,7 @@ def test_init_takes_the_column_with_the_longest_texts_and_lists_the_others(tmp_p
     sources = [f"def f{i}(x):\n    return x * {i}\n" * 5 for i in range(20)]
     pq.write_table(pa.table({"name": [f"f{i}.py" for i in range(20)], "content": sources, "size": list(range(20))}),
                    tmp_path / "code" / "files.parquet")
-    (tmp_path / "code" / "README.md").write_text("# Notes\n\nSome prose about the code.\n")
+    (tmp_path / "code" / "README.md").write_text("# Notes\n\nSome prose about the code.\n\nAnd more.\n")
     assert lmprep("init", "p", "--from", "code").exit_code == 0
     config_text = (tmp_path / "p" / "config.yaml").read_text("utf-8")
     assert 'field: "content"' in config_text
@@ -108,3 +108,5 @@ def test_init_takes_the_column_with_the_longest_texts_and_lists_the_others(tmp_p
             f"content ({sum(map(len, sources)):,} characters), name (") in config_text
     config = load_config(tmp_path / "p" / "config.yaml")
     assert {source.glob for source in config.data.sources} == {"../code/**/*.parquet", "../code/**/*.md"}
+    assert next(s for s in config.data.sources if s.glob.endswith(".md")).separator == "document"
+    assert "# separator document: a .md file is one document (source code, markup)" in config_text
