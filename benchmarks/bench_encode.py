@@ -139,8 +139,8 @@ def measure(corpus: str, engine: str, workers: int, vocab_size: int, limit_mb: f
     encode = {"lmprep": encode_lmprep, "tiktoken": encode_tiktoken, "hf": encode_hf}[engine]
     ids, (elapsed, cpu) = encode(path, texts, workers)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"corpus": corpus, "engine": engine, "workers": workers, "megabytes": megabytes, "seconds": elapsed, "cpu_seconds": cpu,
-            "mb_per_s": megabytes / elapsed, "tokens": int(ids.size),
+    return {"corpus": corpus, "engine": engine, "workers": workers, "megabytes": megabytes, "seconds": elapsed,
+            "cpu_seconds": cpu, "mb_per_s": megabytes / elapsed, "tokens": int(ids.size),
             "ids_sha256": hashlib.sha256(ids.tobytes()).hexdigest(), "peak_rss_mb": rss / 1024}
 
 

@@ -27,7 +27,7 @@ from click.testing import CliRunner  # noqa: E402
 from conftest import RequestCounter  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
-from pipeline.config.schema import ExecutorConfig  # noqa: E402
+from pipeline.config import ExecutorConfig  # noqa: E402
 from pipeline.data import documents  # noqa: E402
 from pipeline.engine import storage  # noqa: E402
 from pipeline.engine.executor import open_tasks  # noqa: E402

@@ -41,7 +41,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config.schema import ExecutorConfig, PrepareConfig, SourceConfig  # noqa: E402
+from pipeline.config import ExecutorConfig, PrepareConfig, SourceConfig  # noqa: E402
 from pipeline.data import documents  # noqa: E402
 from pipeline.data.prepare import prepare_corpus  # noqa: E402
 from pipeline.data.sources import expand_sources  # noqa: E402

@@ -126,7 +126,7 @@ def tiktoken_encoding(tokenizer: Tokenizer):
     from pipeline.tokenizer.tiktoken_export import mergeable_ranks, tiktoken_pattern
 
     return tiktoken.Encoding("lmprep", pat_str=tiktoken_pattern(tokenizer), mergeable_ranks=mergeable_ranks(tokenizer),
-                             special_tokens=tokenizer.special_tokens)
+                             special_tokens=dict(tokenizer.special_tokens))
 
 
 def encode_nanogpt(source: Path, tokenizer_path: Path, out: Path, threads: int) -> float:

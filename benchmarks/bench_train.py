@@ -10,7 +10,8 @@ they share with the main one, the loaded corpus among them; the Rust trainers us
 figure is in the main process). lmprep's merges are checked to be identical to rustbpe's.
 
     python benchmarks/build_corpus.py
-    python benchmarks/bench_train.py [--corpus full|unique-lines|PATH]... [--vocab-size 32768] [--threads 2] [--repeats 2]
+    python benchmarks/bench_train.py [--corpus full|unique-lines|PATH]... [--vocab-size 32768] [--threads 2] \
+        [--repeats 2]
 """
 
 from __future__ import annotations
@@ -134,8 +135,9 @@ def check_parity(corpus: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", action="append", help="full, unique-lines or the path of a JSON Lines file "
-                                                          "(one {\"text\": ...} per document); repeatable [default: both]")
+    parser.add_argument("--corpus", action="append",
+                        help="full, unique-lines or the path of a JSON Lines file "
+                             "(one {\"text\": ...} per document); repeatable [default: both]")
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)

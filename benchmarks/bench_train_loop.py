@@ -26,8 +26,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config.schema import TrainConfig  # noqa: E402
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter  # noqa: E402
+from pipeline.config import TrainConfig  # noqa: E402
+from pipeline.shards.format import ShardSet, ShardWriter  # noqa: E402
+from pipeline.shards.manifest import ShardStamp  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 SHAPES = [  # (dim, context, batch_size): the default config first
@@ -99,9 +100,10 @@ def main() -> None:
             bench_shape(train_set, tokenizer, SHAPES[0], 20, work)  # warm up torch's kernels and allocator
             for shape in SHAPES:
                 r = bench_shape(train_set, tokenizer, shape, args.steps, work)
-                print(f"{tokenizer.vocab_size:>6} {shape[0]:>5} {shape[1]:>7} {shape[2]:>5} {r['tokens_per_s']:>12,.0f} "
-                      f"{r['ms_per_step']:>8.2f} {r['data_share']:>10.1%} {r['user_share']:>6.1%} "
-                      f"{r['system_share']:>6.1%} {r['faults_per_step']:>11,.0f} {r['loss']:>7.3f}", flush=True)
+                print(f"{tokenizer.vocab_size:>6} {shape[0]:>5} {shape[1]:>7} {shape[2]:>5} "
+                      f"{r['tokens_per_s']:>12,.0f} {r['ms_per_step']:>8.2f} {r['data_share']:>10.1%} "
+                      f"{r['user_share']:>6.1%} {r['system_share']:>6.1%} {r['faults_per_step']:>11,.0f} "
+                      f"{r['loss']:>7.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from datatrove.pipeline.dedup.exact_dedup import (  # noqa: E402
 from datatrove.pipeline.readers import JsonlReader  # noqa: E402
 from datatrove.pipeline.writers import JsonlWriter  # noqa: E402
 
-from pipeline.config.schema import PrepareConfig  # noqa: E402
+from pipeline.config import PrepareConfig  # noqa: E402
 from pipeline.data.cleaning import clean_text, drop_reason  # noqa: E402
 
 

@@ -22,14 +22,53 @@ import random
 import unicodedata
 from pathlib import Path
 
-ROOTS = ["act", "build", "connect", "form", "measure", "mark", "paint", "plant", "print", "play", "read", "count", "cook", "cover", "order", "fold", "train", "load", "pack", "test", "call", "help", "move", "turn", "wash", "work", "write", "check", "clean", "open", "close", "lock", "heat", "fill", "light", "list", "look", "name", "need", "place", "plan", "point", "press", "pull", "push", "rain", "sail", "search", "ship", "sort", "start", "step", "store", "teach", "track", "trade", "travel", "wait", "walk", "want", "watch", "water", "join", "learn", "level", "lift", "limit", "mix", "note", "paint", "print", "record", "repair", "report", "rest", "return", "ring", "roll", "sign", "sing", "sketch", "stamp", "stitch", "stretch", "study", "test", "think", "tune", "view", "visit", "vote", "weigh", "wrap", "charge", "color", "comfort", "deliver", "develop", "discover", "employ", "enjoy", "explain", "follow", "gather", "govern", "harvest", "hunt", "invent", "manage", "observe", "organize", "perform", "prepare", "protect", "question", "remember", "shelter", "signal", "solve", "support", "translate", "wonder"]
-NOUNS = ["apple", "anchor", "badger", "basket", "beacon", "bicycle", "blanket", "boat", "bottle", "bridge", "bucket", "cabin", "candle", "canyon", "castle", "cedar", "chair", "clock", "cloud", "comet", "compass", "copper", "cottage", "crane", "crystal", "desk", "dolphin", "dragon", "drum", "eagle", "engine", "falcon", "feather", "fence", "fern", "field", "flute", "forest", "fountain", "garden", "glacier", "goat", "harbor", "hammer", "harp", "hawk", "helmet", "hill", "island", "jacket", "jar", "kettle", "kite", "ladder", "lake", "lamp", "lantern", "lemon", "library", "lighthouse", "lizard", "market", "meadow", "mirror", "mountain", "needle", "nest", "notebook", "oak", "ocean", "orchard", "otter", "owl", "paddle", "palace", "parrot", "pebble", "pencil", "pepper", "piano", "pillow", "pine", "planet", "pond", "pumpkin", "puzzle", "quilt", "rabbit", "radio", "raven", "ribbon", "river", "robot", "rocket", "saddle", "satellite", "school", "shell", "shovel", "silver", "sparrow", "spoon", "stable", "station", "statue", "stone", "storm", "street", "tablet", "teapot", "telescope", "tent", "tiger", "tower", "tractor", "train", "tunnel", "turtle", "valley", "violin", "volcano", "wagon", "wall", "whale", "window", "wizard", "wolf", "yard", "zebra"]
-ADJECTIVES = ["ancient", "bright", "brave", "calm", "careful", "cheerful", "clever", "cold", "curious", "dark", "deep", "distant", "dusty", "eager", "early", "empty", "famous", "fancy", "fast", "gentle", "giant", "golden", "green", "happy", "heavy", "hidden", "honest", "huge", "humble", "icy", "kind", "large", "late", "lazy", "little", "lively", "lonely", "loud", "lucky", "merry", "mighty", "modern", "narrow", "noisy", "old", "patient", "plain", "polite", "proud", "purple", "quick", "quiet", "rapid", "rare", "red", "rough", "round", "rusty", "shiny", "shy", "silent", "simple", "slow", "small", "smooth", "soft", "sparkling", "steady", "strange", "strong", "sunny", "sweet", "swift", "tall", "tiny", "tired", "warm", "wild", "wise", "wooden", "young"]
-NAMES = ["Ada", "Alma", "Amir", "Anya", "Arlo", "Bea", "Bruno", "Cara", "Chen", "Dario", "Dev", "Eli", "Elif", "Emeka", "Esme", "Farah", "Felix", "Gia", "Hana", "Hugo", "Ines", "Ivan", "Jae", "Jonas", "Kai", "Kalani", "Lars", "Lea", "Lina", "Luca", "Maya", "Mei", "Milo", "Nadia", "Nia", "Noor", "Olga", "Omar", "Otto", "Pia", "Priya", "Quinn", "Rafa", "Rosa", "Ruben", "Sana", "Sofia", "Taro", "Tessa", "Theo", "Uma", "Vera", "Wren", "Yara", "Yusuf", "Zane", "José", "Zoë", "Renée", "Søren", "Chloé", "Łukasz", "Ana", "Björn"]
-PLACES = ["bakery", "barn", "beach", "canal", "farm", "ferry", "forge", "garage", "greenhouse", "gym", "harbor", "hospital", "hotel", "kitchen", "laboratory", "library", "market", "mill", "museum", "observatory", "office", "park", "pier", "post-office", "quarry", "school", "shipyard", "stadium", "station", "studio", "theater", "warehouse", "workshop", "zoo"]
-CITIES = ["Ashford", "Brightwater", "Cedarvale", "Dunmore", "Eastport", "Fairhaven", "Glenrock", "Highbury", "Ironbridge", "Juniper", "Kingsley", "Lakeshore", "Millbrook", "Northwood", "Oakridge", "Pinecrest", "Queensbay", "Riverton", "Stonefield", "Thornbury", "Upton", "Westhollow", "Yarrow", "Zephyr"]
-COLORS = ["amber", "azure", "crimson", "emerald", "gray", "indigo", "ivory", "lilac", "olive", "orange", "scarlet", "teal", "violet", "white"]
-FOODS = ["berries", "seeds", "grass", "fish", "honey", "nuts", "leaves", "insects", "fruit", "roots", "bread", "cheese", "rice", "soup"]
+ROOTS = ["act", "build", "connect", "form", "measure", "mark", "paint", "plant", "print", "play", "read", "count",
+         "cook", "cover", "order", "fold", "train", "load", "pack", "test", "call", "help", "move", "turn", "wash",
+         "work", "write", "check", "clean", "open", "close", "lock", "heat", "fill", "light", "list", "look", "name",
+         "need", "place", "plan", "point", "press", "pull", "push", "rain", "sail", "search", "ship", "sort", "start",
+         "step", "store", "teach", "track", "trade", "travel", "wait", "walk", "want", "watch", "water", "join",
+         "learn", "level", "lift", "limit", "mix", "note", "paint", "print", "record", "repair", "report", "rest",
+         "return", "ring", "roll", "sign", "sing", "sketch", "stamp", "stitch", "stretch", "study", "test", "think",
+         "tune", "view", "visit", "vote", "weigh", "wrap", "charge", "color", "comfort", "deliver", "develop",
+         "discover", "employ", "enjoy", "explain", "follow", "gather", "govern", "harvest", "hunt", "invent", "manage",
+         "observe", "organize", "perform", "prepare", "protect", "question", "remember", "shelter", "signal", "solve",
+         "support", "translate", "wonder"]
+NOUNS = ["apple", "anchor", "badger", "basket", "beacon", "bicycle", "blanket", "boat", "bottle", "bridge", "bucket",
+         "cabin", "candle", "canyon", "castle", "cedar", "chair", "clock", "cloud", "comet", "compass", "copper",
+         "cottage", "crane", "crystal", "desk", "dolphin", "dragon", "drum", "eagle", "engine", "falcon", "feather",
+         "fence", "fern", "field", "flute", "forest", "fountain", "garden", "glacier", "goat", "harbor", "hammer",
+         "harp", "hawk", "helmet", "hill", "island", "jacket", "jar", "kettle", "kite", "ladder", "lake", "lamp",
+         "lantern", "lemon", "library", "lighthouse", "lizard", "market", "meadow", "mirror", "mountain", "needle",
+         "nest", "notebook", "oak", "ocean", "orchard", "otter", "owl", "paddle", "palace", "parrot", "pebble",
+         "pencil", "pepper", "piano", "pillow", "pine", "planet", "pond", "pumpkin", "puzzle", "quilt", "rabbit",
+         "radio", "raven", "ribbon", "river", "robot", "rocket", "saddle", "satellite", "school", "shell", "shovel",
+         "silver", "sparrow", "spoon", "stable", "station", "statue", "stone", "storm", "street", "tablet", "teapot",
+         "telescope", "tent", "tiger", "tower", "tractor", "train", "tunnel", "turtle", "valley", "violin", "volcano",
+         "wagon", "wall", "whale", "window", "wizard", "wolf", "yard", "zebra"]
+ADJECTIVES = ["ancient", "bright", "brave", "calm", "careful", "cheerful", "clever", "cold", "curious", "dark", "deep",
+              "distant", "dusty", "eager", "early", "empty", "famous", "fancy", "fast", "gentle", "giant", "golden",
+              "green", "happy", "heavy", "hidden", "honest", "huge", "humble", "icy", "kind", "large", "late", "lazy",
+              "little", "lively", "lonely", "loud", "lucky", "merry", "mighty", "modern", "narrow", "noisy", "old",
+              "patient", "plain", "polite", "proud", "purple", "quick", "quiet", "rapid", "rare", "red", "rough",
+              "round", "rusty", "shiny", "shy", "silent", "simple", "slow", "small", "smooth", "soft", "sparkling",
+              "steady", "strange", "strong", "sunny", "sweet", "swift", "tall", "tiny", "tired", "warm", "wild",
+              "wise", "wooden", "young"]
+NAMES = ["Ada", "Alma", "Amir", "Anya", "Arlo", "Bea", "Bruno", "Cara", "Chen", "Dario", "Dev", "Eli", "Elif", "Emeka",
+         "Esme", "Farah", "Felix", "Gia", "Hana", "Hugo", "Ines", "Ivan", "Jae", "Jonas", "Kai", "Kalani", "Lars",
+         "Lea", "Lina", "Luca", "Maya", "Mei", "Milo", "Nadia", "Nia", "Noor", "Olga", "Omar", "Otto", "Pia", "Priya",
+         "Quinn", "Rafa", "Rosa", "Ruben", "Sana", "Sofia", "Taro", "Tessa", "Theo", "Uma", "Vera", "Wren", "Yara",
+         "Yusuf", "Zane", "José", "Zoë", "Renée", "Søren", "Chloé", "Łukasz", "Ana", "Björn"]
+PLACES = ["bakery", "barn", "beach", "canal", "farm", "ferry", "forge", "garage", "greenhouse", "gym", "harbor",
+          "hospital", "hotel", "kitchen", "laboratory", "library", "market", "mill", "museum", "observatory", "office",
+          "park", "pier", "post-office", "quarry", "school", "shipyard", "stadium", "station", "studio", "theater",
+          "warehouse", "workshop", "zoo"]
+CITIES = ["Ashford", "Brightwater", "Cedarvale", "Dunmore", "Eastport", "Fairhaven", "Glenrock", "Highbury",
+          "Ironbridge", "Juniper", "Kingsley", "Lakeshore", "Millbrook", "Northwood", "Oakridge", "Pinecrest",
+          "Queensbay", "Riverton", "Stonefield", "Thornbury", "Upton", "Westhollow", "Yarrow", "Zephyr"]
+COLORS = ["amber", "azure", "crimson", "emerald", "gray", "indigo", "ivory", "lilac", "olive", "orange", "scarlet",
+          "teal", "violet", "white"]
+FOODS = ["berries", "seeds", "grass", "fish", "honey", "nuts", "leaves", "insects", "fruit", "roots", "bread",
+         "cheese", "rice", "soup"]
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 ADVERBS = ["carefully", "quickly", "slowly", "quietly", "gladly", "gently", "boldly", "neatly", "patiently", "loudly"]
 PREFIXES = {"re": "again", "un": "not", "pre": "before", "over": "too much", "mis": "wrongly",
@@ -37,7 +76,8 @@ PREFIXES = {"re": "again", "un": "not", "pre": "before", "over": "too much", "mi
 SUFFIXES = {"er": "a person or thing that {third}", "able": "able to be {past}", "ing": "the act of {ing}",
             "ment": "the result of {ing}", "ful": "full of {root}", "less": "without {root}",
             "ive": "tending to {root}", "ion": "the process of {ing}"}
-NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
 
 
 def plural(noun: str) -> str:

@@ -1,11 +1,15 @@
 """The exception hierarchy: one root, one subclass per domain.
 
 Every message names the file, key, value or ID at fault and, where there is one,
-the fix. The CLI prints ``str(error)`` on one line and exits with status 2.
+the fix. The CLI prints ``str(error)`` on one line and exits with status 2, so
+whatever a message quotes goes through :func:`shorten` (a text: another error's,
+a JSON value) or :func:`describe` (a value read from a file or typed by a user).
 """
 
 import json
+import reprlib
 import sys
+from typing import Any
 
 
 class PipelineError(Exception):
@@ -31,6 +35,15 @@ class TokenizerError(PipelineError):
 class InvalidUtf8Error(TokenizerError):
     """Token IDs decode to bytes that are not UTF-8. ``problem`` is the message without the advice,
     so that each interface (Python API, CLI) can name its own way out."""
+
+    def __init__(self, problem: str, advice: str) -> None:
+        super().__init__(f"{problem}; {advice}")
+        self.problem = problem
+
+
+class AlphabetTooLargeError(TokenizerError):
+    """The char kind's training text has more characters than the vocabulary holds. ``problem`` is the
+    message without the advice, which names the way out in each interface's terms (flags, config keys)."""
 
     def __init__(self, problem: str, advice: str) -> None:
         super().__init__(f"{problem}; {advice}")
@@ -71,4 +84,29 @@ def json_error_reason(exc: ValueError | RecursionError) -> str:
         return f"{exc.msg} at {where}"
     if "int_max_str_digits" in str(exc):
         return f"an integer of more than {sys.get_int_max_str_digits():,} digits"
-    return " ".join(str(exc).split())[:200]
+    return shorten(str(exc))
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """``text`` (an exception's, a repr, a JSON value) for a one-line message: each line break, with the
+    whitespace around it, becomes one space (other spaces stay: they may be part of the value), and a text
+    longer than ``limit`` characters is cut to ``limit`` with "…" as its last character."""
+    line = " ".join(part for part in (piece.strip() for piece in text.splitlines()) if part)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def describe(value: Any) -> str:
+    """``repr(value)`` for a message about a value read from a file or typed by a user, bounded while it
+    is built: strings cut at 80 characters with "...", containers at a few items and 3 levels, an integer
+    over 128 bits named by its size, so that no value can make an error slow to build or long to read."""
+    return _BOUNDED_REPR.repr(value)
+
+
+class _BoundedRepr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        return repr(x) if x.bit_length() <= 128 else f"<integer of {x.bit_length()} bits>"
+
+
+_BOUNDED_REPR = _BoundedRepr()
+_BOUNDED_REPR.maxstring = _BOUNDED_REPR.maxother = 80
+_BOUNDED_REPR.maxlevel = 3

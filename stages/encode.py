@@ -10,23 +10,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data import documents
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from pipeline.errors import ConfigError
 from pipeline.shards import corpus
-from pipeline.shards.format import ShardSet, has_split
+from pipeline.shards.format import ShardSet
+from pipeline.shards.manifest import has_split
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
 
-# Version of the code that shapes this stage's outputs (encoding, shards, the tokenizer's encoder):
-# bump it whenever the same prepared data, tokenizer file and settings would give other shards, and
-# the stage re-runs wherever it ran before. tests/test_code_versions.py pins the outputs.
-CODE_VERSION = 3
+CODE_VERSION = 3  # 3: shards cut per prepared part, then numbered in part order
+
 
 def build(config: Config) -> Stage:
     prepared = tuple(str(documents.split_dir(config.out(config.prepare.output_dir), split))
@@ -34,7 +33,7 @@ def build(config: Config) -> Stage:
     tokenizer, output = config.out(config.tokenizer.output), config.out(config.encode.output_dir)
     return Stage(name="encode", deps=(*prepared, tokenizer),
                  outs=(output,), params=PARAMS, run=functools.partial(run, config),
-                 code_version=CODE_VERSION,
+                 code_version=CODE_VERSION, reusable=True,
                  keys={tokenizer: "tokenizer.output", output: "encode.output_dir"})
 
 
@@ -75,12 +74,12 @@ def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]
 
 
-def shard_reader_stage(config: Config, name: str, run: Callable[[Config], None]) -> Stage:
+def shard_reader_stage(config: Config, name: str, run: Callable[[Config], None], code_version: int = 1) -> Stage:
     """An optional stage reading the shards and the tokenizer into ``<name>.output_dir``; its params are
     its whole section."""
     output_dir = getattr(config, name).output_dir
     shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
                                  config.out(output_dir))
     return Stage(name=name, deps=(shards, tokenizer), outs=(output,), params=(name,),
-                 run=functools.partial(run, config),
+                 run=functools.partial(run, config), code_version=code_version, reusable=True,
                  keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: f"{name}.output_dir"})

@@ -15,7 +15,7 @@ from pathlib import PurePath
 
 import click
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources
 from pipeline.engine import storage
@@ -27,6 +27,7 @@ from stages.console import show_progress
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
 CODE_VERSION = 4  # 4: rejected/ parts and per-source stats (the train and val parts are unchanged)
+
 
 def build(config: Config) -> Stage:
     files = expand_sources(config.data.sources, root=config.here("."))
@@ -41,6 +42,7 @@ def build(config: Config) -> Stage:
         params=("data", "prepare"),
         run=functools.partial(run, config, files),
         code_version=CODE_VERSION,
+        reusable=True,
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
     )

@@ -2,6 +2,12 @@
 
 Each stage lives in its own module under ``stages/``, named after it, exposing
 ``build(config) -> Stage``. Everything else here is derived from :data:`STAGES`.
+
+A stage module whose outputs come from code in ``pipeline/`` declares ``CODE_VERSION``, the
+version of that code (``Stage.code_version``): bump it whenever the same inputs and settings
+would give other outputs, and the stage re-runs wherever it ran before; the comment beside it
+says what changed at the current version. tests/stages/test_code_versions.py pins the outputs
+of each version on a small corpus.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from types import ModuleType
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.engine.runner import Stage
 from stages import encode, export, prepare, stats, tokenizer, train
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.engine import atomic, storage
 from pipeline.engine.runner import Stage
 from pipeline.shards import stats as shard_stats

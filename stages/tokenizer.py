@@ -2,9 +2,10 @@
 
 Either way its output is ``tokenizer.output``, the file every later stage
 reads, with ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it
-(the EOS/BOS roles of ``encode.eos_token``/``encode.bos_token``), so that the
-directory loads with ``transformers.AutoTokenizer.from_pretrained``. With ``tokenizer.path`` set the stage only copies that file there
-(after validating it), and depends on that file alone, not on the prepared
+(the EOS/BOS roles of ``encode.eos_token``/``encode.bos_token``, a pad token and
+``tokenizer.model_max_length``), so that the directory loads with
+``transformers.AutoTokenizer.from_pretrained`` and pads. With ``tokenizer.path`` set the stage only
+copies that file there (after validating it), and depends on that file alone, not on the prepared
 data: a data change then re-runs prepare, encode and train but never this
 stage, the fingerprint stays the same, and training can resume.
 """
@@ -12,28 +13,27 @@ stage, the fingerprint stays the same, and training can resume.
 from __future__ import annotations
 
 import functools
-import os
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.data import documents
 from pipeline.data.chunk_counts import count_prepared
 from pipeline.engine import storage
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
+from pipeline.errors import AlphabetTooLargeError
 from pipeline.tokenizer import Tokenizer, hf_dir, hf_json
 from pipeline.tokenizer.patterns import resolve_pattern
 from stages.console import say, show_progress
 from stages.encode import special_id
 
-TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "min_frequency", "special_tokens")
+TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "min_frequency", "character_coverage",
+                 "special_tokens")
 ROLE_KEYS = ("encode.eos_token", "encode.bos_token")  # the special-token roles written for transformers
+COMPANION_KEYS = (*ROLE_KEYS, "tokenizer.model_max_length")  # what else the transformers files hold
 
 
-# Version of the code that shapes this stage's outputs (the trainer and tokenizer.json writer in
-# pipeline/tokenizer/): bump it whenever the same prepared data and settings would give another
-# tokenizer.json (3: it also writes tokenizer_config.json and special_tokens_map.json), and the stage
-# re-runs wherever it ran before. tests/test_code_versions.py pins it.
-CODE_VERSION = 3
+CODE_VERSION = 4  # 3: tokenizer_config.json, special_tokens_map.json beside it; 4: a pad token, model_max_length
+
 
 def build(config: Config) -> Stage:
     settings = config.tokenizer
@@ -42,22 +42,20 @@ def build(config: Config) -> Stage:
     if settings.path is not None:
         source = config.input(settings.path)
         return Stage(name="tokenizer", deps=(source,), outs=outs,
-                     params=("tokenizer.path", "tokenizer.output", *ROLE_KEYS), run=functools.partial(reuse, config),
-                     code_version=CODE_VERSION,
+                     params=("tokenizer.path", "tokenizer.output", *COMPANION_KEYS),
+                     run=functools.partial(reuse, config),
+                     code_version=CODE_VERSION, reusable=True,
                      keys={source: "tokenizer.path", **dict.fromkeys(outs, "tokenizer.output")})
     return Stage(
         name="tokenizer",
         deps=(str(documents.split_dir(config.out(config.prepare.output_dir), "train")),),
         outs=outs,
-        params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS), *ROLE_KEYS),
+        params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS), *COMPANION_KEYS),
         run=functools.partial(train, config),
         code_version=CODE_VERSION,
+        reusable=True,
         keys=dict.fromkeys(outs, "tokenizer.output"),
     )
-
-
-def training_file(config: Config) -> os.PathLike[str]:
-    return documents.split_dir(config.output_path(config.prepare.output_dir), "train")
 
 
 def train(config: Config) -> None:
@@ -66,7 +64,8 @@ def train(config: Config) -> None:
                                   config.output_path(config.tokenizer.output))
     options = dict(vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
                    special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
-                   merges=settings.merges, merge_newlines=settings.merge_newlines, progress=show_progress())
+                   merges=settings.merges, merge_newlines=settings.merge_newlines,
+                   character_coverage=settings.character_coverage, progress=show_progress())
     if settings.kind == "word":
         tokenizer = Tokenizer.train(documents.iter_split_documents(prepared, "train"),
                                     workers=settings.workers, **options)
@@ -74,13 +73,19 @@ def train(config: Config) -> None:
         with open_tasks(config.executor, workers=settings.workers) as tasks:
             counts = count_prepared(tasks, prepared, "train", progress=show_progress(),
                                     pattern=resolve_pattern(settings.pattern, kind=settings.kind))
-        tokenizer = Tokenizer.train_from_counts(counts, **options)
+        try:
+            tokenizer = Tokenizer.train_from_counts(counts, **options)
+        except AlphabetTooLargeError as exc:
+            raise AlphabetTooLargeError(exc.problem, "raise tokenizer.vocab_size, or keep fewer characters with "
+                                                     "tokenizer.character_coverage (such as 0.9995)") from None
+    if tokenizer.coverage_note:
+        say("tokenizer", tokenizer.coverage_note)
     check_roles(config, tokenizer)
     tokenizer.save(output)
-    write_companions(config)
+    pad = write_companions(config, tokenizer)
     stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""
     say("tokenizer", f"trained vocab {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges){stopped}, "
-                     f"fingerprint {tokenizer.fingerprint[:12]} → {output}")
+                     f"fingerprint {tokenizer.fingerprint[:12]}, {pad} → {output}")
 
 
 def reuse(config: Config) -> None:
@@ -94,8 +99,9 @@ def reuse(config: Config) -> None:
     tokenizer = hf_json.loads(data, name=source)
     check_roles(config, tokenizer)
     storage.write_bytes(output, data)
-    write_companions(config)
-    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size:,}, fingerprint {tokenizer.fingerprint[:12]}) → {output}")
+    pad = write_companions(config, tokenizer)
+    say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size:,}, fingerprint {tokenizer.fingerprint[:12]}, "
+                     f"{pad}) → {output}")
 
 
 def check_roles(config: Config, tokenizer: Tokenizer) -> None:
@@ -107,7 +113,11 @@ def check_roles(config: Config, tokenizer: Tokenizer) -> None:
                    path=config.here(settings.path) if settings.path else config.output_path(settings.output))
 
 
-def write_companions(config: Config) -> None:
-    """The transformers files beside ``tokenizer.output``."""
-    encode = config.encode
-    hf_dir.write_companions(config.output_path(config.tokenizer.output), eos_token=encode.eos_token, bos_token=encode.bos_token)
+def write_companions(config: Config, tokenizer: Tokenizer) -> str:
+    """The transformers files beside ``tokenizer.output``; returns ``pad token '<|endoftext|>'`` (or that there
+    is none) for the stage's line."""
+    encode, specials = config.encode, tokenizer.special_tokens
+    pad = hf_dir.write_companions(config.output_path(config.tokenizer.output), eos_token=encode.eos_token,
+                                  bos_token=encode.bos_token, special_tokens=sorted(specials, key=specials.get),
+                                  model_max_length=config.tokenizer.model_max_length)
+    return f"pad token {pad!r}" if pad is not None else "no pad token (no special token to pad with)"

@@ -10,18 +10,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from pipeline.config.schema import Config
+from pipeline.config import Config
 from pipeline.engine import hashing, storage
 from pipeline.engine.runner import Stage
 from pipeline.errors import PipelineError
-from pipeline.shards.format import ShardSet, has_split, read_manifest
+from pipeline.shards.format import ShardSet
+from pipeline.shards.manifest import has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import say, show_progress
 
-# Version of the code that shapes this stage's outputs (training, model, checkpoint in pipeline/):
-# bump it whenever the same shards, tokenizer and settings would give another checkpoint, and the
-# stage re-runs wherever it ran before.
 CODE_VERSION = 2  # 2: the chunked loss (the same loss, other float rounding)
+
 
 def build(config: Config) -> Stage:
     shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),
@@ -86,8 +85,9 @@ def preview(config: Config) -> str | None:
     Judged on the tokenizer and shards as they are now; a stale stage before this one may still change them.
     A remote checkpoint is judged on its header alone (two ranged reads), never downloaded.
     """
-    from pipeline.model import training
     from pipeline.model.checkpoint import checkpoint_exists
+    from pipeline.model.homes import set_aside_path
+    from pipeline.model.resume import plan_resume
 
     directory = config.output_path(config.train.output_dir)
     try:
@@ -97,9 +97,9 @@ def preview(config: Config) -> str | None:
         shards = hashing.canonical_hash(read_manifest(config.output_path(config.encode.output_dir), "train").to_dict())
     except PipelineError:  # a missing or broken input: the run itself will say what is wrong
         return None
-    plan = training.plan_resume(directory, tokenizer=tokenizer, settings=settings_here(config),
-                                shard_fingerprint=shards, header_only=storage.is_url(directory))
+    plan = plan_resume(directory, tokenizer=tokenizer, settings=settings_here(config),
+                       shard_fingerprint=shards, header_only=storage.is_url(directory))
     if plan.action != "set_aside":
         return None
-    aside = training.set_aside_path(directory, plan.tag)
+    aside = set_aside_path(directory, plan.tag)
     return f"{plan.reason}: running it will move {directory} to {aside} and train from scratch"

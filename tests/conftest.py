@@ -14,20 +14,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-
-def replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Reference BPE step: replace every non-overlapping occurrence of ``pair``, left to right."""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
 # --- model and checkpoint tests: a minimal stand-in for the tokenizer the guard reads
 
 
@@ -233,7 +219,8 @@ data:
 prepare: {{output_dir: {paths.get('prepared', 'out/prepared')}, val_fraction: 0.2, partition_bytes: 2000}}
 tokenizer: {{output: {paths.get('tokenizer', 'out/tokenizer.json')}, vocab_size: 300}}
 encode: {{output_dir: {paths.get('shards', 'out/shards')}, shard_tokens: 500}}
-train: {{output_dir: {paths.get('ckpt', 'out/ckpt')}, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}}
+train: {{output_dir: {paths.get('ckpt', 'out/ckpt')}, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2,
+        context: 8, dim: 8}}
 {optional}state_dir: state
 """)
 
@@ -251,18 +238,10 @@ def put_corpus(s3, files: int = 3, documents: int = 30) -> None:
         s3.put(f"raw/part-{index}.jsonl.gz", gz(jsonl(texts)))
 
 
-def replay_merges(tokenizer, text: str) -> list[int]:
-    """The definition of encoding (seed 000): base IDs per chunk, then each merge in training order."""
-    from pipeline.tokenizer import patterns
+def reference_ids(tokenizer, text: str) -> list[int]:
+    """The IDs the reference BPE (``pipeline.tokenizer.reference``) gives ``text``, for a tokenizer in the
+    trainer's ID layout."""
+    from pipeline.tokenizer import reference
 
-    ids: list[int] = []
-    for chunk in patterns.splitter(tokenizer.pattern)(text):
-        if tokenizer.kind == "byte":
-            chunk_ids = list(chunk.encode("utf-8"))
-        else:
-            table = {c: i for i, c in enumerate(tokenizer.alphabet, start=1)}
-            chunk_ids = [table.get(c, 0) for c in chunk]
-        for rank, pair in enumerate(tokenizer.merges):
-            chunk_ids = replace_pair(chunk_ids, pair, tokenizer._merge_results[rank])
-        ids += chunk_ids
-    return ids
+    return reference.encode(text, kind=tokenizer.kind, pattern=tokenizer.pattern, merges=tokenizer.merges,
+                            alphabet=tokenizer.alphabet)

@@ -1,1 +1,39 @@
-"""Config."""
+"""The run configuration: a YAML file read into typed, frozen dataclasses.
+
+What lives where:
+
+- :mod:`~pipeline.config.schema`: the dataclasses (:class:`Config` and one per section), their
+  defaults and bounds, and the limits shared with the rest of the pipeline;
+- :mod:`~pipeline.config.files`: reading a config file: ``extends`` chains, ``--set`` overrides,
+  where each value came from (:class:`Origins`), paths rebased onto the file's directory;
+- :mod:`~pipeline.config.yaml_safe`: the bounded YAML reader (size, nesting, alias bombs);
+- :mod:`~pipeline.config.validate`: a parsed mapping checked and converted into the dataclasses.
+- :mod:`~pipeline.config.export_formats`: the export formats and the most IDs each holds.
+
+Import from ``pipeline.config``; the modules above may import only :mod:`pipeline.errors`,
+:mod:`pipeline.engine` and one another.
+"""
+
+from pipeline.config.export_formats import EXPORT_FORMATS
+from pipeline.config.files import Origins, dump_yaml, load_config, load_config_with_origins, parse_config
+from pipeline.config.schema import (
+    MAX_TRAINED_IDS,
+    Config,
+    DataConfig,
+    EncodeConfig,
+    ExecutorConfig,
+    ExportConfig,
+    PrepareConfig,
+    SourceConfig,
+    StatsConfig,
+    TokenizerConfig,
+    TrainConfig,
+    resolved_size,
+)
+from pipeline.config.yaml_safe import MAX_CONFIG_BYTES
+
+__all__ = [
+    "EXPORT_FORMATS", "MAX_CONFIG_BYTES", "MAX_TRAINED_IDS", "Config", "DataConfig", "EncodeConfig", "ExecutorConfig",
+    "ExportConfig", "Origins", "PrepareConfig", "SourceConfig", "StatsConfig", "TokenizerConfig", "TrainConfig",
+    "dump_yaml", "load_config", "load_config_with_origins", "parse_config", "resolved_size",
+]

@@ -109,10 +109,6 @@ class PrepareStats:
         if amount:
             self.dropped[reason] = self.dropped.get(reason, 0) + amount
 
-    def count_kept(self, split: str, text: str) -> None:
-        self.documents[split] += 1
-        self.characters[split] += len(text)
-
     def account(self, names: list[str], tally: Tally) -> None:
         """Take each source's counts from ``tally`` (a source that yields nothing keeps a row of zeros)."""
         self.sources = [(name, tally.sources.get(index, SourceTally())) for index, name in enumerate(names)]

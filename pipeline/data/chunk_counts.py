@@ -14,22 +14,17 @@ import os
 from collections import Counter
 from pathlib import Path
 
-import regex
-
 from pipeline.data import documents
 from pipeline.engine import storage
 from pipeline.engine.executor import Tasks
-from pipeline.errors import TokenizerError
 from pipeline.tokenizer._train_count import count_chunks
+from pipeline.tokenizer.patterns import compile_checked
 
 
 def count_prepared(tasks: Tasks, prepared_dir: str | os.PathLike[str], split: str, *, pattern: str,
                    progress: bool = False) -> dict[str, int]:
     """The chunk counts of every document of a prepared split (``pattern`` already resolved)."""
-    try:
-        regex.compile(pattern)
-    except regex.error as error:
-        raise TokenizerError(f"invalid split pattern {pattern!r}: {error}; fix the regex") from None
+    compile_checked(pattern)
     prepared = storage.committed(prepared_dir)
     paths = [storage.join(prepared, part.file) for part in documents.read_parts(prepared, split) if part.documents]
     if not paths:

@@ -1,11 +1,12 @@
-"""Document cleaning, exact de-duplication and the train/val split.
+"""Document cleaning, the drop rules and the train/val split.
 
-Cleaning is a pure function of the text. De-duplication keeps a 16-byte
-BLAKE2b digest per kept document — about 100 bytes of memory each in a Python
-set, so 10 million documents cost ~1 GB; nothing else grows with the corpus.
-The split hashes each document's text with the seed, so a document's split
-never depends on the other documents: adding data never moves an existing
-document between train and val.
+Cleaning is a pure function of the text, and so is the decision to drop a
+document (empty, too short, too long). The split hashes each document's text
+with the seed, so a document's split never depends on the other documents:
+adding data never moves an existing document between train and val. Exact
+de-duplication is not here: it needs the whole corpus, and prepare does it over
+buckets of digests (:mod:`pipeline.data.dedup`); prepare's counts are in
+:mod:`pipeline.data.accounting`.
 """
 
 from __future__ import annotations
@@ -40,23 +41,6 @@ def drop_reason(text: str, *, min_chars: int, max_chars: int | None) -> str | No
     if max_chars is not None and len(text) > max_chars:
         return "too_long"
     return None
-
-
-class Deduplicator:
-    """Remembers digests of the documents seen; the first copy of a text is new, later ones are not."""
-
-    def __init__(self) -> None:
-        self._seen: set[bytes] = set()
-
-    def is_new(self, text: str) -> bool:
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        if digest in self._seen:
-            return False
-        self._seen.add(digest)
-        return True
-
-    def __len__(self) -> int:
-        return len(self._seen)
 
 
 def split_of(text: str, *, seed: int, val_fraction: float) -> str:

@@ -81,7 +81,8 @@ def text_column(texts: list[str]) -> pa.LargeStringArray:
     """``texts`` as an Arrow column, built from its UTF-8 bytes and offsets.
 
     ``pa.array`` would give the same column but imports pandas, where it is
-    installed, on its first call: 0.2 s of CPU and ~40 MB in every worker process.
+    installed, on its first call, at a cost in CPU and memory in every worker
+    process (docs/performance.md).
     """
     encoded = [text.encode("utf-8") for text in texts]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
@@ -168,7 +169,8 @@ def read_parts(directory: str | os.PathLike[str], split: str) -> list[PreparedPa
     try:
         return [PreparedPart(**entry) for entry in json.loads(storage.read_bytes(path))[split]]
     except FileNotFoundError:
-        raise DataError(f"{path}: missing, so {directory} is not a prepared directory; run 'lmprep run prepare'") from None
+        raise DataError(f"{path}: missing, so {directory} is not a prepared directory; "
+                        "run 'lmprep run prepare'") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{path}: malformed list of prepared parts ({exc!r}); re-run 'lmprep run prepare'") from None
 

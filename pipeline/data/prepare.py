@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.config.schema import PrepareConfig
+from pipeline.config import PrepareConfig
 from pipeline.data import documents
 from pipeline.data.accounting import PrepareStats, Tally, looks_like_a_name
 from pipeline.data.cleaning import clean_text, split_of

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pipeline.config.schema import SourceConfig
+from pipeline.config import SourceConfig
 from pipeline.engine import storage
-from pipeline.errors import DataError, json_error_reason
+from pipeline.errors import DataError, json_error_reason, shorten
 
 STDIN = "-"
 """A source path that stands for standard input (on the command line)."""
@@ -420,10 +420,11 @@ def _json_field(line: str, file: SourceFile, offset: int) -> str:
         raise DataError(f"{file.path}:{_line_number(file.path, offset)}: bad JSON line ({json_error_reason(exc)}); "
                         "each line must be one JSON object") from None
     if not isinstance(record, dict):
-        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: expected a JSON object, got {type(record).__name__}")
+        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: expected a JSON object, "
+                        f"got {type(record).__name__}")
     if file.field not in record:
-        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: no field {file.field!r} (fields: {', '.join(sorted(record))}); "
-                        "set field: in data.sources")
+        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: no field {file.field!r} "
+                        f"(fields: {', '.join(sorted(record))}); set field: in data.sources")
     value = record[file.field]
     if not isinstance(value, str):
         raise DataError(f"{file.path}:{_line_number(file.path, offset)}: field {file.field!r} must be a string, "
@@ -464,7 +465,7 @@ def _next_texts(batches: Iterator[Any], file: SourceFile, pa: Any) -> list[str] 
         batch = next(batches, None)
         return None if batch is None else [text or "" for text in batch.column(0).to_pylist()]
     except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{file.path}: corrupt parquet data ({' '.join(str(exc).split())[:200]})") from None
+        raise DataError(f"{file.path}: corrupt parquet data ({shorten(str(exc))})") from None
     except UnicodeDecodeError:
         raise DataError(f"{file.path}: column {file.field!r} holds invalid UTF-8; fix the file") from None
 

@@ -58,10 +58,7 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
     fsync before the rename: for intermediate files in a staging directory that a crash discards
     anyway (a few ms each locally, more on a network file system).
     """
-    target = Path(path)
-    if os.fspath(path).endswith(("/", os.sep)) or target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = _file_target(path)
     fd, tmp_name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -73,6 +70,16 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _file_target(path: str | os.PathLike[str]) -> Path:
+    """``path`` with its parent created; IsADirectoryError for a directory (an existing one, or a trailing
+    separator), before anything is written."""
+    target = Path(path)
+    if os.fspath(path).endswith(("/", os.sep)) or target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
@@ -122,6 +129,34 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(backup, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def link_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Replace ``target`` by a hard link to ``source`` (a copy where no link can be made: another file
+    system, or one without links), renamed into place, so ``target`` is wholly old or wholly new.
+
+    Outputs are only ever replaced, never written in place, so two names of one file stay equal."""
+    target = _file_target(target)
+    temporary = target.parent / f"{_temporary_prefix(target)}link"
+    temporary.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(source, temporary)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+            shutil.copy2(source, temporary)
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def link_tree(source: str | os.PathLike[str], target: str | os.PathLike[str], files: list[str]) -> None:
+    """Replace the directory ``target`` by one holding ``files`` (relative paths) of ``source``, each a hard
+    link (or a copy, as :func:`link_file`), swapped in as :func:`atomic_dir` does."""
+    with atomic_dir(target) as staging:
+        for relative in files:
+            link_file(Path(source) / relative, staging / relative)
 
 
 def recover_dir(path: str | os.PathLike[str]) -> None:

@@ -78,7 +78,7 @@ class HashCache:
         root = Path(path)
         if root.is_file():
             return self.file_hash(root)
-        listing = [[rel, self.file_hash(root / rel)] for rel in _visible_files(root)]
+        listing = [[rel, self.file_hash(root / rel)] for rel in visible_files(root)]
         return canonical_hash(listing)
 
     def exists(self, path: str | os.PathLike[str]) -> bool:
@@ -105,7 +105,8 @@ class HashCache:
             return {}
 
 
-def _visible_files(root: Path) -> list[str]:
+def visible_files(root: Path) -> list[str]:
+    """The files under ``root`` that make its tree hash, as sorted relative paths (no hidden entry)."""
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))

@@ -23,6 +23,8 @@ existing path only when that path is the stage's own previous output, which it
 records in ``{state_dir}/outputs.json`` before the stage first writes there, or
 what the stage ``adopts`` as its own (``train``: a checkpoint it wrote to object
 storage from another machine, which it resumes or sets aside, never deletes).
+A stale stage that is ``reusable`` first looks in the project's run cache
+(:mod:`pipeline.engine.run_cache`) for outputs another config made the same way.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from typing import Any
 
 from pipeline.engine import atomic, storage
 from pipeline.engine.hashing import HashCache
-from pipeline.errors import RunnerError
+from pipeline.engine.run_cache import RunCache
+from pipeline.errors import RunnerError, shorten
 
 LOCK_VERSION = 1
 OWNERS_VERSION = 1
@@ -72,6 +75,7 @@ class Stage:
     run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
     preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
     adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
+    reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
 
 
 @dataclass(frozen=True)
@@ -96,17 +100,21 @@ class Pipeline:
     def __init__(self, stages: Sequence[Stage], *, param_value: Callable[[str], Any],
                  state_dir: str | os.PathLike[str], root: str | os.PathLike[str] = ".",
                  guarded: Mapping[str, str | os.PathLike[str]] | None = None,
+                 run_cache: str | os.PathLike[str] | None = None,
                  log: Callable[[str], None] = lambda message: None):
         """``root`` is the project root, the directory relative paths start from; ``guarded``
-        maps a description to a path that no output may overlap (the config file)."""
+        maps a description to a path that no output may overlap (the config file); ``run_cache`` is the
+        directory of the project's run cache (:mod:`pipeline.engine.run_cache`), None for none."""
         self.stages = list(stages)
         self.root = Path(root)
         self.state_dir = self.root / state_dir
+        self._runs = None if run_cache is None else RunCache(self.root / run_cache, self.root)
         self._param_value = param_value
         self._log = log
         self._upstream = _upstream_map(self.stages)
         self._cache_warned = False
-        guarded = {**(guarded or {}), f"the state dir {os.fspath(state_dir)!r}": state_dir}
+        guarded = {**(guarded or {}), f"the state dir {os.fspath(state_dir)!r}": state_dir,
+                   **({f"the run cache {os.fspath(run_cache)!r}": run_cache} if run_cache is not None else {})}
         _check_layout(self.stages, self.root, {label: self.root / path for label, path in guarded.items()})
 
     @property
@@ -189,12 +197,19 @@ class Pipeline:
             if isinstance(out, str):
                 storage.check_container(out)
         deps = {dep: cache.tree_hash(self._where(dep)) for dep in stage.deps}
+        key = self._runs.key(stage, self._params(stage), deps, self.stages) if self._runs and stage.reusable else None
         self._claim(stage)
-        (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
-        self._record(stage, deps, cache)
+        reused = self._runs.reuse(key, stage, cache) if key is not None and not forced else None
+        if reused is None:
+            (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
+        else:
+            self._log(f"'{stage.name}' reused from {reused}: the same inputs, settings and code version ran there")
+        outs = self._record(stage, deps, cache)
+        if key is not None:
+            self._runs.remember(key, outs)
         return True
 
-    def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> None:
+    def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> dict[str, str]:
         outs = {}
         for out in stage.outs:
             if not cache.exists(self._where(out)):
@@ -205,6 +220,7 @@ class Pipeline:
         lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
                              "params": self._params(stage)}
         atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
+        return outs
 
     def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache) -> list[str]:
         if entry is None:
@@ -513,23 +529,28 @@ def _remove_empty_parents(path: Path, root: Path) -> None:
         parent = parent.parent
 
 
-def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
-    """Stage name → names of all stages it depends on, directly or not.
-
-    A dependency on an output path (or on a path inside an output directory)
-    makes the producing stage upstream. Producers must come earlier.
-    """
+def direct_upstream(stages: Sequence[Stage]) -> dict[str, list[str]]:
+    """Stage name → the stages that write what it reads (an output it depends on, or a path inside
+    one), in pipeline order: the edges of ``lmprep dag``. Producers must come earlier."""
     producer: dict[str, str] = {}
-    upstream: dict[str, set[str]] = {}
+    direct: dict[str, list[str]] = {}
     for stage in stages:
-        if stage.name in upstream:
+        if stage.name in direct:
             raise RunnerError(f"two stages are named '{stage.name}'")
-        direct = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
-        upstream[stage.name] = direct.union(*(upstream[name] for name in direct))
+        found = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
+        direct[stage.name] = [name for name in direct if name in found]
         for out in stage.outs:
             if out in producer:
                 raise RunnerError(f"'{out}' is an output of both '{producer[out]}' and '{stage.name}'")
             producer[out] = stage.name
+    return direct
+
+
+def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
+    """Stage name → names of all stages it depends on, directly or not."""
+    upstream: dict[str, set[str]] = {}
+    for name, direct in direct_upstream(stages).items():
+        upstream[name] = set(direct).union(*(upstream[other] for other in direct))
     return upstream
 
 
@@ -568,9 +589,8 @@ def _value_changes(key: str, old: Any, new: Any) -> list[str]:
                 for change in _value_changes(f"{key}[{index}]", was, now)]
     if atomic.dumps_json(old, indent=None) == atomic.dumps_json(new, indent=None):
         return []
-    return [f"param {key} changed {_short(old)} → {_short(new)}"]
+    return [f"param {key} changed {_shown(old)} → {_shown(new)}"]
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = atomic.dumps_json(value, indent=None)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _shown(value: Any) -> str:
+    return shorten(atomic.dumps_json(value, indent=None), 60)

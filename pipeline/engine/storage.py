@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from pipeline.engine import atomic
-from pipeline.errors import StorageError
+from pipeline.errors import StorageError, shorten
 
 SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
                        "mounted at the same path on every machine, or fsspec URLs)")
@@ -406,7 +406,8 @@ def list_files(prefix: str) -> dict[str, dict[str, Any]]:
     root = fs._strip_protocol(prefix).rstrip("/")
     with _named_errors(prefix):
         found = fs.find(prefix, detail=True)
-    return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items()) if entry.get("type") == "file"}
+    return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items())
+            if entry.get("type") == "file"}
 
 
 def _read_commit(url: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
@@ -430,7 +431,8 @@ def _read_commit(url: str, commits: dict[str, Any] | None = None) -> dict[str, A
         except FileNotFoundError:
             return None
         except ValueError as exc:
-            raise StorageError(f"{path}: malformed commit record ({_short(exc)}); delete it and re-run the stage") from None
+            raise StorageError(f"{path}: malformed commit record ({shorten(str(exc))}); "
+                               "delete it and re-run the stage") from None
     if not isinstance(record, dict) or record.get("version") != COMMIT_VERSION:
         raise StorageError(f"{path}: not a commit record of this lmprep version; delete it and re-run the stage")
     if commits is not None:
@@ -479,9 +481,9 @@ def _named_errors(location: str | os.PathLike[str]) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError as exc:
-        raise StorageError(f"{location}: not found ({_short(exc) or 'no such file or bucket'})") from None
+        raise StorageError(f"{location}: not found ({shorten(str(exc)) or 'no such file or bucket'})") from None
     except PermissionError as exc:
-        raise StorageError(f"{location}: access denied ({_short(exc)}); check the store's credentials "
+        raise StorageError(f"{location}: access denied ({shorten(str(exc))}); check the store's credentials "
                            "(for s3:// the usual AWS environment variables or ~/.aws)") from None
     except StorageError:
         raise
@@ -490,12 +492,8 @@ def _named_errors(location: str | os.PathLike[str]) -> Iterator[None]:
             raise StorageError(f"{location}: no credentials found for the store; set them as its library "
                                "expects (for s3:// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws)") from None
         if isinstance(exc, (OSError, ValueError)) or type(exc).__module__.split(".")[0] in ("botocore", "aiohttp"):
-            raise StorageError(f"{location}: {type(exc).__name__}: {_short(exc)}") from None
+            raise StorageError(f"{location}: {type(exc).__name__}: {shorten(str(exc))}") from None
         raise
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200]
 
 
 def _url(protocol: str, key: str) -> str:

@@ -1,1 +1,8 @@
-"""Model."""
+"""The model side: the tiny bigram model, checkpoints with the tokenizer guard, and training.
+
+``bigram`` (the model and generation), ``checkpoint`` (safetensors checkpoints that load without executing
+code and refuse a tokenizer with another fingerprint), ``resume`` (the resume policy: what to do with the
+checkpoint a run finds), ``homes`` (local and remote checkpoint locations and the order they are replaced
+in) and ``training`` (the loop, its metrics and the loss plot). The top room: may import every other;
+torch lives here.
+"""

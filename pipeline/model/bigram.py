@@ -12,6 +12,7 @@ and training modules imports this module eagerly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -48,6 +49,13 @@ class ModelConfig:
         if not isinstance(config.tie_weights, bool):
             raise CheckpointError(f"model config {data!r}: tie_weights must be true or false")
         return config
+
+
+def padded_vocab_size(vocab_size: int, multiple: int | None) -> int:
+    """The model's vocab size for a tokenizer of ``vocab_size`` IDs: rounded up to a multiple of
+    ``train.pad_vocab_to`` (as nanoGPT pads GPT-2's 50,257 to 50,304 = 786 × 64, for faster matrix
+    shapes), or the tokenizer's own with None. The extra rows are IDs no tokenizer emits."""
+    return vocab_size if multiple is None else -(-vocab_size // multiple) * multiple
 
 
 def training_memory_bytes(config: ModelConfig, *, batch_size: int, context: int) -> int:
@@ -171,11 +179,16 @@ def generate(
     temperature: float = 1.0,
     stop_ids: Collection[int] = (),
     generator: torch.Generator | None = None,
+    vocab_size: int | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
 ) -> Iterator[int]:
     """Yield up to ``max_tokens`` new IDs after ``prompt_ids``, ending after a stop ID.
 
     The stop ID itself is yielded so the caller can see why generation ended.
-    ``temperature`` 0 picks the most likely token (greedy); higher is more random.
+    ``temperature`` 0 picks the most likely token (greedy); higher is more random. ``top_k`` samples among
+    the k most likely tokens only, ``top_p`` among the fewest whose probabilities add up to p (nucleus).
+    Only IDs below ``vocab_size`` (the tokenizer's, when the model's is padded) are picked.
     A bigram model needs only the last ID, so the prompt must not be empty.
     """
     if not prompt_ids:
@@ -183,17 +196,25 @@ def generate(
     current = prompt_ids[-1]
     with torch.no_grad():
         for _ in range(max_tokens):
-            logits = model(torch.tensor([[current]]))[0, -1]
-            current = _pick(logits, temperature, generator)
+            logits = model(torch.tensor([[current]]))[0, -1, :vocab_size]
+            current = _pick(logits, temperature, generator, top_k=top_k, top_p=top_p)
             yield current
             if current in stop_ids:
                 return
 
 
-def _pick(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
+def _pick(logits: torch.Tensor, temperature: float, generator: torch.Generator | None, *,
+          top_k: int | None = None, top_p: float | None = None) -> int:
     if temperature <= 0:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits / temperature, dim=-1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.numel():
+        logits = logits.masked_fill(logits < torch.topk(logits, top_k).values[-1], -math.inf)
+    probs = torch.softmax(logits, dim=-1)
+    if top_p is not None and top_p < 1:
+        ranked, order = torch.sort(probs, descending=True, stable=True)
+        outside = ranked.cumsum(0) - ranked >= top_p  # the mass before a token already reaches p
+        probs = probs.index_fill(0, order[outside], 0.0)
     return int(torch.multinomial(probs, 1, generator=generator))
 
 

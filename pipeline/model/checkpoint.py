@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from safetensors import SafetensorError, safe_open
 
 from pipeline.engine import atomic, storage
-from pipeline.errors import CheckpointError, TokenizerMismatchError, json_error_reason
+from pipeline.errors import CheckpointError, TokenizerMismatchError, describe, json_error_reason, shorten
 
 if TYPE_CHECKING:
     import torch
@@ -70,8 +70,8 @@ class TokenizerLike(Protocol):
     vocab_size: int
     kind: str
     pattern: str
-    special_tokens: dict[str, int]
-    merges: list[tuple[int, int]]
+    special_tokens: Mapping[str, int]
+    merges: Sequence[tuple[int, int]]
 
     def token_bytes(self, id: int) -> bytes: ...
 
@@ -140,7 +140,7 @@ class CheckpointHeader:
         """The train settings the checkpoint was trained with (CheckpointError if the header's are malformed)."""
         recorded = self.metadata.get("train_config")
         if not isinstance(recorded, dict):
-            raise CheckpointError(_malformed_message(self.path, TypeError(f"train_config is {recorded!r:.60}")))
+            raise CheckpointError(_malformed_message(self.path, TypeError(f"train_config is {describe(recorded)}")))
         return recorded
 
     @property
@@ -304,7 +304,7 @@ def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]
 
 
 def _malformed_message(file: Path | str, exc: Exception) -> str:
-    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    reason = shorten(f"{type(exc).__name__}: {exc}")
     return f"checkpoint {file} has malformed metadata ({reason}); retrain it with `lmprep run train`"
 
 
@@ -464,11 +464,23 @@ def _check_model_shapes(header: CheckpointHeader, config: ModelConfig) -> None:
             f"checkpoint {header.path}: its model config {config.to_dict()} does not match the model "
             f"tensors the file holds {found}; retrain it with `lmprep run train`"
         )
-    if config.vocab_size != header.tokenizer.vocab_size:
+    padded = _padded_vocab_size(header)
+    if config.vocab_size != padded:
+        padding = "" if padded == header.tokenizer.vocab_size else f", padded to {padded}"
         raise CheckpointError(
             f"checkpoint {header.path}: the model has vocab size {config.vocab_size}, but its tokenizer "
-            f"record says {header.tokenizer.vocab_size}; retrain it with `lmprep run train`"
+            f"record says {header.tokenizer.vocab_size}{padding}; retrain it with `lmprep run train`"
         )
+
+
+def _padded_vocab_size(header: CheckpointHeader) -> int:
+    """The model vocab size the checkpoint's tokenizer record and recorded ``train.pad_vocab_to`` make."""
+    from pipeline.model.bigram import padded_vocab_size
+
+    multiple = header.train_config.get("pad_vocab_to")
+    if multiple is not None and (type(multiple) is not int or multiple < 1):
+        raise CheckpointError(_malformed_message(header.path, TypeError(f"pad_vocab_to is {multiple!r:.60}")))
+    return padded_vocab_size(header.tokenizer.vocab_size, multiple)
 
 
 def _assemble(header: CheckpointHeader, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> Checkpoint:

@@ -1,4 +1,4 @@
-"""Train the bigram model on the shards, resuming where that is sound.
+"""Train the bigram model on the shards: the loop, its metrics and the loss plot.
 
 Batches are random windows drawn from the memory-mapped shards by a numpy
 generator seeded from ``train.seed``; the model is initialised after
@@ -10,60 +10,12 @@ Validation uses its own generator, reseeded for every evaluation, so every
 evaluation scores the same val windows and evaluating never shifts the
 training batches.
 
-``train.steps`` is the step the checkpoint reaches: an absolute target, whatever
-happened before. A checkpoint directory is resumed only when the weights in it
-are what the current settings would have produced so far: same tokenizer
-fingerprint (hence vocab size) and same weight-shaping settings, i.e. every
-``train`` key except ``steps``, ``eval_every``, ``eval_batches`` and
-``output_dir`` (so ``dim``, ``tie_weights``, ``context``, ``batch_size``, ``lr``,
-``weight_decay``, ``seed``), and when it is below ``train.steps``. It then
-continues up to step ``train.steps``, on the current shards (which may be new
-data encoded with the same, frozen, tokenizer). A checkpoint already at
-``train.steps`` on these shards is left as it is.
-
-Otherwise training starts from scratch, and only once it has succeeded is the
-old directory renamed aside (never deleted) and the new one swapped in; a run
-that fails or is interrupted leaves the old checkpoint where it was. The suffix
-says why: ``default-<fp12>`` holds the checkpoint of the previous tokenizer
-(its fingerprint's first 12 hex digits), ``default-old-lr-seed``
-one trained with the previous ``train.lr`` and ``train.seed``,
-``default-old-steps`` one already past ``train.steps``, ``default-old-data`` one
-already at ``train.steps`` when the shards changed (raise ``train.steps`` to
-continue it on the new shards instead), ``default-forced`` one replaced by
-``lmprep run train --force``, and ``default-unreadable`` one that could not be read.
-The suffix is decided when the directory moves, from the checkpoint in it then:
-if another run replaced it meanwhile, the name is that checkpoint's, and
-``default-replaced`` when it needed no setting aside.
+Whether a run resumes or starts from scratch is decided by :mod:`pipeline.model.resume`; where the
+checkpoint lives and how it is replaced (a local directory, or a URL) by :mod:`pipeline.model.homes`.
 
 Each metrics record holds the loss in nats per token and in bits per byte
 (nats / ln 2 × tokens / UTF-8 bytes of the split): unlike the first, the second
 compares across tokenizers. The first record after a resume is marked.
-
-With ``train.checkpoint_every: N`` the run also saves a checkpoint every N steps
-into ``default.partial/`` (atomically), so a kill loses at most N steps: the next
-run continues from it when it is the same run (same tokenizer, weight-shaping
-settings, shards and starting point), ending with the same weights, bit for bit,
-as a run never interrupted. It is removed once the run succeeds.
-
-``train.output_dir`` may be a URL (``s3://bucket/ckpt``): checkpoints in object
-storage, which cannot rename. The trainer then works in a local scratch copy
-and publishes every step of the local logic as a committed remote output
-(:mod:`pipeline.engine.storage`), in the order that keeps the local case safe:
-
-1. download the committed ``<url>`` and ``<url>.partial`` (so an interrupted run
-   resumes on any machine; nothing local is needed);
-2. train as locally, committing each periodic save to ``<url>.partial`` as it is
-   written (a preempted driver loses at most ``checkpoint_every`` steps);
-3. upload an old checkpoint being set aside to a free ``<url>-<tag>`` and commit it;
-4. commit the new checkpoint to ``<url>`` (the swap: one PUT of its commit record);
-5. delete ``<url>.partial``.
-
-A kill between any two steps loses nothing: before 4 the previous commit of
-``<url>`` stands (and the next run resumes from ``<url>.partial``); between 3
-and 4 the old checkpoint is at both names, so the next run sets it aside once
-more, as ``<url>-<tag>-2``. Messages name the URLs, never the scratch copy. As
-for any remote output, one project owns it: runs of that project hold its lock,
-so no other run replaces ``<url>`` meanwhile.
 """
 
 from __future__ import annotations
@@ -73,43 +25,30 @@ import dataclasses
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from pipeline.engine import atomic, storage
-from pipeline.errors import CheckpointError, PipelineError, ShardError, TokenizerMismatchError, TrainingError
-from pipeline.model.bigram import BigramLM, ModelConfig, training_memory_bytes
-from pipeline.model.checkpoint import (
-    TOKENIZER_FILE,
-    Checkpoint,
-    CheckpointHeader,
-    TokenizerLike,
-    checkpoint_exists,
-    checkpoint_file,
-    read_checkpoint,
-    read_header,
-    save_checkpoint,
-)
+from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError, shorten
+from pipeline.model.bigram import BigramLM, ModelConfig, padded_vocab_size, training_memory_bytes
+from pipeline.model.checkpoint import TOKENIZER_FILE, Checkpoint, TokenizerLike, save_checkpoint
+from pipeline.model.homes import checkpoint_home, partial_dir
+from pipeline.model.resume import ResumePlan, interrupted_run, plan_resume
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import TrainConfig
+    from pipeline.config import TrainConfig
     from pipeline.shards.format import ShardSet
 
 METRICS_FILE = "metrics.jsonl"
 LOSS_PLOT_FILE = "loss.png"
 
 Notify = Callable[[str], None]
-
-NOT_WEIGHT_SHAPING = frozenset({"steps", "eval_every", "eval_batches", "checkpoint_every", "output_dir"})
-"""``train`` keys a checkpoint may be resumed across; any other change means training from scratch."""
 
 
 def _ignore(message: str) -> None:
@@ -139,19 +78,11 @@ class TrainSummary:
         return self.data_seconds / self.seconds if self.seconds else 0.0
 
 
-@dataclass(frozen=True)
-class ResumePlan:
-    """What to do with an existing checkpoint directory, and why."""
-
-    action: Literal["fresh", "resume", "done", "set_aside"]
-    reason: str
-    checkpoint: Checkpoint | CheckpointHeader | None = None  # a header when planned with ``header_only``
-    tag: str = ""  # the suffix the directory gets when set aside
-
-
 def model_config_for(settings: TrainConfig, tokenizer: TokenizerLike) -> ModelConfig:
-    """The model shape: vocab size from the tokenizer, the rest from ``train``."""
-    return ModelConfig(vocab_size=tokenizer.vocab_size, dim=settings.dim, tie_weights=settings.tie_weights)
+    """The model shape: vocab size from the tokenizer (padded as ``train.pad_vocab_to`` says), the rest from
+    ``train``."""
+    return ModelConfig(vocab_size=padded_vocab_size(tokenizer.vocab_size, settings.pad_vocab_to), dim=settings.dim,
+                       tie_weights=settings.tie_weights)
 
 
 def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_set: ShardSet) -> None:
@@ -166,7 +97,7 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
         raise TokenizerMismatchError(
             f"{where} records vocab size {shard_set.vocab_size}, the tokenizer has {tokenizer.vocab_size}"
         )
-    if model_config.vocab_size != tokenizer.vocab_size:
+    if model_config.vocab_size < tokenizer.vocab_size:
         raise TokenizerMismatchError(
             f"the model has vocab size {model_config.vocab_size}, the tokenizer {tokenizer.vocab_size}"
         )
@@ -175,86 +106,6 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
             f"{where} holds token ID {shard_set.max_id}, outside the model's vocab size "
             f"{model_config.vocab_size}; re-encode with `lmprep run encode`"
         )
-
-
-def plan_resume(
-    directory: str | os.PathLike[str], *, tokenizer: TokenizerLike, settings: TrainConfig,
-    shard_fingerprint: str | None, retrain: bool = False, header_only: bool = False,
-) -> ResumePlan:
-    """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``.
-
-    ``retrain`` sets any checkpoint aside (``--force``). ``header_only`` judges from the checkpoint's header,
-    without reading its tensors (for ``status``, which must not download a remote checkpoint).
-    """
-    if not checkpoint_exists(directory):
-        return ResumePlan("fresh", "no previous checkpoint")
-    try:
-        checkpoint = read_header(directory) if header_only else read_checkpoint(directory)
-        recorded = checkpoint.train_config
-    except CheckpointError as exc:
-        return ResumePlan("set_aside", f"the previous checkpoint is unreadable ({exc})", tag="unreadable")
-    if retrain:
-        return ResumePlan("set_aside", f"retraining as forced (the checkpoint was at step {checkpoint.step:,})",
-                          checkpoint, tag="forced")
-    old, new = checkpoint.tokenizer.fingerprint[:12], tokenizer.fingerprint[:12]
-    if checkpoint.tokenizer.fingerprint != tokenizer.fingerprint:
-        return ResumePlan("set_aside", f"the tokenizer changed ({old} → {new})", checkpoint, tag=old)
-    changed = changed_settings(recorded, settings)
-    if changed:
-        described = ", ".join(f"train.{key} {old} → {new}" for key, (old, new) in changed.items())
-        return ResumePlan("set_aside", f"the train settings changed ({described})", checkpoint,
-                          tag="old-" + "-".join(changed))
-    return _plan_steps(checkpoint, settings.steps, shard_fingerprint)
-
-
-def changed_settings(recorded: Mapping[str, Any], settings: TrainConfig) -> dict[str, tuple[Any, Any]]:
-    """The weight-shaping ``train`` keys whose value differs from ``recorded``, as ``key: (old, new)``."""
-    current = dataclasses.asdict(settings)
-    return {
-        key: (recorded.get(key), value)
-        for key, value in current.items()
-        if key not in NOT_WEIGHT_SHAPING and recorded.get(key) != value
-    }
-
-
-def _plan_steps(checkpoint: Checkpoint | CheckpointHeader, steps: int, shard_fingerprint: str | None) -> ResumePlan:
-    """Resume, keep or set aside a checkpoint trained with the current settings, by its step and its shards."""
-    step, same_shards = checkpoint.step, checkpoint.shard_fingerprint == shard_fingerprint
-    if step > steps:
-        return ResumePlan("set_aside", f"train.steps={steps:,} is below the checkpoint's step {step:,}",
-                          checkpoint, tag="old-steps")
-    if step == steps and same_shards:
-        return ResumePlan("done", f"the checkpoint is at step {step:,} = train.steps on these shards with these "
-                          "settings", checkpoint)
-    if step == steps:
-        return ResumePlan("set_aside", f"the shards changed and the checkpoint is already at train.steps={steps:,} "
-                          "(raise train.steps to continue it on the new shards instead)", checkpoint, tag="old-data")
-    if not same_shards:
-        return ResumePlan("resume", f"the shards changed; continuing from step {step:,} to step {steps:,} on the "
-                          "new shards", checkpoint)
-    return ResumePlan("resume", f"resuming from step {step:,} to step {steps:,}", checkpoint)
-
-
-def set_aside_path(directory: str | os.PathLike[str], tag: str) -> Path | str:
-    """The first free sibling of ``directory`` among ``<name>-<tag>``, ``<name>-<tag>-2``, … (for a URL,
-    the first prefix holding no object).
-
-    :func:`set_aside` moves the directory there (a remote one is copied there), and ``status`` names it beforehand.
-    """
-    remote = storage.is_url(directory)
-    base = os.fspath(directory).rstrip("/") if remote else os.fspath(Path(directory))
-    taken = storage.holds_anything if remote else os.path.exists
-    candidate, number = f"{base}-{tag}", 2
-    while taken(candidate):
-        candidate, number = f"{base}-{tag}-{number}", number + 1
-    return candidate if remote else Path(candidate)
-
-
-def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
-    """Rename the local ``directory`` to :func:`set_aside_path` and return the new path."""
-    candidate = Path(set_aside_path(directory, tag))
-    os.replace(directory, candidate)
-    return candidate
 
 
 def train_checkpoint_dir(
@@ -275,11 +126,11 @@ def train_checkpoint_dir(
     leaves it where and as it was. Setting aside and swapping in are two renames
     in a row; a crash between them would leave the old checkpoint under its
     set-aside name and nothing at ``output_dir``. A URL is trained in a local copy
-    and published step by step (see the module docstring).
+    and published step by step (see :mod:`pipeline.model.homes`).
     """
     model_config = model_config_for(settings, tokenizer)
     _check_inputs(settings, tokenizer, model_config, train_set, val_set)  # before anything is written
-    with _checkpoint_home(settings.output_dir) as home:
+    with checkpoint_home(settings.output_dir) as home:
         directory, tell = home.directory, lambda message: notify(home.words(message))
         plan = plan_resume(directory, tokenizer=tokenizer, settings=settings,
                            shard_fingerprint=train_set.fingerprint, retrain=retrain)
@@ -290,8 +141,8 @@ def train_checkpoint_dir(
                                 step=plan.checkpoint.step)
         resume = _announce(plan, tell)
         partial = partial_dir(directory)
-        interrupted = _interrupted_run(partial, resume, tokenizer=tokenizer, settings=settings,
-                                       shard_fingerprint=train_set.fingerprint)
+        interrupted = interrupted_run(partial, resume, tokenizer=tokenizer, settings=settings,
+                                      shard_fingerprint=train_set.fingerprint)
         if interrupted is not None:
             tell(f"continuing the interrupted run from its checkpoint at step {interrupted.step} in {partial}")
         with atomic.atomic_dir(directory) as staging:
@@ -309,118 +160,6 @@ def train_checkpoint_dir(
         home.publish()
         home.remove_partial()
         return dataclasses.replace(summary, checkpoint=home.name(directory / summary.checkpoint.name))
-
-
-class _LocalHome:
-    """Where a checkpoint directory lives and how its steps are made: here, a local directory, by renames."""
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-
-    def name(self, path: Path) -> Path | str:
-        """What to call a path under the working directory (its parent) in messages and results."""
-        return path
-
-    def words(self, message: str) -> str:
-        """``message`` with the paths it names as :meth:`name` calls them."""
-        return message
-
-    def partial_saved(self, partial: Path) -> None:
-        """A periodic checkpoint was just saved into ``partial``."""
-
-    def set_aside(self, tag: str) -> Path | str:
-        """Keep the old checkpoint under a free name ``<name>-<tag>``, before the new one replaces it."""
-        return set_aside(self.directory, tag)
-
-    def publish(self) -> None:
-        """The new checkpoint is in place in the working directory: make it the checkpoint."""
-
-    def remove_partial(self) -> None:
-        partial = partial_dir(self.directory)
-        if partial.exists():
-            shutil.rmtree(partial)
-
-
-class _RemoteHome(_LocalHome):
-    """A checkpoint directory at a URL, worked on in the local copy ``directory`` (see the module docstring)."""
-
-    def __init__(self, url: str, directory: Path):
-        super().__init__(directory)
-        self.url = url
-
-    def name(self, path: Path) -> Path | str:
-        return self.words(str(path))
-
-    def words(self, message: str) -> str:
-        return message.replace(str(self.directory), self.url)
-
-    def partial_saved(self, partial: Path) -> None:
-        _commit_copy(partial, self.url + ".partial")
-
-    def set_aside(self, tag: str) -> str:
-        target = os.fspath(set_aside_path(self.url, tag))
-        _commit_copy(self.directory, target)
-        return target
-
-    def publish(self) -> None:
-        _commit_copy(self.directory, self.url)
-
-    def remove_partial(self) -> None:
-        storage.remove(self.url + ".partial")
-
-
-@contextlib.contextmanager
-def _checkpoint_home(output_dir: str) -> Iterator[_LocalHome]:
-    """The home of ``train.output_dir``; for a URL, a scratch copy of its committed checkpoint and partial
-    checkpoint, for as long as the run lasts, and errors raised meanwhile name the URL."""
-    if not storage.is_url(output_dir):
-        yield _LocalHome(Path(output_dir))
-        return
-    url = os.fspath(output_dir).rstrip("/")
-    with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:
-        home = _RemoteHome(url, Path(scratch) / storage.name_of(url))
-        for remote, copy in ((url, home.directory), (url + ".partial", partial_dir(home.directory))):
-            if storage.exists(remote):
-                storage.download_dir(remote, copy)
-        try:
-            yield home
-        except PipelineError as exc:
-            exc.args = (home.words(str(exc)),)
-            raise
-
-
-def _commit_copy(directory: Path, url: str) -> None:
-    """Upload a local directory as the new committed output at ``url`` (its previous commit stands until then)."""
-    with storage.output_dir(url) as attempt:
-        storage.upload_dir(directory, attempt)
-
-
-def partial_dir(directory: str | os.PathLike[str]) -> Path:
-    """Where ``train.checkpoint_every`` saves the checkpoints of a run in progress: ``<name>.partial``."""
-    directory = Path(directory)
-    return directory.with_name(directory.name + ".partial")
-
-
-def _interrupted_run(partial: Path, resume: Checkpoint | None, *, tokenizer: TokenizerLike, settings: TrainConfig,
-                     shard_fingerprint: str) -> Checkpoint | None:
-    """The checkpoint an interrupted run left in ``partial``, if this run is that run continued:
-    same tokenizer, weight-shaping settings and shards, begun at the same step (``resume``'s, or 0),
-    and not past ``train.steps``. Anything else is ignored (and overwritten by this run's own
-    periodic checkpoints)."""
-    if not checkpoint_file(partial).exists():
-        return None
-    try:
-        checkpoint = read_checkpoint(partial)
-    except CheckpointError:
-        return None
-    start = resume.step if resume is not None else 0
-    same_run = (checkpoint.tokenizer.fingerprint == tokenizer.fingerprint
-                and not changed_settings(checkpoint.train_config, settings)
-                and checkpoint.shard_fingerprint == shard_fingerprint
-                and checkpoint.extra.get("run_start") == start
-                and start < checkpoint.step <= settings.steps)
-    return checkpoint if same_run else None
-
 
 def _announce(plan: ResumePlan, notify: Notify) -> Checkpoint | None:
     """Say what the run will do; return the checkpoint to resume, if any. Nothing is moved here."""
@@ -635,9 +374,9 @@ def _deterministic() -> Iterator[None]:
     """Deterministic kernels on one intra-op thread for the run, then the caller's settings again.
 
     One thread: the model's matmuls are a few MFLOP per step, too small to gain
-    from a second thread, and OpenMP workers spinning on a busy 2-core machine
-    made the default config train at 13k instead of 167k tokens/s. It also makes
-    the weights independent of the machine's core count.
+    from a second thread, and OpenMP workers spinning on a busy machine slowed
+    the default config down by an order of magnitude (docs/performance.md). It
+    also makes the weights independent of the machine's core count.
     """
     previous = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
     torch.use_deterministic_algorithms(True)
@@ -667,8 +406,9 @@ def _parse_metrics_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
     except ValueError:  # not UTF-8 or not JSON
         record = None
     if not isinstance(record, dict) or type(record.get("step")) is not int:
+        shown = shorten(repr(line.decode("utf-8", "backslashreplace")), 60)
         raise CheckpointError(
-            f"{path} line {number} is not a metrics record ({line[:60].decode('utf-8', 'backslashreplace')!r}); "
+            f"{path} line {number} is not a metrics record ({shown}); "
             "delete that line, or the whole file, to resume from the checkpoint beside it"
         )
     return record
@@ -701,8 +441,9 @@ def _plot_losses(path: Path, metrics: list[dict[str, Any]]) -> None:
             if record.get("resumed"):
                 why = "resumed on new shards" if record.get("new_shards") else "resumed"
                 axes.axvline(record["step"] - 1, color="grey", linestyle="--", linewidth=1)
-                axes.annotate(f"{why} at step {record['step'] - 1:,}", (record["step"] - 1, 1), xycoords=("data", "axes fraction"),
-                              rotation=90, va="top", ha="right", fontsize=8, color="grey")
+                axes.annotate(f"{why} at step {record['step'] - 1:,}", (record["step"] - 1, 1),
+                              xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right", fontsize=8,
+                              color="grey")
         axes.set(xlabel="step", ylabel=label)
         axes.grid(alpha=0.3)
         axes.legend()

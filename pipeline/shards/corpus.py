@@ -26,15 +26,8 @@ from pipeline.data import documents
 from pipeline.engine import atomic, hashing, storage
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
-from pipeline.shards.format import (
-    Manifest,
-    ShardStamp,
-    ShardWriter,
-    ids_dtype,
-    join_manifests,
-    shard_name,
-    write_manifest,
-)
+from pipeline.shards.format import ShardWriter
+from pipeline.shards.manifest import Manifest, ShardStamp, ids_dtype, join_manifests, shard_name, write_manifest
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.encoder import DEFAULT_CACHE_BYTES
 
@@ -106,11 +99,11 @@ def load_tokenizer_cached(path: str, fingerprint: str) -> Tokenizer:
 def share_tokenizer(path: str) -> Tokenizer:
     """Load the tokenizer into this process's cache before the pool starts its workers.
 
-    Forked workers inherit it and skip their own load (0.26 s of CPU each for
-    32k IDs, on a corpus that takes ~4 s per worker); spawned ones load it once.
-    A file with the same sha256 as at the last call (2 ms to hash) is not parsed
-    again: the stage and each split share one load of ~0.2 s. A remote file is
-    not read for this: the store's size and ETag stand for its content (one
+    Forked workers inherit it and skip their own load, a sizeable share of a
+    worker's time on a small corpus (docs/performance.md); spawned ones load it
+    once. A file with the same sha256 as at the last call (hashing costs far
+    less than parsing) is not parsed again: the stage and each split share one
+    load. A remote file is not read for this: the store's size and ETag stand for its content (one
     metadata request).
     """
     try:

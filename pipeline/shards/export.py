@@ -1,47 +1,58 @@
-"""Shard sets in other tools' formats: Parquet (duckdb, pandas, Spark) and nanoGPT's flat ``.bin``.
+"""Shard sets in other tools' formats: Parquet (duckdb, pandas, Spark), nanoGPT's flat ``.bin`` and
+Megatron-LM's indexed dataset (Megatron-core, NeMo, GPT-NeoX; :mod:`pipeline.shards.megatron`).
 
-Both read the memory-mapped shards and write whole buffers, one shard at a
+Each reads the memory-mapped shards and writes whole buffers, one shard at a
 time, so memory stays at one shard whatever the corpus size. Every exported
 file gets a JSON sidecar (``train.bin`` → ``train.bin.json``) with the shard
 set's stamp (tokenizer fingerprint, vocabulary size, dtype, special IDs), its
 counts and the file's sha256, since a ``.bin`` cannot carry metadata itself.
 The nanoGPT export also writes ``meta.pkl``, which nanoGPT's ``train.py``
-reads for ``vocab_size`` (without it, it silently assumes GPT-2's 50,304).
+reads for ``vocab_size`` (without it, it silently assumes GPT-2's 50,304);
+its ``.bin`` holds the shards' dtype, uint16 up to 65,536 IDs and uint32
+above, which ``meta.pkl`` names as ``dtype`` (nanoGPT's ``train.py`` reads
+uint16 unless told otherwise).
+
+Whether a format can hold the vocabulary is decided before anything is
+written (:func:`pipeline.config.export_formats.check_export_ids`), so an export is never half-done.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.config.export_formats import check_export_ids
 from pipeline.engine import atomic, hashing
-from pipeline.errors import ShardError
+from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
+from pipeline.shards import megatron
 from pipeline.shards.format import COLUMN, METADATA_PREFIX, ShardSet, shard_schema
+from pipeline.shards.manifest import ids_dtype
 from pipeline.tokenizer import Tokenizer
 
-SUFFIXES = {"parquet": ".parquet", "nanogpt": ".bin"}
 NANOGPT_META = "meta.pkl"
+DATA_SUFFIXES = (".parquet", ".bin", ".idx")  # what the formats write, each file with its sidecar
 PICKLE_PROTOCOL = 4  # fixed, so the same tokenizer gives the same meta.pkl bytes on every Python
 
 
 def export_shards(shard_sets: Sequence[ShardSet], tokenizer: Tokenizer, directory: str | os.PathLike[str],
-                  formats: Sequence[str]) -> list[Path]:
-    """Write every split in every format into ``directory``, each file with its sidecar; return the data files."""
+                  formats: Sequence[str]) -> list[tuple[str, Path]]:
+    """Write every split in every format into ``directory``, each file with its sidecar; return each data
+    file with its split. Every format is checked against the vocabulary before the first file is written."""
+    check_export_ids(formats, tokenizer.vocab_size, f"the tokenizer ({tokenizer.fingerprint[:12]}) has")
     directory = Path(directory)
     written = []
     for format_ in formats:
         for shard_set in shard_sets:
-            path = directory / f"{shard_set.split}{SUFFIXES[format_]}"
-            (write_parquet if format_ == "parquet" else write_nanogpt_bin)(shard_set, path)
-            write_sidecar(path, shard_set, format_)
-            written.append(path)
+            for path in WRITERS[format_](shard_set, directory):
+                write_sidecar(path, shard_set, format_)
+                written.append((shard_set.split, path))
         if format_ == "nanogpt":
             write_nanogpt_meta(tokenizer, directory / NANOGPT_META)
     return written
@@ -65,6 +76,43 @@ def write_sidecar(path: Path, shard_set: ShardSet, format_: str) -> None:
     })
 
 
+def exported_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """The files of ``directory`` that an export writes (``.parquet``, ``.bin``, ``.idx``), in name order."""
+    return sorted(path for path in Path(directory).iterdir() if path.suffix in DATA_SUFFIXES and path.is_file())
+
+
+def check_export(directory: str | os.PathLike[str], tokenizer: Tokenizer) -> list[Path]:
+    """The exported files of ``directory`` if each one's sidecar names ``tokenizer`` (fingerprint and vocabulary
+    size), else TokenizerMismatchError naming the first that does not or has no sidecar."""
+    files = exported_files(directory)
+    if not files:
+        raise ShardError(f"{directory} holds no exported file ({', '.join(DATA_SUFFIXES)})")
+    for path in files:
+        sidecar = _read_sidecar(path)
+        fingerprint, vocab_size = sidecar.get("tokenizer_fingerprint"), sidecar.get("vocab_size")
+        if (fingerprint, vocab_size) != (tokenizer.fingerprint, tokenizer.vocab_size):
+            size = f"{vocab_size:,}" if type(vocab_size) is int else repr(vocab_size)
+            raise TokenizerMismatchError(
+                f"{path} was exported with tokenizer {fingerprint} (vocab size {size}, says "
+                f"{sidecar_path(path).name}), but the given tokenizer is {tokenizer.fingerprint} (vocab size "
+                f"{tokenizer.vocab_size:,}); export again with `lmprep run export`, or train with that tokenizer")
+    return files
+
+
+def _read_sidecar(path: Path) -> dict[str, Any]:
+    sidecar = sidecar_path(path)
+    if not sidecar.is_file():
+        raise TokenizerMismatchError(f"{path} has no sidecar {sidecar.name}, so nothing says which tokenizer its IDs "
+                                     "belong to; export it with `lmprep export`")
+    try:
+        data = json.loads(sidecar.read_bytes())
+    except (ValueError, RecursionError) as exc:
+        raise ShardError(f"{sidecar} is not JSON: {json_error_reason(exc)}") from None
+    if not isinstance(data, dict):
+        raise ShardError(f"{sidecar} is not an lmprep export sidecar (a JSON object)")
+    return data
+
+
 def nanogpt_meta(tokenizer: Tokenizer) -> dict[str, Any]:
     """The ``meta.pkl`` nanoGPT reads: ``vocab_size``; for the char and word kinds also ``stoi``/``itos``.
 
@@ -75,7 +123,7 @@ def nanogpt_meta(tokenizer: Tokenizer) -> dict[str, Any]:
     kind has no ``itos``: decode with lmprep.
     """
     meta: dict[str, Any] = {"vocab_size": tokenizer.vocab_size, "tokenizer_fingerprint": tokenizer.fingerprint,
-                            "kind": tokenizer.kind}
+                            "kind": tokenizer.kind, "dtype": ids_dtype(tokenizer.vocab_size).name}
     if tokenizer.kind != "byte":
         itos = {i: tokenizer.token_bytes(i).decode("utf-8") for i in range(tokenizer.vocab_size)}
         meta["itos"] = itos
@@ -87,8 +135,9 @@ def write_nanogpt_meta(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> No
     atomic.write_bytes(path, pickle.dumps(nanogpt_meta(tokenizer), protocol=PICKLE_PROTOCOL))
 
 
-def write_parquet(shard_set: ShardSet, path: str | os.PathLike[str]) -> None:
-    """One Parquet file, one row group per shard, the set's provenance in the schema metadata."""
+def write_parquet(shard_set: ShardSet, directory: Path) -> list[Path]:
+    """``<split>.parquet``: one row group per shard, the set's provenance in the schema metadata."""
+    path = directory / f"{shard_set.split}.parquet"
     metadata = {METADATA_PREFIX + key: atomic.dumps_json(value, indent=None)
                 for key, value in shard_set.manifest.stamp.to_dict().items()}
     schema = shard_schema(shard_set.dtype, metadata)
@@ -97,15 +146,18 @@ def write_parquet(shard_set: ShardSet, path: str | os.PathLike[str]) -> None:
         for shard in shard_set.shards:
             column = pa.ListArray.from_arrays(pa.array(shard.offsets), pa.array(shard.tokens), type=list_type)
             writer.write_table(pa.Table.from_arrays([column], schema=schema))
+    return [path]
 
 
-def write_nanogpt_bin(shard_set: ShardSet, path: str | os.PathLike[str]) -> None:
-    """nanoGPT's format: every token of the split as one flat little-endian uint16 array, no header."""
-    if shard_set.dtype != np.uint16:
-        raise ShardError(
-            f"{shard_set.directory}: nanoGPT .bin files hold uint16 IDs, but the vocabulary has "
-            f"{shard_set.vocab_size} IDs (over 65,536); export --format parquet instead"
-        )
+def write_nanogpt_bin(shard_set: ShardSet, directory: Path) -> list[Path]:
+    """``<split>.bin``, nanoGPT's format: every token of the split as one flat little-endian array, no header,
+    in the shards' dtype (uint16 up to 65,536 IDs, else uint32; ``meta.pkl`` says which)."""
+    path = directory / f"{shard_set.split}.bin"
+    dtype = shard_set.dtype.newbyteorder("<")
     with atomic.atomic_path(path) as tmp, open(tmp, "wb") as handle:
         for shard in shard_set.shards:
-            handle.write(shard.tokens.astype("<u2", copy=False).data)
+            handle.write(shard.tokens.astype(dtype, copy=False).data)
+    return [path]
+
+
+WRITERS = {"parquet": write_parquet, "nanogpt": write_nanogpt_bin, "megatron": megatron.write_indexed_dataset}

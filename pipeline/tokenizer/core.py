@@ -2,7 +2,7 @@
 
 The word kind (``pipeline.tokenizer.word``) is a Tokenizer without merges whose base tokens are pieces.
 
-IDs are laid out as the trainer makes them (byte kind: 0–255 raw bytes, then
+IDs are laid out as the trainer makes them (``layout``; byte kind: 0–255 raw bytes, then
 one ID per merge; char kind: 0 unknown, then the alphabet in code-point order,
 then merges; special tokens last), but any layout that a valid HF byte-level
 ``tokenizer.json`` uses loads too: the class only requires that the IDs be
@@ -13,6 +13,7 @@ bytes are its two parts joined.
 from __future__ import annotations
 
 import os
+import types
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Literal
 
@@ -20,9 +21,10 @@ import numpy as np
 import regex
 
 from pipeline.engine.hashing import canonical_hash
-from pipeline.errors import InvalidUtf8Error, TokenizerError, TokenizerFormatError
+from pipeline.errors import AlphabetTooLargeError, InvalidUtf8Error, TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges
+from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count
 
 KINDS = ("byte", "char", "word")
 UNKNOWN_TEXT = "\ufffd"
@@ -42,26 +44,31 @@ class Tokenizer:
         pattern: str,
         tokens: Mapping[int, bytes],
         merges: Sequence[tuple[int, int]],
-        special_tokens: Mapping[str, int] = {},
+        special_tokens: Mapping[str, int] | None = None,
         unk_id: int | None = None,
         merge_newlines: bool = True,
+        stop_reason: str | None = None,
+        coverage_note: str | None = None,
     ):
-        """``tokens`` maps every non-special ID to its bytes (the char kind's ``unk_id`` to U+FFFD)."""
+        """``tokens`` maps every non-special ID to its bytes (the char kind's ``unk_id`` to U+FFFD);
+        ``stop_reason`` says why training stopped before its limit (None: it reached it, or was not trained),
+        ``coverage_note`` how many characters ``character_coverage`` left out of the alphabet (None: none)."""
         _check_kind(kind)
         if pattern:
             patterns.compile_checked(pattern)
-        self.kind = kind
-        self.pattern = pattern
-        self.merge_newlines = merge_newlines
-        self.unk_id = unk_id
-        self.special_tokens = dict(special_tokens)
-        self.merges = [(int(a), int(b)) for a, b in merges]
-        self.stop_reason: str | None = None
-        self._token_bytes = _token_table(tokens, self.special_tokens)
-        self._merge_results = _merge_results(self._token_bytes, self.merges, tokens, unk_id)
+        self._kind = kind
+        self._pattern = pattern
+        self._merge_newlines = merge_newlines
+        self._unk_id = unk_id
+        self._stop_reason = stop_reason
+        self._coverage_note = coverage_note
+        self._special_tokens = dict(special_tokens or {})
+        self._merges = tuple((int(a), int(b)) for a, b in merges)
+        self._token_bytes = _token_table(tokens, self._special_tokens)
+        self._merge_results = _merge_results(self._token_bytes, self._merges, tokens, unk_id)
         self._encoder = self._build_encoder()
         self._special_splitters: dict[frozenset[str], regex.Pattern] = {}
-        self.fingerprint = self._compute_fingerprint()
+        self._fingerprint = self._compute_fingerprint()
 
     # ---- construction ---------------------------------------------------------------------------
 
@@ -75,21 +82,25 @@ class Tokenizer:
         alphabet: Sequence[str] = (),
         special_tokens: Sequence[str] = (),
         merge_newlines: bool = True,
+        stop_reason: str | None = None,
+        coverage_note: str | None = None,
     ) -> Tokenizer:
         """A tokenizer in the trainer's ID layout: base tokens, merges in order, then special tokens."""
         _check_kind(kind)
         if kind == "byte":
-            tokens = {i: bytes([i]) for i in range(256)}
+            tokens = {i: bytes([i]) for i in range(BYTE_IDS)}
         else:
-            tokens = {0: UNKNOWN_TEXT.encode()} | {i: c.encode() for i, c in enumerate(alphabet, start=1)}
+            characters = enumerate(alphabet, start=UNKNOWN_ID + 1)
+            tokens = {UNKNOWN_ID: UNKNOWN_TEXT.encode()} | {i: c.encode() for i, c in characters}
         for new_id, (a, b) in enumerate(merges, start=len(tokens)):
             if a not in tokens or b not in tokens:
                 raise TokenizerFormatError(f"merge #{new_id - len(tokens)} ({a}, {b}) uses an ID not defined before it")
             tokens[new_id] = tokens[a] + tokens[b]
         specials = {token: len(tokens) + i for i, token in enumerate(_check_special_names(special_tokens))}
-        unk_id = 0 if kind == "char" else None
+        unk_id = UNKNOWN_ID if kind == "char" else None
         return cls(kind=kind, pattern=pattern, tokens=tokens, merges=merges, special_tokens=specials,
-                   unk_id=unk_id, merge_newlines=merge_newlines)
+                   unk_id=unk_id, merge_newlines=merge_newlines, stop_reason=stop_reason,
+                   coverage_note=coverage_note)
 
     @classmethod
     def train(
@@ -103,6 +114,7 @@ class Tokenizer:
         special_tokens: Sequence[str] = (),
         min_frequency: int = 2,
         merge_newlines: bool | None = None,
+        character_coverage: float = 1.0,
         workers: int = 0,
         progress: bool = False,
     ) -> Tokenizer:
@@ -113,10 +125,13 @@ class Tokenizer:
         training stops early when no pair occurs ``min_frequency`` times, and the returned
         tokenizer's ``stop_reason`` says so. ``merge_newlines`` defaults to False for the char
         kind (newline stays a token of its own, so it can end generation) and True for bytes.
+        ``character_coverage`` (char kind) keeps only the most frequent characters that make up that share
+        of the text; the rest encode as the unknown ID 0 (``coverage_note`` says how many).
         """
         from pipeline.tokenizer.trainer import train_merges
 
         _check_kind(kind)
+        _check_coverage(kind, character_coverage)
         if kind == "word":
             return _train_word(texts, vocab_size=vocab_size, merges=merges, pattern=pattern,
                                special_tokens=special_tokens, min_frequency=min_frequency, workers=workers,
@@ -124,7 +139,8 @@ class Tokenizer:
 
         def learn(regex_: str, num_merges: int, newlines: bool):
             return train_merges(texts, kind=kind, pattern=regex_, num_merges=num_merges, min_frequency=min_frequency,
-                                merge_newlines=newlines, workers=workers, progress=progress)
+                                merge_newlines=newlines, character_coverage=character_coverage, workers=workers,
+                                progress=progress)
 
         return cls._train(learn, vocab_size=vocab_size, merges=merges, kind=kind, pattern=pattern,
                           special_tokens=special_tokens, merge_newlines=merge_newlines)
@@ -141,6 +157,7 @@ class Tokenizer:
         special_tokens: Sequence[str] = (),
         min_frequency: int = 2,
         merge_newlines: bool | None = None,
+        character_coverage: float = 1.0,
         progress: bool = False,
     ) -> Tokenizer:
         """:meth:`train` (byte and char kinds) from the counts of the distinct pre-split chunks, however
@@ -149,12 +166,14 @@ class Tokenizer:
         from pipeline.tokenizer.trainer import merges_from_counts
 
         _check_kind(kind)
+        _check_coverage(kind, character_coverage)
         if kind == "word":
             raise TokenizerError("the word kind is trained from texts, not from chunk counts")
 
         def learn(_regex: str, num_merges: int, newlines: bool):
             return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
-                                      merge_newlines=newlines, progress=progress)
+                                      merge_newlines=newlines, character_coverage=character_coverage,
+                                      progress=progress)
 
         return cls._train(learn, vocab_size=vocab_size, merges=merges, kind=kind, pattern=pattern,
                           special_tokens=special_tokens, merge_newlines=merge_newlines)
@@ -165,7 +184,7 @@ class Tokenizer:
         regex_ = patterns.resolve_pattern(pattern, kind=kind)
         specials = _check_special_names(special_tokens)
         newlines = (kind == "byte") if merge_newlines is None else merge_newlines
-        reserved = (256 if kind == "byte" else 1) + len(specials)
+        reserved = base_id_count(kind) + len(specials)
         if vocab_size is None and merges is None:
             raise TokenizerError("give a vocabulary size or a number of merges to train")
         if vocab_size is not None and vocab_size < reserved:
@@ -176,10 +195,9 @@ class Tokenizer:
         room = None if vocab_size is None else vocab_size - reserved
         result = learn(regex_, min(limit for limit in (merges, room) if limit is not None), newlines)
         learned, stop_reason = _fit_merges(result, kind=kind, vocab_size=vocab_size, reserved=reserved)
-        tokenizer = cls.from_merges(kind=kind, pattern=regex_, merges=learned, alphabet=result.alphabet,
-                                    special_tokens=specials, merge_newlines=newlines)
-        tokenizer.stop_reason = stop_reason
-        return tokenizer
+        return cls.from_merges(kind=kind, pattern=regex_, merges=learned, alphabet=result.alphabet,
+                               special_tokens=specials, merge_newlines=newlines, stop_reason=stop_reason,
+                               coverage_note=result.coverage_note)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Tokenizer:
@@ -202,6 +220,50 @@ class Tokenizer:
         tiktoken_export.write_ranks(self, path)
 
     # ---- properties -----------------------------------------------------------------------------
+
+    # Read-only: the encoder, the merge results and the fingerprint are derived from these at construction.
+
+    @property
+    def kind(self) -> str:
+        return self._kind
+
+    @property
+    def pattern(self) -> str:
+        """The split regex (``""``: no pre-split)."""
+        return self._pattern
+
+    @property
+    def merges(self) -> tuple[tuple[int, int], ...]:
+        """The merged pairs in rank (training) order."""
+        return self._merges
+
+    @property
+    def special_tokens(self) -> Mapping[str, int]:
+        """Special token -> ID, read-only."""
+        return types.MappingProxyType(self._special_tokens)
+
+    @property
+    def unk_id(self) -> int | None:
+        """The ID of unknown text (char and word kinds), else None."""
+        return self._unk_id
+
+    @property
+    def merge_newlines(self) -> bool:
+        return self._merge_newlines
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why training stopped before its limit, or None."""
+        return self._stop_reason
+
+    @property
+    def coverage_note(self) -> str | None:
+        """How many characters ``character_coverage`` left out of the alphabet, or None."""
+        return self._coverage_note
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
 
     @property
     def vocab_size(self) -> int:
@@ -404,14 +466,14 @@ class Tokenizer:
             "kind": self.kind,
             "pattern": self.pattern,
             "vocab": [b.hex() for b in self._token_bytes],
-            "merges": [list(pair) for pair in self.merges],
-            "special_tokens": self.special_tokens,
+            "merges": [list(pair) for pair in self._merges],
+            "special_tokens": self._special_tokens,
             "unk_id": self.unk_id,
         })
 
     def __repr__(self) -> str:
         return (f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size}, merges={len(self.merges)}, "
-                f"pattern={patterns.pattern_name(self.pattern)!r}, special_tokens={self.special_tokens!r})")
+                f"pattern={patterns.pattern_name(self.pattern)!r}, special_tokens={self._special_tokens!r})")
 
 
 def _check_kind(kind: str) -> None:
@@ -446,13 +508,21 @@ def _fit_merges(result, *, kind: str, vocab_size: int | None,
         return list(result.merges), result.stop_reason
     room = vocab_size - reserved - len(result.alphabet)
     if room < 0:
-        raise TokenizerError(
-            f"vocab_size {vocab_size} is smaller than the {len(result.alphabet)} characters of the training "
-            f"text plus the unknown token and special tokens ({reserved + len(result.alphabet)}); raise --vocab-size"
+        raise AlphabetTooLargeError(
+            f"vocab_size {vocab_size:,} is smaller than the {len(result.alphabet):,} characters of the training "
+            f"text plus the unknown token and special tokens ({reserved + len(result.alphabet):,})",
+            "raise --vocab-size, or keep fewer characters with --character-coverage (such as 0.9995)"
         )
     if len(result.merges) > room:
         return list(result.merges[:room]), None
     return list(result.merges), result.stop_reason
+
+
+def _check_coverage(kind: str, coverage: float) -> None:
+    if not 0 < coverage <= 1:
+        raise TokenizerError(f"character_coverage must be above 0 and at most 1, got {coverage}")
+    if coverage < 1 and kind != "char":
+        raise TokenizerError(f"character_coverage {coverage} applies to the char kind only, not to the {kind} kind")
 
 
 def _token_table(tokens: Mapping[int, bytes], special_tokens: Mapping[str, int]) -> list[bytes]:
@@ -470,7 +540,7 @@ def _token_table(tokens: Mapping[int, bytes], special_tokens: Mapping[str, int])
     return [table[i] for i in range(len(table))]
 
 
-def _merge_results(table: list[bytes], merges: list[tuple[int, int]], tokens: Mapping[int, bytes],
+def _merge_results(table: list[bytes], merges: Sequence[tuple[int, int]], tokens: Mapping[int, bytes],
                    unk_id: int | None) -> list[int]:
     """The ID each merge produces: the regular token whose bytes are the two parts joined."""
     by_bytes: dict[bytes, int] = {}
@@ -494,7 +564,7 @@ def _merge_results(table: list[bytes], merges: list[tuple[int, int]], tokens: Ma
     return results
 
 
-def _check_merge_order(merges: list[tuple[int, int]], results: list[int], tokens: Mapping[int, bytes]) -> None:
+def _check_merge_order(merges: Sequence[tuple[int, int]], results: list[int], tokens: Mapping[int, bytes]) -> None:
     """Replaying merges in order needs each part to exist before the merge that uses it."""
     available = set(tokens) - set(results)
     for rank, (pair, result) in enumerate(zip(merges, results)):

@@ -1,5 +1,6 @@
 """Fast exact encoding: a chunk cache over rank-based BPE.
 
+The plain form of this encoder is ``reference.encode`` (read it first); every path here gives its IDs.
 Encoding replays the merges in training order. Applying, again and again, the
 lowest-ranked merge among adjacent pairs (leftmost first) gives the same IDs:
 a merge's result only takes part in later-ranked merges, so no earlier merge

@@ -31,12 +31,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-import reprlib
 from collections.abc import Mapping
 from typing import Any
 
 from pipeline.engine import storage
-from pipeline.errors import TokenizerError, TokenizerFormatError
+from pipeline.errors import TokenizerError, TokenizerFormatError, describe
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.core import UNKNOWN_TEXT, Tokenizer
 
@@ -230,7 +229,7 @@ def from_dict(data: Any) -> Tokenizer:
 def _check_supported(data: Mapping[str, Any]) -> None:
     """Refuse components that would make HF's IDs differ from what we compute."""
     model = data["model"]
-    _require(model.get("type") == "BPE", f"model type {_show(model.get('type'))} is not supported (only BPE)")
+    _require(model.get("type") == "BPE", f"model type {describe(model.get('type'))} is not supported (only BPE)")
     _require(_type_of(data.get("normalizer")) is None,
              f"normalizer {_type_of(data.get('normalizer'))!r} is not supported; lmprep normalizes text in prepare")
     _require(_type_of(data.get("post_processor")) in _IDS_ONLY_POST_PROCESSORS,
@@ -241,7 +240,7 @@ def _check_supported(data: Mapping[str, Any]) -> None:
     meta = model.get("lmprep")
     if meta is not None:
         _require(isinstance(meta, dict) and meta.get("format_version") == FORMAT_VERSION,
-                 f"lmprep format version {_show(meta.get('format_version') if isinstance(meta, dict) else meta)} "
+                 f"lmprep format version {describe(meta.get('format_version') if isinstance(meta, dict) else meta)} "
                  f"is not supported (this lmprep reads version {FORMAT_VERSION})")
 
 
@@ -254,16 +253,17 @@ def _check_model_options(model: Mapping[str, Any], kind: str) -> None:
     """
     dropout = model.get("dropout")
     _require(dropout is None or (isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout == 0),
-             f"BPE dropout={_show(dropout)} is not supported (it makes encoding random); use null")
+             f"BPE dropout={describe(dropout)} is not supported (it makes encoding random); use null")
     for key in ("continuing_subword_prefix", "end_of_word_suffix"):
-        _require(model.get(key) in (None, ""), f"BPE {key}={_show(model.get(key))} is not supported")
+        _require(model.get(key) in (None, ""), f"BPE {key}={describe(model.get(key))} is not supported")
     for key in ("byte_fallback", "ignore_merges", "fuse_unk"):
         value = model.get(key)
-        _require(value is None or isinstance(value, bool), f"BPE {key}={_show(value)} is not true or false")
+        _require(value is None or isinstance(value, bool), f"BPE {key}={describe(value)} is not true or false")
         _require(kind == "byte" or not value, f"BPE {key}=true is not supported in a char-level model")
 
 
-def _check_whole_chunk_lookup(tokenizer: Tokenizer, model_vocab: Mapping[str, int], specials: Mapping[str, int]) -> None:
+def _check_whole_chunk_lookup(tokenizer: Tokenizer, model_vocab: Mapping[str, int],
+                              specials: Mapping[str, int]) -> None:
     """``ignore_merges``: HF looks each chunk up in the model's vocabulary before merging.
 
     That gives our IDs exactly when every regular token encodes alone to itself (then the lookup
@@ -275,10 +275,10 @@ def _check_whole_chunk_lookup(tokenizer: Tokenizer, model_vocab: Mapping[str, in
     for name, token_id in model_vocab.items():
         if token_id in by_id:
             _require(name == by_id[token_id] == spell(name.encode("utf-8")),
-                     f"BPE ignore_merges=true with vocab entry {_show(name)} for special token ID {token_id} "
-                     f"({_show(by_id[token_id])}) is not supported")
+                     f"BPE ignore_merges=true with vocab entry {describe(name)} for special token ID {token_id} "
+                     f"({describe(by_id[token_id])}) is not supported")
     bad = tokenizer.first_token_merges_do_not_make()
-    _require(bad is None, lambda: f"BPE ignore_merges=true: vocab token {_show(spell(tokenizer.token_bytes(bad)))} "
+    _require(bad is None, lambda: f"BPE ignore_merges=true: vocab token {describe(spell(tokenizer.token_bytes(bad)))} "
                                   f"(ID {bad}) is not what the merges make of its bytes, so HF emits it where lmprep "
                                   "does not")
 
@@ -289,34 +289,18 @@ def _require(condition: bool, message) -> None:
         raise TokenizerFormatError(message() if callable(message) else message)
 
 
-class _BoundedRepr(reprlib.Repr):
-    """``repr`` for values read from a file: short, shallow, and safe on huge integers."""
-
-    def repr_int(self, x: int, level: int) -> str:
-        return repr(x) if x.bit_length() <= 64 else f"<integer of {x.bit_length()} bits>"
-
-
-_SHOWER = _BoundedRepr()
-_SHOWER.maxstring = _SHOWER.maxother = 80
-_SHOWER.maxlevel = 3
-
-
-def _show(value: Any) -> str:
-    return _SHOWER.repr(value)
-
-
 def _type_of(component: Any) -> str | None:
     if component is None:
         return None
     if not isinstance(component, dict):
-        return _show(component)
+        return describe(component)
     kind = component.get("type", "<no type>")
-    return kind if isinstance(kind, str) else _show(kind)
+    return kind if isinstance(kind, str) else describe(kind)
 
 
 def _bool_field(step: Mapping[str, Any], key: str, default: bool) -> bool:
     value = step.get(key, default)
-    _require(isinstance(value, bool), f"{step.get('type')} {key}={_show(value)} is not true or false")
+    _require(isinstance(value, bool), f"{step.get('type')} {key}={describe(value)} is not true or false")
     return value
 
 
@@ -324,7 +308,7 @@ def _read_pre_tokenizer(component: Any) -> tuple[str, bool]:
     """(split regex, whether bytes are mapped by ByteLevel) for the supported pre-tokenizers."""
     if _type_of(component) == "Sequence":
         steps = component.get("pretokenizers")
-        _require(isinstance(steps, list), f"pre_tokenizer Sequence has pretokenizers={_show(steps)}, not a list")
+        _require(isinstance(steps, list), f"pre_tokenizer Sequence has pretokenizers={describe(steps)}, not a list")
     else:
         steps = [component]
     steps = [step for step in steps if step is not None]
@@ -350,34 +334,34 @@ def _byte_level_pattern(step: Mapping[str, Any]) -> str:
 
 def _split_pattern(step: Mapping[str, Any]) -> str:
     _require(step.get("behavior") == "Isolated" and step.get("invert") in (None, False),
-             f"Split behavior {_show(step.get('behavior'))} (invert={_show(step.get('invert'))}) is not "
+             f"Split behavior {describe(step.get('behavior'))} (invert={describe(step.get('invert'))}) is not "
              "supported; use Isolated")
     spec = step.get("pattern")
-    _require(isinstance(spec, dict), f"Split pattern {_show(spec)} is not an object with a Regex")
+    _require(isinstance(spec, dict), f"Split pattern {describe(spec)} is not an object with a Regex")
     _require("String" not in spec, "Split with a String pattern is not supported; use a Regex pattern")
     regex_ = spec.get("Regex")
-    _require(_is_text(regex_), f"Split pattern Regex {_show(regex_)} is not a string of Unicode characters")
+    _require(_is_text(regex_), f"Split pattern Regex {describe(regex_)} is not a string of Unicode characters")
     try:
         resolved = patterns.resolve_pattern(regex_, kind="byte")
     except TokenizerError as exc:
         raise TokenizerFormatError(f"Split pattern: {exc}") from None
-    _require(resolved == regex_, f"Split regex {_show(regex_)} may leave text unmatched; lmprep needs it to end "
+    _require(resolved == regex_, f"Split regex {describe(regex_)} may leave text unmatched; lmprep needs it to end "
                                  r"with '|[\s\S]' (as lmprep writes custom patterns)")
     return regex_
 
 
 def _read_added_tokens(entries: Any) -> dict[str, int]:
-    _require(isinstance(entries, list), f"added_tokens {_show(entries)} is not a list")
+    _require(isinstance(entries, list), f"added_tokens {describe(entries)} is not a list")
     specials: dict[str, int] = {}
     for entry in entries:
         name = entry.get("content") if isinstance(entry, dict) else None
-        _require(_is_text(name) and _is_id(entry.get("id")), f"malformed added token {_show(entry)}")
-        _require(entry.get("special") is True, f"added token {_show(name)} is not special; only special added "
+        _require(_is_text(name) and _is_id(entry.get("id")), f"malformed added token {describe(entry)}")
+        _require(entry.get("special") is True, f"added token {describe(name)} is not special; only special added "
                                                "tokens are supported")
         for flag in ("single_word", "lstrip", "rstrip"):
-            _require(not entry.get(flag), f"added token {_show(name)} has {flag}={_show(entry.get(flag))}, "
+            _require(not entry.get(flag), f"added token {describe(name)} has {flag}={describe(entry.get(flag))}, "
                                           "which is not supported")
-        _require(name not in specials, f"added token {_show(name)} appears twice")
+        _require(name not in specials, f"added token {describe(name)} appears twice")
         specials[name] = entry["id"]
     return specials
 
@@ -402,8 +386,10 @@ def _read_vocab(model: Mapping[str, Any]) -> dict[str, int]:
     _require(isinstance(vocab, dict), "model.vocab must be an object mapping tokens to IDs")
     seen: dict[int, str] = {}
     for name, token_id in vocab.items():
-        _require(_is_id(token_id), f"vocab token {_show(name)} has ID {_show(token_id)}; IDs are non-negative integers")
-        _require(token_id not in seen, f"duplicate ID {token_id} for tokens {_show(seen.get(token_id))} and {_show(name)}")
+        _require(_is_id(token_id),
+                 f"vocab token {describe(name)} has ID {describe(token_id)}; IDs are non-negative integers")
+        _require(token_id not in seen,
+                 f"duplicate ID {token_id} for tokens {describe(seen.get(token_id))} and {describe(name)}")
         seen[token_id] = name
     return vocab
 
@@ -411,20 +397,21 @@ def _read_vocab(model: Mapping[str, Any]) -> dict[str, int]:
 def _decode_vocab(vocab: dict[str, int], *, kind: str, unk_token: Any) -> tuple[dict[int, bytes], int | None]:
     """Token bytes by ID (ByteLevel spelling undone for the byte kind) and the unknown token's ID."""
     if kind == "char":
-        _require(isinstance(unk_token, str), f"char-level model's unk_token must be a string, got {_show(unk_token)}")
-        _require(unk_token in vocab, f"char-level model needs its unk_token {_show(unk_token)} in the vocab")
+        _require(isinstance(unk_token, str),
+                 f"char-level model's unk_token must be a string, got {describe(unk_token)}")
+        _require(unk_token in vocab, f"char-level model needs its unk_token {describe(unk_token)} in the vocab")
         unk_id = vocab[unk_token]
         bad = next((name for name, i in vocab.items() if i != unk_id and not _is_text(name)), None)
-        _require(bad is None, lambda: f"vocab token {_show(bad)} (ID {vocab[bad]}) is not valid Unicode text")
+        _require(bad is None, lambda: f"vocab token {describe(bad)} (ID {vocab[bad]}) is not valid Unicode text")
         return {i: (UNKNOWN_TEXT if i == unk_id else name).encode("utf-8") for name, i in vocab.items()}, unk_id
-    _require(unk_token is None or isinstance(unk_token, str), f"unk_token {_show(unk_token)} is not a string")
+    _require(unk_token is None or isinstance(unk_token, str), f"unk_token {describe(unk_token)} is not a string")
     table = unicode_to_byte()
     try:  # a C-level map per token (load of 32k IDs: 0.17-0.21 s -> 0.15 s); the except only names the culprit
         tokens = {token_id: bytes(map(table.__getitem__, name)) for name, token_id in vocab.items()}
     except KeyError:
         name, bad = next((name, c) for name in vocab for c in name if c not in table)
         raise TokenizerFormatError(
-            f"vocab token {_show(name)} (ID {vocab[name]}) has {bad!r}, which is not a ByteLevel character"
+            f"vocab token {describe(name)} (ID {vocab[name]}) has {bad!r}, which is not a ByteLevel character"
         ) from None
     singles = {data for data in tokens.values() if len(data) == 1}
     _require(len(singles) == 256, f"byte-level vocab has {len(singles)} of the 256 single bytes; it cannot "
@@ -439,7 +426,7 @@ def _read_merges(merges: Any, vocab: Mapping[str, int]) -> list[tuple[int, int]]
     on the path of every encode before its workers start); the checked loop
     runs only to name the entry at fault.
     """
-    _require(isinstance(merges, list), f"model.merges {_show(merges)} is not a list")
+    _require(isinstance(merges, list), f"model.merges {describe(merges)} is not a list")
     try:
         return [(vocab[left], vocab[right]) for left, right in map(_merge_parts, merges)]
     except (KeyError, TypeError, ValueError):
@@ -458,8 +445,8 @@ def _read_merges_checked(merges: list[Any], vocab: Mapping[str, int]) -> list[tu
     for rank, merge in enumerate(merges):
         parts = _merge_parts(merge)
         _require(isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts),
-                 f"merge #{rank} {_show(merge)} does not have exactly two parts")
+                 f"merge #{rank} {describe(merge)} does not have exactly two parts")
         missing = next((p for p in parts if p not in vocab), None)
-        _require(missing is None, f"merge #{rank} {_show(merge)}: part {_show(missing)} is not in the vocab")
+        _require(missing is None, f"merge #{rank} {describe(merge)}: part {describe(missing)} is not in the vocab")
         pairs.append((vocab[parts[0]], vocab[parts[1]]))
     return pairs

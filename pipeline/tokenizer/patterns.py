@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import regex
 
-from pipeline.errors import TokenizerError
+from pipeline.errors import TokenizerError, shorten
 
 GPT4 = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|"""
@@ -36,7 +36,8 @@ WORD = r"\p{White_Space}+|\P{White_Space}+"  # the word kind's: runs of whitespa
 # six characters in both engines. The standard library's ``re`` runs them ~2.5x faster than
 # ``regex`` runs the Unicode forms, and the split is the bulk of encoding time.
 ASCII_TWINS = {
-    GPT4: r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]+|[0-9]{1,3}| ?[^\sA-Za-z0-9]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
+    GPT4: r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]+|[0-9]{1,3}| ?[^\sA-Za-z0-9]++[\r\n]*"""
+          r"""|\s*[\r\n]|\s+(?!\S)|\s+""",
     GPT2: r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""",
 }
 # A space after a non-space character always starts a chunk in both named patterns: no alternative
@@ -122,8 +123,8 @@ def compile_checked(pattern: str) -> regex.Pattern:
     try:
         return regex.compile(pattern)
     except (regex.error, TypeError, ValueError, RecursionError) as exc:
-        shown = repr(pattern[:200]) + ("…" if len(pattern) > 200 else "")
-        raise TokenizerError(f"invalid split pattern {shown}: {exc}; use gpt4, gpt2, none or a valid regex") from None
+        raise TokenizerError(f"invalid split pattern {shorten(repr(pattern))}: {exc}; "
+                             "use gpt4, gpt2, none or a valid regex") from None
 
 
 def splitter(pattern: str) -> Callable[[str], list[str]]:

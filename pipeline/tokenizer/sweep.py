@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pipeline.engine import atomic
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer.core import Tokenizer
+from pipeline.tokenizer.layout import base_id_count
 
 GAIN_PER = 1000  # gains are reported per this many extra vocabulary entries
 THUMB_DIVISORS = (500, 100)  # rule of thumb for small data: vocab size ≈ characters ÷ 100–500
@@ -60,6 +61,7 @@ def sweep(
     special_tokens: Sequence[str] = (),
     min_frequency: int = 2,
     merge_newlines: bool | None = None,
+    character_coverage: float = 1.0,
     workers: int = 0,
 ) -> Sweep:
     """Train once on ``train_texts`` and measure every size on ``eval_texts`` (default: the training texts).
@@ -76,10 +78,10 @@ def sweep(
     if not any(train_texts):
         raise TokenizerError("the training text is empty; there is nothing to learn merges from")
     if vocab_sizes is not None and kind == "byte":  # the base is known before training: fail fast
-        _check_base(sizes[0], 256 + len(special_tokens), kind)
+        _check_base(sizes[0], base_id_count(kind) + len(special_tokens), kind)
     full = Tokenizer.train(
         train_texts, kind=kind, pattern=pattern, special_tokens=special_tokens, min_frequency=min_frequency,
-        merge_newlines=merge_newlines, workers=workers,
+        merge_newlines=merge_newlines, character_coverage=character_coverage, workers=workers,
         **({"vocab_size": sizes[-1]} if vocab_sizes is not None else {"merges": sizes[-1]}),
     )
     base = full.vocab_size - len(full.merges)

@@ -1,8 +1,9 @@
 """BPE at work on one text: the starting pieces, every merge that applies to it in training order, the IDs.
 
-Replaying merges in training order, each one replacing its pair left to right without overlap, gives
-exactly the IDs of :meth:`Tokenizer.encode_ordinary` (the encoder's lowest-rank-first loop is the same
-order, only faster), so a trace ends where encoding ends. Merges never cross the pattern's chunks.
+Each step is the reference encoder's (``reference.py``): the lowest-ranked pair of any chunk merges,
+left to right without overlap, in every chunk at once. That is the order of replaying merges in
+training order and gives exactly the IDs of :meth:`Tokenizer.encode_ordinary`, so a trace ends where
+encoding ends. Merges never cross the pattern's chunks.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import codecs
 from dataclasses import dataclass
 
 from pipeline.errors import TokenizerError
+from pipeline.tokenizer import reference
 from pipeline.tokenizer.core import Tokenizer
 
 _ANGLE_BYTES = "lmprep.angle_bytes"
@@ -56,9 +58,10 @@ def trace(tokenizer: Tokenizer, text: str, *, max_steps: int | None = None) -> T
     results = tokenizer.merge_results
     steps: list[TraceStep] = []
     total = 0
-    while (rank := _lowest_rank(chunks, rank_of)) is not None:
-        pair, result = tokenizer.merges[rank], results[rank]
-        chunks = [_merge_pair(chunk, pair, result) for chunk in chunks]
+    while (pair := _lowest_ranked_pair(chunks, rank_of)) is not None:
+        rank = rank_of[pair]
+        result = results[rank]
+        chunks = [reference.merge(chunk, pair, result) for chunk in chunks]
         total += 1
         if max_steps is None or len(steps) < max_steps:
             steps.append(TraceStep(rank=rank, pair=pair, result=result, ids=_flatten(chunks)))
@@ -103,23 +106,10 @@ def _pieces(tokenizer: Tokenizer, ids: list[int]) -> str:
     return "|".join(piece(tokenizer, i) for i in ids)
 
 
-def _lowest_rank(chunks: list[list[int]], rank_of: dict[tuple[int, int], int]) -> int | None:
-    ranks = [rank_of[pair] for chunk in chunks for pair in zip(chunk, chunk[1:]) if pair in rank_of]
-    return min(ranks, default=None)
-
-
-def _merge_pair(ids: list[int], pair: tuple[int, int], result: int) -> list[int]:
-    """Replace ``pair`` by ``result`` scanning left to right without overlap (``a a a`` → ``aa a``)."""
-    merged: list[int] = []
-    i = 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            merged.append(result)
-            i += 2
-        else:
-            merged.append(ids[i])
-            i += 1
-    return merged
+def _lowest_ranked_pair(chunks: list[list[int]], rank_of: dict[tuple[int, int], int]) -> tuple[int, int] | None:
+    """The pair that merges next: the lowest-ranked of the chunks' own next pairs."""
+    firsts = (reference.lowest_ranked_pair(chunk, rank_of) for chunk in chunks)
+    return min((pair for pair in firsts if pair is not None), key=rank_of.__getitem__, default=None)
 
 
 def _flatten(chunks: list[list[int]]) -> list[int]:

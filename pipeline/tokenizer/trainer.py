@@ -1,5 +1,9 @@
 """Byte-pair-encoding training: learn an ordered list of merges from texts.
 
+Read ``reference.py`` first: it is this algorithm written plainly (recount every pair, merge the best,
+repeat), and this module learns exactly its merges, only without recounting; the tests hold the two
+to the same result on random text, through both merge paths of ``_train_pairs``.
+
 Tie-break rule: each step merges the pair with the highest count; among pairs with equal counts, the
 smallest ``(left_id, right_id)`` pair wins. With the byte kind this reproduces ``rustbpe`` merge for
 merge (it keeps a max-heap ordered the same way), and it reproduces the classic worked examples:
@@ -9,7 +13,10 @@ Kinds:
 
 - ``byte``: ids 0..255 are byte values, chunks are UTF-8 encoded, merges get 256, 257, ...
 - ``char``: id 0 is "unknown", the distinct characters of the training chunks follow from id 1 in
-  code-point order (the ``alphabet``), merges get ``len(alphabet) + 1``, ...
+  code-point order (the ``alphabet``), merges get ``len(alphabet) + 1``, ... With a
+  ``character_coverage`` below 1 the alphabet is only the most frequent characters that make up that
+  share of the text (as sentencepiece's option of that name); the others become "unknown" and each
+  chunk is cut at them for training, so no merge contains the unknown token.
 
 Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once):
 
@@ -31,6 +38,7 @@ Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +48,8 @@ import regex
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer import _train_pairs as pairs
 from pipeline.tokenizer._train_count import count_chunks
+from pipeline.tokenizer.layout import base_id_count
+from pipeline.tokenizer.patterns import compile_checked
 
 KINDS = ("byte", "char")
 # Heap entries are one int, ``-count << KEY_SHIFT | pair_code``: ascending order is highest count, then
@@ -59,6 +69,7 @@ class TrainResult:
     merges: list[tuple[int, int]]
     alphabet: list[str]
     stop_reason: str | None
+    coverage_note: str | None = None  # how many characters ``character_coverage`` left out, if any
 
 
 def train_merges(
@@ -69,6 +80,7 @@ def train_merges(
     num_merges: int,
     min_frequency: int = 2,
     merge_newlines: bool = True,
+    character_coverage: float = 1.0,
     workers: int = 0,
     progress: bool = False,
 ) -> TrainResult:
@@ -80,10 +92,11 @@ def train_merges(
     the newline symbol, so no learned token contains ``"\\n"``. ``workers=0`` uses all cores.
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
-    _check_id_range((256 if kind == "byte" else 1) + num_merges)  # the ids known before counting
+    _check_id_range(base_id_count(kind) + num_merges)  # the ids known before counting
     chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
     return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
-                              merge_newlines=merge_newlines, progress=progress)
+                              merge_newlines=merge_newlines, character_coverage=character_coverage,
+                              progress=progress)
 
 
 def merges_from_counts(
@@ -93,6 +106,7 @@ def merges_from_counts(
     num_merges: int,
     min_frequency: int = 2,
     merge_newlines: bool = True,
+    character_coverage: float = 1.0,
     progress: bool = False,
 ) -> TrainResult:
     """The merge phase of :func:`train_merges`, from the distinct pre-split chunks and their counts
@@ -101,6 +115,9 @@ def merges_from_counts(
     The caller's ``chunk_counts`` is emptied: each structure is freed as soon as the next one is
     built, since peak memory is a goal."""
     _check_options(kind=kind, pattern="", num_merges=num_merges, min_frequency=min_frequency, workers=0)
+    coverage_note = None
+    if kind == "char" and character_coverage < 1:
+        chunk_counts, coverage_note = _drop_rare_characters(chunk_counts, character_coverage)
     counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(chunk_counts))
     distinct = list(chunk_counts)
     chunk_counts.clear()
@@ -108,13 +125,43 @@ def merges_from_counts(
     del distinct
     chunks = pairs.Chunks(symbols, counts)
     del symbols, counts
-    first_id = 256 if kind == "byte" else len(alphabet) + 1
+    first_id = base_id_count(kind, len(alphabet))
     _check_id_range(first_id + num_merges)
     newline_id = None if merge_newlines else _newline_id(kind, alphabet)
     forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
     trainer = _Trainer(chunks, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
     merges, stop_reason = trainer.run(num_merges, progress=progress)
-    return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason)
+    return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason, coverage_note=coverage_note)
+
+
+def _drop_rare_characters(chunk_counts: dict[str, int], coverage: float) -> tuple[dict[str, int], str | None]:
+    """The chunks cut at every character outside the fewest most frequent ones that make up ``coverage``
+    of the text (ties: the smaller code point first), and a note saying how many were left out.
+
+    The caller's ``chunk_counts`` is emptied, as :func:`merges_from_counts` does."""
+    frequency: Counter[str] = Counter()
+    for chunk, count in chunk_counts.items():
+        for char, times in Counter(chunk).items():
+            frequency[char] += times * count
+    total, covered, kept = frequency.total(), 0, set()
+    for char, times in sorted(frequency.items(), key=lambda item: (-item[1], item[0])):
+        if covered >= coverage * total:
+            break
+        kept.add(char)
+        covered += times
+    rare = sorted(set(frequency) - kept)
+    if not rare:
+        return chunk_counts, None
+    cut = regex.compile("[" + "".join(regex.escape(char) for char in rare) + "]")
+    pieces: Counter[str] = Counter()
+    for chunk, count in chunk_counts.items():
+        for piece in cut.split(chunk):
+            if piece:
+                pieces[piece] += count
+    chunk_counts.clear()
+    note = (f"{len(rare):,} of {len(frequency):,} characters ({(total - covered) / total:.3%} of the text) are "
+            f"outside character_coverage {coverage:g} and encode as the unknown ID 0")
+    return dict(pieces), note
 
 
 def _check_options(*, kind: str, pattern: str, num_merges: int, min_frequency: int, workers: int) -> None:
@@ -127,10 +174,7 @@ def _check_options(*, kind: str, pattern: str, num_merges: int, min_frequency: i
     if workers < 0:
         raise TokenizerError(f"workers must be >= 0 (0 = all cores), got {workers}")
     if pattern:
-        try:
-            regex.compile(pattern)
-        except regex.error as error:
-            raise TokenizerError(f"invalid split pattern {pattern!r}: {error}; fix the regex") from None
+        compile_checked(pattern)
 
 
 def _check_id_range(end_id: int) -> None:

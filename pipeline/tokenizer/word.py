@@ -50,18 +50,19 @@ def train(
     reserved = {UNKNOWN, *specials}
     ranked = sorted((piece for piece, count in counts.items() if count >= min_frequency and piece not in reserved),
                     key=lambda piece: (-counts[piece], piece.encode("utf-8")))
-    tokenizer = build(ranked[:room], pattern=regex_, special_tokens=specials)
+    stop_reason = None
     if len(ranked) < room:
-        tokenizer.stop_reason = f"only {len(ranked)} distinct pieces occur at least {min_frequency} times"
-    return tokenizer
+        stop_reason = f"only {len(ranked)} distinct pieces occur at least {min_frequency} times"
+    return build(ranked[:room], pattern=regex_, special_tokens=specials, stop_reason=stop_reason)
 
 
-def build(pieces: Sequence[str], *, pattern: str, special_tokens: Sequence[str] = ()) -> Tokenizer:
+def build(pieces: Sequence[str], *, pattern: str, special_tokens: Sequence[str] = (),
+          stop_reason: str | None = None) -> Tokenizer:
     """The word tokenizer of ``pieces`` in ID order from 1 (``<unk>`` is 0, special tokens follow)."""
     tokens = {UNK_ID: UNKNOWN.encode()} | {i: piece.encode("utf-8") for i, piece in enumerate(pieces, start=1)}
     specials = {name: len(tokens) + i for i, name in enumerate(special_tokens)}
     return Tokenizer(kind="word", pattern=pattern, tokens=tokens, merges=[], special_tokens=specials,
-                     unk_id=UNK_ID)
+                     unk_id=UNK_ID, stop_reason=stop_reason)
 
 
 def piece_ids(tokenizer: Tokenizer) -> dict[str, int]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from pipeline.config.schema import EXPORT_FORMATS, Config
+from pipeline.config import EXPORT_FORMATS, Config
 from pipeline.data.accounting import source_table, source_warnings
 from pipeline.data.prepare import STATS_FILE
 from pipeline.engine import storage
@@ -36,8 +36,9 @@ def run_stage(config: Config, name: str, force: bool) -> None:
 
 @click.command(name="export")
 @click.option("--format", "formats", type=click.Choice(EXPORT_FORMATS), multiple=True,
-              help="parquet: one .parquet per split; nanogpt: flat uint16 train.bin/val.bin and meta.pkl "
-                   "(repeatable) [default: export.formats].")
+              help="parquet: one .parquet per split; nanogpt: flat train.bin/val.bin (uint16, uint32 above "
+                   "65,536 IDs) and meta.pkl; megatron: Megatron-LM/NeMo indexed datasets "
+                   "train_text_document.bin/.idx (repeatable) [default: export.formats].")
 @click.option("--out", "output_dir", type=click.Path(file_okay=False), help="[default: export.output_dir]")
 @click.option("--force", is_flag=True, help="Export even when the exports are up to date.")
 @config_options

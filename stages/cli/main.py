@@ -123,9 +123,9 @@ def main() -> None:
     cli(prog_name="lmprep")
 
 
-from stages.cli.pipeline import clean, config_group, run, status  # noqa: E402
+from stages.cli.pipeline import clean, config_group, dag, run, status  # noqa: E402
 
-for _command in (run, status, clean, config_group):
+for _command in (run, status, dag, clean, config_group):
     cli.add_command(_command)
 
 from stages.cli.tokenizer import tokenizer_group  # noqa: E402
@@ -137,10 +137,11 @@ from stages.cli.data import export_command, stats_command  # noqa: E402
 cli.add_command(export_command)
 cli.add_command(stats_command)
 
-from stages.cli.model import check, sample  # noqa: E402
+from stages.cli.model import check, sample, stamp  # noqa: E402
 
 cli.add_command(sample)
 cli.add_command(check)
+cli.add_command(stamp)
 
 from stages.cli.init import init_command  # noqa: E402
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from pipeline.config.schema import Config, Origins, load_config_with_origins, parse_config
+from pipeline.config import Config, Origins, load_config_with_origins, parse_config
 
 DEFAULT_CONFIG = "configs/default.yaml"
 _CONFIG_FILE = "lmprep.config_file"

@@ -1,4 +1,4 @@
-"""``lmprep run``, ``lmprep status`` and ``lmprep config show``: the pipeline as a whole."""
+"""``lmprep run``, ``status``, ``dag``, ``clean`` and ``config show``: the pipeline as a whole."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from pipeline.config.schema import Config, Origins, dump_yaml, resolved_size
+from pipeline.config import Config, Origins, dump_yaml, resolved_size
 from pipeline.engine.executor import share_local_cluster
-from pipeline.engine.runner import Pipeline
+from pipeline.engine.runner import Pipeline, StageStatus, direct_upstream
 from pipeline.errors import ConfigError
 from stages.cli.options import config_file, config_options
 from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, build_stages
@@ -22,8 +22,9 @@ def make_pipeline(config: Config) -> Pipeline:
     """The pipeline of ``config``, rooted in its ``output_root`` (the project root)."""
     path = config_file()
     guarded = {f"the config file {path!r}": os.path.abspath(path)} if path is not None else {}
+    runs = None if config.run_cache_dir is None else config.out(config.run_cache_dir)
     return Pipeline(build_stages(config), param_value=config.value, state_dir=config.out(config.state_dir),
-                    root=config.project_root, guarded=guarded, log=click.echo)
+                    root=config.project_root, guarded=guarded, run_cache=runs, log=click.echo)
 
 
 def run_pipeline(pipeline: Pipeline, targets: list[str] | None, *, force: bool, wait: bool = True) -> None:
@@ -43,7 +44,8 @@ Stages: {', '.join(STAGE_NAMES)}
 --force on train retrains from scratch (the old checkpoint is set aside).""")
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
-@click.option("--no-wait", is_flag=True, help="Fail at once if another run is going on here, instead of waiting for it.")
+@click.option("--no-wait", is_flag=True,
+              help="Fail at once if another run is going on here, instead of waiting for it.")
 @click.option("--executor", "executor_kind", type=click.Choice(["local", "dask"]), default=None,
               help="Run the tasks in local processes or on the Dask cluster at executor.address "
                    "[default: executor.kind].")
@@ -63,12 +65,36 @@ def run(stages: tuple[str, ...], force: bool, no_wait: bool, executor_kind: str 
     run_pipeline(pipeline, list(stages) or None, force=force, wait=not no_wait)
 
 
+STATUS_VERSION = 1  # of ``lmprep status --json``'s document; bumped when a key changes meaning or goes
+
+
 @click.command()
 @click.option("--check", is_flag=True, help="Exit with status 1 if any stage is stale.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document: per stage, up to date or not, the reasons and its outputs.")
 @config_options
-def status(check: bool, config: Config) -> None:
+def status(check: bool, as_json: bool, config: Config) -> None:
     """Show, per stage, whether it is up to date and if not, what changed."""
-    report = make_pipeline(config).status()
+    pipeline = make_pipeline(config)
+    report = pipeline.status()
+    if as_json:
+        click.echo(json.dumps(status_document(pipeline, report), indent=2, ensure_ascii=False))
+    else:
+        show_status(report)
+    if check and any(stage.stale for stage in report):
+        raise SystemExit(1)
+
+
+def status_document(pipeline: Pipeline, report: list[StageStatus]) -> dict[str, Any]:
+    """``{"version": 1, "stages": {name: {"up_to_date", "reasons", "warning", "outputs"}}}``, in pipeline
+    order; outputs as the lock records them (relative to the project root, or URLs)."""
+    outs = {stage.name: list(stage.outs) for stage in pipeline.stages}
+    return {"version": STATUS_VERSION, "stages": {
+        stage.name: {"up_to_date": not stage.stale, "reasons": list(stage.reasons), "warning": stage.warning,
+                     "outputs": outs[stage.name]} for stage in report}}
+
+
+def show_status(report: list[StageStatus]) -> None:
     for stage in report:
         if stage.reasons in ((), ("never run",)):
             click.echo(f"{stage.name}: {stage.describe()}")
@@ -78,8 +104,29 @@ def status(check: bool, config: Config) -> None:
             click.echo(f"    {reason}")
         if stage.warning:
             click.echo(f"    warning: {stage.warning}")
-    if check and any(stage.stale for stage in report):
-        raise SystemExit(1)
+
+
+@click.command()
+@click.option("--dot", is_flag=True, help="Print the graph in Graphviz's DOT language (| dot -Tpng > dag.png).")
+@config_options
+def dag(dot: bool, config: Config) -> None:
+    """Show the stages and which stages' outputs each one reads, as the config declares them."""
+    graph = direct_upstream(build_stages(config))
+    click.echo(dot_graph(graph) if dot else text_graph(graph))
+
+
+def text_graph(graph: dict[str, list[str]]) -> str:
+    """One line per stage in pipeline order: ``encode  ← prepare, tokenizer``."""
+    width = max(map(len, graph))
+    return "\n".join(f"{name:<{width}}  ← {', '.join(upstream)}" if upstream else name
+                     for name, upstream in graph.items())
+
+
+def dot_graph(graph: dict[str, list[str]]) -> str:
+    """``strict digraph {...}`` with an edge from each stage to every stage that reads its outputs."""
+    nodes = [f'\t"{name}";' for name in graph]
+    edges = [f'\t"{upstream}" -> "{name}";' for name, upstreams in graph.items() for upstream in upstreams]
+    return "\n".join(["strict digraph {", *nodes, *edges, "}"])
 
 
 @click.command()

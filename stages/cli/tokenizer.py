@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from pipeline.config.schema import Config, TokenizerConfig
+from pipeline.config import Config, TokenizerConfig
 from pipeline.data.sources import SourceFile, TextDecoder, expand_arguments, read_document_pieces, read_documents
 from pipeline.engine import storage
 from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError
@@ -96,6 +96,9 @@ def training_options(command):
                      help="A special token (repeatable); IDs follow the merges [default: tokenizer.special_tokens]."),
         click.option("--min-frequency", "min_frequency", type=click.IntRange(min=1),
                      help="Stop when no pair occurs this often [default: tokenizer.min_frequency]."),
+        click.option("--character-coverage", "character_coverage", type=click.FloatRange(0, 1, min_open=True),
+                     help="Char kind: keep the most frequent characters covering this share of the text, the "
+                          "rest unknown (ID 0) [default: tokenizer.character_coverage]."),
         click.option("--merge-newlines/--no-merge-newlines", "merge_newlines", default=None,
                      help="Allow tokens containing a newline [default: tokenizer.merge_newlines; "
                           "if null, yes for byte and no for char]."),
@@ -131,9 +134,11 @@ def train_command(files, out, force, field, separator, on_decode_error, config, 
     tokenizer = Tokenizer.train(
         texts, vocab_size=settings.vocab_size, merges=settings.merges,
         kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
-        min_frequency=settings.min_frequency,
+        min_frequency=settings.min_frequency, character_coverage=settings.character_coverage,
         merge_newlines=settings.merge_newlines, workers=settings.workers,
     )
+    if tokenizer.coverage_note:
+        click.echo(tokenizer.coverage_note, err=True)
     if tokenizer.stop_reason:
         click.echo(f"stopped early: {tokenizer.stop_reason}", err=True)
     tokenizer.save(out)
@@ -309,7 +314,8 @@ def _eval_row(name: str, count: _Count, tokenizers: list[Tokenizer], unknown: bo
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in enumerate(zip(row, widths)))
+    lines = ["  ".join(cell.rjust(width) if i else cell.ljust(width)
+                       for i, (cell, width) in enumerate(zip(row, widths)))
              for row in rows]
     return "\n".join(line.rstrip() for line in lines)
 
@@ -409,7 +415,7 @@ def sweep_command(files, vocab_sizes, merge_counts, eval_files, min_gain, plot_p
     result = sweep.sweep(texts, eval_texts=eval_texts, vocab_sizes=vocab_sizes, merge_counts=merge_counts,
                          kind=settings.kind, pattern=settings.pattern, special_tokens=settings.special_tokens,
                          min_frequency=settings.min_frequency, merge_newlines=settings.merge_newlines,
-                         workers=settings.workers)
+                         character_coverage=settings.character_coverage, workers=settings.workers)
     dim, tied = config.train.dim, config.train.tie_weights
     measured = "the --eval files" if eval_texts else "the training files"
     click.echo(f"trained once: {settings.kind} kind, {result.rows[-1].merges:,} merges; tokens counted on {measured} "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config.schema import (
+from pipeline.config import (
     MAX_CONFIG_BYTES,
     Config,
     TrainConfig,
@@ -108,7 +108,8 @@ def test_overrides_parse_yaml_scalars(tmp_path):
         ("train: [\n", (), "not valid YAML"),
         ("", ("train.lr=.nan",), "train.lr must be a number >= 0.0, got nan"),
         ("", ("train.weight_decay=.inf",), "train.weight_decay must be a number >= 0.0, got inf"),
-        ("", ("train.seed=100000000000000000000000000",), "train.seed must be an integer >= 0 and <= 9223372036854775807"),
+        ("", ("train.seed=100000000000000000000000000",),
+         "train.seed must be an integer >= 0 and <= 9223372036854775807"),
         ("", ("prepare.seed=-1",), "prepare.seed must be an integer >= 0"),
         ("data: {sources: [{glob: a, separator: ''}]}\n", (), "data.sources[0].separator must not be empty"),
         ("", ("encode.workers=1000000000000000000000000000000",), "encode.workers must be an integer >= 0 and <= 256"),
@@ -173,7 +174,8 @@ def test_alias_bomb_is_refused_before_it_is_built(tmp_path):
 
 def test_aliases_within_bounds_still_work(tmp_path):
     text = "data:\n  sources:\n    - &src {glob: 'a/*.txt', separator: line}\n    - *src\n"
-    assert load_config(write_config(tmp_path, text)).data.sources[0] == load_config(write_config(tmp_path, text)).data.sources[1]
+    sources = load_config(write_config(tmp_path, text)).data.sources
+    assert sources[0] == load_config(write_config(tmp_path, text)).data.sources[1]
 
 
 def test_recursive_alias_is_refused(tmp_path):
@@ -186,7 +188,8 @@ def test_deep_nesting_is_one_line(tmp_path, where):
     if where == "file":
         assert error_of(tmp_path, f"train: {{lr: {nested}}}\n").endswith("line 1: nested more than 32 levels deep")
     else:
-        assert error_of(tmp_path, "", (f"train.lr={nested}",)).endswith("--set train.lr: nested more than 32 levels deep")
+        assert error_of(tmp_path, "", (f"train.lr={nested}",)).endswith(
+            "--set train.lr: nested more than 32 levels deep")
 
 
 def test_aliases_cannot_nest_beyond_the_bound(tmp_path):
@@ -218,7 +221,8 @@ def test_cli_accepts_exponent_floats_and_refuses_bombs_in_one_line(tmp_path, mon
     (tmp_path / "bomb.yaml").write_text(billion_laughs(7))
     refused = CliRunner().invoke(cli, ["config", "show", "--config", "bomb.yaml"])
     assert refused.exit_code == 2
-    assert refused.output == "error: bomb.yaml: line 2: aliases expand to more than 100,000 values or 32 levels of nesting\n"
+    assert refused.output == ("error: bomb.yaml: line 2: aliases expand to more than 100,000 values "
+                              "or 32 levels of nesting\n")
 
 
 # -- paths relative to the config file, extends, origins ------------------------------------------
@@ -324,3 +328,13 @@ def test_an_output_that_is_a_whole_bucket_is_refused(tmp_path, key):
     (tmp_path / "lmprep.yaml").write_text("{}\n")
     with pytest.raises(ConfigError, match=rf"{key} 's3://bucket/' is a whole bucket; name a prefix inside it"):
         load_config(tmp_path / "lmprep.yaml", [f"{key}=s3://bucket/"])
+
+
+def test_an_export_format_that_cannot_hold_the_vocabulary_is_refused_at_load(tmp_path):
+    """A word vocabulary past int32 cannot be a Megatron indexed dataset: said before any stage runs."""
+    text = "tokenizer: {kind: word, vocab_size: 3000000000}\nexport: {formats: [parquet, megatron]}\n"
+    assert error_of(tmp_path, text) == (
+        f"{write_config(tmp_path, text)}: export.formats: megatron holds at most 2,147,483,648 IDs, "
+        "but tokenizer.vocab_size is 3,000,000,000; remove megatron from export.formats")
+    config = load_config(write_config(tmp_path, text.replace("megatron", "nanogpt")))
+    assert config.export.formats == ("parquet", "nanogpt")  # uint32 holds it

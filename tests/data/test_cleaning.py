@@ -1,4 +1,4 @@
-"""Cleaning rules, de-duplication and the seeded train/val split."""
+"""Cleaning rules, drop reasons, the seeded train/val split and prepare's counts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.data.accounting import PrepareStats
-from pipeline.data.cleaning import Deduplicator, clean_text, drop_reason, split_of
+from pipeline.data.cleaning import clean_text, drop_reason, split_of
 
 
 @pytest.mark.parametrize(
@@ -48,12 +48,6 @@ def test_drop_reasons(text, reason):
     assert drop_reason(text, min_chars=4, max_chars=6) == reason
 
 
-def test_dedup_keeps_the_first_copy_only():
-    seen = Deduplicator()
-    assert [seen.is_new(t) for t in ["a", "b", "a", "A", "b"]] == [True, True, False, True, False]
-    assert len(seen) == 3
-
-
 def test_split_is_deterministic_and_seeded():
     texts = [f"document number {i}" for i in range(2000)]
     splits = [split_of(t, seed=0, val_fraction=0.1) for t in texts]
@@ -78,9 +72,8 @@ def test_golden_split():
 
 
 def test_stats_record_and_summary():
-    stats = PrepareStats(files=2, documents_read=4, characters_read=10)
-    stats.count_kept("train", "abc")
-    stats.count_kept("val", "de")
+    stats = PrepareStats(files=2, documents_read=4, characters_read=10, documents={"train": 1, "val": 1},
+                         characters={"train": 3, "val": 2})
     stats.count_drop("duplicate")
     stats.count_drop("empty", 0)
     stats.count_drop("duplicate")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.config.schema import load_config
+from pipeline.config import load_config
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 

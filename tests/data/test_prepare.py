@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config.schema import PrepareConfig, SourceConfig
+from pipeline.config import PrepareConfig, SourceConfig
 from pipeline.data.documents import iter_split_documents, text_column
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import expand_sources
@@ -194,7 +194,7 @@ def test_prepare_does_not_import_pandas(raw):
     """pyarrow's ``pa.array`` imports pandas where installed: 0.2 s of CPU in every worker."""
     script = ("import sys\n"
               "from concurrent.futures import ThreadPoolExecutor\n"
-              "from pipeline.config.schema import PrepareConfig, SourceConfig\n"
+              "from pipeline.config import PrepareConfig, SourceConfig\n"
               "from pipeline.engine.executor import Tasks\n"
               "from pipeline.data.prepare import prepare_corpus\n"
               "from pipeline.data.sources import expand_sources\n"

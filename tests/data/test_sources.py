@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config.schema import SourceConfig
+from pipeline.config import SourceConfig
 from pipeline.data.sources import (
     SourceFile,
     TextDecoder,
@@ -53,7 +53,8 @@ def test_txt_separators(tmp_path, name, separator, content, expected):
     assert read_all(tmp_path, SourceConfig(name, separator=separator)) == expected
 
 
-@given(pieces=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="|"), max_size=30), min_size=1, max_size=8))
+@given(pieces=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="|"), max_size=30),
+                       min_size=1, max_size=8))
 @settings(max_examples=60, deadline=None)
 def test_literal_separator_round_trips(tmp_path_factory, pieces):
     root = tmp_path_factory.mktemp("lit")

@@ -19,7 +19,8 @@ from stages.cli.main import cli
 
 distributed = pytest.importorskip("distributed")
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "données", "naïve", "café", "東京", "мир", "🙂"]
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog",
+         "données", "naïve", "café", "東京", "мир", "🙂"]
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +136,8 @@ def test_a_scheduler_that_does_not_answer_is_one_line_and_exit_2(project):
     result = CliRunner().invoke(cli, ["run", "prepare", "--executor", "dask", "--set", "executor.address=tcp://127.0.0.1:1",
                                       "--set", "executor.timeout=0.5"])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: executor.address 'tcp://127.0.0.1:1': no Dask scheduler answered within 0.5 s")
+    assert result.stderr.startswith(
+        "error: executor.address 'tcp://127.0.0.1:1': no Dask scheduler answered within 0.5 s")
     assert result.stderr.count("\n") == 1
 
 

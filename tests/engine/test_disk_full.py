@@ -51,7 +51,8 @@ def test_status_and_a_no_op_run_warn_once_when_the_hash_cache_cannot_be_saved(tm
     log: list[str] = []
 
     def pipeline() -> Pipeline:
-        stages = [Stage(name, ("in.txt",), (f"{name}.txt",), (), lambda name=name: (tmp_path / f"{name}.txt").write_text(name))
+        stages = [Stage(name, ("in.txt",), (f"{name}.txt",), (),
+                        lambda name=name: (tmp_path / f"{name}.txt").write_text(name))
                   for name in ("a", "b")]
         return Pipeline(stages, param_value=lambda key: None, state_dir="state", root=tmp_path, log=log.append)
 
@@ -86,7 +87,8 @@ def test_a_full_disk_while_writing_a_checkpoint_is_an_os_error_naming_it(tmp_pat
     with pytest.raises(OSError) as raised:
         checkpoint.save_checkpoint(tmp_path / "run", model=BigramLM(ModelConfig(vocab_size=256, dim=2)),
                                    tokenizer=tokenizer, step=0, train_config={}, shard_fingerprint=None)
-    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(tmp_path / "run" / "checkpoint.safetensors"))
+    written = str(tmp_path / "run" / "checkpoint.safetensors")
+    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, written)
 
 
 def test_a_name_too_long_is_one_line(project):

@@ -43,7 +43,7 @@ def test_worker_count_is_one_per_core_and_never_more(monkeypatch):
 
 
 def test_encode_starts_no_more_processes_than_cores(monkeypatch):
-    from pipeline.config.schema import Config, EncodeConfig
+    from pipeline.config import Config, EncodeConfig
     from pipeline.engine import executor
     from stages import encode
 

@@ -15,7 +15,7 @@ from conftest import lmprep_in_cwd as lmprep
 from conftest import put_corpus as corpus
 from conftest import write_store_config as write_config
 
-from pipeline.config.schema import SourceConfig
+from pipeline.config import SourceConfig
 from pipeline.data.sources import TextDecoder, expand_sources, read_documents
 from pipeline.engine import storage
 from pipeline.errors import StorageError

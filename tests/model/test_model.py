@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pipeline.errors import CheckpointError
-from pipeline.model.bigram import BigramLM, ModelConfig, generate
+from pipeline.model.bigram import BigramLM, ModelConfig, generate, padded_vocab_size
 
 
 def test_logits_shape_and_parameter_count():
@@ -104,3 +104,41 @@ def test_a_loss_overwritten_before_its_backward_is_refused():
     model.loss(ids[:, 1:], ids[:, :-1])
     with pytest.raises(RuntimeError, match="call backward\\(\\) on each loss before computing the next"):
         first.backward()
+
+
+def fixed_next_token_model(probabilities: list[float]) -> BigramLM:
+    """A model whose next-token distribution is ``probabilities`` whatever the current token."""
+    model = BigramLM(ModelConfig(vocab_size=len(probabilities), dim=1))
+    with torch.no_grad():
+        model.embed.weight.fill_(1.0)
+        model.head.weight.copy_(torch.tensor(probabilities).log().unsqueeze(1))
+    return model
+
+
+def draws(model: BigramLM, **options) -> set[int]:
+    generator = torch.Generator().manual_seed(0)
+    return {next(generate(model, [0], max_tokens=1, generator=generator, **options)) for _ in range(400)}
+
+
+def test_top_k_and_top_p_sample_among_the_most_likely_tokens_only():
+    model = fixed_next_token_model([0.05, 0.4, 0.3, 0.15, 0.1])
+    assert draws(model) == {0, 1, 2, 3, 4}
+    assert draws(model, top_k=2) == {1, 2}
+    assert draws(model, top_k=1) == {1} == draws(model, top_p=0.3)
+    assert draws(model, top_p=0.75) == {1, 2, 3}  # 0.4 + 0.3 < 0.75: the third token completes the mass
+    assert draws(model, top_k=2, top_p=0.9, temperature=5.0) == {1, 2}
+
+
+def test_sampling_is_seeded_and_never_picks_an_id_beyond_the_tokenizers_vocab():
+    model = fixed_next_token_model([0.1, 0.1, 0.4, 0.4])  # IDs 2 and 3: padding rows a tokenizer of 2 never emits
+    assert draws(model, vocab_size=2) == {0, 1}
+    assert list(generate(model, [0], max_tokens=5, temperature=0, vocab_size=2)) == [0] * 5
+    runs = [list(generate(model, [0], max_tokens=30, generator=torch.Generator().manual_seed(7), top_p=0.9))
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("vocab_size, multiple, padded", [(50_257, 64, 50_304), (2049, 64, 2112), (2048, 64, 2048),
+                                                          (300, None, 300), (300, 1, 300)])
+def test_the_padded_vocab_is_the_next_multiple(vocab_size, multiple, padded):
+    assert padded_vocab_size(vocab_size, multiple) == padded

@@ -80,7 +80,7 @@ def test_a_remote_checkpoint_is_the_local_runs_and_status_then_reads_no_object(s
 
 def test_an_interrupted_remote_run_resumes_from_its_partial_checkpoint_in_a_fresh_project(
         s3, upstream, tmp_path, monkeypatch):
-    from pipeline.model import training
+    from pipeline.model import homes
 
     url = s3.url("ckpt")
     project(upstream, tmp_path / "first", monkeypatch, ckpt=url)
@@ -88,13 +88,13 @@ def test_an_interrupted_remote_run_resumes_from_its_partial_checkpoint_in_a_fres
     first_commit = storage.committed(url)
 
     # another machine raises train.steps, saving every step, and is stopped after the save at step 3
-    publish = training._RemoteHome.partial_saved
+    publish = homes.RemoteHome.partial_saved
 
     def preempted(home, partial):
         publish(home, partial)
         raise RuntimeError("preempted")
 
-    monkeypatch.setattr(training._RemoteHome, "partial_saved", preempted)
+    monkeypatch.setattr(homes.RemoteHome, "partial_saved", preempted)
     project(upstream, tmp_path / "second", monkeypatch, ckpt=url)
     result = lmprep("run", "--set", "train.steps=4", "--set", "train.checkpoint_every=1")
     assert "resuming from step 2 to step 4" in result.output and str(result.exception) == "preempted"
@@ -102,7 +102,7 @@ def test_an_interrupted_remote_run_resumes_from_its_partial_checkpoint_in_a_fres
     assert read_header(f"{url}.partial").step == 3
 
     # a third machine finishes it from the remote partial checkpoint
-    monkeypatch.setattr(training._RemoteHome, "partial_saved", publish)
+    monkeypatch.setattr(homes.RemoteHome, "partial_saved", publish)
     project(upstream, tmp_path / "third", monkeypatch, ckpt=url)
     output = ok("run", "--set", "train.steps=4", "--set", "train.checkpoint_every=1")
     assert f"continuing the interrupted run from its checkpoint at step 3 in {url}.partial" in output

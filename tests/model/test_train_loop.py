@@ -13,11 +13,12 @@ import pytest
 import torch
 from conftest import FakeTokenizer, make_project
 
-from pipeline.config.schema import TrainConfig
+from pipeline.config import TrainConfig
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
 from pipeline.model import training
 from pipeline.model.checkpoint import read_checkpoint
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
 
 TOKENIZER = FakeTokenizer(merges=[(97, 98), (256, 99)], special_tokens={"<|endoftext|>": 258})
 RETRAINED = FakeTokenizer(merges=[(98, 99), (97, 256)], special_tokens={"<|endoftext|>": 258})
@@ -202,7 +203,8 @@ def test_metrics_hold_bits_per_byte(tmp_path, shards):
     record = json.loads((tmp_path / "ckpt" / "metrics.jsonl").read_text().splitlines()[-1])
     tokens_per_byte = 5 / 6  # each repeat of a document: 'abc', ' ', 'd', 'e' and the special token (no bytes)
     for split in ("train", "val"):
-        assert record[f"{split}_bits_per_byte"] == pytest.approx(record[f"{split}_loss"] / math.log(2) * tokens_per_byte)
+        bits_per_byte = record[f"{split}_loss"] / math.log(2) * tokens_per_byte
+        assert record[f"{split}_bits_per_byte"] == pytest.approx(bits_per_byte)
 
 
 def test_changed_tokenizer_sets_the_old_checkpoint_aside(tmp_path, shards):
@@ -404,7 +406,8 @@ def test_a_shape_beyond_physical_memory_is_refused_before_training(tmp_path, sha
     monkeypatch.setattr(training, "_physical_memory", lambda: 2**28)
     huge = dataclasses.replace(SETTINGS, dim=65_536, batch_size=1024, context=1024)
     with pytest.raises(TrainingError, match=r"^train.dim=65536, train.batch_size=1024 and train.context=1024 with "
-                                            r"vocab size 259 need about 0.7 GiB, more than this machine's 0.2 GiB of memory; lower them$"):
+                                            r"vocab size 259 need about 0.7 GiB, more than this machine's 0.2 GiB "
+                                            r"of memory; lower them$"):
         run(tmp_path, shards, huge)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
 
@@ -476,7 +479,8 @@ def test_a_killed_run_resumes_from_its_periodic_checkpoint_bit_identically(tmp_p
     assert not (tmp_path / "ckpt.partial").exists()
     run(tmp_path / "whole", shards, settings)
     resumed, whole = read_checkpoint(tmp_path / "ckpt"), read_checkpoint(tmp_path / "whole" / "ckpt")
-    assert all(torch.equal(a, b) for a, b in zip(resumed.model.state_dict().values(), whole.model.state_dict().values()))
+    pairs = zip(resumed.model.state_dict().values(), whole.model.state_dict().values())
+    assert all(torch.equal(a, b) for a, b in pairs)
     assert str(resumed.optimizer_state) == str(whole.optimizer_state)
     records = [[{key: value for key, value in json.loads(line).items() if key not in ("resumed", "new_shards")}
                 for line in (directory / "metrics.jsonl").read_text().splitlines()]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import reference_ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import replay_merges
 
 from pipeline.data import documents
 from pipeline.engine.executor import Tasks
@@ -25,7 +25,8 @@ from pipeline.shards.format import ShardSet
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.encoder import NO_RANK, PAD, ChunkCache, PairRanks, merge_rows, merge_short
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "données", "naïve", "café", "東京", "мир", "🙂", "tab\there", "new\nline"]
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "données", "naïve", "café", "東京", "мир",
+         "🙂", "tab\there", "new\nline"]
 
 
 def make_texts(count: int, seed: int) -> list[str]:
@@ -145,7 +146,7 @@ def test_an_eos_id_outside_the_vocabulary_is_refused(tmp_path, prepared, tokeniz
 
 
 def stage_config(tmp_path: Path, prepared: Path, **sections):
-    from pipeline.config.schema import parse_config
+    from pipeline.config import parse_config
 
     raw = {
         "prepare": {"output_dir": str(prepared)},
@@ -187,7 +188,8 @@ def test_a_frozen_tokenizer_is_copied_and_does_not_depend_on_the_data(tmp_path, 
                           str(directory / "special_tokens_map.json"))
     stage.run()
     assert Path(config.tokenizer.output).read_bytes() == tokenizer_path.read_bytes()
-    assert json.loads((directory / "special_tokens_map.json").read_text()) == {"eos_token": "<|endoftext|>"}
+    assert json.loads((directory / "special_tokens_map.json").read_text()) == {"eos_token": "<|endoftext|>",
+                                                                              "pad_token": "<|endoftext|>"}
 
 
 def test_an_eos_token_the_tokenizer_lacks_names_the_key(tmp_path, prepared, tokenizer_path):
@@ -221,7 +223,7 @@ def test_share_tokenizer_reuses_an_unchanged_file_and_reloads_a_replaced_one(tmp
     assert corpus.share_tokenizer(path) is first
     Tokenizer.from_merges(kind="byte", pattern="", merges=[(98, 97)], special_tokens=["<s>"]).save(path)
     replaced = corpus.share_tokenizer(path)
-    assert replaced.merges == [(98, 97)] and replaced.fingerprint != first.fingerprint
+    assert replaced.merges == ((98, 97),) and replaced.fingerprint != first.fingerprint
 
 
 # --- the encoder's chunk cache: new chunks merged together, memory bounded in bytes
@@ -268,11 +270,12 @@ def test_batches_of_many_new_chunks_encode_like_the_merge_replay(tmp_path, byte_
     for tokenizer in (fresh(byte_tokenizer, tmp_path), fresh(char_tokenizer, tmp_path)):
         ids, offsets = tokenizer.encode_batch_flat(texts)
         assert [ids[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == [
-            replay_merges(tokenizer, text) for text in texts]
+            reference_ids(tokenizer, text) for text in texts]
 
 
 def test_the_chunk_cache_keeps_its_byte_bound():
-    """Batches of distinct 250-character chunks, under and over the bound: the cache starts over, never grows past it."""
+    """Batches of distinct 250-character chunks, under and over the bound: the cache starts over, never grows
+    past it."""
     bound = 60_000
     cache = ChunkCache(lambda text: list(text.encode()), RANK_OF, RESULTS, unit="byte", max_bytes=bound)
     rng = random.Random(5)
@@ -317,7 +320,7 @@ def test_each_task_bounds_its_workers_cache(prepared, tokenizer_path):
 
 
 def test_the_cache_bound_is_read_from_the_encode_section(tmp_path, prepared, tokenizer_path, monkeypatch):
-    from pipeline.config.schema import parse_config
+    from pipeline.config import parse_config
     from pipeline.errors import ConfigError
     from stages import encode as encode_stage
 

@@ -204,7 +204,8 @@ def run_batch(reader: str, pristine: Path, batch: list[dict]) -> None:
 
 @pytest.fixture(scope="module")
 def shard_dir(tmp_path_factory) -> Path:
-    from pipeline.shards.format import ShardStamp, ShardWriter
+    from pipeline.shards.format import ShardWriter
+    from pipeline.shards.manifest import ShardStamp
 
     directory = tmp_path_factory.mktemp("shards")
     stamp = ShardStamp(split="train", tokenizer_fingerprint="f" * 64, vocab_size=1000,

@@ -1,4 +1,5 @@
-"""The export and stats stages writing to object storage: a real S3 API (moto's server on 127.0.0.1), s3fs as the client."""
+"""The export and stats stages writing to object storage: a real S3 API (moto's server on 127.0.0.1), s3fs as
+the client."""
 
 from __future__ import annotations
 
@@ -171,7 +172,7 @@ def test_an_interrupted_export_leaves_the_previous_commit_and_the_next_run_remov
         return interrupting
 
     with monkeypatch.context() as patch:  # the exporter stops after writing one file
-        patch.setattr(export, "write_parquet", interrupted_after(export.write_parquet))
+        patch.setitem(export.WRITERS, "parquet", interrupted_after(export.write_parquet))
         assert lmprep("export", "--force").output.endswith("running 'export': forced\nerror: interrupted\n")
     with monkeypatch.context() as patch:  # the upload stops after one file
         patch.setattr(storage, "put_file", interrupted_after(storage.put_file))

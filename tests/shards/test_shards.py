@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from pipeline.errors import ShardError, TokenizerMismatchError
 from pipeline.shards import format as shard_format
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
 
 FINGERPRINT = "f" * 64
 

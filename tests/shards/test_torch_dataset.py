@@ -1,5 +1,5 @@
 """``pipeline.shards.torch_dataset.ShardWindows``: determinism, DDP and worker splits, exact resumption, the guard,
-and the README's example model."""
+and the example model of docs/shards-and-training.md."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from pipeline.errors import ShardError, TokenizerMismatchError
-from pipeline.shards.format import ShardStamp, ShardWriter
+from pipeline.shards.format import ShardWriter
+from pipeline.shards.manifest import ShardStamp
 from pipeline.shards.torch_dataset import ShardWindows
 from pipeline.tokenizer import Tokenizer
 
@@ -92,23 +93,25 @@ def test_another_tokenizer_is_refused(project):
         ShardWindows(root / "shards", tokenizer=other, context=8, batch_size=4)
 
 
-def test_the_readme_example_trains_a_transformer(project, monkeypatch):
-    """The README's example, verbatim but for the paths and a tiny size."""
+def test_the_docs_example_trains_a_transformer(project, monkeypatch):
+    """The example of docs/shards-and-training.md, verbatim but for the paths and a tiny size."""
     root, _ = project
     monkeypatch.chdir(root)
-    source = README_EXAMPLE.replace("data/shards", "shards").replace("data/tokenizer/tokenizer.json", "tokenizer.json")
+    source = DOCS_EXAMPLE.replace("data/shards", "shards").replace("data/tokenizer/tokenizer.json", "tokenizer.json")
     source = source.replace("context=256, batch_size=32", "context=8, batch_size=4").replace("dim = 128", "dim = 16")
     namespace = {}
-    exec(compile(source, "README example", "exec"), namespace)
+    exec(compile(source, "docs/shards-and-training.md example", "exec"), namespace)
     assert namespace["step"] >= 1 and torch.isfinite(namespace["loss"])
 
 
-def _readme_example() -> str:
+def _docs_example() -> str:
+    """The block tagged with this file's path (tests/test_docs.py leaves it to this test)."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
-    start = text.index("```python\nimport torch\nfrom pipeline.shards.torch_dataset import ShardWindows")
-    return text[start + len("```python\n") : text.index("```", start + 10)]
+    text = (Path(__file__).resolve().parents[2] / "docs" / "shards-and-training.md").read_text("utf-8")
+    fence = "```python tests/shards/test_torch_dataset.py\n"
+    start = text.index(fence) + len(fence)
+    return text[start : text.index("```", start)]
 
 
-README_EXAMPLE = _readme_example()
+DOCS_EXAMPLE = _docs_example()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from pipeline.errors import ShardError
 from pipeline.shards import export
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 
@@ -86,6 +86,80 @@ def test_nanogpt_export_reads_as_nanogpt_reads_it(project):
     assert text.count("<|endoftext|>") == len(split_documents("train")) and "naïve café 🙂" in text
 
 
+def test_megatron_export_reads_as_megatron_core_reads_it(project):
+    """``--data-path out/export/train_text_document`` in Megatron-LM: its ``IndexedDataset`` gives every document's
+    IDs, each ending with the EOS the encode stage appended."""
+    with warnings.catch_warnings():  # megatron-core warns at import that Transformer Engine is absent
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    output = lmprep("export", "--format", "megatron").output
+    assert "→ out/export/train_text_document.idx" in output
+    eos = Tokenizer.load("out/tokenizer/tokenizer.json").special_tokens["<|endoftext|>"]
+    for split in ("train", "val"):
+        dataset = IndexedDataset(f"out/export/{split}_text_document")
+        assert [dataset[i].tolist() for i in range(len(dataset))] == split_documents(split)
+        assert all(dataset[i][-1] == eos for i in range(len(dataset)))
+    assert sorted(os.listdir("out/export")) == sorted(
+        f"{split}_text_document.{ext}{sidecar}" for split in ("train", "val") for ext in ("bin", "idx")
+        for sidecar in ("", ".json"))
+
+
+def test_above_65536_ids_every_format_is_exported_and_the_uint32_bin_is_announced(tmp_path, monkeypatch):
+    """A word vocabulary of 66,003 IDs: nanoGPT's .bin is uint32 (meta.pkl and a printed line say so), Parquet
+    is written beside it, and Megatron's files are int32."""
+    monkeypatch.chdir(tmp_path)
+    words = [f"w{i}" for i in range(66_000)]
+    Tokenizer.train([" ".join(words[i:i + 1000]) for i in range(0, len(words), 1000)], kind="word",
+                    vocab_size=70_000, min_frequency=1, special_tokens=["<|endoftext|>"], workers=1).save("word.json")
+    write_project(tmp_path)
+    Path("raw/a.txt").write_text("\n".join(" ".join(words[-50 - i:len(words) - i]) for i in range(40)) + "\n")
+    config = Path("lmprep.yaml").read_text().replace("vocab_size: 300, kind: byte", "path: word.json")
+    Path("lmprep.yaml").write_text(config.replace("{output_dir: out/export}",
+                                                  "{output_dir: out/export, formats: [nanogpt, parquet, megatron]}"))
+    output = lmprep("run", "export").output
+    assert "the nanoGPT .bin files hold uint32 IDs (66,003 IDs do not fit uint16)" in output
+    with open("out/export/meta.pkl", "rb") as f:
+        assert pickle.load(f)["dtype"] == "uint32"
+    train = split_documents("train")
+    assert np.memmap("out/export/train.bin", dtype=np.uint32, mode="r").tolist() == [i for doc in train for i in doc]
+    assert max(i for doc in train for i in doc) > 65_535
+    assert pq.read_table("out/export/train.parquet").column("input_ids").to_pylist() == train
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+    dataset = IndexedDataset("out/export/train_text_document")
+    assert dataset.index.dtype == np.int32 and [dataset[i].tolist() for i in range(len(dataset))] == train
+
+
+def test_check_says_whether_an_export_directory_belongs_to_a_tokenizer(project, byte_tokenizer):
+    lmprep("export", "--format", "megatron", "--format", "nanogpt")
+    tokenizer = Tokenizer.load("out/tokenizer/tokenizer.json")
+    good = lmprep("check", "out/export", "--tokenizer", "out/tokenizer/tokenizer.json")
+    assert good.output == (
+        "compatible: the 6 exported files of out/export (train.bin, train_text_document.bin, train_text_document.idx, "
+        f"val.bin, val_text_document.bin, val_text_document.idx) hold IDs of tokenizer {tokenizer.fingerprint} "
+        f"(out/tokenizer/tokenizer.json, vocab size {tokenizer.vocab_size})\n")
+    byte_tokenizer.save("other.json")
+    bad = lmprep("check", "out/export", "--tokenizer", "other.json", code=1)
+    assert bad.output.startswith(f"incompatible: out/export/train.bin was exported with tokenizer "
+                                 f"{tokenizer.fingerprint} (vocab size {tokenizer.vocab_size}, says train.bin.json), "
+                                 f"but the given tokenizer is {byte_tokenizer.fingerprint}")
+    Path("out/export/val.bin.json").unlink()
+    missing = lmprep("check", "out/export", "--tokenizer", "out/tokenizer/tokenizer.json", code=1)
+    assert missing.output.startswith("incompatible: out/export/val.bin has no sidecar val.bin.json")
+
+
+def test_an_empty_split_is_exported_and_said_to_be_empty(project):
+    """numpy cannot map an empty file, so neither nanoGPT nor Megatron can open an empty split's .bin."""
+    Path("lmprep.yaml").write_text(Path("lmprep.yaml").read_text().replace("val_fraction: 0.2", "val_fraction: 0.0"))
+    output = lmprep("export", "--format", "megatron", "--format", "parquet").output
+    assert ("val has no tokens, so its .bin files are empty, which np.memmap (nanoGPT, Megatron) cannot open: "
+            "leave that split out of their data paths") in output
+    assert Path("out/export/val_text_document.bin").stat().st_size == 0
+    assert pq.read_table("out/export/val.parquet").num_rows == 0
+
+
 def test_nanogpt_meta_of_the_char_kind_decodes_as_nanogpt_does(char_tokenizer):
     """nanoGPT's sample.py: ``decode = lambda l: ''.join([itos[i] for i in l])``."""
     meta = pickle.loads(pickle.dumps(export.nanogpt_meta(char_tokenizer)))
@@ -98,7 +172,7 @@ def test_nanogpt_meta_of_the_char_kind_decodes_as_nanogpt_does(char_tokenizer):
 
 
 def test_byte_kind_meta_has_no_itos_since_byte_tokens_can_split_a_character(byte_tokenizer):
-    assert set(export.nanogpt_meta(byte_tokenizer)) == {"vocab_size", "tokenizer_fingerprint", "kind"}
+    assert set(export.nanogpt_meta(byte_tokenizer)) == {"vocab_size", "tokenizer_fingerprint", "kind", "dtype"}
 
 
 def test_exports_and_stats_are_stages_the_runner_tracks(project):
@@ -167,16 +241,6 @@ def test_clean_removes_exports_stats_and_the_emptied_tokenizer_directory(project
     assert "removed out/export" in output and "removed out/stats" in output
     assert not Path("out/tokenizer").exists() and not Path("out/export").exists()
     assert Path("out/ckpt/checkpoint.safetensors").exists()
-
-
-def test_nanogpt_export_refuses_ids_over_uint16(tmp_path):
-    stamp = ShardStamp(split="train", tokenizer_fingerprint="f" * 64, vocab_size=70_000,
-                       special_ids={"bos": None, "eos": None}, prepared_fingerprint="p" * 64)
-    writer = ShardWriter(tmp_path, stamp, shard_tokens=10)
-    writer.write(np.array([1, 69_999], np.uint32), np.array([0, 2]))
-    writer.close()
-    with pytest.raises(ShardError, match="over 65,536"):
-        export.write_nanogpt_bin(ShardSet.open(tmp_path, "train"), tmp_path / "train.bin")
 
 
 @pytest.mark.parametrize("command", [["stats"], ["export", "--format", "nanogpt"]])

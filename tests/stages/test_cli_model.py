@@ -10,9 +10,10 @@ import torch
 from click.testing import CliRunner
 from conftest import make_project
 
-from pipeline.config.schema import TrainConfig
+from pipeline.config import TrainConfig
 from pipeline.model import training
-from pipeline.shards.format import ShardSet, ShardStamp, ShardWriter
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 
@@ -28,8 +29,9 @@ def make_tokenizer(path, texts, **options):
     return tokenizer
 
 
-def train_model(directory, tokenizer, texts):
-    """Encode ``texts`` (EOS after each) into shards, train, return the checkpoint directory."""
+def train_model(directory, tokenizer, texts, **settings):
+    """Encode ``texts`` (EOS after each) into shards, train with ``settings`` changed, return the checkpoint
+    directory."""
     eos = tokenizer.special_tokens[EOS]
     docs = [tokenizer.encode(text) + [eos] for text in texts]
     stamp = ShardStamp(split="train", tokenizer_fingerprint=tokenizer.fingerprint,
@@ -39,7 +41,7 @@ def train_model(directory, tokenizer, texts):
     writer.write(np.array([i for doc in docs for i in doc], dtype=np.uint32),
                  np.cumsum([0] + [len(doc) for doc in docs], dtype=np.int64))
     writer.close()
-    settings = dataclasses.replace(SETTINGS, output_dir=str(directory / "ckpt"))
+    settings = dataclasses.replace(SETTINGS, output_dir=str(directory / "ckpt"), **settings)
     training.train_checkpoint_dir(settings, tokenizer=tokenizer, val_set=None,
                                   train_set=ShardSet.open(directory / "shards", "train"))
     return directory / "ckpt"
@@ -73,6 +75,40 @@ def test_sample_continues_the_prompt_until_end_of_text(trained):
     assert EOS not in result.output
     again = invoke(*sample_args(trained, "tok.json", "--prompt", "the ", "--temperature", "0.5", "--seed", "1"))
     assert again.output == result.output
+
+
+def test_several_samples_per_call_are_seeded_and_top_k_1_is_greedy(trained):
+    def run(*options):
+        result = invoke(*sample_args(trained, "tok.json", "--prompt", "the", "--max-tokens", "8", *options))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    three = run("--num-samples", "3", "--seed", "5", "--temperature", "2")
+    samples = three.split("---\n")
+    assert len(samples) == 4 and samples[-1] == "" and len(set(samples[:3])) > 1
+    assert run("--num-samples", "3", "--seed", "5", "--temperature", "2") == three
+    assert run("--seed", "5", "--temperature", "2") == samples[0]  # the first of several is the one sample
+    greedy = run("--temperature", "0")
+    assert run("--top-k", "1", "--num-samples", "2", "--temperature", "2") == greedy + "---\n" + greedy + "---\n"
+    assert run("--top-p", "1e-9", "--seed", "3") == greedy
+
+
+def test_a_padded_vocab_trains_samples_and_keeps_the_guard(tmp_path):
+    from pipeline.model.checkpoint import read_checkpoint
+
+    tokenizer = make_tokenizer(tmp_path / "tok.json", STORY, vocab_size=270, min_frequency=1)
+    other = make_tokenizer(tmp_path / "other.json", OTHER_STORY, vocab_size=270, min_frequency=1)
+    checkpoint = train_model(tmp_path, tokenizer, STORY, pad_vocab_to=64)
+    model = read_checkpoint(checkpoint).model
+    assert model.config.vocab_size == 320 and model.embed.weight.shape == (320, 16)  # 270 rounded up to 5 × 64
+    (tmp_path / "config.yaml").write_text("encode:\n  eos_token: '<|endoftext|>'\n")
+    trained = (tmp_path, checkpoint, tmp_path / "config.yaml")
+    assert invoke("check", checkpoint, "--tokenizer", tmp_path / "tok.json").output.startswith("compatible: ")
+    refused = invoke("check", checkpoint, "--tokenizer", tmp_path / "other.json")
+    assert refused.exit_code == 1 and other.fingerprint in refused.output
+    sampled = invoke(*sample_args(trained, "tok.json", "--prompt", "the", "--temperature", "50", "--num-samples", "5"))
+    assert sampled.exit_code == 0, sampled.output
+    assert invoke(*sample_args(trained, "other.json", "--prompt", "the")).exit_code == 2
 
 
 def test_sample_respects_max_tokens_and_an_empty_prompt(trained):
@@ -131,14 +167,14 @@ def test_building_the_pipeline_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import stages.cli.main, stages.train; from pipeline.config.schema import parse_config; "
+    code = ("import sys; import stages.cli.main, stages.train; from pipeline.config import parse_config; "
             "stages.train.build(parse_config({})); "
             "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
 def test_train_stage_declares_shards_and_tokenizer_as_inputs():
-    from pipeline.config.schema import parse_config
+    from pipeline.config import parse_config
     from stages import train
 
     stage = train.build(parse_config({"train": {"output_dir": "checkpoints/small"}}))
@@ -203,8 +239,8 @@ def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch)
         interrupted = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert interrupted.exit_code == 1 and "Aborted!" in interrupted.output
     assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
-    assert sorted(path.name for path in (project / "out").iterdir()) == ["ckpt", "prepared", "shards", "special_tokens_map.json",
-                                                                          "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(path.name for path in (project / "out").iterdir()) == [
+        "ckpt", "prepared", "shards", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
     result = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert "train: moved the old checkpoint to out/ckpt-old-seed" in result.output
     assert (project / "out" / "ckpt-old-seed" / "checkpoint.safetensors").read_bytes() == before
@@ -238,3 +274,70 @@ def test_sample_refuses_nan_weights_with_one_line(trained, tmp_path):
     assert result.exit_code == 2
     assert result.output == (f"error: checkpoint {tmp_path / 'checkpoint.safetensors'}: model.embed.weight holds "
                              "NaN or infinite weights; retrain it with `lmprep run train`\n")
+
+
+# -- models trained elsewhere: `lmprep stamp`, then `lmprep check`
+
+
+def hf_model(directory, vocab_size: int):
+    """A tiny GPT-2 as transformers saves it (config.json, model.safetensors)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=vocab_size, n_positions=16, n_embd=8, n_layer=1, n_head=2)
+    GPT2LMHeadModel(config).save_pretrained(directory)
+    return directory
+
+
+def nanogpt_model(directory, vocab_size: int):
+    """A ckpt.pt as nanoGPT's train.py writes it."""
+    directory.mkdir()
+    model = torch.nn.ModuleDict({"wte": torch.nn.Embedding(vocab_size, 8), "lm_head": torch.nn.Linear(8, vocab_size)})
+    state = {f"transformer.{name}" if name.startswith("wte") else name: value
+             for name, value in model.state_dict().items()}
+    args = {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 16, "bias": True, "vocab_size": vocab_size,
+            "dropout": 0.0}
+    torch.save({"model": state, "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+                "model_args": args, "iter_num": 0, "best_val_loss": 1e9, "config": {"dataset": "lmprep"}},
+               directory / "ckpt.pt")
+    return directory
+
+
+@pytest.mark.parametrize("make_model", [hf_model, nanogpt_model])
+def test_stamp_then_check_a_model_trained_elsewhere(trained, tmp_path, make_model):
+    root, _, config = trained
+    tokenizer = Tokenizer.load(root / "tok.json")
+    model = make_model(tmp_path / "model", tokenizer.vocab_size)
+    unstamped = invoke("check", model, "--tokenizer", root / "tok.json", "--config", config)
+    assert unstamped.exit_code == 1 and f"incompatible: {model} has no lmprep.json" in unstamped.output
+
+    stamped = invoke("stamp", model, "--tokenizer", root / "tok.json", "--config", config)
+    assert stamped.exit_code == 0, stamped.output
+    assert stamped.output.startswith(f"stamped {model / 'lmprep.json'}: {model} (")
+    good = invoke("check", model, "--tokenizer", root / "tok.json", "--config", config)
+    assert good.exit_code == 0, good.output
+    assert good.output.startswith(f"compatible: {model} (") and f"vocab size {tokenizer.vocab_size}" in good.output
+
+    bad = invoke("check", model, "--tokenizer", root / "other.json", "--config", config)  # retrained, same size
+    assert bad.exit_code == 1 and bad.output.startswith("incompatible: ")
+    assert "first differing merge is #0" in bad.output and tokenizer.fingerprint in bad.output
+    restamp = invoke("stamp", model, "--tokenizer", root / "other.json", "--config", config)
+    assert restamp.exit_code == 2 and "pass --force to replace the stamp" in restamp.output
+
+
+def test_transformers_loads_a_stamped_directory_unchanged(trained, tmp_path):
+    from transformers import GPT2LMHeadModel
+
+    root, _, config = trained
+    model = hf_model(tmp_path / "hf", Tokenizer.load(root / "tok.json").vocab_size)
+    files = sorted(path.name for path in model.iterdir())
+    assert invoke("stamp", model, "--tokenizer", root / "tok.json", "--config", config).exit_code == 0
+    assert sorted(path.name for path in model.iterdir()) == sorted([*files, "lmprep.json"])
+    assert GPT2LMHeadModel.from_pretrained(model).config.vocab_size == 270
+
+
+def test_a_model_too_small_for_the_tokenizer_cannot_be_stamped(trained, tmp_path):
+    root, _, config = trained
+    model = hf_model(tmp_path / "hf", 260)
+    result = invoke("stamp", model, "--tokenizer", root / "tok.json", "--config", config)
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {model / 'config.json'} declares a vocabulary of 260 IDs, fewer than ")

@@ -142,7 +142,8 @@ def test_help_and_version_exit_0(project):
 
 
 def test_run_help_lists_the_stages(project):
-    assert "Stages: prepare, tokenizer, encode, train, export, stats" in CliRunner().invoke(cli, ["run", "--help"]).output
+    help_text = CliRunner().invoke(cli, ["run", "--help"]).output
+    assert "Stages: prepare, tokenizer, encode, train, export, stats" in help_text
 
 
 def test_status_warns_when_running_would_set_the_checkpoint_aside(project):
@@ -150,7 +151,8 @@ def test_status_warns_when_running_would_set_the_checkpoint_aside(project):
     result = lmprep("status", "--set", "train.lr=0.02")
     assert ("    warning: the train settings changed (train.lr 0.01 → 0.02): running it will move out/ckpt to "
             "out/ckpt-old-lr and train from scratch\n") in result.output
-    assert "warning: train.steps=1 is below the checkpoint's step 2" in lmprep("status", "--set", "train.steps=1").output
+    status = lmprep("status", "--set", "train.steps=1").output
+    assert "warning: train.steps=1 is below the checkpoint's step 2" in status
     assert "warning" not in lmprep("status", "--set", "train.steps=5").output  # raising steps resumes
 
 
@@ -214,3 +216,68 @@ def test_checkpoint_directories_keep_their_tokenizer_and_sample_without_flags(pr
     refused = CliRunner().invoke(cli, ["sample", "--checkpoint", str(aside), "--prompt", "Q:", "--config",
                                        "lmprep.yaml", "--tokenizer", "out/tokenizer.json"])
     assert refused.exit_code == 2 and "was trained with tokenizer" in refused.output
+
+
+def test_status_json_is_one_document_per_stage_with_reasons_and_outputs(project):
+    import json
+
+    before = json.loads(lmprep("status", "--json").output)
+    assert before["version"] == 1 and list(before["stages"]) == ["prepare", "tokenizer", "encode", "train"]
+    assert before["stages"]["prepare"] == {"up_to_date": False, "reasons": ["never run"], "warning": None,
+                                           "outputs": ["out/prepared"]}
+    assert before["stages"]["tokenizer"]["outputs"] == [
+        "out/tokenizer.json", "out/tokenizer_config.json", "out/special_tokens_map.json"]
+    assert lmprep("run").exit_code == 0
+    result = lmprep("status", "--json", "--check", "--set", "train.steps=3")
+    assert result.exit_code == 1
+    stages = json.loads(result.output)["stages"]
+    assert [name for name, stage in stages.items() if stage["up_to_date"]] == ["prepare", "tokenizer", "encode"]
+    assert stages["train"]["reasons"] == ["param train.steps changed 2 → 3"]
+
+
+def test_dag_shows_each_stages_upstream_as_its_inputs_declare_it(project):
+    result = lmprep("dag")
+    assert result.exit_code == 0, result.output
+    assert result.output == ("prepare\n"
+                             "tokenizer  ← prepare\n"
+                             "encode     ← prepare, tokenizer\n"
+                             "train      ← tokenizer, encode\n")
+    (project / "frozen.json").write_text("{}")  # dag reads only the config: the file is not parsed
+    frozen = lmprep("dag", "--set", "tokenizer.path=frozen.json", "--set", "stats.output_dir=out/stats")
+    assert frozen.output.splitlines()[1] == "tokenizer"  # a frozen tokenizer reads no prepared data
+    assert frozen.output.splitlines()[-1] == "stats      ← tokenizer, encode"
+    dot = lmprep("dag", "--dot").output
+    assert dot.startswith('strict digraph {\n\t"prepare";\n') and '\t"prepare" -> "encode";\n' in dot
+    assert dot.count("->") == 5 and dot.endswith("}\n")
+
+
+def test_the_tokenizer_stage_writes_a_pad_token_and_model_max_length_for_transformers(project):
+    import json
+
+    result = lmprep("run", "tokenizer", "--set", "tokenizer.model_max_length=256")
+    assert result.exit_code == 0 and "pad token '<|endoftext|>' → out/tokenizer.json" in result.output
+    written = json.loads((project / "out" / "tokenizer_config.json").read_text())
+    assert written["pad_token"] == "<|endoftext|>" and written["model_max_length"] == 256
+    assert json.loads((project / "out" / "special_tokens_map.json").read_text())["pad_token"] == "<|endoftext|>"
+
+
+def test_a_variant_config_reuses_the_stages_it_shares_with_a_finished_run(project):
+    (project / "variant.yaml").write_text(
+        "extends: lmprep.yaml\nprepare: {output_dir: var/prepared}\n"
+        "tokenizer: {output: var/tokenizer.json, vocab_size: 280}\nencode: {output_dir: var/shards}\n"
+        "train: {output_dir: var/ckpt}\nstate_dir: state/var\n")
+    assert lmprep("run").exit_code == 0
+    variant = CliRunner().invoke(cli, ["run", "--config", "variant.yaml"])
+    assert variant.exit_code == 0, variant.output
+    assert "'prepare' reused from out/prepared: the same inputs, settings and code version ran there" in variant.output
+    assert "kept 40 documents" not in variant.output and "reused from out/tokenizer" not in variant.output
+    assert "trained vocab 280" in variant.output
+    reused = {path.relative_to(project / "var"): path.read_bytes() for path in (project / "var/prepared").rglob("*")
+              if path.is_file()}
+    forced = CliRunner().invoke(cli, ["run", "prepare", "--force", "--config", "variant.yaml"])
+    assert "kept 40 documents" in forced.output  # run for real this time: the very same bytes
+    assert reused == {path.relative_to(project / "var"): path.read_bytes()
+                      for path in (project / "var/prepared").rglob("*") if path.is_file()}
+    off = CliRunner().invoke(cli, ["run", "prepare", "--config", "variant.yaml", "--set", "run_cache_dir=null",
+                                   "--set", "prepare.output_dir=var/prepared2"])
+    assert "kept 40 documents" in off.output

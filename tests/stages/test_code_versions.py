@@ -84,7 +84,7 @@ DIALOGUES = [
 # stage: (its CODE_VERSION, hash of its inputs, hash of its outputs), the hashes as the lock records them
 GOLDEN_STAGES = {
     "prepare": (4, "2130dee4a01618f1", "c84b120ebdd2cbb1"),
-    "tokenizer": (3, "ae5f2980d2a165dd", "45275c4b70deef6b"),
+    "tokenizer": (4, "ae5f2980d2a165dd", "848d8c846ecfe4b3"),
     "encode": (3, "4bbab4b89be981bb", "8b8a11a13ee0f3c3"),
 }
 STAGE_MODULES = {"prepare": prepare, "tokenizer": tokenizer, "encode": encode}
@@ -138,7 +138,8 @@ def fixed_tokenizer(kind: str) -> Tokenizer:
     """A tokenizer built from fixed merges, independent of the trainer."""
     if kind == "byte":
         t, h, e, a, space, one, two = map(ord, "thea 12")
-        merges = [(t, h), (256, e), (space, 257), (a, t), (0xC3, 0xBC), (space, 259), (one, two)]  # ... "ü", " at", "12"
+        # "th", "the", " the", "at", "ü", " at", "12"
+        merges = [(t, h), (256, e), (space, 257), (a, t), (0xC3, 0xBC), (space, 259), (one, two)]
         return Tokenizer.from_merges(kind="byte", pattern=patterns.resolve_pattern("gpt4", kind="byte"),
                                      merges=merges, special_tokens=["<|endoftext|>"])
     alphabet = sorted(set("the cat sat on mat;hisflAL"))
@@ -149,7 +150,8 @@ def fixed_tokenizer(kind: str) -> Tokenizer:
 
 
 def encoding_digest(tokenizer: Tokenizer) -> str:
-    ids = [tokenizer.encode(text) for text in ENCODE_TEXTS] + [tokenizer.encode(ENCODE_TEXTS[-1], allowed_special="all")]
+    ids = [tokenizer.encode(text) for text in ENCODE_TEXTS]
+    ids += [tokenizer.encode(ENCODE_TEXTS[-1], allowed_special="all")]
     table = [tokenizer.decode_bytes([i]).hex() for i in range(tokenizer.vocab_size)]
     return canonical_hash([ids, table])
 

@@ -121,7 +121,8 @@ def test_invalid_utf8_training_file_names_file_and_offset(run, tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"ok text \xff more")
     result = run("tokenizer", "train", tmp_path / "bad.txt", "--out", tmp_path / "t.json")
     assert result.exit_code == 2
-    assert "bad.txt: invalid UTF-8 at byte offset 8; fix the file or pass --on-decode-error replace or skip" in result.output
+    assert ("bad.txt: invalid UTF-8 at byte offset 8; fix the file or pass --on-decode-error replace or skip"
+            in result.output)
     assert len(result.output.strip().splitlines()) == 1
 
 
@@ -165,7 +166,8 @@ def test_defaults_come_from_the_config(run, tmp_path, monkeypatch, corpus_files)
     assert trained.exit_code == 0 and "wrote out/char.json: char kind" in trained.output
     char = Tokenizer.load(tmp_path / "out" / "char.json")
     assert run("tokenizer", "fingerprint", "--config", "char.yaml").output.strip() == char.fingerprint
-    assert run("tokenizer", "encode", "ab", "--config", "char.yaml").output.split() == [str(i) for i in char.encode("ab")]
+    encoded = run("tokenizer", "encode", "ab", "--config", "char.yaml").output.split()
+    assert encoded == [str(i) for i in char.encode("ab")]
     assert "kind: char" in run("tokenizer", "inspect", "--config", "char.yaml").output
     given = run("tokenizer", "train", *corpus_files, "--config", "char.yaml", "--kind", "byte", "--out", "b.json")
     assert given.exit_code == 0 and "wrote b.json: byte kind" in given.output
@@ -295,7 +297,7 @@ def test_train_never_writes_over_a_stage_output(run, tmp_path, monkeypatch, corp
 
 
 def test_stage_outputs_are_the_stages_outs(tmp_path):
-    from pipeline.config.schema import load_config
+    from pipeline.config import load_config
     from stages.registry import build_stages, stage_outputs
 
     (tmp_path / "raw.txt").write_text("x")

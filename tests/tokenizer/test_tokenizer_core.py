@@ -1,15 +1,15 @@
-"""Tokenizer core: goldens, exact replay of merges, special tokens, decoding errors, batches."""
+"""Tokenizer core: goldens, the fast encoder against the reference BPE, special tokens, decoding errors, batches."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import replace_pair, replay_merges
+from conftest import reference_ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import TokenizerError
-from pipeline.tokenizer import Tokenizer, patterns
+from pipeline.tokenizer import Tokenizer, encoder, patterns, reference
 from pipeline.tokenizer.encoder import merge_long, merge_short
 
 SPECIAL = "<|endoftext|>"
@@ -20,13 +20,13 @@ SPECIAL = "<|endoftext|>"
 
 def test_golden_aaabdaaabac():
     tok = Tokenizer.train(["aaabdaaabac"], vocab_size=259, pattern="none", min_frequency=1, workers=1)
-    assert tok.merges == [(97, 97), (97, 98), (256, 257)]
+    assert tok.merges == ((97, 97), (97, 98), (256, 257))
     assert tok.encode("aaabdaaabac") == [258, 100, 258, 97, 99]
 
 
 def test_golden_ababab():
     tok = Tokenizer.train(["ababab"], vocab_size=258, pattern="none", min_frequency=1, workers=1)
-    assert tok.merges == [(97, 98), (256, 256)]
+    assert tok.merges == ((97, 98), (256, 256))
     assert tok.encode("ababab") == [257, 256]
 
 
@@ -59,13 +59,37 @@ def test_byte_kind_can_be_told_not_to_merge_newlines(tokenizer_corpus):
     assert all(b"\n" not in tok.token_bytes(i) for i in range(256, tok.vocab_size))
 
 
-# ---- encoding = replaying merges -------------------------------------------------------------
+# ---- the fast encoder against the reference -----------------------------------------------------
 
 
-def test_encoding_equals_replaying_merges_in_order(trained_tokenizers, tokenizer_corpus):
+def test_encoding_equals_the_reference(trained_tokenizers, tokenizer_corpus):
     text = "".join(tokenizer_corpus) + " unseen wörds ☃ " + "x" * 300 + " " * 100
     for tok in trained_tokenizers:
-        assert tok.encode(text) == replay_merges(tok, text), tok
+        assert tok.encode(text) == reference_ids(tok, text), tok
+
+
+@pytest.mark.parametrize("bulk_min_chunks", [1, 10**9], ids=["matrices", "one-by-one"])
+@settings(max_examples=80, deadline=None)
+@given(
+    training=st.lists(st.text(alphabet="ab \nc\u00e9\u4e2d", max_size=80), max_size=8),
+    texts=st.lists(st.text(alphabet="ab \nc\u00e9\u4e2dz\U0001f600", max_size=80), min_size=1, max_size=8),
+    kind=st.sampled_from(["byte", "char"]),
+    pattern=st.sampled_from(["", patterns.GPT4, r"\S+|\s+"]),
+    num_merges=st.integers(0, 40),
+)
+def test_fast_encoder_matches_the_reference_on_random_text(bulk_min_chunks, training, texts, kind, pattern,
+                                                           num_merges):
+    """Every encoder path: new chunks merged in numpy matrices (``merge_rows``) or one by one (``merge_short``,
+    and ``merge_long`` for chunks of 48 IDs or more); unseen characters are the char kind's unknown ID."""
+    merges, alphabet, _ = reference.train(training, kind=kind, pattern=pattern, num_merges=num_merges,
+                                          min_frequency=1)
+    expected = [reference.encode(text, kind=kind, pattern=pattern, merges=merges, alphabet=alphabet) for text in texts]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(encoder, "_BULK_MIN_CHUNKS", bulk_min_chunks)
+        tok = Tokenizer.from_merges(kind=kind, pattern=pattern, merges=merges, alphabet=alphabet)
+        ids, offsets = tok.encode_batch_flat(texts)
+        assert [ids[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == expected
+        assert [tok.encode_ordinary(text) for text in texts] == expected
 
 
 @settings(max_examples=150, deadline=None)
@@ -80,7 +104,7 @@ def test_short_and_long_merge_agree(ids):
 @given(st.text())
 def test_byte_round_trip_any_text(byte_tokenizer, text):
     assert byte_tokenizer.decode(byte_tokenizer.encode(text)) == text
-    assert byte_tokenizer.encode(text) == replay_merges(byte_tokenizer, text)
+    assert byte_tokenizer.encode(text) == reference_ids(byte_tokenizer, text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -112,6 +136,35 @@ def test_encode_array_uses_smallest_dtype(byte_tokenizer):
 def test_lone_surrogate_is_a_clear_error(byte_tokenizer):
     with pytest.raises(TokenizerError, match="surrogate"):
         byte_tokenizer.encode("a\ud800b")
+
+
+# ---- a read-only surface ------------------------------------------------------------------------
+
+
+def test_public_state_is_read_only_so_it_cannot_desync_the_encoder_or_fingerprint():
+    specials = {"<s>": 257}
+    tok = Tokenizer(kind="byte", pattern="", tokens={i: bytes([i]) for i in range(256)} | {256: b"ab"},
+                    merges=[(97, 98)], special_tokens=specials)
+    fingerprint, ids = tok.fingerprint, tok.encode("abab")
+    specials["<t>"] = 258  # the caller's dict is copied
+    for name in ("kind", "pattern", "merges", "special_tokens", "unk_id", "merge_newlines", "stop_reason",
+                 "fingerprint"):
+        with pytest.raises(AttributeError):
+            setattr(tok, name, getattr(tok, name))
+    with pytest.raises(TypeError):
+        tok.special_tokens["<t>"] = 258
+    with pytest.raises(AttributeError):
+        tok.merges.append((256, 256))
+    assert tok.special_tokens == {"<s>": 257} and tok.merges == ((97, 98),)
+    assert (tok.fingerprint, tok.encode("abab")) == (fingerprint, ids) == (fingerprint, [256, 256])
+
+
+def test_what_training_learned_is_given_at_construction():
+    stopped = Tokenizer.train(["abab"], merges=5, pattern="none", workers=1)
+    assert stopped.stop_reason == "no pair occurs at least 2 times after 1 merges"
+    rebuilt = Tokenizer.from_merges(kind="byte", pattern="", merges=stopped.merges, stop_reason=stopped.stop_reason)
+    assert (rebuilt.stop_reason, rebuilt.fingerprint) == (stopped.stop_reason, stopped.fingerprint)
+    assert Tokenizer.from_merges(kind="byte", pattern="", merges=stopped.merges).stop_reason is None
 
 
 # ---- special tokens -----------------------------------------------------------------------------

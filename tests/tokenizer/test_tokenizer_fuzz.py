@@ -81,7 +81,8 @@ def valid_files(byte_tokenizer, char_tokenizer, tokenizer_corpus, tmp_path_facto
 NEST = "\u0000nest\u0000"  # stands for a deeply nested array, written into the text
 HUGE = "\u0000huge\u0000"  # stands for a 5,000-digit integer (Python's int() refuses over 4,300 digits)
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.sampled_from([HUGE, -(10 ** 30), 2 ** 64, 10 ** 400, "\ud800", "(?:" * 50_000 + ")" * 50_000])
+    st.none() | st.booleans() | st.integers()
+    | st.sampled_from([HUGE, -(10 ** 30), 2 ** 64, 10 ** 400, "\ud800", "(?:" * 50_000 + ")" * 50_000])
     | st.floats() | st.text(max_size=20) | st.just(NEST),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=6,

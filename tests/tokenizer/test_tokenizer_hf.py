@@ -160,7 +160,8 @@ def test_char_unk_token_that_is_not_a_string_is_a_format_error(char_tokenizer, u
 
 @pytest.mark.parametrize("text, message", [
     ('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}", "t.json nests JSON too deeply"),
-    ('{"model": {"vocab": {"a": ' + "9" * 5000 + "}}}", "t.json is not a tokenizer.json: Exceeds the limit .* 5000 digits$"),
+    ('{"model": {"vocab": {"a": ' + "9" * 5000 + "}}}",
+     "t.json is not a tokenizer.json: Exceeds the limit .* 5000 digits$"),
 ])
 def test_unreadable_json_is_one_format_error(tmp_path, text, message):
     (tmp_path / "t.json").write_text(text, "utf-8")
@@ -311,7 +312,8 @@ def hf_directories(trained_tokenizers, tmp_path_factory):
         path = tmp_path_factory.mktemp(f"hfdir{i}") / "tokenizer.json"
         tok.save(path)
         bos = "<|pad|>" if "<|pad|>" in tok.special_tokens else None
-        hf_dir.write_companions(path, eos_token="<|endoftext|>", bos_token=bos)
+        hf_dir.write_companions(path, eos_token="<|endoftext|>", bos_token=bos, special_tokens=list(tok.special_tokens),
+                                model_max_length=12)
         pairs.append((tok, path.parent))
     return pairs
 
@@ -351,3 +353,28 @@ def test_hf_reads_special_token_text_as_lmprep_does_when_told_to_split_it(hf_dir
         hf = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
         hf.encode_special_tokens = True
         assert hf.encode(text).ids == ours.encode(text)
+
+
+def test_auto_tokenizer_pads_and_truncates_a_batch(hf_directories):
+    from transformers import AutoTokenizer
+
+    texts = ["the cat sat on the mat, and then it sat on the hat", "a cat", ""]
+    for ours, directory in hf_directories:
+        auto = AutoTokenizer.from_pretrained(directory)
+        eos = ours.special_tokens["<|endoftext|>"]
+        assert auto.pad_token == "<|endoftext|>" and auto.pad_token_id == eos and auto.model_max_length == 12
+        batch = auto(texts, padding=True)
+        width = max(len(ours.encode(text)) for text in texts)
+        for text, ids, mask in zip(texts, batch["input_ids"], batch["attention_mask"]):
+            own = ours.encode(text)
+            assert ids == own + [eos] * (width - len(own)) and mask == [1] * len(own) + [0] * (width - len(own))
+        cut = auto(texts, padding="max_length", truncation=True)
+        assert all(len(ids) == 12 for ids in cut["input_ids"]) and cut["input_ids"][0] == ours.encode(texts[0])[:12]
+
+
+def test_the_pad_token_is_the_end_of_text_token_else_the_first_special_one():
+    from pipeline.tokenizer import hf_dir
+
+    assert hf_dir.pad_token(eos_token="<|eos|>", special_tokens=["<|pad|>", "<|eos|>"]) == "<|eos|>"
+    assert hf_dir.pad_token(eos_token=None, special_tokens=["<|pad|>", "<|eos|>"]) == "<|pad|>"
+    assert hf_dir.pad_token(eos_token=None, special_tokens=[]) is None

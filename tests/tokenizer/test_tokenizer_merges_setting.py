@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.config.schema import load_config, parse_config, resolved_size
+from pipeline.config import load_config, parse_config, resolved_size
 from pipeline.errors import ConfigError
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli

@@ -16,7 +16,8 @@ from pipeline.tokenizer.patterns import GPT2, GPT4, WORD, chunk_aligned, resolve
 # Pieces that mean the same in Python's ``regex`` and in Oniguruma: groups, lookarounds, pieces
 # that match the empty string.
 ATOMS = [r"\p{L}+", r" ?\p{L}+", r"\p{N}{1,3}", r"\s+", r"\s+(?!\S)", r"[^\s\p{L}\p{N}]+", r"'s", r"[a-z]*",
-         r"x?", r"(?=\s)", r"(?<=\p{L})\p{N}", r"(?<! )\s", r"\b", r"(?:)", r"(?:\p{N}+)?", r"(a|)", r"[\p{Han}\p{Hiragana}]+"]
+         r"x?", r"(?=\s)", r"(?<=\p{L})\p{N}", r"(?<! )\s", r"\b", r"(?:)", r"(?:\p{N}+)?", r"(a|)",
+         r"[\p{Han}\p{Hiragana}]+"]
 TEXT = st.lists(st.sampled_from([*"ab xyz'-.\n\t1234éß日本語😀Ж\u00a0", "  ", "don't", "Zebra", "\r\n"]),
                 max_size=30).map("".join)
 

@@ -23,7 +23,8 @@ def tiktoken_pairs(trained_tokenizers, tmp_path_factory):
         path = directory / f"{i}.tiktoken"
         tok.export_tiktoken(path)
         encoding = tiktoken.Encoding(f"lmprep{i}", pat_str=tiktoken_pattern(tok),
-                                     mergeable_ranks=load_tiktoken_bpe(str(path)), special_tokens=tok.special_tokens)
+                                     mergeable_ranks=load_tiktoken_bpe(str(path)),
+                                     special_tokens=dict(tok.special_tokens))
         pairs.append((tok, encoding))
     return pairs
 
@@ -59,7 +60,7 @@ def test_char_kind_cannot_be_exported(char_tokenizer, tmp_path):
 def _encoding(tok, path):
     tok.export_tiktoken(path)
     return tiktoken.Encoding(path.stem, pat_str=tiktoken_pattern(tok), mergeable_ranks=load_tiktoken_bpe(str(path)),
-                             special_tokens=tok.special_tokens)
+                             special_tokens=dict(tok.special_tokens))
 
 
 def test_merge_that_rank_order_never_reaches_is_refused(tmp_path):

@@ -1,4 +1,4 @@
-"""BPE training: goldens, a naive reference, rustbpe parity, determinism and options."""
+"""BPE training: goldens, the reference BPE as oracle, rustbpe parity, determinism and options."""
 
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 import regex
 from click.testing import CliRunner
-from conftest import replace_pair
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config.schema import MAX_TRAINED_IDS, parse_config
+from pipeline.config import MAX_TRAINED_IDS, parse_config
 from pipeline.errors import ConfigError, TokenizerError
-from pipeline.tokenizer import Tokenizer, _train_count, _train_pairs
-from pipeline.tokenizer.trainer import train_merges
+from pipeline.tokenizer import Tokenizer, _train_count, _train_pairs, reference
+from pipeline.tokenizer.trainer import TrainResult, train_merges
 from stages.cli.main import cli
 
 GPT4_PATTERN = (
@@ -44,68 +43,53 @@ def token_bytes(merges: list[tuple[int, int]]) -> list[bytes]:
     return vocab
 
 
-def replay(ids: list[int], merges: list[tuple[int, int]], first_id: int) -> list[int]:
-    """Encode by applying the merges in training order (the definition of BPE encoding)."""
-    for offset, pair in enumerate(merges):
-        ids = replace_pair(ids, pair, first_id + offset)
-    return ids
-
-
-def reference_merges(texts, *, kind, pattern, num_merges, min_frequency=2, merge_newlines=True):
-    """Recount every pair of every chunk before each merge: slow, obviously right, same tie rule."""
-    pieces = [piece for text in texts for piece in (regex.findall(pattern, text) if pattern else [text]) if piece]
-    if kind == "byte":
-        alphabet, chunks, first_id, newline = [], [list(p.encode()) for p in pieces], 256, 10
-    else:
-        alphabet = sorted(set("".join(pieces)))
-        ids = {char: i + 1 for i, char in enumerate(alphabet)}
-        chunks, first_id = [[ids[c] for c in p] for p in pieces], len(alphabet) + 1
-        newline = ids.get("\n")
-    merges = []
-    while len(merges) < num_merges:
-        counts = Counter(pair for chunk in chunks for pair in zip(chunk, chunk[1:]))
-        allowed = [(-n, pair) for pair, n in counts.items() if merge_newlines or newline not in pair]
-        if not allowed or -min(allowed)[0] < min_frequency:
-            break
-        pair = min(allowed)[1]
-        chunks = [replace_pair(chunk, pair, first_id + len(merges)) for chunk in chunks]
-        merges.append(pair)
-    return merges, alphabet
-
-
 # --- goldens -----------------------------------------------------------------------------------
 
 
+def train_both(texts, **options) -> TrainResult:
+    """The fast trainer's result, checked equal to the reference's."""
+    result = train_merges(texts, workers=1, **options)
+    assert result == TrainResult(*reference.train(texts, **options))
+    return result
+
+
 def test_ababab_byte_golden():
-    result = train_merges(["ababab"], kind="byte", pattern="", num_merges=2, workers=1)
+    result = train_both(["ababab"], kind="byte", pattern="", num_merges=2)
     assert result.merges == [(97, 98), (256, 256)]
-    assert replay(list(b"ababab"), result.merges, 256) == [257, 256]
+    assert reference.encode("ababab", kind="byte", pattern="", merges=result.merges) == [257, 256]
     assert result.stop_reason is None
 
 
 def test_aaabdaaabac_byte_golden():
     # Counts tie at 2 between (97, 98) and (256, 97) after the first merge: the smaller pair wins.
-    result = train_merges(["aaabdaaabac"], kind="byte", pattern="", num_merges=3, workers=1)
+    result = train_both(["aaabdaaabac"], kind="byte", pattern="", num_merges=3)
     assert result.merges == [(97, 97), (97, 98), (256, 257)]
-    assert replay(list(b"aaabdaaabac"), result.merges, 256) == [258, 100, 258, 97, 99]
+    assert reference.encode("aaabdaaabac", kind="byte", pattern="", merges=result.merges) == [258, 100, 258, 97, 99]
 
 
 def test_low_lower_lowest_char_golden():
-    result = train_merges(["low lower lowest"], kind="char", pattern="", num_merges=4, workers=1)
+    result = train_both(["low lower lowest"], kind="char", pattern="", num_merges=4)
     assert result.alphabet == [" ", "e", "l", "o", "r", "s", "t", "w"]
     assert result.merges == [(3, 4), (9, 8), (1, 10), (11, 2)]
     assert token_strings(result) == ["lo", "low", " low", " lowe"]
-    ids = [result.alphabet.index(c) + 1 for c in "low lower lowest"]
-    assert len(ids) == 16
-    assert len(replay(ids, result.merges, len(result.alphabet) + 1)) == 6
+    assert len(reference.base_ids("low lower lowest", "char", result.alphabet)) == 16
+    ids = reference.encode("low lower lowest", kind="char", pattern="", merges=result.merges, alphabet=result.alphabet)
+    assert len(ids) == 6
 
 
 def test_overlapping_runs_merge_left_to_right():
-    result = train_merges(["aaaaa", "aaa"], kind="byte", pattern="", num_merges=3, min_frequency=1, workers=1)
+    result = train_both(["aaaaa", "aaa"], kind="byte", pattern="", num_merges=3, min_frequency=1)
     assert result.merges == [(97, 97), (256, 97), (256, 257)]
+    assert reference.merge([97] * 5, (97, 97), 256) == [256, 256, 97]
 
 
-# --- against a naive reference -----------------------------------------------------------------
+def test_identical_chunks_weigh_their_count():
+    # "ab" three times outweighs "cd" twice however the chunks are laid out
+    assert reference.train_from_counts({"ab": 3, "cd": 2}, kind="byte", num_merges=2)[0] == [(97, 98), (99, 100)]
+    assert train_both(["ab cd ab cd ab"], kind="byte", pattern=r"\S+|\s+", num_merges=2).merges == [(97, 98), (99, 100)]
+
+
+# --- against the reference BPE -----------------------------------------------------------------
 
 texts_strategy = st.lists(st.text(alphabet="ab \nc\u00e9\u4e2d", max_size=40), max_size=8)
 
@@ -119,18 +103,14 @@ texts_strategy = st.lists(st.text(alphabet="ab \nc\u00e9\u4e2d", max_size=40), m
     min_frequency=st.integers(1, 3),
     merge_newlines=st.booleans(),
 )
-def test_matches_naive_reference(texts, kind, pattern, num_merges, min_frequency, merge_newlines):
+def test_matches_the_reference(texts, kind, pattern, num_merges, min_frequency, merge_newlines):
     options = dict(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency,
                    merge_newlines=merge_newlines)
-    result = train_merges(texts, workers=1, **options)
-    merges, alphabet = reference_merges(texts, **options)
-    assert result.merges == merges
-    assert result.alphabet == alphabet
-    assert (result.stop_reason is None) == (len(merges) == num_merges)
+    expected = TrainResult(*reference.train(texts, **options))
     for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
-            assert train_merges(texts, workers=1, **options).merges == merges
+            assert train_merges(texts, workers=1, **options) == expected
 
 
 # --- parity with rustbpe on real text ----------------------------------------------------------
@@ -161,7 +141,8 @@ def test_byte_merges_identical_to_rustbpe():
     for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
-            assert train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256).merges == result.merges
+            again = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256)
+            assert again.merges == result.merges
 
 
 # --- ids past the surrogate block (U+D800..U+DFFF) ---------------------------------------------
@@ -216,7 +197,7 @@ def test_char_alphabet_across_the_surrogate_block_matches_reference(bulk_positio
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
         result = train_merges(texts, workers=1, **options)
-    assert (result.merges, result.alphabet) == reference_merges(texts, **options)
+    assert (result.merges, result.alphabet) == reference.train(texts, **options)[:2]
     assert max(max(pair) for pair in result.merges) > 57_343
 
 
@@ -238,8 +219,8 @@ def test_id_limit_is_the_documented_vocabulary_maximum():
 
 
 def test_ids_above_the_maximum_are_refused_by_config_cli_and_trainer(tmp_path):
-    with pytest.raises(ConfigError, match=r"tokenizer.vocab_size must be at most 1112064 \(1112063 base tokens "
-                                          r"and merges, the most training can hold, and 1 special tokens\), got 1112065"):
+    with pytest.raises(ConfigError, match=r"tokenizer.vocab_size must be at most 1112064 \(1112063 base tokens and "
+                                          r"merges, the most training can hold, and 1 special tokens\), got 1112065"):
         parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 2}})
     assert parse_config({"tokenizer": {"vocab_size": MAX_TRAINED_IDS + 1}}).tokenizer.vocab_size == MAX_TRAINED_IDS + 1
     with pytest.raises(ConfigError, match=r"tokenizer.merges must be at most 1111807 for a byte-level tokenizer"):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 
-from pipeline.config.schema import load_config
+from pipeline.config import load_config
 from pipeline.errors import ConfigError, TokenizerError
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
