@@ -23,7 +23,10 @@ from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from stages.console import show_progress
 
-CODE_VERSION = 3  # 3: small files packed into one partition (fewer part files)
+# Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
+# bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
+# wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
+CODE_VERSION = 4  # 4: rejected/ parts and per-source stats (the train and val parts are unchanged)
 
 
 def build(config: Config) -> Stage:
@@ -62,5 +65,7 @@ def glob_base(pattern: str) -> str:
 def run(config: Config, files: Sequence[SourceFile]) -> None:
     with open_tasks(config.executor) as tasks:
         stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=tasks,
-                               progress=show_progress())
+                               progress=show_progress(), names_root=config.project_root,
+                               source_names=[f"data.sources[{index}] {source.glob}"
+                                             for index, source in enumerate(config.data.sources)])
     click.echo(stats.summary())

@@ -23,6 +23,7 @@ from pipeline.config.schema import (
     join_key,
     path_kind,
     schema_fields,
+    section_type,
     sequence_item_type,
     split_key,
     unknown_key_message,
@@ -279,6 +280,6 @@ def _check_key_path(parts: list[str]) -> None:
         names = [f.name for f in schema_fields(cls)]
         if part not in names:
             raise ConfigError(unknown_key_message(join_key(where, part), part, names, "--set"))
-        cls = field_types(cls)[part]
+        cls = section_type(field_types(cls)[part]) or field_types(cls)[part]
 
 

@@ -63,11 +63,115 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+class ExactDedupStep:
+    """Drop a document whose cleaned text equals an earlier one's; the first copy in corpus order stays.
+    It has no parameters: its tasks are ``prepare.dedup_buckets``."""
+
+
+@dataclass(frozen=True)
+class NearDedupStep:
+    """Drop a document whose MinHash-estimated Jaccard similarity with an earlier one is at least
+    ``threshold`` (docs/curation.md): ``bands`` × ``rows`` of the ``hashes`` signature values find the
+    candidate pairs, all ``hashes`` values verify them."""
+
+    shingle: Literal["words", "chars"] = "words"
+    shingle_size: int = _bounded(5, low=1, high=1024)
+    hashes: int = _bounded(256, low=1, high=4096)
+    bands: int = _bounded(16, low=1)
+    rows: int = _bounded(4, low=1)
+    threshold: float = _bounded(0.8, low=0.0, high=1.0)
+    seed: int = _bounded(0, low=0, high=2**32 - 1)
+    buckets: int = _bounded(16, low=1)
+
+
+@dataclass(frozen=True)
+class GopherQualityStep:
+    """Gopher's quality rules (Rae et al. 2021, A.1.1): drop a document outside these bounds."""
+
+    min_words: int = _bounded(50, low=0)
+    max_words: int = _bounded(100_000, low=0)
+    min_mean_word_length: float = _bounded(3.0, low=0.0)
+    max_mean_word_length: float = _bounded(10.0, low=0.0)
+    max_symbol_word_ratio: float = _bounded(0.1, low=0.0)  # "#" per word, and "..." per word
+    max_bullet_lines: float = _bounded(0.9, low=0.0, high=1.0)
+    max_ellipsis_lines: float = _bounded(0.3, low=0.0, high=1.0)
+    min_alphabetic_words: float = _bounded(0.8, low=0.0, high=1.0)
+    min_stop_words: int = _bounded(2, low=0)
+    stop_words: tuple[str, ...] = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+
+@dataclass(frozen=True)
+class GopherRepetitionStep:
+    """Gopher's repetition rules (Rae et al. 2021, table A1): drop a document that repeats itself more."""
+
+    max_duplicate_lines: float = _bounded(0.3, low=0.0, high=1.0)
+    max_duplicate_paragraphs: float = _bounded(0.3, low=0.0, high=1.0)
+    max_duplicate_line_chars: float = _bounded(0.2, low=0.0, high=1.0)
+    max_duplicate_paragraph_chars: float = _bounded(0.2, low=0.0, high=1.0)
+    max_top_ngram_chars: tuple[float, ...] = (0.20, 0.18, 0.16)  # the n-grams of 2, 3, 4 words
+    max_duplicate_ngram_chars: tuple[float, ...] = (0.15, 0.14, 0.13, 0.12, 0.11, 0.10)  # of 5 to 10 words
+
+
+@dataclass(frozen=True)
+class C4Step:
+    """C4's rules (Raffel et al. 2020, section 2.2): lines kept only when they end in terminal punctuation,
+    have ``min_words_per_line`` words and mention neither JavaScript nor a cookie or terms policy; pages
+    dropped with fewer than ``min_sentences`` sentences left, "lorem ipsum" or a curly bracket."""
+
+    min_words_per_line: int = _bounded(3, low=0)
+    min_sentences: int = _bounded(5, low=0)
+    max_word_length: int = _bounded(1000, low=1)
+    terminal_punctuation: bool = True
+    javascript_lines: bool = True  # drop the lines that mention javascript
+    policy_lines: bool = True  # drop the lines that mention terms of use, privacy or cookie policies
+    lorem_ipsum: bool = True  # drop the pages with "lorem ipsum"
+    curly_bracket: bool = True  # drop the pages with "{" (code)
+    citations: bool = True  # remove citation markers such as [1] and [citation needed] from lines
+
+
+@dataclass(frozen=True)
+class FineWebStep:
+    """FineWeb's own rules (Penedo et al. 2024, section 3.4): drop a document when at most
+    ``min_punctuated_lines`` of its lines end in punctuation, at least ``max_duplicate_line_chars`` of its
+    characters are in repeated lines, or at least ``max_short_lines`` of its lines are shorter than
+    ``short_line_chars``."""
+
+    min_punctuated_lines: float = _bounded(0.12, low=0.0, high=1.0)
+    max_duplicate_line_chars: float = _bounded(0.1, low=0.0, high=1.0)
+    max_short_lines: float = _bounded(0.67, low=0.0, high=1.0)
+    short_line_chars: int = _bounded(30, low=0)
+
+
+@dataclass(frozen=True)
+class LanguageStep:
+    """Keep documents whose language (identified by py3langid on the first ``sample_chars`` characters)
+    is one of ``languages`` (any when empty) with a probability of at least ``min_score``."""
+
+    languages: tuple[str, ...] = ("en",)
+    min_score: float = _bounded(0.5, low=0.0, high=1.0)
+    sample_chars: int = _bounded(2000, low=1)
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """One step of prepare's chain: exactly one of these keys, mapping to the step's parameters."""
+
+    exact_dedup: ExactDedupStep | None = None
+    near_dedup: NearDedupStep | None = None
+    gopher_quality: GopherQualityStep | None = None
+    gopher_repetition: GopherRepetitionStep | None = None
+    c4: C4Step | None = None
+    fineweb: FineWebStep | None = None
+    language: LanguageStep | None = None
+
+
+@dataclass(frozen=True)
 class PrepareConfig:
     normalize: Literal["NFC", "NFKC", "none"] = "NFC"
     min_chars: int = _bounded(1, low=0)
     max_chars: int | None = _bounded(None, low=1)
     on_decode_error: Literal["error", "replace", "skip"] = "error"
+    steps: tuple[StepConfig, ...] = (StepConfig(exact_dedup=ExactDedupStep()),)
     val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
     seed: int = _bounded(0, low=0, high=MAX_SEED)
     partition_bytes: int = _bounded(64_000_000, low=1)
@@ -244,7 +348,7 @@ def path_kind(parts: list[str]) -> str | None:
         if not is_dataclass_type(cls):
             return None
         spec = next(f for f in schema_fields(cls) if f.name == part)
-        cls = field_types(cls)[part]
+        cls = section_type(field_types(cls)[part]) or field_types(cls)[part]
     return spec.metadata.get(PATH) if spec is not None and not is_dataclass_type(cls) else None
 
 
@@ -264,6 +368,11 @@ def schema_fields(cls: type) -> list[dataclasses.Field]:
 
 def is_dataclass_type(hint: Any) -> bool:
     return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def section_type(hint: Any) -> Any:
+    """The dataclass of a section key: ``X`` for ``X`` or ``X | None`` (an optional section), else None."""
+    return next((member for member in union_members(hint) if is_dataclass_type(member)), None)
 
 
 def sequence_item_type(hint: Any) -> Any:
@@ -310,8 +419,11 @@ def join_key(prefix: str, name: str) -> str:
 
 
 def _plain(value: Any) -> Any:
+    """JSON-able data; an optional section left unset (such as a step of ``prepare.steps``) is left out."""
     if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in schema_fields(type(value))}
+        hints = field_types(type(value))
+        return {f.name: _plain(getattr(value, f.name)) for f in schema_fields(type(value))
+                if not (getattr(value, f.name) is None and section_type(hints[f.name]) is not None)}
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import math
 import typing
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.config.export_formats import EXPORT_FORMATS, check_export_ids
@@ -20,12 +21,13 @@ from pipeline.config.schema import (
     MAX_TRAINED_IDS,
     OUTPUT_KEYS,
     Config,
+    StepConfig,
     TokenizerConfig,
     field_types,
-    is_dataclass_type,
     join_key,
     resolved_size,
     schema_fields,
+    section_type,
     sequence_item_type,
     union_members,
     unknown_key_message,
@@ -72,8 +74,9 @@ def _build(cls: type, raw: Any, path: str, origin: Origins) -> Any:
 
 def _convert(hint: Any, value: Any, key: str, origin: Origins, spec: dataclasses.Field | None = None) -> Any:
     """Check ``value`` against the type ``hint`` and the field's bounds; return the typed value."""
-    if is_dataclass_type(hint):
-        return _build(hint, value, key, origin)
+    section = section_type(hint)
+    if section is not None and not (value is None and section is not hint):
+        return _build(section, value, key, origin)
     item_type = sequence_item_type(hint)
     if item_type is not None:
         return _convert_sequence(item_type, value, key, origin)
@@ -137,6 +140,7 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     """Rules that involve more than one key."""
     _check_places(config, origin)
     prepare = config.prepare
+    _check_steps(prepare.steps, origin)
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
@@ -151,6 +155,21 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     _check_trained_ids(config.tokenizer, origin)
     _check_character_coverage(config.tokenizer, origin)
     _check_document_tokens(config, origin)
+
+
+def _check_steps(steps: Sequence[StepConfig], origin: Origins) -> None:
+    """Each item of ``prepare.steps`` names exactly one step, and a near_dedup's bands fit in its hashes."""
+    names = [f.name for f in schema_fields(StepConfig)]
+    for index, step in enumerate(steps):
+        key = f"prepare.steps[{index}]"
+        given = [name for name in names if getattr(step, name) is not None]
+        if len(given) != 1:
+            raise ConfigError(f"{origin(f'prepare.steps.{index}')}: {key} must name exactly one step among "
+                              f"{', '.join(names)}, got {given or 'none'}")
+        near = step.near_dedup
+        if near is not None and near.bands * near.rows > near.hashes:
+            raise ConfigError(f"{origin(f'prepare.steps.{index}.near_dedup')}: {key}.near_dedup bands × rows "
+                              f"({near.bands} × {near.rows}) exceeds hashes ({near.hashes})")
 
 
 def _check_character_coverage(tok: TokenizerConfig, origin: Origins) -> None:

@@ -32,16 +32,22 @@ BATCH_DOCUMENTS = 4096
 
 
 class DocumentWriter:
-    """Appends documents to an Arrow stream, flushing a record batch every ``batch_size``."""
+    """Appends documents to an Arrow stream, flushing a record batch every ``batch_size``.
 
-    def __init__(self, path: str | os.PathLike[str], *, batch_size: int = BATCH_DOCUMENTS):
+    A ``schema`` beside ``text`` (which comes first) takes one value per further column with each
+    document; its columns are large strings or integers.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, schema: pa.Schema = SCHEMA,
+                 batch_size: int = BATCH_DOCUMENTS):
         self._sink = pa.OSFile(str(path), "wb")
-        self._writer = pa.ipc.new_stream(self._sink, SCHEMA)
-        self._pending: list[str] = []
+        self._writer = pa.ipc.new_stream(self._sink, schema)
+        self._schema = schema
+        self._pending: list[tuple] = []
         self._batch_size = batch_size
 
-    def write(self, text: str) -> None:
-        self._pending.append(text)
+    def write(self, text: str, *fields: str | int) -> None:
+        self._pending.append((text, *fields))
         if len(self._pending) >= self._batch_size:
             self._flush()
 
@@ -58,8 +64,17 @@ class DocumentWriter:
 
     def _flush(self) -> None:
         if self._pending:
-            self._writer.write_batch(pa.record_batch([text_column(self._pending)], schema=SCHEMA))
+            columns = [_column(field.type, list(values)) for field, values in zip(self._schema, zip(*self._pending))]
+            self._writer.write_batch(pa.record_batch(columns, schema=self._schema))
             self._pending = []
+
+
+def _column(kind: pa.DataType, values: list) -> pa.Array:
+    """One column of a record batch, built from buffers (see :func:`text_column`)."""
+    if kind == pa.large_string():
+        return text_column(values)
+    data = np.array(values, dtype=kind.to_pandas_dtype())
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(data)])
 
 
 def text_column(texts: list[str]) -> pa.LargeStringArray:
@@ -96,6 +111,12 @@ def iter_document_batches(path: str | os.PathLike[str]) -> Iterator[list[str]]:
 def iter_documents(path: str | os.PathLike[str]) -> Iterator[str]:
     for batch in iter_document_batches(path):
         yield from batch
+
+
+def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple]:
+    """Every row of a document file written with a wider ``schema``, as a tuple in column order."""
+    for batch in pa.ipc.open_stream(pa.memory_map(str(path))):
+        yield from zip(*(column.to_pylist() for column in batch.columns))
 
 
 def count_bytes(path: str | os.PathLike[str]) -> int:

@@ -1,94 +1,138 @@
-"""The prepare step: raw files → cleaned, de-duplicated train/val part files plus stats.
+"""The prepare step: raw files → cleaned, filtered, de-duplicated train/val part files, what was
+rejected and why, and stats per source and step.
 
-Three rounds of partition tasks; each task reads its own files and writes its
-own, and the driver sees only counts and checksums:
+The chain of steps (:mod:`pipeline.data.steps`) is cut into segments, each some filters then at most
+one de-duplication step; prepare runs one round of partition tasks per segment, and each de-duplication
+step's own tasks between two rounds. Each task reads its own files and writes its own, and the driver
+sees only counts and checksums:
 
-1. **scan** (one task per input partition): read, clean and filter the
-   documents; write the survivors to ``candidates-<p>`` and their 16-byte
-   BLAKE2b digests, grouped by bucket (digest modulo ``dedup_buckets``), to
-   ``digests-<p>``.
-2. **deduplicate** (one task per bucket): read the bucket's digests of every
-   partition in corpus order and mark each copy after the first, writing
-   ``duplicates-<b>`` (partition, position) pairs. A digest lives in one bucket,
-   so exact duplicates anywhere in the corpus meet in one task, and the first
-   copy in input order wins as in a single pass. Its memory is about 80 bytes
-   per document of its bucket: 10 million documents in 16 buckets cost ~50 MB
-   per task, and no process holds every digest.
-3. **write** (one task per input partition): drop the marked copies, send each
-   document to train or val by a seeded hash of its text, and write
-   ``train/part-<p>.arrow`` and ``val/part-<p>.arrow``.
+1. the first round (one task per input partition) reads, cleans and filters the documents and writes
+   the live ones to ``candidates-<p>`` and the others, with their step and rule, to ``rejected-<p>``,
+   while the first de-duplication step records a key per live document (:mod:`pipeline.data.dedup`);
+2. the de-duplication step's tasks mark each duplicate with the document it duplicates;
+3. the next round drops the marked documents, applies the next segment's filters, and so on; the last
+   round sends each live document to train or val by a seeded hash of its text and writes
+   ``train/part-<p>.arrow``, ``val/part-<p>.arrow`` and ``rejected/part-<p>.arrow``.
 
-Part names come from the partition index, so the output is byte-identical for
-any number of workers. Everything is built in a staging directory swapped in
-whole: an error (bad UTF-8, a bad JSON line, no document left for the train
-split) or an interrupt leaves the previous output untouched. The intermediate
-files of ``.work`` are not fsynced: a crash discards the staging directory.
+A rejected part holds every document a step removed from its partition, round by round and in corpus
+order within a round, with ``text`` first as in the kept parts and then
+``source`` (its index in ``data.sources``), ``document`` (its ID: the file, or the file's byte range or
+row groups its partition read, then ``#`` and its number there), ``step``, ``rule`` and
+``duplicate_of`` (the ID of the document a duplicate repeats, else empty). Documents that could not be
+decoded (``on_decode_error: skip``) have no text: they are counted, not kept.
+
+Part names come from the partition index, so the output is byte-identical for any number of workers.
+Everything is built in a staging directory swapped in whole: an error (bad UTF-8, a bad JSON line, no
+document left for the train split) or an interrupt leaves the previous output untouched. The
+intermediate files of ``.work`` are not fsynced: a crash discards the staging directory.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
-import functools
-import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+import pyarrow as pa
 
 from pipeline.config import PrepareConfig
 from pipeline.data import documents
-from pipeline.data.cleaning import PrepareStats, clean_text, drop_reason, split_of
+from pipeline.data.accounting import PrepareStats, Tally, looks_like_a_name
+from pipeline.data.cleaning import clean_text, split_of
+from pipeline.data.dedup import Marks
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart
-from pipeline.data.sources import Partition, SourceFile, TextDecoder, plan_partitions, read_partition
+from pipeline.data.sources import Partition, Piece, SourceFile, TextDecoder, plan_partitions, read_partition_pieces
+from pipeline.data.steps import DECODE_ERROR, READ_STEP, Segment, build_chain
 from pipeline.engine import atomic, hashing, storage
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError
 
 STATS_FILE = "stats.json"
 WORK_DIR = ".work"
+REJECTED = "rejected"
+_TEXT = pa.field("text", pa.large_string(), nullable=False)
+_SOURCE, _POSITION = pa.field("source", pa.int32()), pa.field("position", pa.int64())
+_REASON = [pa.field("step", pa.large_string()), pa.field("rule", pa.large_string()),
+           pa.field("duplicate_of", pa.large_string())]
+CANDIDATE_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION])
+REJECTION_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION, *_REASON])
+REJECTED_SCHEMA = pa.schema([_TEXT, _SOURCE, pa.field("document", pa.large_string()), *_REASON])
+Candidate = tuple[str, int, int]
+"""A live document as the rounds pass it on: its text, source and position in its partition."""
 
 
 @dataclass(frozen=True)
-class ScanResult:
-    documents_read: int
-    characters_read: int
-    dropped: dict[str, int]
-    unsplit: tuple[tuple[str, str], ...] = ()  # (separator, file) of the files a literal separator never split
+class Job:
+    """One partition task's input: the partition and the names its pieces go by in document IDs."""
+
+    partition: Partition
+    piece_names: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class WrittenPart:
-    part: PreparedPart
-    characters: int
+class RoundResult:
+    tally: Tally
+    piece_starts: tuple[int, ...] = ()  # first round: the position of each piece's first document
+    parts: dict[str, PreparedPart] | None = None  # last round: the train, val and rejected parts
+    characters: dict[str, int] | None = None
+    unsplit: tuple[tuple[str, str], ...] = ()  # first round: (separator, file) of files a literal never split
+
+
+@dataclass(frozen=True)
+class DocumentIds:
+    """Document IDs from (partition, position): the partition's piece holding the position, and the
+    document's number in it."""
+
+    piece_names: dict[int, tuple[str, ...]]
+    piece_starts: dict[int, tuple[int, ...]]
+
+    def of(self, partition: int, position: int) -> str:
+        starts = self.piece_starts[partition]
+        piece = bisect.bisect_right(starts, position) - 1
+        return f"{self.piece_names[partition][piece]}#{position - starts[piece]}"
 
 
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
-                   tasks: Tasks, progress: bool = False) -> PrepareStats:
-    """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats."""
-    partitions = [dataclasses.replace(partition, pieces=tuple(dataclasses.replace(piece, file=_absolute(piece.file))
-                                                              for piece in partition.pieces))
-                  for partition in plan_partitions(files, settings.partition_bytes)]
+                   tasks: Tasks, progress: bool = False, source_names: Sequence[str] = (),
+                   names_root: str | os.PathLike[str] | None = None) -> PrepareStats:
+    """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats.
+
+    ``source_names`` name the entries of ``data.sources`` in the stats (``source <i>`` by default);
+    document IDs give local paths relative to ``names_root`` when set.
+    """
+    partitions = plan_partitions(files, settings.partition_bytes)
+    jobs = [Job(_absolute(partition), tuple(_piece_name(piece, names_root) for piece in partition.pieces))
+            for partition in partitions]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
+    chain = build_chain(settings)
     with storage.output_dir(out_dir) as staging:
         work = storage.join(staging, WORK_DIR)
         storage.make_dir(work)
-        scans = tasks.map(functools.partial(scan_partition, settings, work), partitions, labels=labels, sizes=sizes,
-                          desc="prepare: read and clean", progress=progress)
-        buckets = range(settings.dedup_buckets)
-        duplicates = tasks.map(functools.partial(find_duplicates, work, len(partitions)), buckets,
-                               labels=[f"dedup bucket {b}" for b in buckets], desc="prepare: deduplicate",
-                               progress=progress)
-        written = tasks.map(functools.partial(write_partition, settings, work, staging), partitions, labels=labels,
-                            sizes=sizes, desc="prepare: write", progress=progress)
+        for split in (*SPLITS, REJECTED):
+            storage.make_dir(documents.split_dir(staging, split))
+        results: list[list[RoundResult]] = []
+        ids = None
+        for index, segment in enumerate(chain):
+            last = index == len(chain) - 1
+            step = Round(settings, chain, index, work, staging, ids)
+            results.append(tasks.map(step, jobs, labels=labels, sizes=sizes, progress=progress,
+                                     desc="prepare: write" if last else f"prepare: round {index + 1}"))
+            if segment.dedup is not None:
+                segment.dedup.resolve(tasks, work, index, len(jobs), progress=progress)
+            if index == 0:
+                ids = DocumentIds(dict(enumerate(job.piece_names for job in jobs)),
+                                  dict(enumerate(result.piece_starts for result in results[0])))
         storage.remove(work)
         if not storage.is_url(staging):  # uploads leave no temporaries
-            for split in SPLITS:
+            for split in (*SPLITS, REJECTED):
                 atomic.remove_temporaries_in(documents.split_dir(staging, split))
-        documents.write_parts(staging, {split: [parts[split].part for parts in written] for split in SPLITS})
-        stats = _stats(files, scans, sum(duplicates), written)
+        written = results[-1]
+        documents.write_parts(staging, {split: [r.parts[split] for r in written] for split in SPLITS})
+        stats = _stats(files, source_names, results, written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)
         storage.write_bytes(storage.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
     return stats
@@ -112,117 +156,209 @@ def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
     return names + (f" and {len(files) - shown} more files" if len(files) > shown else "")
 
 
-def scan_partition(settings: PrepareConfig, work: Path | str, partition: Partition) -> ScanResult:
-    """Task: read, clean and filter one partition; write its candidates and their digests by bucket."""
-    decoder = TextDecoder(settings.on_decode_error)
-    read = characters = 0
-    dropped: dict[str, int] = {}
-    digests: list[bytes] = []
-    candidates = storage.join(work, f"candidates-{partition.index:05d}.arrow")
-    with storage.output_file(candidates, durable=False) as tmp, DocumentWriter(tmp) as writer:
-        for raw in read_partition(partition, decoder):
-            read += 1
-            characters += len(raw)
-            text = clean_text(raw, normalize=settings.normalize)
-            reason = drop_reason(text, min_chars=settings.min_chars, max_chars=settings.max_chars)
-            if reason is None:
-                writer.write(text)
-                digests.append(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+@dataclass(frozen=True)
+class Round:
+    """Task: one round of the chain over one partition (see the module's docstring).
+
+    Only the live documents flow from round to round (``candidates``: text, source, position); each round
+    writes the documents it rejects to its own ``rejected`` work file, and the last round gathers those
+    of every round, in round order, into the partition's rejected part.
+    """
+
+    settings: PrepareConfig
+    chain: tuple[Segment, ...]
+    index: int
+    work: Path | str
+    staging: Path | str
+    ids: DocumentIds | None  # from the second round on
+
+    def __call__(self, job: Job) -> RoundResult:
+        index, tally, starts = job.partition.index, Tally(), []
+        decoder = TextDecoder(self.settings.on_decode_error)
+        with contextlib.ExitStack() as stack:
+            rejected = stack.enter_context(self._rejected_writer(index))
+            if self.index == 0:
+                rows = _read_rows(job, decoder, self.settings.normalize, tally, starts)
             else:
-                dropped[reason] = dropped.get(reason, 0) + 1
-    if decoder.skipped:
-        dropped["decode_error"] = decoder.skipped
-    _save_digests(storage.join(work, f"digests-{partition.index:05d}.npz"), digests, settings.dedup_buckets)
-    return ScanResult(read + decoder.skipped, characters, dropped, tuple(decoder.unsplit))
+                rows = self._unmarked(index, tally, rejected)
+            rows = _filtered(rows, self.chain[self.index], tally, rejected)
+            if self.chain[self.index].dedup is not None:
+                self._write_candidates(index, rows)
+                return RoundResult(tally, tuple(starts), unsplit=tuple(decoder.unsplit))
+            parts, characters = self._write_splits(index, rows, tally)
+        ids = self.ids or DocumentIds({index: job.piece_names}, {index: tuple(starts)})
+        parts[REJECTED], characters[REJECTED] = self._write_rejected(index, ids)
+        return RoundResult(tally, parts=parts, characters=characters, unsplit=tuple(decoder.unsplit))
+
+    def _work_file(self, kind: str, round_: int, index: int) -> Path | str:
+        return storage.join(self.work, f"r{round_}-{kind}-{index:05d}.arrow")
+
+    @contextlib.contextmanager
+    def _rejected_writer(self, index: int) -> Iterator[DocumentWriter]:
+        with storage.output_file(self._work_file("rejected", self.index, index), durable=False) as tmp, \
+                DocumentWriter(tmp, schema=REJECTION_SCHEMA) as writer:
+            yield writer
+
+    def _unmarked(self, index: int, tally: Tally, rejected: DocumentWriter) -> Iterator[Candidate]:
+        """The previous round's candidates that its de-duplication step did not mark."""
+        dedup = self.chain[self.index - 1].dedup
+        assert dedup is not None and self.ids is not None
+        marks: Marks = dedup.marks(self.work, self.index - 1, index)
+        with storage.local_copy(self._work_file("candidates", self.index - 1, index)) as path:
+            for text, source, position in documents.iter_records(path):
+                if position in marks:
+                    tally.drop(source, dedup.name, dedup.rule)
+                    rejected.write(text, source, position, dedup.name, dedup.rule, self.ids.of(*marks[position]))
+                else:
+                    yield text, source, position
+
+    def _write_candidates(self, index: int, rows: Iterator[Candidate]) -> None:
+        dedup = self.chain[self.index].dedup
+        assert dedup is not None
+        keys = dedup.keys(self.work, self.index, index)
+        with storage.output_file(self._work_file("candidates", self.index, index), durable=False) as tmp, \
+                DocumentWriter(tmp, schema=CANDIDATE_SCHEMA) as writer:
+            for text, source, position in rows:
+                writer.write(text, source, position)
+                keys.add(position, text)
+        keys.close()
+
+    def _write_splits(self, index: int, rows: Iterator[Candidate],
+                      tally: Tally) -> tuple[dict[str, PreparedPart], dict[str, int]]:
+        """The live documents to their split; each part's entry and characters."""
+        settings = self.settings
+        kept: dict[int, list[int]] = {}  # source: documents, characters
+        with _Parts(self.staging, index, SPLITS, documents.SCHEMA) as parts:
+            for text, source, _ in rows:
+                parts.write(split_of(text, seed=settings.seed, val_fraction=settings.val_fraction), text)
+                counts = kept.setdefault(source, [0, 0])
+                counts[0] += 1
+                counts[1] += len(text)
+        for source, (count, characters) in kept.items():
+            tally.keep(source, count, characters)
+        return parts.entries, parts.characters
+
+    def _write_rejected(self, index: int, ids: DocumentIds) -> tuple[PreparedPart, int]:
+        """Every round's rejections of the partition, with document IDs, as its rejected part."""
+        with _Parts(self.staging, index, (REJECTED,), REJECTED_SCHEMA) as parts:
+            for round_ in range(self.index + 1):
+                with storage.local_copy(self._work_file("rejected", round_, index)) as path:
+                    for text, source, position, step, rule, duplicate_of in documents.iter_records(path):
+                        parts.write(REJECTED, text, source, ids.of(index, position), step, rule, duplicate_of)
+        return parts.entries[REJECTED], parts.characters[REJECTED]
 
 
-def find_duplicates(work: Path | str, partitions: int, bucket: int) -> int:
-    """Task: mark every copy after the first among one bucket's digests; return how many were marked."""
-    digests, where = [], []
-    for index in range(partitions):
-        with storage.local_copy(storage.join(work, f"digests-{index:05d}.npz")) as path, np.load(path) as saved:
-            start, end = saved["bounds"][bucket : bucket + 2]
-            digests.append(saved["digests"][start:end])
-            where.append(np.stack([np.full(end - start, index, dtype=np.int64), saved["positions"][start:end]], 1))
-    digests_all = np.concatenate(digests) if digests else np.zeros((0, 2), np.uint64)
-    where_all = np.concatenate(where) if where else np.zeros((0, 2), np.int64)
-    _, first = np.unique(digests_all.view(np.dtype((np.void, 16))).ravel(), return_index=True)
-    later = np.ones(len(digests_all), dtype=bool)
-    later[first] = False  # np.unique's index is the first occurrence, and the rows are in corpus order
-    duplicates = storage.join(work, f"duplicates-{bucket:05d}.npy")
-    with storage.output_file(duplicates, durable=False) as tmp, open(tmp, "wb") as handle:
-        np.save(handle, where_all[later])
-    return int(later.sum())
+class _Parts:
+    """One partition's part files of some splits, written atomically: their entries and characters on exit."""
+
+    def __init__(self, staging: Path | str, index: int, splits: Sequence[str], schema: pa.Schema):
+        self._staging, self._index, self._schema = staging, index, schema
+        self._names = {split: documents.part_name(split, index) for split in splits}
+        self._counts = {split: [0, 0, 0] for split in splits}  # documents, UTF-8 bytes, characters
+        self._stack = contextlib.ExitStack()
+        self.entries: dict[str, PreparedPart] = {}
+        self.characters: dict[str, int] = {}
+
+    def __enter__(self) -> _Parts:
+        self._temporaries = {split: self._stack.enter_context(storage.output_file(storage.join(self._staging, name)))
+                             for split, name in self._names.items()}
+        self._writing = contextlib.ExitStack()
+        self._writers = {split: self._writing.enter_context(DocumentWriter(tmp, schema=self._schema))
+                         for split, tmp in self._temporaries.items()}
+        return self
+
+    def write(self, split: str, text: str, *fields: str | int) -> None:
+        self._writers[split].write(text, *fields)
+        counts = self._counts[split]
+        counts[0] += 1
+        counts[1] += len(text.encode("utf-8", "surrogatepass"))
+        counts[2] += len(text)
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._stack:
+            self._writing.__exit__(*exc_info)
+            if exc_info[0] is None:
+                for split, name in self._names.items():
+                    documents_, size, characters = self._counts[split]
+                    self.entries[split] = PreparedPart(index=self._index, file=name, documents=documents_, bytes=size,
+                                                       sha256=hashing.sha256_file(self._temporaries[split]))
+                    self.characters[split] = characters
+            self._stack.__exit__(*exc_info)
 
 
-def write_partition(settings: PrepareConfig, work: Path | str, staging: Path | str,
-                    partition: Partition) -> dict[str, WrittenPart]:
-    """Task: write one partition's surviving documents to its train and val part files."""
-    index = partition.index
-    dropped = _duplicates_of(work, index, settings.dedup_buckets)
-    names = {split: documents.part_name(split, index) for split in SPLITS}
-    counts = {split: [0, 0, 0] for split in SPLITS}  # documents, UTF-8 bytes, characters
-    with contextlib.ExitStack() as outputs:
-        for split in SPLITS:
-            storage.make_dir(documents.split_dir(staging, split))
-        temporaries = {split: outputs.enter_context(storage.output_file(storage.join(staging, name)))
-                       for split, name in names.items()}
-        with contextlib.ExitStack() as writing:
-            writers = {split: writing.enter_context(DocumentWriter(tmp)) for split, tmp in temporaries.items()}
-            source = writing.enter_context(storage.local_copy(storage.join(work, f"candidates-{index:05d}.arrow")))
-            for position, text in enumerate(documents.iter_documents(source)):
-                if position in dropped:
-                    continue
-                split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
-                writers[split].write(text)
-                counts[split][0] += 1
-                counts[split][1] += len(text.encode("utf-8", "surrogatepass"))
-                counts[split][2] += len(text)
-        sha256 = {split: hashing.sha256_file(tmp) for split, tmp in temporaries.items()}
-    return {split: WrittenPart(PreparedPart(index=index, file=name, documents=counts[split][0],
-                                            bytes=counts[split][1], sha256=sha256[split]), counts[split][2])
-            for split, name in names.items()}
+def _read_rows(job: Job, decoder: TextDecoder, normalize: str, tally: Tally,
+               starts: list[int]) -> Iterator[Candidate]:
+    """The partition's documents, cleaned and numbered; ``starts`` gets each piece's first position."""
+    position = 0
+    for piece, texts in read_partition_pieces(job.partition, decoder):
+        starts.append(position)
+        source, skipped, first, characters, name_like = piece.file.source, decoder.skipped, position, 0, 0
+        for raw in texts:
+            text = clean_text(raw, normalize=normalize)
+            characters += len(raw)
+            name_like += looks_like_a_name(text)
+            yield text, source, position
+            position += 1
+        tally.read(source, position - first + decoder.skipped - skipped, characters, name_like)
+        tally.drop(source, READ_STEP, DECODE_ERROR, decoder.skipped - skipped)
 
 
-def _save_digests(path: Path | str, digests: list[bytes], buckets: int) -> None:
-    """The digests as (n, 2) uint64, stably grouped by bucket, their positions and the bucket bounds."""
-    array = np.frombuffer(b"".join(digests), dtype=np.uint64).reshape(-1, 2)
-    bucket_of = array[:, 0] % np.uint64(buckets)
-    order = np.argsort(bucket_of, kind="stable")
-    bounds = np.searchsorted(bucket_of[order], np.arange(buckets + 1, dtype=np.uint64))
-    with storage.output_file(path, durable=False) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, digests=array[order], positions=order.astype(np.int64), bounds=bounds)
+def _filtered(rows: Iterator[Candidate], segment: Segment, tally: Tally,
+              rejected: DocumentWriter) -> Iterator[Candidate]:
+    """``rows`` the segment's filters keep, as they rewrite them; the others go to ``rejected`` (as rewritten
+    so far) with the rule that dropped them."""
+    if not segment.filters:
+        yield from rows
+        return
+    for text, source, position in rows:
+        for check in segment.filters:
+            text, removed = check.rewrite(text)
+            if removed:
+                tally.remove_lines(source, check.name, removed)
+            rule = check.reject(text)
+            if rule is not None:
+                tally.drop(source, check.name, rule)
+                rejected.write(text, source, position, check.name, rule, "")
+                break
+        else:
+            yield text, source, position
 
 
-def _duplicates_of(work: Path | str, index: int, buckets: int) -> set[int]:
-    """Positions of partition ``index``'s candidates that an earlier copy makes duplicates."""
-    found: set[int] = set()
-    for bucket in range(buckets):
-        with storage.local_copy(storage.join(work, f"duplicates-{bucket:05d}.npy")) as path:
-            marked = np.load(path, mmap_mode="r")
-            lo, hi = np.searchsorted(marked[:, 0], [index, index + 1])
-            found.update(marked[lo:hi, 1].tolist())
-    return found
-
-
-def _stats(files: Sequence[SourceFile], scans: list[ScanResult], duplicates: int,
-           written: list[dict[str, WrittenPart]]) -> PrepareStats:
+def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: list[list[RoundResult]],
+           written: list[RoundResult]) -> PrepareStats:
+    tally = Tally()
+    for round_results in results:
+        for result in round_results:
+            tally.add(result.tally)
+    count = max([len(source_names), *(file.source + 1 for file in files)])
+    names = [source_names[i] if i < len(source_names) else f"source {i}" for i in range(count)]
     stats = PrepareStats(files=len(files))
-    as_given = {str(_absolute(file).path): str(file.path) for file in files}  # tasks read absolute paths
-    for scan in scans:
-        stats.documents_read += scan.documents_read
-        stats.characters_read += scan.characters_read
-        for reason, count in scan.dropped.items():
-            stats.count_drop(reason, count)
-        for separator, path in scan.unsplit:
+    stats.account(names, tally)
+    stats.documents_read = sum(source.read for _, source in stats.sources)
+    stats.characters_read = sum(source.characters_read for _, source in stats.sources)
+    for result in written:
+        assert result.parts is not None and result.characters is not None
+        for split in SPLITS:
+            stats.documents[split] += result.parts[split].documents
+            stats.characters[split] += result.characters[split]
+    stats.rejected = [dataclasses.asdict(result.parts[REJECTED]) for result in written if result.parts]
+    as_given = {str(storage.absolute(file.path)): str(file.path) for file in files}  # tasks read absolute paths
+    for result in results[0]:
+        for separator, path in result.unsplit:
             stats.unsplit.setdefault(separator, []).append(as_given.get(path, path))
-    stats.count_drop("duplicate", duplicates)
-    for parts in written:
-        for split, written_part in parts.items():
-            stats.documents[split] += written_part.part.documents
-            stats.characters[split] += written_part.characters
     return stats
 
 
-def _absolute(file: SourceFile) -> SourceFile:
-    return SourceFile(storage.absolute(file.path), file.format, file.separator, file.field)
+def _absolute(partition: Partition) -> Partition:
+    """The partition with absolute paths, so that a task reads the same files from any directory."""
+    return dataclasses.replace(partition, pieces=tuple(
+        dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=storage.absolute(piece.file.path)))
+        for piece in partition.pieces))
+
+
+def _piece_name(piece: Piece, root: str | os.PathLike[str] | None) -> str:
+    """A piece as document IDs name it: as :meth:`Piece.describe` does, a local path relative to ``root``."""
+    path = str(piece.file.path)
+    if root is None or storage.is_url(path):
+        return piece.describe()
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(root)) + piece.describe()[len(path):]

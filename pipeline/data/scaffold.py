@@ -14,10 +14,11 @@ import glob
 import json
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.data.sources import format_of, head_bytes, string_columns
+from pipeline.data.sources import format_of, head_bytes, string_column_characters
 from pipeline.engine import atomic
 from pipeline.errors import ConfigError, DataError
 
@@ -25,6 +26,7 @@ CONFIG_NAME = "config.yaml"
 OUTPUT_ROOT = "out"
 SAMPLE_BYTES = 1 << 16
 SAMPLE_LINES = 50
+SAMPLE_ROWS = 1000
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ def _guess_pattern(pattern: str, project: Path) -> list[SourceGuess]:
                        if os.path.isfile(p))
         by_suffix = _group_by_suffix(files)
         if not by_suffix:
-            raise DataError(f"--from {pattern}: no .txt, .jsonl or .parquet files (optionally .gz) in it")
+            raise DataError(f"--from {pattern}: no text-like (.txt, .md, .py, ...), .jsonl or .parquet files "
+                            "(optionally .gz) in it")
         return [_guess(os.path.join(pattern, "**", f"*{suffix}"), group, project)
                 for suffix, group in by_suffix.items()]
     files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
@@ -56,8 +59,8 @@ def _guess_pattern(pattern: str, project: Path) -> list[SourceGuess]:
         raise DataError(f"--from {pattern!r} matches no files")
     unknown = [file for file in files if format_of(file) is None]
     if unknown:
-        raise DataError(f"--from {pattern!r}: cannot tell the format of {unknown[0]} (known: .txt, .jsonl, "
-                        ".parquet, optionally .gz); narrow the glob")
+        raise DataError(f"--from {pattern!r}: cannot tell the format of {unknown[0]} (known: .jsonl, .parquet, "
+                        "and text-like ones such as .txt, .md, .py, optionally .gz); narrow the glob")
     return [_guess(pattern, files, project)]
 
 
@@ -70,6 +73,11 @@ def _group_by_suffix(files: list[Path]) -> dict[str, list[Path]]:
     return groups
 
 
+def _suffix(file: Path) -> str:
+    """The extension that says the format, a ``.gz`` aside, in lower case."""
+    return Path(file.name[:-3] if file.name.endswith(".gz") else file.name).suffix.lower()
+
+
 def _guess(pattern: str, files: list[Path], project: Path) -> SourceGuess:
     """How to read the files of one source, from a sample of the first of each format."""
     formats = Counter(format_of(file) for file in files)
@@ -78,23 +86,29 @@ def _guess(pattern: str, files: list[Path], project: Path) -> SourceGuess:
     separator = field = None
     if "txt" in formats:
         first = next(file for file in files if format_of(file) == "txt")
-        separator, why = _guess_separator(head_bytes(first, SAMPLE_BYTES))
-        notes.append(f"separator {separator}: {why} in {first.name}")
+        suffix = _suffix(first)
+        if suffix in (".txt", ".text"):
+            separator, why = _guess_separator(head_bytes(first, SAMPLE_BYTES))
+            notes.append(f"separator {separator}: {why} in {first.name}")
+        else:
+            separator = "document"
+            notes.append(f"separator document: a {suffix} file is one document (source code, markup)")
     if "jsonl" in formats:
         first = next(file for file in files if format_of(file) == "jsonl")
         field, why = _guess_json_field(first)
         notes.append(f"field {field}: {why} in {first.name}")
     if "parquet" in formats:
         first = next(file for file in files if format_of(file) == "parquet")
-        columns = string_columns(first)
-        if not columns:
+        characters = string_column_characters(first, SAMPLE_ROWS)
+        if not characters:
             raise DataError(f"{first}: no string column to read text from")
-        chosen = "text" if "text" in columns else columns[0]
+        chosen = _longest(characters)
         if field is not None and field != chosen:
             raise DataError(f"--from {pattern!r}: its JSON lines hold the text in {field!r} and its Parquet files "
                             f"in {chosen!r}; give each kind of file its own --from")
         field = chosen
-        notes.append(f"column {chosen}: string columns {', '.join(columns)} in {first.name}")
+        notes.append(f"column {chosen}: the longest texts of the string columns in the first {SAMPLE_ROWS:,} rows "
+                     f"of {first.name}: {_candidates(characters)}")
     relative = os.path.relpath(os.path.abspath(pattern), os.path.abspath(project))
     return SourceGuess(glob=relative, separator=separator, field=field, notes=tuple(notes))
 
@@ -122,9 +136,19 @@ def _guess_json_field(path: Path) -> tuple[str, str]:
             lengths.update({key: len(value) for key, value in record.items() if isinstance(value, str)})
     if not lengths:
         raise DataError(f"{path}: no JSON object with a string field in its first {len(lines)} lines")
-    chosen = "text" if "text" in lengths else lengths.most_common(1)[0][0]
-    fields = ", ".join(f"{key} ({count:,} characters in all)" for key, count in lengths.most_common())
-    return chosen, f"string fields in the first {len(lines)} lines: {fields}"
+    return _longest(lengths), f"the longest texts of the string fields in the first {len(lines)} lines: " + \
+        _candidates(lengths)
+
+
+def _longest(characters: Mapping[str, int]) -> str:
+    """The field or column holding the most characters over the sample: the text, not its name or ID
+    (the first one on a tie)."""
+    return max(characters, key=lambda name: characters[name])
+
+
+def _candidates(characters: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} ({count:,} characters)" for name, count in
+                     sorted(characters.items(), key=lambda item: -item[1]))
 
 
 def write_project(directory: Path, sources: list[SourceGuess], *, force: bool = False) -> list[Path]:

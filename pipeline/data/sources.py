@@ -41,7 +41,11 @@ from pipeline.errors import DataError, json_error_reason, shorten
 STDIN = "-"
 """A source path that stands for standard input (on the command line)."""
 NAMED_SEPARATORS = ("document", "blank_line", "line")  # any other .txt separator is a literal string
-_FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+TEXT_LIKE = (".txt", ".text", ".md", ".markdown", ".rst", ".adoc", ".org", ".tex", ".html", ".htm", ".xml",
+             ".py", ".pyi", ".c", ".h", ".cc", ".cpp", ".hpp", ".java", ".js", ".ts", ".go", ".rs", ".rb", ".sh",
+             ".css", ".sql", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".log")
+"""Extensions read as plain text (``txt``): prose, markup and source code."""
+_FORMATS = {**dict.fromkeys(TEXT_LIKE, "txt"), ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 _CHUNK = 1 << 20
 _PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
 _PARQUET_BATCH = 1024
@@ -57,6 +61,7 @@ class SourceFile:
     separator: str
     field: str
     field_advice: str = "set field: in data.sources"  # where the user names another field or column
+    source: int = 0  # its entry in data.sources, which prepare's stats account per
 
 
 class TextDecoder:
@@ -96,7 +101,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     if not sources:
         raise DataError("data.sources is empty; list at least one glob of raw files in the config")
     base = Path(root)
-    files = []
+    files: list[SourceFile] = []
     for index, source in enumerate(sources):
         matches = storage.glob_files(source.glob, base)
         if not matches:
@@ -107,7 +112,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(path, source) for path in matches)
+        files.extend(_source_file(path, source, index) for path in matches)
     return files
 
 
@@ -218,8 +223,14 @@ def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int,
 
 def read_partition(partition: Partition, decoder: TextDecoder) -> Iterator[str]:
     """The documents of one partition, streamed; small remote files are fetched several at a time."""
+    for _, documents in read_partition_pieces(partition, decoder):
+        yield from documents
+
+
+def read_partition_pieces(partition: Partition, decoder: TextDecoder) -> Iterator[tuple[Piece, Iterator[str]]]:
+    """Each piece of one partition with its documents, streamed (read them before asking for the next piece)."""
     for piece, data in _prefetched(partition.pieces):
-        yield from _read_piece(piece, decoder, data)
+        yield piece, _read_piece(piece, decoder, data)
 
 
 def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]:
@@ -305,16 +316,17 @@ def _gzipped(path: Path | str) -> bool:
     return storage.name_of(path).endswith(".gz")
 
 
-def _source_file(path: Path | str, source: SourceConfig) -> SourceFile:
+def _source_file(path: Path | str, source: SourceConfig, index: int) -> SourceFile:
     fmt = source.format if source.format != "auto" else _format_from_name(path)
-    return SourceFile(path=path, format=fmt, separator=source.separator, field=source.field)
+    return SourceFile(path=path, format=fmt, separator=source.separator, field=source.field, source=index)
 
 
 def _format_from_name(path: Path | str) -> str:
     fmt = format_of(path)
     if fmt is None:
-        raise DataError(f"{path}: cannot tell the format from the extension (known: {', '.join(_FORMATS)}, "
-                        "optionally .gz); narrow the glob or set format: in data.sources")
+        raise DataError(f"{path}: cannot tell the format from the extension (known: .jsonl, .ndjson, .parquet, "
+                        "and as text .txt, .md, .py and other text-like ones, optionally .gz); narrow the glob or "
+                        "set format: in data.sources")
     return fmt
 
 
@@ -506,17 +518,23 @@ def head_bytes(path: Path, limit: int) -> bytes:
         return stream.read(limit)
 
 
-def string_columns(path: Path) -> list[str]:
-    """The string columns of a Parquet file (optionally ``.gz``)."""
+def string_column_characters(path: Path, rows: int) -> dict[str, int]:
+    """The characters each string column of a Parquet file (optionally ``.gz``) holds in its first ``rows`` rows."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     with _open_binary(path) as stream:
         try:
-            schema = pq.ParquetFile(stream).schema_arrow
+            parquet = pq.ParquetFile(stream)
+            names = [field.name for field in parquet.schema_arrow
+                     if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)]
+            batch = next(parquet.iter_batches(batch_size=rows, columns=names), None) if names else None
         except (pa.ArrowException, OSError) as exc:
             raise DataError(f"{path}: not a readable parquet file ({exc})") from None
-    return [field.name for field in schema if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)]
+    if batch is None:
+        return dict.fromkeys(names, 0)
+    return {name: int(pc.sum(pc.utf8_length(batch.column(name))).as_py() or 0) for name in names}
 
 
 # -- opening --------------------------------------------------------------

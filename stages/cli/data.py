@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from pipeline.config import EXPORT_FORMATS, Config
+from pipeline.data.accounting import source_table, source_warnings
+from pipeline.data.prepare import STATS_FILE
 from pipeline.engine import storage
 from pipeline.errors import ConfigError
 from stages import stats as stats_stage
@@ -53,12 +55,18 @@ def export_command(formats: tuple[str, ...], output_dir: str | None, force: bool
 @click.option("--force", is_flag=True, help="Recompute even when the stats are up to date.")
 @config_options
 def stats_command(top: int | None, output_dir: str | None, force: bool, config: Config) -> None:
-    """Run the stats stage, then print per split: documents, tokens, bytes per token, the most frequent tokens."""
+    """Run the stats stage, then print per split: documents, tokens, bytes per token, the most frequent tokens;
+    and per source what prepare read, kept and dropped (by step and rule)."""
     config = with_section(config, "stats", top=top, output_dir=config.output_value(output_dir) if output_dir else None)
     run_stage(config, "stats", force)
     summary = json.loads(storage.read_bytes(stats_stage.committed_path(config, stats_stage.SUMMARY_FILE)))
     for split, figures in summary["splits"].items():
         click.echo(split_table(split, figures))
+    prepared = json.loads(storage.read_bytes(storage.join(storage.committed(config.output_path(
+        config.prepare.output_dir)), STATS_FILE)))
+    click.echo("prepared documents per source:\n" + source_table(prepared["sources"]))
+    for warning in source_warnings(prepared):
+        click.echo(warning)
     click.echo(f"histogram of document lengths → {stats_stage.committed_path(config, stats_stage.PLOT_FILE)}")
 
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.data.cleaning import PrepareStats, clean_text, drop_reason, split_of
+from pipeline.data.accounting import PrepareStats
+from pipeline.data.cleaning import clean_text, drop_reason, split_of
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ def test_the_new_user_path_end_to_end(tmp_path, raw, monkeypatch):
     project = tmp_path / "project"
     config_text = (project / "config.yaml").read_text("utf-8")
     assert "separator: blank_line" in config_text and 'field: "body"' in config_text
-    assert "# field body: string fields in the first 50 lines: body" in config_text  # the guess, shown
+    assert "# field body: the longest texts of the string fields in the first 50 lines: body (" in config_text
     assert (project / ".gitignore").read_text() .endswith("out/\n")
     config = load_config(project / "config.yaml")
     assert {source.glob for source in config.data.sources} == {"../mytext/**/*.txt.gz", "../mytext/**/*.jsonl"}
@@ -83,7 +83,7 @@ def test_the_new_user_path_end_to_end(tmp_path, raw, monkeypatch):
 ])
 def test_init_errors_are_one_line(tmp_path, raw, monkeypatch, arguments, message):
     monkeypatch.chdir(tmp_path)
-    (raw / "README.md").write_text("not text to train on")
+    (raw / "logo.png").write_bytes(b"\x89PNG not text to train on")
     result = lmprep(*arguments)
     assert result.exit_code == 2 and message in result.output and result.output.count("\n") == 1
 
@@ -95,3 +95,25 @@ def test_init_never_writes_over_a_config(tmp_path, raw, monkeypatch):
     again = lmprep("init", "p", "--from", "mytext")
     assert again.exit_code == 2 and "p/config.yaml already exists" in again.output
     assert (tmp_path / "p" / "config.yaml").read_text() == "# mine\n"
+
+
+def test_init_takes_the_column_with_the_longest_texts_and_lists_the_others(tmp_path, monkeypatch):
+    """A wrong column guess once trained a model on 193 file names: the text is where the characters are."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "code").mkdir()
+    sources = [f"def f{i}(x):\n    return x * {i}\n" * 5 for i in range(20)]
+    pq.write_table(pa.table({"name": [f"f{i}.py" for i in range(20)], "content": sources, "size": list(range(20))}),
+                   tmp_path / "code" / "files.parquet")
+    (tmp_path / "code" / "README.md").write_text("# Notes\n\nSome prose about the code.\n\nAnd more.\n")
+    assert lmprep("init", "p", "--from", "code").exit_code == 0
+    config_text = (tmp_path / "p" / "config.yaml").read_text("utf-8")
+    assert 'field: "content"' in config_text
+    assert (f"the longest texts of the string columns in the first 1,000 rows of files.parquet: "
+            f"content ({sum(map(len, sources)):,} characters), name (") in config_text
+    config = load_config(tmp_path / "p" / "config.yaml")
+    assert {source.glob for source in config.data.sources} == {"../code/**/*.parquet", "../code/**/*.md"}
+    assert next(s for s in config.data.sources if s.glob.endswith(".md")).separator == "document"
+    assert "# separator document: a .md file is one document (source code, markup)" in config_text

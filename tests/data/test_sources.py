@@ -236,10 +236,17 @@ def test_a_broken_symbolic_link_is_an_error_not_skipped(tmp_path):
         expand_sources([SourceConfig("raw/*.txt")], root=tmp_path)
 
 def test_unknown_extension_needs_an_explicit_format(tmp_path):
+    write(tmp_path / "notes.dat", "# hi")
+    with pytest.raises(DataError, match="notes.dat: cannot tell the format"):
+        expand_sources([SourceConfig("*.dat")], root=tmp_path)
+    assert read_all(tmp_path, SourceConfig("*.dat", format="txt")) == ["# hi"]
+
+
+def test_text_like_extensions_read_as_text(tmp_path):
     write(tmp_path / "notes.md", "# hi")
-    with pytest.raises(DataError, match="notes.md: cannot tell the format"):
-        expand_sources([SourceConfig("*.md")], root=tmp_path)
-    assert read_all(tmp_path, SourceConfig("*.md", format="txt")) == ["# hi"]
+    write(tmp_path / "tool.py.gz", "print('hi')")
+    assert read_all(tmp_path, SourceConfig("*.md")) + read_all(tmp_path, SourceConfig("*.py.gz")) == [
+        "# hi", "print('hi')"]
 
 
 @settings(max_examples=60, deadline=None)

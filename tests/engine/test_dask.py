@@ -168,3 +168,24 @@ def test_a_task_failure_names_the_partition_and_the_worker(project, cluster):
     assert result.exit_code == 2
     assert "b0.txt: invalid UTF-8 at byte offset 12" in result.stderr
     assert "b0.txt, 2 files), on worker tcp://127.0.0.1:" in result.stderr, result.stderr
+
+
+def test_near_dedup_on_a_cluster_is_byte_identical_to_local(project, cluster):
+    """Near-duplicates planted across files: the signature, bucket and cluster tasks give the same parts."""
+    address, _ = cluster
+    texts = [json.loads(line)["text"].split() for line in (project / "raw" / "a.jsonl").read_text().splitlines()]
+    edited = [" ".join([*words[:-1], "édité"]) for words in texts if len(words) >= 30]
+    (project / "raw" / "c.txt").write_text("\n".join(edited))
+    config = (project / "lmprep.yaml").read_text().replace(
+        "prepare: {", "prepare: {steps: [{exact_dedup: {}}, {near_dedup: {buckets: 3}}], ")
+    (project / "near.yaml").write_text(config)
+    prepare = ["run", "--force", "prepare", "--config", "near.yaml"]
+    result = CliRunner().invoke(cli, [*prepare, "--executor", "dask", "--set", f"executor.address={address}"])
+    assert result.exit_code == 0, result.output
+    on_cluster = outputs(project)
+    stats = json.loads(on_cluster["data/prepared/stats.json"])
+    assert stats["dropped"]["near_duplicate"] >= len(edited) * 0.9
+    for workers in (2, 1):
+        result = CliRunner().invoke(cli, [*prepare, "--executor", "local", "--set", f"executor.workers={workers}"])
+        assert result.exit_code == 0, result.output
+        assert outputs(project) == on_cluster

@@ -215,6 +215,8 @@ def test_stats_prints_tables_with_headers_and_draws_a_histogram(project):
     assert "val: " in output and "bytes per token" in output
     assert "     ID         count   share  token" in output
     assert "<|endoftext|>" in output  # one per document: among the most frequent tokens
+    sources = output[output.index("prepared documents per source:"):].splitlines()
+    assert sources[1].split()[:3] == ["source", "read", "kept"] and sources[2].startswith("data.sources[0] ")
     assert Path("out/stats/doc_lengths.png").read_bytes().startswith(b"\x89PNG")
     summary = json.loads(Path("out/stats/stats.json").read_text())
     assert summary["tokenizer_fingerprint"] == Tokenizer.load("out/tokenizer/tokenizer.json").fingerprint

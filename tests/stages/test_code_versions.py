@@ -83,7 +83,7 @@ DIALOGUES = [
 
 # stage: (its CODE_VERSION, hash of its inputs, hash of its outputs), the hashes as the lock records them
 GOLDEN_STAGES = {
-    "prepare": (3, "2130dee4a01618f1", "83be168f27f0c7cc"),
+    "prepare": (4, "2130dee4a01618f1", "c84b120ebdd2cbb1"),
     "tokenizer": (4, "ae5f2980d2a165dd", "848d8c846ecfe4b3"),
     "encode": (3, "4bbab4b89be981bb", "8b8a11a13ee0f3c3"),
 }
