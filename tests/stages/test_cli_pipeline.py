@@ -87,7 +87,7 @@ def test_without_config_the_projects_config_is_found_here_or_in_the_nearest_pare
     def steps_shown() -> tuple[str, str]:
         result = CliRunner().invoke(cli, ["config", "show"])
         assert result.exit_code == 0, result.output
-        return next(line.strip() for line in result.stdout.splitlines() if "steps:" in line), result.stderr
+        return next(line.strip() for line in result.stdout.splitlines() if "steps: " in line), result.stderr
 
     refused = CliRunner().invoke(cli, ["status"])
     assert refused.exit_code == 2 and refused.output == (
