@@ -16,7 +16,8 @@ Text that repeats little still brings new chunks all the time (a 34 MB corpus
 without a repeated line has 178k distinct chunks among 7.5M), and BPE one chunk
 at a time in Python costs ~7 µs each. So a batch's new chunks are merged
 together with numpy (:func:`merge_rows`): one merge per chunk per step, the
-same lowest-rank-leftmost rule as :func:`merge_short`, ~3 µs a chunk.
+same lowest-rank-leftmost rule as :func:`merge_short`, ~3 µs a chunk. With the native core
+(``backend``), the new chunks go to its merge loop instead, all in one call without the GIL.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from itertools import chain
 from typing import Literal
 
 import numpy as np
+
+from pipeline.tokenizer import backend
 
 _NO_MERGE = 1 << 62
 _SHORT_CHUNK = 48  # below: list scan with C-level min/index; above: heap + linked list
@@ -255,6 +258,8 @@ class ChunkCache:
         self._rank_of = rank_of
         self._result_of = result_of
         self._pair_ranks: PairRanks | None = None
+        self._native = backend.native  # chosen once: a cache merges its misses one way all its life
+        self._merger = None  # the native core's merge table, built on first use
         self._entries: dict[str, bytes] = {}  # a plain dict: set.difference(dict) runs in C
         self.max_bytes = max_bytes
         self.nbytes = 0
@@ -296,9 +301,12 @@ class ChunkCache:
         chunks = list(chunks)
         if self._unit == "chunk":
             return {chunk: array("I", self._base_ids(chunk)).tobytes() for chunk in chunks}
-        flat = np.array(self._base_ids("".join(chunks)), dtype=np.int32)
+        base_ids = self._base_ids("".join(chunks))
         units = map(str.encode, chunks) if self._unit == "byte" else chunks
         lengths = np.fromiter(map(len, units), dtype=np.int64, count=len(chunks))
+        if self._native is not None:
+            return dict(zip(chunks, self._native_merger().merge_packed(array("I", base_ids), lengths)))
+        flat = np.array(base_ids, dtype=np.int32)
         starts = np.cumsum(lengths) - lengths
         packed: list[bytes] = [b""] * len(chunks)
         low = -1
@@ -318,6 +326,13 @@ class ChunkCache:
 
     def _encode_one(self, ids: list[int]) -> bytes:
         return array("I", apply_merges(ids, self._rank_of, self._result_of)).tobytes()
+
+    def _native_merger(self):
+        if self._merger is None:
+            pairs = sorted(self._rank_of, key=self._rank_of.__getitem__)
+            results = [self._result_of[self._rank_of[pair]] for pair in pairs]
+            self._merger = self._native.Merger([a for a, _ in pairs], [b for _, b in pairs], results)
+        return self._merger
 
     def _table(self) -> PairRanks:
         if self._pair_ranks is None:

@@ -1,0 +1,489 @@
+// The native core of the tokenizer: a hand-written pre-tokenizer for the named split patterns, BPE merges
+// by rank, and an encoder that splits, looks chunks up in its own cache and merges the misses.
+//
+// The pure-Python modules (reference.py, encoder.py, patterns.py) are the definition; everything here
+// gives exactly their chunks and IDs, which tests/tokenizer/test_native*.py check on random text.
+// Written against the CPython C API (see docs/native.md for why). The heavy loops run without the GIL
+// on text the caller keeps alive; any str is accepted, lone surrogates included.
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "_unicode_tables.h"
+
+namespace {
+
+// ---- character classes (from _unicode_tables.h, generated from the regex module) ----------------------
+
+enum : uint8_t { LETTER = 1, NUMBER = 2, SPACE = 4 };
+constexpr uint32_t CODE_POINTS = 0x110000;
+constexpr int BLOCK_BITS = 8;
+constexpr uint32_t BLOCK = 1u << BLOCK_BITS;
+
+uint16_t block_of[CODE_POINTS >> BLOCK_BITS];  // code point >> 8 -> index of its block of classes
+std::vector<uint8_t> blocks;                    // distinct blocks of 256 classes, one after another
+
+void build_class_table() {
+    std::vector<uint8_t> classes(CODE_POINTS, 0);
+    auto mark = [&](const uint32_t (*ranges)[2], int count, uint8_t bit) {
+        for (int i = 0; i < count; i++)
+            for (uint32_t c = ranges[i][0]; c <= ranges[i][1]; c++) classes[c] |= bit;
+    };
+    mark(LETTER_RANGES, LETTER_RANGE_COUNT, LETTER);
+    mark(NUMBER_RANGES, NUMBER_RANGE_COUNT, NUMBER);
+    mark(SPACE_RANGES, SPACE_RANGE_COUNT, SPACE);
+    std::unordered_map<std::string, uint16_t> seen;
+    for (uint32_t b = 0; b < (CODE_POINTS >> BLOCK_BITS); b++) {
+        std::string key(reinterpret_cast<const char *>(&classes[b << BLOCK_BITS]), BLOCK);
+        auto found = seen.find(key);
+        if (found == seen.end()) {
+            found = seen.emplace(key, static_cast<uint16_t>(blocks.size() / BLOCK)).first;
+            blocks.insert(blocks.end(), key.begin(), key.end());
+        }
+        block_of[b] = found->second;
+    }
+}
+
+inline uint8_t class_of(uint32_t c) {
+    if (c >= CODE_POINTS) return 0;
+    return blocks[(static_cast<size_t>(block_of[c >> BLOCK_BITS]) << BLOCK_BITS) | (c & (BLOCK - 1))];
+}
+inline bool is_letter(uint32_t c) { return class_of(c) & LETTER; }
+inline bool is_number(uint32_t c) { return class_of(c) & NUMBER; }
+inline bool is_space(uint32_t c) { return class_of(c) & SPACE; }
+inline bool is_other(uint32_t c) { return class_of(c) == 0; }  // [^\s\p{L}\p{N}]
+inline bool is_newline(uint32_t c) { return c == '\r' || c == '\n'; }
+
+inline bool folds_to(uint32_t c, const uint32_t *folded) {
+    for (; *folded; folded++)
+        if (*folded == c) return true;
+    return false;
+}
+
+// ---- the pre-tokenizers: where the chunk starting at i ends, exactly as regex's findall cuts --------
+
+// GPT-4: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
+template <typename T>
+size_t gpt4_end(const T *s, size_t i, size_t n) {
+    const uint32_t c = s[i];
+    if (c == '\'' && i + 1 < n) {
+        const uint32_t d = s[i + 1];
+        if (folds_to(d, FOLDED_S) || folds_to(d, FOLDED_D) || folds_to(d, FOLDED_M) || folds_to(d, FOLDED_T))
+            return i + 2;
+        if (i + 2 < n) {
+            const uint32_t e = s[i + 2];
+            if ((folds_to(d, FOLDED_L) && folds_to(e, FOLDED_L)) || (folds_to(d, FOLDED_V) && folds_to(e, FOLDED_E)) ||
+                (folds_to(d, FOLDED_R) && folds_to(e, FOLDED_E)))
+                return i + 3;
+        }
+    }
+    const uint8_t k = class_of(c);
+    size_t j = (!is_newline(c) && !(k & (LETTER | NUMBER))) ? i + 1 : i;  // [^\r\n\p{L}\p{N}]?+
+    if (j < n && is_letter(s[j])) {
+        while (++j < n && is_letter(s[j])) {}
+        return j;
+    }
+    if (k & NUMBER) {
+        j = i + 1;
+        while (j < n && j < i + 3 && is_number(s[j])) j++;
+        return j;
+    }
+    j = c == ' ' ? i + 1 : i;
+    if (j < n && is_other(s[j])) {
+        while (++j < n && is_other(s[j])) {}
+        while (j < n && is_newline(s[j])) j++;
+        return j;
+    }
+    // c is white space (every other character matched above)
+    j = i + 1;
+    while (j < n && is_space(s[j])) j++;
+    for (size_t end = j; end > i; end--)
+        if (is_newline(s[end - 1])) return end;  // \s*[\r\n]
+    if (j == n || j - 1 == i) return j;           // \s+(?!\S) at the end of the text, or \s+ of one character
+    return j - 1;                                  // \s+(?!\S): the run but its last space
+}
+
+// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+template <typename T>
+size_t gpt2_end(const T *s, size_t i, size_t n) {
+    const uint32_t c = s[i];
+    if (c == '\'' && i + 1 < n) {
+        const uint32_t d = s[i + 1];
+        if (d == 's' || d == 't' || d == 'm' || d == 'd') return i + 2;
+        if (i + 2 < n) {
+            const uint32_t e = s[i + 2];
+            if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l')) return i + 3;
+        }
+    }
+    size_t j = c == ' ' ? i + 1 : i;
+    if (j < n) {
+        const uint8_t k = class_of(s[j]);
+        if (!(k & SPACE)) {  // a run of letters, of numbers or of other characters
+            while (++j < n && class_of(s[j]) == k) {}
+            return j;
+        }
+    }
+    j = i + 1;
+    while (j < n && is_space(s[j])) j++;
+    if (j == n || j - 1 == i) return j;
+    return j - 1;
+}
+
+// The word kind's: \p{White_Space}+|\P{White_Space}+
+template <typename T>
+size_t word_end(const T *s, size_t i, size_t n) {
+    const bool space = is_space(s[i]);
+    size_t j = i + 1;
+    while (j < n && is_space(s[j]) == space) j++;
+    return j;
+}
+
+enum Mode : int { GPT4 = 0, GPT2 = 1, WORD = 2, WHOLE = 3 };  // WHOLE: no pre-split (pattern none)
+
+template <typename T>
+void split_ends(const T *s, size_t n, int mode, std::vector<size_t> &ends) {
+    size_t i = 0;
+    while (i < n) {
+        switch (mode) {
+            case GPT4: i = gpt4_end(s, i, n); break;
+            case GPT2: i = gpt2_end(s, i, n); break;
+            case WORD: i = word_end(s, i, n); break;
+            default: i = n;
+        }
+        ends.push_back(i);
+    }
+}
+
+// A str's code points as the CPython object holds them (one, two or four bytes each).
+struct Text {
+    int kind;
+    const void *data;
+    size_t length;
+
+    explicit Text(PyObject *str)
+        : kind(PyUnicode_KIND(str)), data(PyUnicode_DATA(str)), length(static_cast<size_t>(PyUnicode_GET_LENGTH(str))) {}
+    uint32_t at(size_t i) const { return PyUnicode_READ(kind, data, i); }
+
+    void split(int mode, std::vector<size_t> &ends) const {
+        if (kind == PyUnicode_1BYTE_KIND) split_ends(static_cast<const Py_UCS1 *>(data), length, mode, ends);
+        else if (kind == PyUnicode_2BYTE_KIND) split_ends(static_cast<const Py_UCS2 *>(data), length, mode, ends);
+        else split_ends(static_cast<const Py_UCS4 *>(data), length, mode, ends);
+    }
+};
+
+bool valid_mode(int mode) { return mode >= GPT4 && mode <= WHOLE; }
+
+// ---- BPE merges by rank --------------------------------------------------------------------------
+
+constexpr uint32_t NO_RANK = UINT32_MAX;
+constexpr size_t SHORT_CHUNK = 64;  // below: rescan for the lowest rank; above: a heap over a linked list
+
+// pair -> (rank, new ID), open addressing with linear probing, at most half full.
+class MergeTable {
+  public:
+    void build(const std::vector<std::pair<uint32_t, uint32_t>> &pairs, const std::vector<uint32_t> &results) {
+        size_t size = 16;
+        while (size < 2 * pairs.size() + 2) size <<= 1;
+        mask_ = size - 1;
+        keys_.assign(size, EMPTY);
+        values_.assign(size, 0);
+        for (size_t rank = 0; rank < pairs.size(); rank++) {
+            const uint64_t key = pack(pairs[rank].first, pairs[rank].second);
+            size_t slot = hash(key);
+            while (keys_[slot] != EMPTY && keys_[slot] != key) slot = (slot + 1) & mask_;
+            keys_[slot] = key;  // a pair given twice keeps its last rank, as a dict built in rank order does
+            values_[slot] = (static_cast<uint64_t>(rank) << 32) | results[rank];
+        }
+    }
+    // The rank of (a, b), or NO_RANK; *result gets the ID it makes.
+    uint32_t rank(uint32_t a, uint32_t b, uint32_t *result) const {
+        const uint64_t key = pack(a, b);
+        for (size_t slot = hash(key);; slot = (slot + 1) & mask_) {
+            if (keys_[slot] == key) {
+                *result = static_cast<uint32_t>(values_[slot]);
+                return static_cast<uint32_t>(values_[slot] >> 32);
+            }
+            if (keys_[slot] == EMPTY) return NO_RANK;
+        }
+    }
+    bool empty() const { return keys_.empty(); }
+
+  private:
+    static constexpr uint64_t EMPTY = UINT64_MAX;  // (2**32-1, 2**32-1): no ID is that large
+    static uint64_t pack(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
+    size_t hash(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask_; }
+    std::vector<uint64_t> keys_;
+    std::vector<uint64_t> values_;
+    size_t mask_ = 0;
+};
+
+// Apply merges to ids[0..n) lowest rank first, the leftmost on ties; returns the new length.
+size_t merge_short(uint32_t *ids, size_t n, const MergeTable &table) {
+    if (n < 2) return n;
+    uint32_t ranks[SHORT_CHUNK], made[SHORT_CHUNK];
+    for (size_t i = 0; i + 1 < n; i++) ranks[i] = table.rank(ids[i], ids[i + 1], &made[i]);
+    while (n > 1) {
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (ranks[i] < ranks[best]) best = i;
+        if (ranks[best] == NO_RANK) break;
+        ids[best] = made[best];
+        std::memmove(ids + best + 1, ids + best + 2, (n - best - 2) * sizeof(uint32_t));
+        std::memmove(ranks + best + 1, ranks + best + 2, (n > best + 2 ? n - best - 3 : 0) * sizeof(uint32_t));
+        std::memmove(made + best + 1, made + best + 2, (n > best + 2 ? n - best - 3 : 0) * sizeof(uint32_t));
+        n--;
+        if (best > 0) ranks[best - 1] = table.rank(ids[best - 1], ids[best], &made[best - 1]);
+        if (best + 1 < n) ranks[best] = table.rank(ids[best], ids[best + 1], &made[best]);
+    }
+    return n;
+}
+
+// The same in O(n log n): a heap of (rank, position) over a linked list; stale entries are skipped.
+size_t merge_long(uint32_t *ids, size_t n, const MergeTable &table) {
+    constexpr uint32_t GONE = UINT32_MAX;
+    std::vector<size_t> next(n), prev(n);
+    for (size_t i = 0; i < n; i++) next[i] = i + 1, prev[i] = i - 1;  // prev[0] wraps: never read
+    using Entry = std::pair<uint32_t, size_t>;
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+    uint32_t made = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        const uint32_t r = table.rank(ids[i], ids[i + 1], &made);
+        if (r != NO_RANK) heap.emplace(r, i);
+    }
+    while (!heap.empty()) {
+        const auto [r, i] = heap.top();
+        heap.pop();
+        const size_t j = next[i];
+        if (ids[i] == GONE || j >= n || table.rank(ids[i], ids[j], &made) != r) continue;
+        ids[i] = made;
+        ids[j] = GONE;
+        next[i] = next[j];
+        if (next[j] < n) prev[next[j]] = i;
+        if (i > 0) {
+            const size_t left = prev[i];
+            const uint32_t lr = table.rank(ids[left], ids[i], &made);
+            if (lr != NO_RANK) heap.emplace(lr, left);
+        }
+        if (next[i] < n) {
+            const uint32_t rr = table.rank(ids[i], ids[next[i]], &made);
+            if (rr != NO_RANK) heap.emplace(rr, i);
+        }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] != GONE) ids[kept++] = ids[i];
+    return kept;
+}
+
+size_t apply_merges(uint32_t *ids, size_t n, const MergeTable &table) {
+    return n < SHORT_CHUNK ? merge_short(ids, n, table) : merge_long(ids, n, table);
+}
+
+// ---- Merger: the merges of one tokenizer, for Python ----------------------------------------------
+
+struct MergerObject {
+    PyObject_HEAD
+    MergeTable *table;
+};
+
+bool read_ids(PyObject *sequence, const char *what, std::vector<uint32_t> &out) {
+    PyObject *fast = PySequence_Fast(sequence, what);
+    if (!fast) return false;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    out.reserve(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned long value = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (PyErr_Occurred() || value >= UINT32_MAX) {
+            Py_DECREF(fast);
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: ID %lu is too large", what, value);
+            return false;
+        }
+        out.push_back(static_cast<uint32_t>(value));
+    }
+    Py_DECREF(fast);
+    return true;
+}
+
+int Merger_init(MergerObject *self, PyObject *args, PyObject *) {
+    PyObject *lefts, *rights, *results;
+    if (!PyArg_ParseTuple(args, "OOO", &lefts, &rights, &results)) return -1;
+    std::vector<uint32_t> a, b, made;
+    if (!read_ids(lefts, "lefts must be a sequence of IDs", a) || !read_ids(rights, "rights must be a sequence of IDs", b) ||
+        !read_ids(results, "results must be a sequence of IDs", made))
+        return -1;
+    if (a.size() != b.size() || a.size() != made.size()) {
+        PyErr_SetString(PyExc_ValueError, "lefts, rights and results must have one entry per merge");
+        return -1;
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> pairs(a.size());
+    for (size_t i = 0; i < a.size(); i++) pairs[i] = {a[i], b[i]};
+    auto *table = new (std::nothrow) MergeTable();
+    if (!table) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    try {
+        table->build(pairs, made);
+    } catch (const std::bad_alloc &) {
+        delete table;
+        PyErr_NoMemory();
+        return -1;
+    }
+    delete self->table;
+    self->table = table;
+    return 0;
+}
+
+void Merger_dealloc(MergerObject *self) {
+    delete self->table;
+    Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
+}
+
+bool check_ready(MergerObject *self) {
+    if (!self->table) PyErr_SetString(PyExc_ValueError, "Merger was not initialised");
+    return self->table != nullptr;
+}
+
+// merge_packed(ids, lengths) -> list[bytes]: ids (uint32, native order) are the chunks' base IDs one
+// after another, lengths (int64) how many each has; each chunk comes back merged, as uint32 bytes.
+PyObject *Merger_merge_packed(MergerObject *self, PyObject *args) {
+    if (!check_ready(self)) return nullptr;
+    Py_buffer ids_view, lengths_view;
+    if (!PyArg_ParseTuple(args, "y*y*", &ids_view, &lengths_view)) return nullptr;
+    PyObject *result = nullptr;
+    const size_t id_count = static_cast<size_t>(ids_view.len) / sizeof(uint32_t);
+    const size_t chunk_count = static_cast<size_t>(lengths_view.len) / sizeof(int64_t);
+    std::vector<uint32_t> ids;
+    std::vector<size_t> merged;
+    const int64_t *lengths = static_cast<const int64_t *>(lengths_view.buf);
+    size_t total = 0;
+    bool valid = ids_view.len % sizeof(uint32_t) == 0 && lengths_view.len % sizeof(int64_t) == 0;
+    for (size_t c = 0; valid && c < chunk_count; c++) {
+        valid = lengths[c] >= 0 && static_cast<uint64_t>(lengths[c]) <= id_count - total;
+        if (valid) total += static_cast<size_t>(lengths[c]);
+    }
+    if (!valid || total != id_count) {
+        PyErr_SetString(PyExc_ValueError, "merge_packed: the lengths must add up to the number of uint32 IDs");
+        goto done;
+    }
+    try {
+        ids.assign(static_cast<const uint32_t *>(ids_view.buf), static_cast<const uint32_t *>(ids_view.buf) + id_count);
+        merged.resize(chunk_count);
+    } catch (const std::bad_alloc &) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    size_t start = 0;
+    for (size_t c = 0; c < chunk_count; c++) {
+        merged[c] = apply_merges(ids.data() + start, static_cast<size_t>(lengths[c]), *self->table);
+        start += static_cast<size_t>(lengths[c]);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyList_New(static_cast<Py_ssize_t>(chunk_count));
+    if (result) {
+        size_t start = 0;
+        for (size_t c = 0; c < chunk_count; c++) {
+            PyObject *packed = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(ids.data() + start),
+                                                         static_cast<Py_ssize_t>(merged[c] * sizeof(uint32_t)));
+            if (!packed) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyList_SET_ITEM(result, static_cast<Py_ssize_t>(c), packed);
+            start += static_cast<size_t>(lengths[c]);
+        }
+    }
+done:
+    PyBuffer_Release(&ids_view);
+    PyBuffer_Release(&lengths_view);
+    return result;
+}
+
+PyMethodDef Merger_methods[] = {
+    {"merge_packed", reinterpret_cast<PyCFunction>(Merger_merge_packed), METH_VARARGS,
+     "merge_packed(ids, lengths) -> list[bytes]: each chunk's base IDs merged by rank, as uint32 bytes."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyTypeObject MergerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---- split: the pre-tokenizer for Python ----------------------------------------------------------
+
+PyObject *native_split(PyObject *, PyObject *args) {
+    int mode;
+    PyObject *text;
+    if (!PyArg_ParseTuple(args, "iU", &mode, &text)) return nullptr;
+    if (!valid_mode(mode)) {
+        PyErr_Format(PyExc_ValueError, "unknown split mode %d", mode);
+        return nullptr;
+    }
+    std::vector<size_t> ends;
+    try {
+        Text(text).split(mode, ends);
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
+    }
+    PyObject *chunks = PyList_New(static_cast<Py_ssize_t>(ends.size()));
+    if (!chunks) return nullptr;
+    size_t start = 0;
+    for (size_t c = 0; c < ends.size(); c++) {
+        PyObject *chunk = PyUnicode_Substring(text, static_cast<Py_ssize_t>(start), static_cast<Py_ssize_t>(ends[c]));
+        if (!chunk) {
+            Py_DECREF(chunks);
+            return nullptr;
+        }
+        PyList_SET_ITEM(chunks, static_cast<Py_ssize_t>(c), chunk);
+        start = ends[c];
+    }
+    return chunks;
+}
+
+PyMethodDef module_methods[] = {
+    {"split", native_split, METH_VARARGS,
+     "split(mode, text) -> list[str]: the chunks of text under a named pattern (0 gpt4, 1 gpt2, 2 word, 3 none)."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef native_module = {PyModuleDef_HEAD_INIT, "_native", "The native core of lmprep's tokenizer.", -1,
+                             module_methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native(void) {
+    try {
+        build_class_table();
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
+    }
+    MergerType.tp_name = "pipeline.tokenizer._native.Merger";
+    MergerType.tp_basicsize = sizeof(MergerObject);
+    MergerType.tp_flags = Py_TPFLAGS_DEFAULT;
+    MergerType.tp_doc = "Merger(lefts, rights, results): the merges of one tokenizer, rank i merging "
+                        "(lefts[i], rights[i]) into results[i].";
+    MergerType.tp_new = PyType_GenericNew;
+    MergerType.tp_init = reinterpret_cast<initproc>(Merger_init);
+    MergerType.tp_dealloc = reinterpret_cast<destructor>(Merger_dealloc);
+    MergerType.tp_methods = Merger_methods;
+    if (PyType_Ready(&MergerType) < 0) return nullptr;
+    PyObject *module = PyModule_Create(&native_module);
+    if (!module) return nullptr;
+    Py_INCREF(&MergerType);
+    if (PyModule_AddObject(module, "Merger", reinterpret_cast<PyObject *>(&MergerType)) < 0) {
+        Py_DECREF(&MergerType);
+        Py_DECREF(module);
+        return nullptr;
+    }
+    return module;
+}
