@@ -419,6 +419,417 @@ PyMethodDef Merger_methods[] = {
 
 PyTypeObject MergerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
+// ---- Encoder: split, chunk cache, merges for the misses -------------------------------------------
+
+constexpr size_t CACHE_MAX_CHUNK = 256;  // longer chunks (in characters) are encoded but never kept
+constexpr size_t ENTRY_OVERHEAD = 48;    // bytes an entry costs beyond its key and IDs (its slot, load slack)
+
+uint64_t hash_bytes(const char *data, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        std::memcpy(&word, data + i, 8);
+        h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, data + i, n - i);
+    h = (h ^ tail) * 0x94D049BB133111EBull;
+    return h ^ (h >> 29);
+}
+
+// chunk (its code points as UTF-8, surrogates written like any other code point) -> its IDs.
+// Bounded in bytes like encoder.ChunkCache: an entry that would take the total past max_bytes empties
+// the table first, so it starts over on endless streams.
+class ChunkTable {
+  public:
+    size_t max_bytes = 256 * 1000 * 1000;
+    size_t nbytes = 0;
+    size_t count = 0;
+
+    // The IDs of the chunk, or nullptr; *length gets how many.
+    const uint32_t *find(uint64_t hash, const std::string &key, size_t *length) const {
+        if (slots_.empty()) return nullptr;
+        for (size_t at = hash & mask_;; at = (at + 1) & mask_) {
+            const Slot &slot = slots_[at];
+            if (slot.key_length == 0) return nullptr;
+            if (slot.hash == hash && slot.key_length == key.size() &&
+                std::memcmp(keys_.data() + slot.key_at, key.data(), key.size()) == 0) {
+                *length = slot.ids_length;
+                return ids_.data() + slot.ids_at;
+            }
+        }
+    }
+
+    void insert(uint64_t hash, const std::string &key, const uint32_t *ids, size_t length) {
+        const size_t entry = key.size() + 4 * length + ENTRY_OVERHEAD;
+        if (nbytes + entry > max_bytes) clear();
+        if (entry > max_bytes) return;
+        if (2 * (count + 1) > slots_.size()) grow();
+        size_t at = hash & mask_;
+        while (slots_[at].key_length != 0) at = (at + 1) & mask_;
+        slots_[at] = Slot{hash, keys_.size(), ids_.size(), static_cast<uint32_t>(key.size()),
+                          static_cast<uint32_t>(length)};
+        keys_.insert(keys_.end(), key.begin(), key.end());
+        ids_.insert(ids_.end(), ids, ids + length);
+        nbytes += entry;
+        count++;
+    }
+
+    void clear() {
+        std::vector<Slot>().swap(slots_);
+        std::vector<char>().swap(keys_);
+        std::vector<uint32_t>().swap(ids_);
+        mask_ = 0;
+        nbytes = count = 0;
+    }
+
+  private:
+    struct Slot {
+        uint64_t hash;
+        size_t key_at, ids_at;
+        uint32_t key_length, ids_length;  // key_length 0: an empty slot (no chunk is empty)
+    };
+
+    void grow() {
+        std::vector<Slot> old(std::max<size_t>(1024, 2 * slots_.size()), Slot{0, 0, 0, 0, 0});
+        old.swap(slots_);
+        mask_ = slots_.size() - 1;
+        for (const Slot &slot : old) {
+            if (slot.key_length == 0) continue;
+            size_t at = slot.hash & mask_;
+            while (slots_[at].key_length != 0) at = (at + 1) & mask_;
+            slots_[at] = slot;
+        }
+    }
+
+    std::vector<Slot> slots_;
+    std::vector<char> keys_;
+    std::vector<uint32_t> ids_;
+    size_t mask_ = 0;
+};
+
+// Appends the UTF-8 of code point c (a surrogate too: the key only needs to be distinct).
+inline void append_utf8(std::string &out, uint32_t c) {
+    if (c < 0x80) {
+        out.push_back(static_cast<char>(c));
+    } else if (c < 0x800) {
+        out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    } else if (c < 0x10000) {
+        out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+        out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    } else {
+        out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+        out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    }
+}
+
+inline bool is_surrogate(uint32_t c) { return c >= 0xD800 && c <= 0xDFFF; }
+
+struct EncoderObject {
+    PyObject_HEAD
+    PyObject *merger;  // the Merger whose table this encoder uses (kept alive here)
+    int mode;
+    bool bytes_unit;                                // byte kind: base IDs per UTF-8 byte; else per character
+    uint32_t byte_ids[256];                         // byte kind: byte -> base ID
+    std::unordered_map<uint32_t, uint32_t> *chars;  // char kind: code point -> base ID
+    uint32_t unknown;                               // char kind: the ID of a character not in the alphabet
+    ChunkTable *cache;
+    std::mutex *lock;  // one call at a time uses the cache; taken without the GIL
+};
+
+// What one encoding pass needs besides the encoder: reusable buffers, and where a text failed.
+struct Pass {
+    std::vector<size_t> ends;
+    std::string key;
+    std::vector<uint32_t> ids;
+    Py_ssize_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
+};
+
+// Encode one text, appending its IDs to out; false (with pass.surrogate_at) if the byte kind meets a surrogate.
+bool encode_text(EncoderObject *self, const Text &text, Pass &pass, std::vector<uint32_t> &out) {
+    const MergeTable &table = *reinterpret_cast<MergerObject *>(self->merger)->table;
+    pass.ends.clear();
+    text.split(self->mode, pass.ends);
+    size_t start = 0;
+    for (size_t end : pass.ends) {
+        pass.key.clear();
+        for (size_t i = start; i < end; i++) {
+            const uint32_t c = text.at(i);
+            if (self->bytes_unit && is_surrogate(c)) {
+                pass.surrogate_at = static_cast<Py_ssize_t>(i);
+                return false;
+            }
+            append_utf8(pass.key, c);
+        }
+        const bool cacheable = end - start <= CACHE_MAX_CHUNK;
+        const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key.size()) : 0;
+        size_t length;
+        const uint32_t *found = cacheable ? self->cache->find(hash, pass.key, &length) : nullptr;
+        if (found) {
+            out.insert(out.end(), found, found + length);
+        } else {
+            pass.ids.clear();
+            if (self->bytes_unit) {
+                for (unsigned char byte : pass.key) pass.ids.push_back(self->byte_ids[byte]);
+            } else {
+                for (size_t i = start; i < end; i++) {
+                    const auto id = self->chars->find(text.at(i));
+                    pass.ids.push_back(id == self->chars->end() ? self->unknown : id->second);
+                }
+            }
+            const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), table);
+            if (cacheable) self->cache->insert(hash, pass.key, pass.ids.data(), merged);
+            out.insert(out.end(), pass.ids.begin(), pass.ids.begin() + static_cast<std::ptrdiff_t>(merged));
+        }
+        start = end;
+    }
+    return true;
+}
+
+PyObject *surrogate_error(PyObject *text, Py_ssize_t at) {
+    PyObject *error = PyObject_CallFunction(PyExc_UnicodeEncodeError, "sOnns", "utf-8", text, at, at + 1,
+                                            "surrogates not allowed");
+    if (error) {
+        PyErr_SetObject(PyExc_UnicodeEncodeError, error);
+        Py_DECREF(error);
+    }
+    return nullptr;
+}
+
+int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
+    PyObject *merger, *base;
+    int mode;
+    unsigned int unknown;
+    if (!PyArg_ParseTuple(args, "O!iOI", &MergerType, &merger, &mode, &base, &unknown)) return -1;
+    if (!valid_mode(mode)) {
+        PyErr_Format(PyExc_ValueError, "unknown split mode %d", mode);
+        return -1;
+    }
+    if (!reinterpret_cast<MergerObject *>(merger)->table) {
+        PyErr_SetString(PyExc_ValueError, "Merger was not initialised");
+        return -1;
+    }
+    if (self->lock) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is initialised once");
+        return -1;
+    }
+    try {
+        if (PyDict_Check(base)) {  // char kind: {character: base ID}
+            self->bytes_unit = false;
+            delete self->chars;
+            self->chars = new std::unordered_map<uint32_t, uint32_t>();
+            PyObject *character, *id;
+            Py_ssize_t at = 0;
+            while (PyDict_Next(base, &at, &character, &id)) {
+                const unsigned long value = PyLong_AsUnsignedLong(id);
+                if (!PyUnicode_Check(character) || PyUnicode_GET_LENGTH(character) != 1 || PyErr_Occurred() ||
+                    value >= UINT32_MAX) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "the alphabet maps characters to IDs");
+                    return -1;
+                }
+                (*self->chars)[PyUnicode_READ_CHAR(character, 0)] = static_cast<uint32_t>(value);
+            }
+        } else {  // byte kind: 256 base IDs, by byte value
+            std::vector<uint32_t> ids;
+            if (!read_ids(base, "the byte IDs must be a sequence of 256 IDs", ids)) return -1;
+            if (ids.size() != 256) {
+                PyErr_SetString(PyExc_ValueError, "the byte IDs must be a sequence of 256 IDs");
+                return -1;
+            }
+            self->bytes_unit = true;
+            std::copy(ids.begin(), ids.end(), self->byte_ids);
+        }
+        self->cache = new ChunkTable();
+        self->lock = new std::mutex();
+    } catch (const std::bad_alloc &) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->mode = mode;
+    self->unknown = unknown;
+    Py_INCREF(merger);
+    self->merger = merger;
+    return 0;
+}
+
+void Encoder_dealloc(EncoderObject *self) {
+    Py_XDECREF(self->merger);
+    delete self->chars;
+    delete self->cache;
+    delete self->lock;
+    Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
+}
+
+bool check_encoder(EncoderObject *self) {
+    if (!self->lock) PyErr_SetString(PyExc_ValueError, "Encoder was not initialised");
+    return self->lock != nullptr;
+}
+
+PyObject *packed_ids(const std::vector<uint32_t> &ids) {
+    return PyBytes_FromStringAndSize(reinterpret_cast<const char *>(ids.data()),
+                                     static_cast<Py_ssize_t>(ids.size() * sizeof(uint32_t)));
+}
+
+void release(std::vector<PyObject *> &held, PyObject *fast) {
+    for (PyObject *text : held) Py_DECREF(text);
+    held.clear();
+    Py_DECREF(fast);
+}
+
+// encode_flat(texts) -> (ids, offsets): every text's IDs one after another (uint32 bytes) and the
+// len(texts) + 1 offsets where each starts (int64 bytes). The texts are split and encoded without the GIL.
+PyObject *Encoder_encode_flat(EncoderObject *self, PyObject *texts) {
+    if (!check_encoder(self)) return nullptr;
+    PyObject *fast = PySequence_Fast(texts, "encode_flat takes a sequence of str");
+    if (!fast) return nullptr;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    std::vector<PyObject *> held;  // a reference to each text: another thread may change a list meanwhile
+    std::vector<Text> views;
+    std::vector<uint32_t> ids;
+    std::vector<int64_t> offsets;
+    Pass pass;
+    Py_ssize_t failed = -1;
+    PyObject *result = nullptr;
+    try {
+        views.reserve(static_cast<size_t>(n));
+        held.reserve(static_cast<size_t>(n));
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *text = PySequence_Fast_GET_ITEM(fast, i);
+            if (!PyUnicode_Check(text)) {
+                PyErr_Format(PyExc_TypeError, "encode_flat takes str, got %.100s at position %zd",
+                             Py_TYPE(text)->tp_name, i);
+                break;
+            }
+            Py_INCREF(text);
+            held.push_back(text);
+            views.emplace_back(text);
+        }
+        if (PyErr_Occurred()) {
+            release(held, fast);
+            return nullptr;
+        }
+        offsets.reserve(static_cast<size_t>(n) + 1);
+        offsets.push_back(0);
+        bool out_of_memory = false;
+        Py_BEGIN_ALLOW_THREADS
+        {
+            std::lock_guard<std::mutex> hold(*self->lock);
+            try {
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    if (!encode_text(self, views[static_cast<size_t>(i)], pass, ids)) {
+                        failed = i;
+                        break;
+                    }
+                    offsets.push_back(static_cast<int64_t>(ids.size()));
+                }
+            } catch (const std::bad_alloc &) {
+                out_of_memory = true;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (out_of_memory) throw std::bad_alloc();
+    } catch (const std::bad_alloc &) {
+        release(held, fast);
+        return PyErr_NoMemory();
+    }
+    if (failed >= 0) {
+        surrogate_error(held[static_cast<size_t>(failed)], pass.surrogate_at);
+    } else {
+        PyObject *packed = packed_ids(ids);
+        PyObject *starts = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(offsets.data()),
+                                                     static_cast<Py_ssize_t>(offsets.size() * sizeof(int64_t)));
+        if (packed && starts) result = PyTuple_Pack(2, packed, starts);
+        Py_XDECREF(packed);
+        Py_XDECREF(starts);
+    }
+    release(held, fast);
+    return result;
+}
+
+// encode(text) -> the IDs of one text as uint32 bytes.
+PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
+    if (!check_encoder(self)) return nullptr;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "encode takes str, got %.100s", Py_TYPE(text)->tp_name);
+        return nullptr;
+    }
+    const Text view(text);
+    std::vector<uint32_t> ids;
+    Pass pass;
+    bool encoded = false, out_of_memory = false;
+    Py_BEGIN_ALLOW_THREADS
+    {
+        std::lock_guard<std::mutex> hold(*self->lock);
+        try {
+            encoded = encode_text(self, view, pass, ids);
+        } catch (const std::bad_alloc &) {
+            out_of_memory = true;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (out_of_memory) return PyErr_NoMemory();
+    if (!encoded) return surrogate_error(text, pass.surrogate_at);
+    return packed_ids(ids);
+}
+
+PyObject *Encoder_get_max_bytes(EncoderObject *self, void *) {
+    if (!check_encoder(self)) return nullptr;
+    return PyLong_FromSize_t(self->cache->max_bytes);
+}
+
+int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
+    if (!check_encoder(self)) return -1;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "max_bytes cannot be deleted");
+        return -1;
+    }
+    const size_t bound = PyLong_AsSize_t(value);
+    if (bound == static_cast<size_t>(-1) && PyErr_Occurred()) return -1;
+    Py_BEGIN_ALLOW_THREADS
+    {
+        std::lock_guard<std::mutex> hold(*self->lock);
+        self->cache->max_bytes = bound;
+        if (self->cache->nbytes > bound) self->cache->clear();
+    }
+    Py_END_ALLOW_THREADS
+    return 0;
+}
+
+PyObject *Encoder_get_nbytes(EncoderObject *self, void *) {
+    if (!check_encoder(self)) return nullptr;
+    return PyLong_FromSize_t(self->cache->nbytes);
+}
+
+Py_ssize_t Encoder_len(EncoderObject *self) {
+    if (!check_encoder(self)) return -1;
+    return static_cast<Py_ssize_t>(self->cache->count);
+}
+
+PyMethodDef Encoder_methods[] = {
+    {"encode", reinterpret_cast<PyCFunction>(Encoder_encode), METH_O,
+     "encode(text) -> bytes: the IDs of text as native uint32."},
+    {"encode_flat", reinterpret_cast<PyCFunction>(Encoder_encode_flat), METH_O,
+     "encode_flat(texts) -> (ids, offsets): all IDs as uint32 bytes, len(texts) + 1 offsets as int64 bytes."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef Encoder_getset[] = {
+    {"max_bytes", reinterpret_cast<getter>(Encoder_get_max_bytes), reinterpret_cast<setter>(Encoder_set_max_bytes),
+     "The cache's bound in bytes (it starts over when an entry would pass it).", nullptr},
+    {"nbytes", reinterpret_cast<getter>(Encoder_get_nbytes), nullptr, "The bytes the cache's entries count.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PySequenceMethods Encoder_sequence = {reinterpret_cast<lenfunc>(Encoder_len)};
+
+PyTypeObject EncoderType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
 // ---- split: the pre-tokenizer for Python ----------------------------------------------------------
 
 PyObject *native_split(PyObject *, PyObject *args) {
@@ -477,11 +888,22 @@ PyMODINIT_FUNC PyInit__native(void) {
     MergerType.tp_dealloc = reinterpret_cast<destructor>(Merger_dealloc);
     MergerType.tp_methods = Merger_methods;
     if (PyType_Ready(&MergerType) < 0) return nullptr;
+    EncoderType.tp_name = "pipeline.tokenizer._native.Encoder";
+    EncoderType.tp_basicsize = sizeof(EncoderObject);
+    EncoderType.tp_flags = Py_TPFLAGS_DEFAULT;
+    EncoderType.tp_doc = "Encoder(merger, mode, base, unknown): split, cache and merge in one pass; base is the "
+                         "256 IDs of the bytes (byte kind) or a dict character -> ID (char kind).";
+    EncoderType.tp_new = PyType_GenericNew;
+    EncoderType.tp_init = reinterpret_cast<initproc>(Encoder_init);
+    EncoderType.tp_dealloc = reinterpret_cast<destructor>(Encoder_dealloc);
+    EncoderType.tp_methods = Encoder_methods;
+    EncoderType.tp_getset = Encoder_getset;
+    EncoderType.tp_as_sequence = &Encoder_sequence;
+    if (PyType_Ready(&EncoderType) < 0) return nullptr;
     PyObject *module = PyModule_Create(&native_module);
     if (!module) return nullptr;
-    Py_INCREF(&MergerType);
-    if (PyModule_AddObject(module, "Merger", reinterpret_cast<PyObject *>(&MergerType)) < 0) {
-        Py_DECREF(&MergerType);
+    if (PyModule_AddObjectRef(module, "Merger", reinterpret_cast<PyObject *>(&MergerType)) < 0 ||
+        PyModule_AddObjectRef(module, "Encoder", reinterpret_cast<PyObject *>(&EncoderType)) < 0) {
         Py_DECREF(module);
         return nullptr;
     }

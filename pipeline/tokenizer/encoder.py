@@ -31,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.tokenizer import backend
+from pipeline.tokenizer import backend, patterns
 
 _NO_MERGE = 1 << 62
 _SHORT_CHUNK = 48  # below: list scan with C-level min/index; above: heap + linked list
@@ -44,6 +44,7 @@ _ROW_WIDTHS = (2, 4, 8, 16, 32, 64, 128, 256)  # chunks are merged in matrices o
 _GROUP_CHARS = 1 << 20  # texts are split and their new chunks encoded a group of about this many characters at a time
 
 MergeTable = Mapping[tuple[int, int], int]
+NATIVE_NO_SPLIT = 3  # ``_native``'s split mode for pattern none: each text is one chunk
 
 
 def merge_short(ids: list[int], rank_of: MergeTable, result_of: Sequence[int]) -> list[int]:
@@ -329,9 +330,7 @@ class ChunkCache:
 
     def _native_merger(self):
         if self._merger is None:
-            pairs = sorted(self._rank_of, key=self._rank_of.__getitem__)
-            results = [self._result_of[self._rank_of[pair]] for pair in pairs]
-            self._merger = self._native.Merger([a for a, _ in pairs], [b for _, b in pairs], results)
+            self._merger = native_merger(self._native, self._rank_of, self._result_of)
         return self._merger
 
     def _table(self) -> PairRanks:
@@ -407,3 +406,47 @@ def _groups(texts: Sequence[str]) -> Iterator[Sequence[str]]:
             start, size = end, 0
     if start < len(texts):
         yield texts[start:]
+
+
+def native_merger(native, rank_of: MergeTable, result_of: Sequence[int]):
+    """The native core's table of these merges (``_native.Merger``), in rank order."""
+    pairs = sorted(rank_of, key=rank_of.__getitem__)
+    results = [result_of[rank_of[pair]] for pair in pairs]
+    return native.Merger([a for a, _ in pairs], [b for _, b in pairs], results)
+
+
+class NativeChunkEncoder:
+    """:class:`ChunkEncoder` done by the native core in one pass per call, without the GIL: the hand-written
+    split, its own chunk cache (bounded in bytes as :class:`ChunkCache` is) and the merges of the misses."""
+
+    def __init__(self, cache):
+        self._cache = cache  # a ``_native.Encoder``: the split and the merge table travel with its cache
+
+    def bound_cache(self, max_bytes: int) -> None:
+        self._cache.max_bytes = max_bytes
+
+    def packed(self, text: str) -> bytes:
+        return self._cache.encode(text)
+
+    def array(self, text: str) -> np.ndarray:
+        return np.frombuffer(self.packed(text), dtype=np.uint32)
+
+    def ids(self, text: str) -> list[int]:
+        return self.array(text).tolist()
+
+    def flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids, offsets = self._cache.encode_flat(texts)
+        return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64).copy()
+
+
+def native_encoder(pattern: str, base: Sequence[int] | Mapping[str, int], unknown: int | None, rank_of: MergeTable,
+                   result_of: Sequence[int]) -> NativeChunkEncoder | None:
+    """The native encoder of a byte (``base``: the 256 base IDs by byte value) or char tokenizer (``base``:
+    character -> ID), or None where the Python path encodes: no native core, or a custom pattern."""
+    native = backend.native
+    mode = NATIVE_NO_SPLIT if pattern == "" else patterns.NATIVE_SPLIT_MODES.get(pattern)
+    if native is None or mode is None:
+        return None
+    base = dict(base) if isinstance(base, Mapping) else list(base)
+    cache = native.Encoder(native_merger(native, rank_of, result_of), mode, base, unknown or 0)
+    return NativeChunkEncoder(cache)
