@@ -168,12 +168,13 @@ void split_ends(const T *s, size_t n, int mode, std::vector<size_t> &ends) {
 // A str's code points as the CPython object holds them (one, two or four bytes each).
 struct Text {
     int kind;
+    bool ascii;
     const void *data;
     size_t length;
 
     explicit Text(PyObject *str)
-        : kind(PyUnicode_KIND(str)), data(PyUnicode_DATA(str)), length(static_cast<size_t>(PyUnicode_GET_LENGTH(str))) {}
-    uint32_t at(size_t i) const { return PyUnicode_READ(kind, data, i); }
+        : kind(PyUnicode_KIND(str)), ascii(PyUnicode_IS_ASCII(str)), data(PyUnicode_DATA(str)),
+          length(static_cast<size_t>(PyUnicode_GET_LENGTH(str))) {}
 
     void split(int mode, std::vector<size_t> &ends) const {
         if (kind == PyUnicode_1BYTE_KIND) split_ends(static_cast<const Py_UCS1 *>(data), length, mode, ends);
@@ -551,21 +552,26 @@ struct Pass {
     Py_ssize_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
 };
 
-// Encode one text, appending its IDs to out; false (with pass.surrogate_at) if the byte kind meets a surrogate.
-bool encode_text(EncoderObject *self, const Text &text, Pass &pass, std::vector<uint32_t> &out) {
+// Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
+// the byte kind meets a lone surrogate.
+template <typename T>
+bool encode_units(EncoderObject *self, const T *s, size_t n, bool ascii, Pass &pass, std::vector<uint32_t> &out) {
     const MergeTable &table = *reinterpret_cast<MergerObject *>(self->merger)->table;
     pass.ends.clear();
-    text.split(self->mode, pass.ends);
+    split_ends(s, n, self->mode, pass.ends);
     size_t start = 0;
     for (size_t end : pass.ends) {
-        pass.key.clear();
-        for (size_t i = start; i < end; i++) {
-            const uint32_t c = text.at(i);
-            if (self->bytes_unit && is_surrogate(c)) {
-                pass.surrogate_at = static_cast<Py_ssize_t>(i);
-                return false;
+        if (ascii) {
+            pass.key.assign(reinterpret_cast<const char *>(s + start), end - start);
+        } else {
+            pass.key.clear();
+            for (size_t i = start; i < end; i++) {
+                if (self->bytes_unit && is_surrogate(s[i])) {
+                    pass.surrogate_at = static_cast<Py_ssize_t>(i);
+                    return false;
+                }
+                append_utf8(pass.key, s[i]);
             }
-            append_utf8(pass.key, c);
         }
         const bool cacheable = end - start <= CACHE_MAX_CHUNK;
         const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key.size()) : 0;
@@ -579,7 +585,7 @@ bool encode_text(EncoderObject *self, const Text &text, Pass &pass, std::vector<
                 for (unsigned char byte : pass.key) pass.ids.push_back(self->byte_ids[byte]);
             } else {
                 for (size_t i = start; i < end; i++) {
-                    const auto id = self->chars->find(text.at(i));
+                    const auto id = self->chars->find(s[i]);
                     pass.ids.push_back(id == self->chars->end() ? self->unknown : id->second);
                 }
             }
@@ -590,6 +596,14 @@ bool encode_text(EncoderObject *self, const Text &text, Pass &pass, std::vector<
         start = end;
     }
     return true;
+}
+
+bool encode_text(EncoderObject *self, const Text &text, Pass &pass, std::vector<uint32_t> &out) {
+    if (text.kind == PyUnicode_1BYTE_KIND)
+        return encode_units(self, static_cast<const Py_UCS1 *>(text.data), text.length, text.ascii, pass, out);
+    if (text.kind == PyUnicode_2BYTE_KIND)
+        return encode_units(self, static_cast<const Py_UCS2 *>(text.data), text.length, false, pass, out);
+    return encode_units(self, static_cast<const Py_UCS4 *>(text.data), text.length, false, pass, out);
 }
 
 PyObject *surrogate_error(PyObject *text, Py_ssize_t at) {
