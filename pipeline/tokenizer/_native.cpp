@@ -190,62 +190,71 @@ bool valid_mode(int mode) { return mode >= GPT4 && mode <= WHOLE; }
 constexpr uint32_t NO_RANK = UINT32_MAX;
 constexpr size_t SHORT_CHUNK = 64;  // below: rescan for the lowest rank; above: a heap over a linked list
 
-// pair -> (rank, new ID), open addressing with linear probing, at most half full.
+// pair -> (rank, new ID), open addressing with linear probing, at most a quarter full; a slot holds the
+// key and its value together, so a lookup touches one cache line.
 class MergeTable {
   public:
     void build(const std::vector<std::pair<uint32_t, uint32_t>> &pairs, const std::vector<uint32_t> &results) {
-        size_t size = 16;
-        while (size < 2 * pairs.size() + 2) size <<= 1;
-        mask_ = size - 1;
-        keys_.assign(size, EMPTY);
-        values_.assign(size, 0);
+        int bits = 4;
+        while ((size_t{1} << bits) < 4 * pairs.size() + 4) bits++;
+        shift_ = 64 - bits;
+        mask_ = (size_t{1} << bits) - 1;
+        slots_.assign(mask_ + 1, Slot{EMPTY, 0, 0});
         for (size_t rank = 0; rank < pairs.size(); rank++) {
             const uint64_t key = pack(pairs[rank].first, pairs[rank].second);
-            size_t slot = hash(key);
-            while (keys_[slot] != EMPTY && keys_[slot] != key) slot = (slot + 1) & mask_;
-            keys_[slot] = key;  // a pair given twice keeps its last rank, as a dict built in rank order does
-            values_[slot] = (static_cast<uint64_t>(rank) << 32) | results[rank];
+            size_t at = hash(key);
+            while (slots_[at].key != EMPTY && slots_[at].key != key) at = (at + 1) & mask_;
+            // a pair given twice keeps its last rank, as a dict built in rank order does
+            slots_[at] = Slot{key, static_cast<uint32_t>(rank), results[rank]};
         }
     }
     // The rank of (a, b), or NO_RANK; *result gets the ID it makes.
     uint32_t rank(uint32_t a, uint32_t b, uint32_t *result) const {
         const uint64_t key = pack(a, b);
-        for (size_t slot = hash(key);; slot = (slot + 1) & mask_) {
-            if (keys_[slot] == key) {
-                *result = static_cast<uint32_t>(values_[slot]);
-                return static_cast<uint32_t>(values_[slot] >> 32);
+        for (size_t at = hash(key);; at = (at + 1) & mask_) {
+            const Slot &slot = slots_[at];
+            if (slot.key == key) {
+                *result = slot.made;
+                return slot.rank;
             }
-            if (keys_[slot] == EMPTY) return NO_RANK;
+            if (slot.key == EMPTY) return NO_RANK;
         }
     }
-    bool empty() const { return keys_.empty(); }
 
   private:
+    struct Slot {
+        uint64_t key;
+        uint32_t rank, made;
+    };
     static constexpr uint64_t EMPTY = UINT64_MAX;  // (2**32-1, 2**32-1): no ID is that large
     static uint64_t pack(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
-    size_t hash(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask_; }
-    std::vector<uint64_t> keys_;
-    std::vector<uint64_t> values_;
+    size_t hash(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+    std::vector<Slot> slots_;
     size_t mask_ = 0;
+    int shift_ = 60;
 };
 
-// Apply merges to ids[0..n) lowest rank first, the leftmost on ties; returns the new length.
+// Apply merges to ids[0..n) lowest rank first, the leftmost on ties; returns the new length. Short
+// chunks: the pairs' ranks in one small array, rescanned for the lowest after each merge.
 size_t merge_short(uint32_t *ids, size_t n, const MergeTable &table) {
-    if (n < 2) return n;
-    uint32_t ranks[SHORT_CHUNK], made[SHORT_CHUNK];
-    for (size_t i = 0; i + 1 < n; i++) ranks[i] = table.rank(ids[i], ids[i + 1], &made[i]);
-    while (n > 1) {
+    struct Pair {
+        uint32_t rank, made;
+    };
+    Pair pairs[SHORT_CHUNK];
+    size_t count = n < 2 ? 0 : n - 1;  // pairs[i] is (ids[i], ids[i + 1])
+    for (size_t i = 0; i < count; i++) pairs[i].rank = table.rank(ids[i], ids[i + 1], &pairs[i].made);
+    while (count) {
         size_t best = 0;
-        for (size_t i = 1; i + 1 < n; i++)
-            if (ranks[i] < ranks[best]) best = i;
-        if (ranks[best] == NO_RANK) break;
-        ids[best] = made[best];
-        std::memmove(ids + best + 1, ids + best + 2, (n - best - 2) * sizeof(uint32_t));
-        std::memmove(ranks + best + 1, ranks + best + 2, (n > best + 2 ? n - best - 3 : 0) * sizeof(uint32_t));
-        std::memmove(made + best + 1, made + best + 2, (n > best + 2 ? n - best - 3 : 0) * sizeof(uint32_t));
+        for (size_t i = 1; i < count; i++)
+            if (pairs[i].rank < pairs[best].rank) best = i;
+        if (pairs[best].rank == NO_RANK) break;
+        ids[best] = pairs[best].made;
+        for (size_t i = best + 1; i + 1 < n; i++) ids[i] = ids[i + 1];
+        for (size_t i = best + 1; i + 1 < count; i++) pairs[i] = pairs[i + 1];
         n--;
-        if (best > 0) ranks[best - 1] = table.rank(ids[best - 1], ids[best], &made[best - 1]);
-        if (best + 1 < n) ranks[best] = table.rank(ids[best], ids[best + 1], &made[best]);
+        count--;
+        if (best > 0) pairs[best - 1].rank = table.rank(ids[best - 1], ids[best], &pairs[best - 1].made);
+        if (best < count) pairs[best].rank = table.rank(ids[best], ids[best + 1], &pairs[best].made);
     }
     return n;
 }
