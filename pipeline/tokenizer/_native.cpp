@@ -328,6 +328,10 @@ bool read_ids(PyObject *sequence, const char *what, std::vector<uint32_t> &out) 
 int Merger_init(MergerObject *self, PyObject *args, PyObject *) {
     PyObject *lefts, *rights, *results;
     if (!PyArg_ParseTuple(args, "OOO", &lefts, &rights, &results)) return -1;
+    if (self->table) {  // an Encoder may be reading this table without the GIL
+        PyErr_SetString(PyExc_RuntimeError, "Merger is initialised once");
+        return -1;
+    }
     std::vector<uint32_t> a, b, made;
     if (!read_ids(lefts, "lefts must be a sequence of IDs", a) || !read_ids(rights, "rights must be a sequence of IDs", b) ||
         !read_ids(results, "results must be a sequence of IDs", made))
@@ -350,7 +354,6 @@ int Merger_init(MergerObject *self, PyObject *args, PyObject *) {
         PyErr_NoMemory();
         return -1;
     }
-    delete self->table;
     self->table = table;
     return 0;
 }

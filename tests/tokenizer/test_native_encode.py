@@ -104,3 +104,25 @@ def test_merge_packed_refuses_lengths_that_do_not_add_up():
         with pytest.raises(ValueError, match="add up"):
             merger.merge_packed(array("I", [97, 98]), np.array(lengths, dtype=np.int64))
     assert merger.merge_packed(b"", b"") == []
+
+
+def test_native_objects_refuse_to_be_initialised_twice():
+    """An encoder may be reading its merge table without the GIL: the table is never replaced."""
+    merger = native.Merger([97], [98], [256])
+    with pytest.raises(RuntimeError, match="once"):
+        merger.__init__([], [], [])
+    encoder_ = native.Encoder(merger, 0, list(range(256)), 0)
+    with pytest.raises(RuntimeError, match="once"):
+        encoder_.__init__(merger, 0, list(range(256)), 0)
+    assert array("I", encoder_.encode("abab")).tolist() == [256, 256]
+
+
+@pytest.mark.parametrize("kind, pattern", [("byte", "gpt4"), ("byte", "gpt2"), ("char", "gpt4"), ("word", None)])
+def test_training_learns_the_same_on_both_backends(tokenizer_corpus, kind, pattern):
+    """Training cuts its chunks with the native pre-tokenizer where it can: the same merges and vocabulary."""
+    options = dict(vocab_size=320, kind=kind, pattern=pattern, workers=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend, "native", None)
+        python = Tokenizer.train(tokenizer_corpus, **options)
+    fast = Tokenizer.train(tokenizer_corpus, **options)
+    assert fast.fingerprint == python.fingerprint
