@@ -115,6 +115,14 @@ ANY_CHARACTER = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_c
 UNICODE_TEXTS = st.lists(st.one_of(st.sampled_from(SPLIT_PIECES), ANY_CHARACTER), max_size=60).map("".join)
 
 
+def needs_native_core():
+    """A skip mark for tests of the native core itself: it is off when not built or with LMPREP_BACKEND=python."""
+    from pipeline.tokenizer import backend
+
+    return pytest.mark.skipif(backend.native is None,
+                              reason="the native tokenizer core is off (not built, or LMPREP_BACKEND=python)")
+
+
 class StartOrder(ThreadPoolExecutor):
     """One thread, so partition tasks start in submission order; records each task's label as submitted."""
 

@@ -6,12 +6,12 @@ import importlib
 import random
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 from click.testing import CliRunner
+from conftest import needs_native_core
 
 from pipeline.tokenizer import Tokenizer, backend, encoder, patterns
 
-needs_native = pytest.mark.skipif(backend.native is None, reason="the native tokenizer core is not built")
+needs_native = needs_native_core()
 
 
 def test_version_names_the_backend():

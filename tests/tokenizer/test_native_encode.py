@@ -12,7 +12,7 @@ from array import array
 
 import numpy as np
 import pytest
-from conftest import UNICODE_TEXTS
+from conftest import UNICODE_TEXTS, needs_native_core
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,7 @@ from pipeline.errors import TokenizerError
 from pipeline.tokenizer import Tokenizer, backend, encoder, reference
 
 native = backend.native
-pytestmark = pytest.mark.skipif(native is None, reason="the native tokenizer core is not built")
+pytestmark = needs_native_core()
 
 
 def rebuilt(tokenizer: Tokenizer) -> Tokenizer:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 import regex
-from conftest import UNICODE_TEXTS
+from conftest import UNICODE_TEXTS, needs_native_core
 from hypothesis import given, settings
 
 from pipeline.tokenizer import backend, gen_unicode_tables, patterns
 
 native = backend.native
-needs_native = pytest.mark.skipif(native is None, reason="the native tokenizer core is not built")
+needs_native = needs_native_core()
 
 NAMED = {"gpt4": patterns.GPT4, "gpt2": patterns.GPT2, "word": patterns.WORD}
 
