@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <shared_mutex>
 #include <new>
 #include <queue>
 #include <string>
@@ -333,7 +334,8 @@ int Merger_init(MergerObject *self, PyObject *args, PyObject *) {
         return -1;
     }
     std::vector<uint32_t> a, b, made;
-    if (!read_ids(lefts, "lefts must be a sequence of IDs", a) || !read_ids(rights, "rights must be a sequence of IDs", b) ||
+    if (!read_ids(lefts, "lefts must be a sequence of IDs", a) ||
+        !read_ids(rights, "rights must be a sequence of IDs", b) ||
         !read_ids(results, "results must be a sequence of IDs", made))
         return -1;
     if (a.size() != b.size() || a.size() != made.size()) {
@@ -462,29 +464,29 @@ class ChunkTable {
     size_t count = 0;
 
     // The IDs of the chunk, or nullptr; *length gets how many.
-    const uint32_t *find(uint64_t hash, const std::string &key, size_t *length) const {
+    const uint32_t *find(uint64_t hash, const char *key, size_t key_length, size_t *length) const {
         if (slots_.empty()) return nullptr;
         for (size_t at = hash & mask_;; at = (at + 1) & mask_) {
             const Slot &slot = slots_[at];
             if (slot.key_length == 0) return nullptr;
-            if (slot.hash == hash && slot.key_length == key.size() &&
-                std::memcmp(keys_.data() + slot.key_at, key.data(), key.size()) == 0) {
+            if (slot.hash == hash && slot.key_length == key_length &&
+                std::memcmp(keys_.data() + slot.key_at, key, key_length) == 0) {
                 *length = slot.ids_length;
                 return ids_.data() + slot.ids_at;
             }
         }
     }
 
-    void insert(uint64_t hash, const std::string &key, const uint32_t *ids, size_t length) {
-        const size_t entry = key.size() + 4 * length + ENTRY_OVERHEAD;
+    void insert(uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {
+        const size_t entry = key_length + 4 * length + ENTRY_OVERHEAD;
         if (nbytes + entry > max_bytes) clear();
         if (entry > max_bytes) return;
         if (2 * (count + 1) > slots_.size()) grow();
         size_t at = hash & mask_;
         while (slots_[at].key_length != 0) at = (at + 1) & mask_;
-        slots_[at] = Slot{hash, keys_.size(), ids_.size(), static_cast<uint32_t>(key.size()),
+        slots_[at] = Slot{hash, keys_.size(), ids_.size(), static_cast<uint32_t>(key_length),
                           static_cast<uint32_t>(length)};
-        keys_.insert(keys_.end(), key.begin(), key.end());
+        keys_.insert(keys_.end(), key, key + key_length);
         ids_.insert(ids_.end(), ids, ids + length);
         nbytes += entry;
         count++;
@@ -553,15 +555,65 @@ struct EncoderObject {
     std::unordered_map<uint32_t, uint32_t> *chars;  // char kind: code point -> base ID
     uint32_t unknown;                               // char kind: the ID of a character not in the alphabet
     ChunkTable *cache;
-    std::mutex *lock;  // one call at a time uses the cache; taken without the GIL
+    std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
 };
 
 // What one encoding pass needs besides the encoder: reusable buffers, and where a text failed.
 struct Pass {
+    struct New {  // a chunk the cache did not hold: its key in new_keys, its IDs in the output
+        uint64_t hash;
+        size_t key_at, key_length, ids_at, ids_length;
+    };
     std::vector<size_t> ends;
     std::string key;
     std::vector<uint32_t> ids;
+    std::vector<New> new_chunks;
+    std::string new_keys;
     Py_ssize_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
+};
+
+constexpr size_t NEW_CHUNKS_HELD = 64;  // new chunks a pass holds before it adds them to the cache
+
+// Add the pass's new chunks to the cache. Called with the shared lock held; returns with it held, having
+// taken the exclusive lock meanwhile (so threads encoding with one encoder look chunks up in parallel
+// and take turns only to add). Never throws: out of memory, the cache starts over.
+void add_new_chunks(EncoderObject *self, Pass &pass, const std::vector<uint32_t> &out) {
+    if (pass.new_chunks.empty()) return;
+    self->lock->unlock_shared();
+    self->lock->lock();
+    try {
+        for (const Pass::New &chunk : pass.new_chunks) {
+            const char *key = pass.new_keys.data() + chunk.key_at;
+            size_t length;
+            if (!self->cache->find(chunk.hash, key, chunk.key_length, &length))  // another thread may have added it
+                self->cache->insert(chunk.hash, key, chunk.key_length, out.data() + chunk.ids_at, chunk.ids_length);
+        }
+    } catch (const std::bad_alloc &) {
+        self->cache->clear();
+    }
+    self->lock->unlock();
+    self->lock->lock_shared();
+    pass.new_chunks.clear();
+    pass.new_keys.clear();
+}
+
+// The shared lock on an encoder's cache for one call; the pass's new chunks go in before it is let go.
+class CacheHold {
+  public:
+    CacheHold(EncoderObject *self, Pass &pass, const std::vector<uint32_t> &out) : self_(self), pass_(pass), out_(out) {
+        self_->lock->lock_shared();
+    }
+    ~CacheHold() {
+        add_new_chunks(self_, pass_, out_);
+        self_->lock->unlock_shared();
+    }
+    CacheHold(const CacheHold &) = delete;
+    CacheHold &operator=(const CacheHold &) = delete;
+
+  private:
+    EncoderObject *self_;
+    Pass &pass_;
+    const std::vector<uint32_t> &out_;
 };
 
 // Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
@@ -588,7 +640,8 @@ bool encode_units(EncoderObject *self, const T *s, size_t n, bool ascii, Pass &p
         const bool cacheable = end - start <= CACHE_MAX_CHUNK;
         const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key.size()) : 0;
         size_t length;
-        const uint32_t *found = cacheable ? self->cache->find(hash, pass.key, &length) : nullptr;
+        const uint32_t *found =
+            cacheable ? self->cache->find(hash, pass.key.data(), pass.key.size(), &length) : nullptr;
         if (found) {
             out.insert(out.end(), found, found + length);
         } else {
@@ -602,8 +655,14 @@ bool encode_units(EncoderObject *self, const T *s, size_t n, bool ascii, Pass &p
                 }
             }
             const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), table);
-            if (cacheable) self->cache->insert(hash, pass.key, pass.ids.data(), merged);
+            const size_t ids_at = out.size();
             out.insert(out.end(), pass.ids.begin(), pass.ids.begin() + static_cast<std::ptrdiff_t>(merged));
+            if (cacheable) {  // recorded once its IDs and key are stored, so that it never points past them
+                const size_t key_at = pass.new_keys.size();
+                pass.new_keys += pass.key;
+                pass.new_chunks.push_back(Pass::New{hash, key_at, pass.key.size(), ids_at, merged});
+                if (pass.new_chunks.size() >= NEW_CHUNKS_HELD) add_new_chunks(self, pass, out);
+            }
         }
         start = end;
     }
@@ -672,7 +731,7 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
             std::copy(ids.begin(), ids.end(), self->byte_ids);
         }
         self->cache = new ChunkTable();
-        self->lock = new std::mutex();
+        self->lock = new std::shared_mutex();
     } catch (const std::bad_alloc &) {
         PyErr_NoMemory();
         return -1;
@@ -745,7 +804,7 @@ PyObject *Encoder_encode_flat(EncoderObject *self, PyObject *texts) {
         bool out_of_memory = false;
         Py_BEGIN_ALLOW_THREADS
         {
-            std::lock_guard<std::mutex> hold(*self->lock);
+            CacheHold hold(self, pass, ids);
             try {
                 for (Py_ssize_t i = 0; i < n; i++) {
                     if (!encode_text(self, views[static_cast<size_t>(i)], pass, ids)) {
@@ -791,7 +850,7 @@ PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
     bool encoded = false, out_of_memory = false;
     Py_BEGIN_ALLOW_THREADS
     {
-        std::lock_guard<std::mutex> hold(*self->lock);
+        CacheHold hold(self, pass, ids);
         try {
             encoded = encode_text(self, view, pass, ids);
         } catch (const std::bad_alloc &) {
@@ -819,7 +878,7 @@ int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
     if (bound == static_cast<size_t>(-1) && PyErr_Occurred()) return -1;
     Py_BEGIN_ALLOW_THREADS
     {
-        std::lock_guard<std::mutex> hold(*self->lock);
+        std::unique_lock<std::shared_mutex> hold(*self->lock);
         self->cache->max_bytes = bound;
         if (self->cache->nbytes > bound) self->cache->clear();
     }
