@@ -11,7 +11,8 @@ setup(
         Extension(
             "pipeline.tokenizer._native",
             sources=["pipeline/tokenizer/_native.cpp"],
-            depends=["pipeline/tokenizer/_unicode_tables.h"],
+            depends=["pipeline/tokenizer/_unicode_tables.h", "pipeline/tokenizer/_native_split.h",
+                     "pipeline/tokenizer/_native_bpe.h", "pipeline/tokenizer/_native_cache.h"],
             language="c++",
             extra_compile_args=["-std=c++17"],
             optional=True,
