@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import strategies as st
 
 
 @pytest.fixture(autouse=True)
@@ -106,6 +107,30 @@ def trained_tokenizers(byte_tokenizer, char_tokenizer):
         for kind, pattern in [("byte", "gpt2"), ("byte", "none"), ("byte", r"\w+"), ("char", "gpt4")]
     ]
     return [byte_tokenizer, char_tokenizer, *extra]
+
+
+# --- native tokenizer tests: random text for the pre-tokenizer and the encoders
+
+# Pieces the patterns treat specially, mixed with any character at all (every general category,
+# surrogates included): contractions in any case, the long s that (?i:s) matches, CR/LF runs,
+# white space of every kind, digits of several scripts, combining marks, letters of several scripts.
+SPLIT_PIECES = [
+    "'s", "'S", "'t", "'T", "'d", "'D", "'m", "'M", "'ll", "'LL", "'lL", "'ve", "'VE", "'vE", "'re", "'RE", "'Re",
+    "'\u017f", "'", "''", "\r", "\n", "\r\n", "\n\r", " \n", "\t", " ", "  ", "\u00a0", "\u3000", "\u2028", "\u0085",
+    "\x0b", "\x0c", "\x1c", "\u200b", "7", "123", "\u0663", "\u096b", "\u2167", "\u00bd", "\uff11", "\U0001d7ce",
+    "e\u0301", "a\u0308", "\u0301", "é", "ß", "Ω", "ж", "日本", "한", "ا", "😀", "🇫🇷", ".", ",", "!?", "-", "_",
+    "\ud800", "\udfff", "\x00", "x", "X",
+]
+ANY_CHARACTER = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())
+UNICODE_TEXTS = st.lists(st.one_of(st.sampled_from(SPLIT_PIECES), ANY_CHARACTER), max_size=60).map("".join)
+
+
+def needs_native_core():
+    """A skip mark for tests of the native core itself: it is off when not built or with LMPREP_BACKEND=python."""
+    from pipeline.tokenizer import backend
+
+    return pytest.mark.skipif(backend.native is None,
+                              reason="the native tokenizer core is off (not built, or LMPREP_BACKEND=python)")
 
 
 class StartOrder(ThreadPoolExecutor):

@@ -23,7 +23,7 @@ import regex
 from pipeline.engine.hashing import canonical_hash
 from pipeline.errors import AlphabetTooLargeError, InvalidUtf8Error, TokenizerError, TokenizerFormatError, counted
 from pipeline.tokenizer import patterns
-from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges
+from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges, native_encoder
 from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count
 
 KINDS = ("byte", "char", "word")
@@ -389,6 +389,10 @@ class Tokenizer:
 
     def _build_encoder(self) -> ChunkEncoder:
         rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
+        if self.kind != "word":
+            fast = native_encoder(self.pattern, self._base_id_table(), self.unk_id, rank_of, self._merge_results)
+            if fast is not None:
+                return fast
         unit = {"byte": "byte", "char": "char", "word": "chunk"}[self.kind]
         cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results, unit=unit)
         return ChunkEncoder(patterns.splitter(self.pattern), cache)
@@ -407,21 +411,24 @@ class Tokenizer:
         return [i for i, data in enumerate(self._token_bytes)
                 if unit(data) and i not in specials and i != self.unk_id]
 
-    def _base_ids_function(self):
+    def _base_id_table(self) -> list[int] | dict[str, int]:
+        """Byte kind: the base ID of each byte value; char and word kinds: character or piece -> base ID."""
         base = self._base_ids()
-        if self.kind == "word":
-            piece_id = {self._token_bytes[i].decode(): i for i in base}
-            unk = self.unk_id
-            return lambda chunk: [piece_id.get(chunk, unk)]
-        if self.kind == "char":
-            char_id = {self._token_bytes[i].decode(): i for i in base}
-            unk = self.unk_id
-            return lambda chunk: [char_id.get(c, unk) for c in chunk]
+        if self.kind != "byte":
+            return {self._token_bytes[i].decode(): i for i in base}
         byte_id = {self._token_bytes[i][0]: i for i in base}
-        if all(byte_id[b] == b for b in range(256)):
+        return [byte_id[b] for b in range(256)]
+
+    def _base_ids_function(self):
+        table = self._base_id_table()
+        unk = self.unk_id
+        if self.kind == "word":
+            return lambda chunk: [table.get(chunk, unk)]
+        if self.kind == "char":
+            return lambda chunk: [table.get(c, unk) for c in chunk]
+        if table == list(range(256)):
             return lambda chunk: list(chunk.encode("utf-8"))
-        lookup = [byte_id[b] for b in range(256)]
-        return lambda chunk: [lookup[b] for b in chunk.encode("utf-8")]
+        return lambda chunk: [table[b] for b in chunk.encode("utf-8")]
 
     def _encode_checked(self, function, argument):
         try:

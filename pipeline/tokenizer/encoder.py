@@ -16,7 +16,8 @@ Text that repeats little still brings new chunks all the time (a 34 MB corpus
 without a repeated line has 178k distinct chunks among 7.5M), and BPE one chunk
 at a time in Python costs ~7 µs each. So a batch's new chunks are merged
 together with numpy (:func:`merge_rows`): one merge per chunk per step, the
-same lowest-rank-leftmost rule as :func:`merge_short`, ~3 µs a chunk.
+same lowest-rank-leftmost rule as :func:`merge_short`, ~3 µs a chunk. With the native core
+(``backend``), the new chunks go to its merge loop instead, all in one call without the GIL.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from typing import Literal
 
 import numpy as np
 
+from pipeline.tokenizer import backend, patterns
+
 _NO_MERGE = 1 << 62
 _SHORT_CHUNK = 48  # below: list scan with C-level min/index; above: heap + linked list
 _CACHE_MAX_CHUNK = 256  # longer chunks are encoded but not cached (a whole document, with pattern none)
@@ -41,6 +44,7 @@ _ROW_WIDTHS = (2, 4, 8, 16, 32, 64, 128, 256)  # chunks are merged in matrices o
 _GROUP_CHARS = 1 << 20  # texts are split and their new chunks encoded a group of about this many characters at a time
 
 MergeTable = Mapping[tuple[int, int], int]
+NATIVE_NO_SPLIT = 3  # ``_native``'s split mode for pattern none: each text is one chunk
 
 
 def merge_short(ids: list[int], rank_of: MergeTable, result_of: Sequence[int]) -> list[int]:
@@ -255,6 +259,8 @@ class ChunkCache:
         self._rank_of = rank_of
         self._result_of = result_of
         self._pair_ranks: PairRanks | None = None
+        self._native = backend.native  # chosen once: a cache merges its misses one way all its life
+        self._merger = None  # the native core's merge table, built on first use
         self._entries: dict[str, bytes] = {}  # a plain dict: set.difference(dict) runs in C
         self.max_bytes = max_bytes
         self.nbytes = 0
@@ -296,9 +302,12 @@ class ChunkCache:
         chunks = list(chunks)
         if self._unit == "chunk":
             return {chunk: array("I", self._base_ids(chunk)).tobytes() for chunk in chunks}
-        flat = np.array(self._base_ids("".join(chunks)), dtype=np.int32)
+        base_ids = self._base_ids("".join(chunks))
         units = map(str.encode, chunks) if self._unit == "byte" else chunks
         lengths = np.fromiter(map(len, units), dtype=np.int64, count=len(chunks))
+        if self._native is not None:
+            return dict(zip(chunks, self._native_merger().merge_packed(array("I", base_ids), lengths)))
+        flat = np.array(base_ids, dtype=np.int32)
         starts = np.cumsum(lengths) - lengths
         packed: list[bytes] = [b""] * len(chunks)
         low = -1
@@ -318,6 +327,11 @@ class ChunkCache:
 
     def _encode_one(self, ids: list[int]) -> bytes:
         return array("I", apply_merges(ids, self._rank_of, self._result_of)).tobytes()
+
+    def _native_merger(self):
+        if self._merger is None:
+            self._merger = native_merger(self._native, self._rank_of, self._result_of)
+        return self._merger
 
     def _table(self) -> PairRanks:
         if self._pair_ranks is None:
@@ -392,3 +406,47 @@ def _groups(texts: Sequence[str]) -> Iterator[Sequence[str]]:
             start, size = end, 0
     if start < len(texts):
         yield texts[start:]
+
+
+def native_merger(native, rank_of: MergeTable, result_of: Sequence[int]):
+    """The native core's table of these merges (``_native.Merger``), in rank order."""
+    pairs = sorted(rank_of, key=rank_of.__getitem__)
+    results = [result_of[rank_of[pair]] for pair in pairs]
+    return native.Merger([a for a, _ in pairs], [b for _, b in pairs], results)
+
+
+class NativeChunkEncoder:
+    """:class:`ChunkEncoder` done by the native core in one pass per call, without the GIL: the hand-written
+    split, its own chunk cache (bounded in bytes as :class:`ChunkCache` is) and the merges of the misses."""
+
+    def __init__(self, cache):
+        self._cache = cache  # a ``_native.Encoder``: the split and the merge table travel with its cache
+
+    def bound_cache(self, max_bytes: int) -> None:
+        self._cache.max_bytes = max_bytes
+
+    def packed(self, text: str) -> bytes:
+        return self._cache.encode(text)
+
+    def array(self, text: str) -> np.ndarray:
+        return np.frombuffer(self.packed(text), dtype=np.uint32)
+
+    def ids(self, text: str) -> list[int]:
+        return self.array(text).tolist()
+
+    def flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids, offsets = self._cache.encode_flat(texts)
+        return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64).copy()
+
+
+def native_encoder(pattern: str, base: Sequence[int] | Mapping[str, int], unknown: int | None, rank_of: MergeTable,
+                   result_of: Sequence[int]) -> NativeChunkEncoder | None:
+    """The native encoder of a byte (``base``: the 256 base IDs by byte value) or char tokenizer (``base``:
+    character -> ID), or None where the Python path encodes: no native core, or a custom pattern."""
+    native = backend.native
+    mode = NATIVE_NO_SPLIT if pattern == "" else patterns.NATIVE_SPLIT_MODES.get(pattern)
+    if native is None or mode is None:
+        return None
+    base = dict(base) if isinstance(base, Mapping) else list(base)
+    cache = native.Encoder(native_merger(native, rank_of, result_of), mode, base, unknown or 0)
+    return NativeChunkEncoder(cache)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 import regex
 
 from pipeline.errors import TokenizerError, shorten
+from pipeline.tokenizer import backend
 
 GPT4 = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|"""
@@ -61,6 +62,7 @@ _CUTS = {
 }
 CUT_CHARS = 1 << 20  # held before looking for a cut
 NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4, "gpt2": GPT2, "none": ""}
+NATIVE_SPLIT_MODES = {GPT4: 0, GPT2: 1, WORD: 2}  # the patterns the native core splits by hand (``_native.split``)
 DEFAULT_PATTERN_NAME = {"byte": "gpt4", "char": "none"}
 _CATCH_ALL = r"|[\s\S]"
 
@@ -134,6 +136,8 @@ def splitter(pattern: str) -> Callable[[str], list[str]]:
     """
     if not pattern:
         return lambda text: [text] if text else []
+    if backend.native is not None and pattern in NATIVE_SPLIT_MODES:
+        return functools.partial(backend.native.split, NATIVE_SPLIT_MODES[pattern])
     compiled = compile_checked(pattern)
     if pattern in ASCII_TWINS:  # every character is matched, never by an empty match: the chunks are findall's
         findall = compiled.findall

@@ -19,6 +19,7 @@ import click
 from click.exceptions import NoArgsIsHelpError
 
 from pipeline.errors import PipelineError
+from pipeline.tokenizer import backend
 
 # OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name, a directory)
 USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG, errno.EISDIR})
@@ -114,7 +115,8 @@ def os_error_message(exc: OSError) -> str:
 
 
 @click.group("lmprep", cls=LmprepGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(None, "-V", "--version", package_name="lmprep")
+@click.version_option(None, "-V", "--version", package_name="lmprep",
+                      message=f"%(prog)s, version %(version)s (tokenizer backend: {backend.name()})")
 def cli() -> None:
     """Turn a folder of raw text into a tokenizer, Arrow token shards and a checkpoint."""
 

@@ -1,0 +1,130 @@
+// BPE merges by rank: the pair table and the merge loops (short chunks rescanned, long ones with a heap).
+// Part of the native tokenizer core (_native.cpp includes it); no Python API here.
+#pragma once
+
+#include <cstdint>
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <queue>
+#include <utility>
+#include <vector>
+
+namespace lmprep_native {
+
+// ---- BPE merges by rank --------------------------------------------------------------------------
+
+constexpr uint32_t NO_RANK = UINT32_MAX;
+constexpr size_t SHORT_CHUNK = 64;  // below: rescan for the lowest rank; above: a heap over a linked list
+
+// pair -> (rank, new ID), open addressing with linear probing, at most a quarter full; a slot holds the
+// key and its value together, so a lookup touches one cache line.
+class MergeTable {
+  public:
+    void build(const std::vector<std::pair<uint32_t, uint32_t>> &pairs, const std::vector<uint32_t> &results) {
+        int bits = 4;
+        while ((size_t{1} << bits) < 4 * pairs.size() + 4) bits++;
+        shift_ = 64 - bits;
+        mask_ = (size_t{1} << bits) - 1;
+        slots_.assign(mask_ + 1, Slot{EMPTY, 0, 0});
+        for (size_t rank = 0; rank < pairs.size(); rank++) {
+            const uint64_t key = pack(pairs[rank].first, pairs[rank].second);
+            size_t at = hash(key);
+            while (slots_[at].key != EMPTY && slots_[at].key != key) at = (at + 1) & mask_;
+            // a pair given twice keeps its last rank, as a dict built in rank order does
+            slots_[at] = Slot{key, static_cast<uint32_t>(rank), results[rank]};
+        }
+    }
+    // The rank of (a, b), or NO_RANK; *result gets the ID it makes.
+    uint32_t rank(uint32_t a, uint32_t b, uint32_t *result) const {
+        const uint64_t key = pack(a, b);
+        for (size_t at = hash(key);; at = (at + 1) & mask_) {
+            const Slot &slot = slots_[at];
+            if (slot.key == key) {
+                *result = slot.made;
+                return slot.rank;
+            }
+            if (slot.key == EMPTY) return NO_RANK;
+        }
+    }
+
+  private:
+    struct Slot {
+        uint64_t key;
+        uint32_t rank, made;
+    };
+    static constexpr uint64_t EMPTY = UINT64_MAX;  // (2**32-1, 2**32-1): no ID is that large
+    static uint64_t pack(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
+    size_t hash(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+    int shift_ = 60;
+};
+
+// Apply merges to ids[0..n) lowest rank first, the leftmost on ties; returns the new length. Short
+// chunks: the pairs' ranks in one small array, rescanned for the lowest after each merge.
+inline size_t merge_short(uint32_t *ids, size_t n, const MergeTable &table) {
+    struct Pair {
+        uint32_t rank, made;
+    };
+    Pair pairs[SHORT_CHUNK];
+    size_t count = n < 2 ? 0 : n - 1;  // pairs[i] is (ids[i], ids[i + 1])
+    for (size_t i = 0; i < count; i++) pairs[i].rank = table.rank(ids[i], ids[i + 1], &pairs[i].made);
+    while (count) {
+        size_t best = 0;
+        for (size_t i = 1; i < count; i++)
+            if (pairs[i].rank < pairs[best].rank) best = i;
+        if (pairs[best].rank == NO_RANK) break;
+        ids[best] = pairs[best].made;
+        for (size_t i = best + 1; i + 1 < n; i++) ids[i] = ids[i + 1];
+        for (size_t i = best + 1; i + 1 < count; i++) pairs[i] = pairs[i + 1];
+        n--;
+        count--;
+        if (best > 0) pairs[best - 1].rank = table.rank(ids[best - 1], ids[best], &pairs[best - 1].made);
+        if (best < count) pairs[best].rank = table.rank(ids[best], ids[best + 1], &pairs[best].made);
+    }
+    return n;
+}
+
+// The same in O(n log n): a heap of (rank, position) over a linked list; stale entries are skipped.
+inline size_t merge_long(uint32_t *ids, size_t n, const MergeTable &table) {
+    constexpr uint32_t GONE = UINT32_MAX;
+    std::vector<size_t> next(n), prev(n);
+    for (size_t i = 0; i < n; i++) next[i] = i + 1, prev[i] = i - 1;  // prev[0] wraps: never read
+    using Entry = std::pair<uint32_t, size_t>;
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+    uint32_t made = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        const uint32_t r = table.rank(ids[i], ids[i + 1], &made);
+        if (r != NO_RANK) heap.emplace(r, i);
+    }
+    while (!heap.empty()) {
+        const auto [r, i] = heap.top();
+        heap.pop();
+        const size_t j = next[i];
+        if (ids[i] == GONE || j >= n || table.rank(ids[i], ids[j], &made) != r) continue;
+        ids[i] = made;
+        ids[j] = GONE;
+        next[i] = next[j];
+        if (next[j] < n) prev[next[j]] = i;
+        if (i > 0) {
+            const size_t left = prev[i];
+            const uint32_t lr = table.rank(ids[left], ids[i], &made);
+            if (lr != NO_RANK) heap.emplace(lr, left);
+        }
+        if (next[i] < n) {
+            const uint32_t rr = table.rank(ids[i], ids[next[i]], &made);
+            if (rr != NO_RANK) heap.emplace(rr, i);
+        }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] != GONE) ids[kept++] = ids[i];
+    return kept;
+}
+
+inline size_t apply_merges(uint32_t *ids, size_t n, const MergeTable &table) {
+    return n < SHORT_CHUNK ? merge_short(ids, n, table) : merge_long(ids, n, table);
+}
+
+}  // namespace lmprep_native

@@ -1,0 +1,96 @@
+"""Choosing the backend: the native core when it loads, the Python path when asked or when it does not."""
+
+from __future__ import annotations
+
+import importlib
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+from click.testing import CliRunner
+from conftest import needs_native_core
+
+from pipeline.tokenizer import Tokenizer, backend, encoder, patterns
+
+needs_native = needs_native_core()
+
+
+def test_version_names_the_backend():
+    from stages.cli.main import cli
+
+    output = CliRunner().invoke(cli, ["--version"]).output
+    assert output.startswith("lmprep, version ") and f"(tokenizer backend: {backend.name()})" in output
+
+
+def test_the_environment_variable_forces_the_python_path(monkeypatch, capsys):
+    monkeypatch.setenv(backend.ENVIRONMENT_VARIABLE, "python")
+    assert backend._load() is None
+    assert capsys.readouterr().err == ""
+
+
+def test_a_core_that_does_not_load_is_one_warning_line_and_the_python_path(monkeypatch, capsys):
+    def broken(name):
+        raise ImportError(f"cannot load {name}")
+
+    monkeypatch.delenv(backend.ENVIRONMENT_VARIABLE, raising=False)
+    monkeypatch.setattr(importlib, "import_module", broken)
+    assert backend._load() is None
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "native tokenizer core does not load" in lines[0] and "Python path" in lines[0]
+
+
+def test_an_unknown_backend_name_is_said_and_native_is_tried(monkeypatch, capsys):
+    monkeypatch.setenv(backend.ENVIRONMENT_VARIABLE, "fortran")
+    assert backend._load() is backend.native or backend.native is None
+    assert "'fortran' is not a backend" in capsys.readouterr().err
+
+
+def test_a_tokenizer_built_on_the_python_path_stays_on_it(monkeypatch):
+    monkeypatch.setattr(backend, "native", None)
+    tokenizer = Tokenizer.from_merges(kind="byte", pattern=patterns.GPT4, merges=[(97, 98)])
+    assert isinstance(tokenizer._encoder, encoder.ChunkEncoder)
+    monkeypatch.undo()
+    assert tokenizer.encode_ordinary("abab x") == [256, 256, 32, 120]
+
+
+@needs_native
+def test_named_and_empty_patterns_encode_natively_custom_ones_in_python():
+    for name in ("gpt4", "gpt2", "none"):
+        pattern = patterns.resolve_pattern(name, kind="byte")
+        assert isinstance(Tokenizer.from_merges(kind="byte", pattern=pattern, merges=[])._encoder,
+                          encoder.NativeChunkEncoder)
+    custom = Tokenizer.from_merges(kind="byte", pattern=patterns.resolve_pattern(r"\w+", kind="byte"),
+                                   merges=[(97, 98)])
+    assert isinstance(custom._encoder, encoder.ChunkEncoder)
+    assert custom.encode_ordinary("ab ab") == [256, 32, 256]
+
+
+@needs_native
+def test_the_native_cache_keeps_its_byte_bound():
+    """Distinct 200-character documents with pattern none: the cache starts over, never passes its bound,
+    and the IDs never depend on it."""
+    tokenizer = Tokenizer.from_merges(kind="char", pattern="", alphabet=list("abc"),
+                                      merges=[(1, 2), (4, 3), (3, 3), (5, 1), (6, 6)])
+    unbounded = Tokenizer.from_merges(kind="char", pattern="", alphabet=list("abc"),
+                                      merges=[(1, 2), (4, 3), (3, 3), (5, 1), (6, 6)])
+    tokenizer.bound_cache(20_000)
+    cache = tokenizer._encoder._cache
+    rng = random.Random(3)
+    for _ in range(10):
+        texts = ["".join(rng.choice("abc") for _ in range(200)) for _ in range(30)]
+        assert tokenizer.encode_batch_flat(texts)[0].tolist() == unbounded.encode_batch_flat(texts)[0].tolist()
+        assert 0 < cache.nbytes <= 20_000 and 0 < len(cache) <= 20_000 // 200
+    long_text = "ab" * 200  # longer than any cached chunk: encoded, never kept
+    before = len(cache)
+    assert tokenizer.encode_ordinary(long_text) == unbounded.encode_ordinary(long_text)
+    assert len(cache) == before
+
+
+@needs_native
+def test_threads_sharing_one_tokenizer_get_the_ids_of_one_thread(tokenizer_corpus):
+    tokenizer = Tokenizer.train(tokenizer_corpus, vocab_size=300, workers=1)
+    texts = [text[start:] for text in tokenizer_corpus for start in range(0, 40, 3)]
+    want = [tokenizer.encode_ordinary(text) for text in texts]
+    fresh = Tokenizer.from_merges(kind="byte", pattern=tokenizer.pattern, merges=tokenizer.merges)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(fresh.encode_ordinary, texts * 4))
+    assert got == want * 4

@@ -1,0 +1,128 @@
+"""The native core encodes exactly as the pure-Python path and as ``reference.encode``, on any text.
+
+Each tokenizer is built twice, once with the native core and once with the Python path forced, and
+both must give the IDs of the plain reference (or both refuse the text, as the byte kind refuses a
+lone surrogate, which UTF-8 cannot hold).
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+
+import numpy as np
+import pytest
+from conftest import UNICODE_TEXTS, needs_native_core
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import TokenizerError
+from pipeline.tokenizer import Tokenizer, backend, encoder, reference
+
+native = backend.native
+pytestmark = needs_native_core()
+
+
+def rebuilt(tokenizer: Tokenizer) -> Tokenizer:
+    return Tokenizer.from_merges(kind=tokenizer.kind, pattern=tokenizer.pattern, merges=tokenizer.merges,
+                                 alphabet=tokenizer.alphabet, special_tokens=list(tokenizer.special_tokens),
+                                 merge_newlines=tokenizer.merge_newlines)
+
+
+@pytest.fixture(scope="module")
+def twins(trained_tokenizers):
+    """(native, python) builds of every trained kind and pattern."""
+    pairs = []
+    for tokenizer in trained_tokenizers:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(backend, "native", None)
+            python = rebuilt(tokenizer)
+        pairs.append((rebuilt(tokenizer), python))
+    return pairs
+
+
+def outcome(function, *args):
+    """What ``function(*args)`` returns, or the kind of error it raises."""
+    try:
+        result = function(*args)
+    except (TokenizerError, UnicodeEncodeError):
+        return "refused"
+    return result.tolist() if isinstance(result, np.ndarray) else result
+
+
+def reference_ids(tokenizer: Tokenizer, text: str):
+    return outcome(lambda t: reference.encode(t, kind=tokenizer.kind, pattern=tokenizer.pattern,
+                                              merges=tokenizer.merges, alphabet=tokenizer.alphabet), text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=UNICODE_TEXTS)
+def test_both_backends_give_the_reference_ids(twins, text):
+    for fast, python in twins:
+        want = reference_ids(fast, text)
+        assert outcome(fast.encode_ordinary, text) == want, fast
+        assert outcome(python.encode_ordinary, text) == want, python
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(UNICODE_TEXTS, max_size=8))
+def test_both_backends_give_the_same_flat_arrays(twins, texts):
+    for fast, python in twins:
+        got, want = outcome(fast.encode_batch_flat, texts), outcome(python.encode_batch_flat, texts)
+        if want == "refused":
+            assert got == "refused"
+        else:
+            assert [a.tolist() for a in got] == [a.tolist() for a in want], fast
+
+
+def test_corpus_ids_match_across_backends(twins, tokenizer_corpus):
+    for fast, python in twins:
+        assert fast.encode_batch_flat(tokenizer_corpus)[0].tolist() == \
+            python.encode_batch_flat(tokenizer_corpus)[0].tolist(), fast
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_native_merges_match_the_python_merge_loops(seed):
+    """A random merge table (not one a trainer would learn) on short and long chunks: the heap path too."""
+    rng = random.Random(seed)
+    base = rng.randint(2, 6)
+    pairs = list({(rng.randrange(base + i), rng.randrange(base + i)) for i in range(rng.randint(0, 40))})
+    rank_of = {pair: rank for rank, pair in enumerate(pairs)}
+    result_of = [base + 50 + rank for rank in range(len(pairs))]
+    merger = native.Merger([a for a, _ in pairs], [b for _, b in pairs], result_of)
+    chunks = [[rng.randrange(base) for _ in range(rng.choice([0, 1, 2, 5, 63, 64, 65, 200]))] for _ in range(30)]
+    lengths = np.array([len(chunk) for chunk in chunks], dtype=np.int64)
+    packed = merger.merge_packed(array("I", [i for chunk in chunks for i in chunk]), lengths)
+    for chunk, ids in zip(chunks, packed):
+        assert array("I", ids).tolist() == encoder.merge_short(list(chunk), rank_of, result_of) \
+            == encoder.merge_long(list(chunk), rank_of, result_of)
+
+
+def test_merge_packed_refuses_lengths_that_do_not_add_up():
+    merger = native.Merger([97], [98], [256])
+    for lengths in ([3], [1], [-1, 3], [2, 1]):
+        with pytest.raises(ValueError, match="add up"):
+            merger.merge_packed(array("I", [97, 98]), np.array(lengths, dtype=np.int64))
+    assert merger.merge_packed(b"", b"") == []
+
+
+def test_native_objects_refuse_to_be_initialised_twice():
+    """An encoder may be reading its merge table without the GIL: the table is never replaced."""
+    merger = native.Merger([97], [98], [256])
+    with pytest.raises(RuntimeError, match="once"):
+        merger.__init__([], [], [])
+    encoder_ = native.Encoder(merger, 0, list(range(256)), 0)
+    with pytest.raises(RuntimeError, match="once"):
+        encoder_.__init__(merger, 0, list(range(256)), 0)
+    assert array("I", encoder_.encode("abab")).tolist() == [256, 256]
+
+
+@pytest.mark.parametrize("kind, pattern", [("byte", "gpt4"), ("byte", "gpt2"), ("char", "gpt4"), ("word", None)])
+def test_training_learns_the_same_on_both_backends(tokenizer_corpus, kind, pattern):
+    """Training cuts its chunks with the native pre-tokenizer where it can: the same merges and vocabulary."""
+    options = dict(vocab_size=320, kind=kind, pattern=pattern, workers=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend, "native", None)
+        python = Tokenizer.train(tokenizer_corpus, **options)
+    fast = Tokenizer.train(tokenizer_corpus, **options)
+    assert fast.fingerprint == python.fingerprint

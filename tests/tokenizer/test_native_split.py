@@ -1,0 +1,57 @@
+"""The native pre-tokenizer cuts every string exactly as ``regex``'s ``findall`` of the named pattern does.
+
+Its character classes come from ``regex`` through a generated header; the first test regenerates it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import regex
+from conftest import UNICODE_TEXTS, needs_native_core
+from hypothesis import given, settings
+
+from pipeline.tokenizer import backend, gen_unicode_tables, patterns
+
+native = backend.native
+needs_native = needs_native_core()
+
+NAMED = {"gpt4": patterns.GPT4, "gpt2": patterns.GPT2, "word": patterns.WORD}
+
+
+def test_the_unicode_tables_are_those_regex_gives():
+    assert gen_unicode_tables.HEADER.read_text(encoding="utf-8") == gen_unicode_tables.render(), \
+        "regenerate with python -m pipeline.tokenizer.gen_unicode_tables"
+
+
+@needs_native
+@settings(max_examples=600, deadline=None)
+@given(text=UNICODE_TEXTS)
+def test_native_split_gives_regex_chunks(text):
+    for name, pattern in NAMED.items():
+        mode = patterns.NATIVE_SPLIT_MODES[pattern]
+        assert native.split(mode, text) == regex.findall(pattern, text), name
+
+
+@needs_native
+@pytest.mark.parametrize("pattern", list(NAMED.values()))
+def test_native_split_on_every_code_point(pattern):
+    """One text holding every code point in order, and its reverse: every character's class is exercised."""
+    every = "".join(map(chr, range(0x110000)))
+    for text in (every, every[::-1]):
+        assert native.split(patterns.NATIVE_SPLIT_MODES[pattern], text) == regex.findall(pattern, text)
+
+
+@needs_native
+def test_named_patterns_split_natively_and_custom_ones_with_regex():
+    assert patterns.splitter(patterns.GPT4)("it's 12345") == native.split(0, "it's 12345")
+    custom = patterns.resolve_pattern(r"\w+", kind="byte")
+    assert patterns.NATIVE_SPLIT_MODES.get(custom) is None
+    assert patterns.splitter(custom)("ab, cd") == ["ab", ",", " ", "cd"]
+
+
+@needs_native
+def test_native_split_refuses_what_is_not_a_text_or_a_mode():
+    with pytest.raises(TypeError):
+        native.split(0, b"bytes")
+    with pytest.raises(ValueError, match="mode"):
+        native.split(9, "text")
