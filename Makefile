@@ -1,6 +1,7 @@
 # lmprep: `make` runs the whole pipeline on data/raw/, `make test` runs the test suite.
 # Both create .venv and install the pinned dependencies first when missing or when
-# pyproject.toml changed. Pick another config with CONFIG=configs/x.yaml make ...
+# pyproject.toml changed, building the native tokenizer core (C++; optional: without a compiler
+# lmprep runs on its pure-Python path). Pick another config with CONFIG=configs/x.yaml make ...
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -45,8 +46,13 @@ help: ## List the targets
 # when, by the time it holds the lock, another make has done it.
 LOCKED := $(if $(shell command -v flock),flock pyproject.toml) bash -c
 
-$(INSTALLED): pyproject.toml
-	$(LOCKED) 'test $@ -nt $< || { { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } && $(PIP) install -e . && touch $@; }'
+# The native tokenizer core is built by the install (setup.py): its sources are prerequisites, so a change
+# to them rebuilds it.
+NATIVE_SOURCES := setup.py $(wildcard pipeline/tokenizer/_native*.cpp pipeline/tokenizer/_native*.h pipeline/tokenizer/_unicode_tables.h)
+
+$(INSTALLED): pyproject.toml $(NATIVE_SOURCES)
+	$(LOCKED) 'for p in $^; do test $@ -nt $$p || stale=1; done; test -z "$$stale" || \
+	  { { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } && $(PIP) install -e . && touch $@; }'
 
 $(TEST_INSTALLED): $(INSTALLED)
 	$(LOCKED) 'test $@ -nt $< || { $(PIP) install -e ".[test]" && touch $@; }'

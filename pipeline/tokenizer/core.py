@@ -24,7 +24,7 @@ from pipeline.engine.hashing import canonical_hash
 from pipeline.errors import AlphabetTooLargeError, InvalidUtf8Error, TokenizerError, TokenizerFormatError, counted
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges, native_encoder
-from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count
+from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count, results_of_merges, token_table
 
 KINDS = ("byte", "char", "word")
 UNKNOWN_TEXT = "\ufffd"
@@ -64,8 +64,8 @@ class Tokenizer:
         self._coverage_note = coverage_note
         self._special_tokens = dict(special_tokens or {})
         self._merges = tuple((int(a), int(b)) for a, b in merges)
-        self._token_bytes = _token_table(tokens, self._special_tokens)
-        self._merge_results = _merge_results(self._token_bytes, self._merges, tokens, unk_id)
+        self._token_bytes = token_table(tokens, self._special_tokens)
+        self._merge_results = results_of_merges(self._token_bytes, self._merges, tokens, unk_id)
         self._encoder = self._build_encoder()
         self._special_splitters: dict[frozenset[str], regex.Pattern] = {}
         self._fingerprint = self._compute_fingerprint()
@@ -534,55 +534,6 @@ def _check_coverage(kind: str, coverage: float) -> None:
         raise TokenizerError(f"character_coverage must be above 0 and at most 1, got {coverage}")
     if coverage < 1 and kind != "char":
         raise TokenizerError(f"character_coverage {coverage} applies to the char kind only, not to the {kind} kind")
-
-
-def _token_table(tokens: Mapping[int, bytes], special_tokens: Mapping[str, int]) -> list[bytes]:
-    """Bytes of every ID in ID order; IDs must be exactly ``0..n-1`` with no ID used twice."""
-    table: dict[int, bytes] = dict(tokens)
-    for name, token_id in special_tokens.items():
-        if token_id in table:
-            raise TokenizerFormatError(f"special token {name!r} reuses ID {token_id}, which is already a token")
-        table[token_id] = name.encode("utf-8")
-    missing = sorted(set(range(len(table))) - set(table))
-    if missing:
-        raise TokenizerFormatError(
-            f"token IDs are not contiguous: ID {missing[0]} is missing (there are {len(table)} tokens)"
-        )
-    return [table[i] for i in range(len(table))]
-
-
-def _merge_results(table: list[bytes], merges: Sequence[tuple[int, int]], tokens: Mapping[int, bytes],
-                   unk_id: int | None) -> list[int]:
-    """The ID each merge produces: the regular token whose bytes are the two parts joined."""
-    by_bytes: dict[bytes, int] = {}
-    for token_id, data in tokens.items():
-        if token_id == unk_id:
-            continue
-        if data in by_bytes:
-            raise TokenizerFormatError(f"IDs {by_bytes[data]} and {token_id} are the same token {data!r}")
-        by_bytes[data] = token_id
-    results: list[int] = []
-    for rank, (a, b) in enumerate(merges):
-        if a not in tokens or b not in tokens or unk_id in (a, b):
-            raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) uses an ID that is not a regular token")
-        joined = table[a] + table[b]
-        if joined not in by_bytes:
-            raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) makes {joined!r}, which is not in the vocabulary")
-        results.append(by_bytes[joined])
-    if len(set(results)) != len(results):
-        raise TokenizerFormatError("two merges make the same token; each merge must create a new token")
-    _check_merge_order(merges, results, tokens)
-    return results
-
-
-def _check_merge_order(merges: Sequence[tuple[int, int]], results: list[int], tokens: Mapping[int, bytes]) -> None:
-    """Replaying merges in order needs each part to exist before the merge that uses it."""
-    available = set(tokens) - set(results)
-    for rank, (pair, result) in enumerate(zip(merges, results)):
-        late = [part for part in pair if part not in available]
-        if late:
-            raise TokenizerFormatError(f"merge #{rank} {pair} uses token {late[0]} before the merge that makes it")
-        available.add(result)
 
 
 def _is_id(value: object, size: int) -> bool:

@@ -1,10 +1,15 @@
-"""The trainer's ID layout: which IDs come before the first merge (the one place of the base-ID rule).
+"""The ID layout: which IDs come before the first merge (the one place of the base-ID rule), and the
+checked table of every ID's bytes and of what each merge makes.
 
 Byte kind: IDs 0–255 are the byte values. Char kind: ID 0 is the unknown token, then one ID per
 character of the alphabet (code-point order). Merges follow, then the special tokens.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pipeline.errors import TokenizerFormatError
 
 BYTE_IDS = 256
 UNKNOWN_ID = 0  # the char kind's
@@ -14,3 +19,52 @@ def base_id_count(kind: str, alphabet_size: int = 0) -> int:
     """How many IDs precede the first merge of a ``kind`` tokenizer whose alphabet has ``alphabet_size``
     characters (the char kind's alphabet is known only after counting: 0 gives the floor, the unknown token)."""
     return BYTE_IDS if kind == "byte" else UNKNOWN_ID + 1 + alphabet_size
+
+
+def token_table(tokens: Mapping[int, bytes], special_tokens: Mapping[str, int]) -> list[bytes]:
+    """Bytes of every ID in ID order; IDs must be exactly ``0..n-1`` with no ID used twice."""
+    table: dict[int, bytes] = dict(tokens)
+    for name, token_id in special_tokens.items():
+        if token_id in table:
+            raise TokenizerFormatError(f"special token {name!r} reuses ID {token_id}, which is already a token")
+        table[token_id] = name.encode("utf-8")
+    missing = sorted(set(range(len(table))) - set(table))
+    if missing:
+        raise TokenizerFormatError(
+            f"token IDs are not contiguous: ID {missing[0]} is missing (there are {len(table)} tokens)"
+        )
+    return [table[i] for i in range(len(table))]
+
+
+def results_of_merges(table: list[bytes], merges: Sequence[tuple[int, int]], tokens: Mapping[int, bytes],
+                   unk_id: int | None) -> list[int]:
+    """The ID each merge produces: the regular token whose bytes are the two parts joined."""
+    by_bytes: dict[bytes, int] = {}
+    for token_id, data in tokens.items():
+        if token_id == unk_id:
+            continue
+        if data in by_bytes:
+            raise TokenizerFormatError(f"IDs {by_bytes[data]} and {token_id} are the same token {data!r}")
+        by_bytes[data] = token_id
+    results: list[int] = []
+    for rank, (a, b) in enumerate(merges):
+        if a not in tokens or b not in tokens or unk_id in (a, b):
+            raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) uses an ID that is not a regular token")
+        joined = table[a] + table[b]
+        if joined not in by_bytes:
+            raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) makes {joined!r}, which is not in the vocabulary")
+        results.append(by_bytes[joined])
+    if len(set(results)) != len(results):
+        raise TokenizerFormatError("two merges make the same token; each merge must create a new token")
+    _check_merge_order(merges, results, tokens)
+    return results
+
+
+def _check_merge_order(merges: Sequence[tuple[int, int]], results: list[int], tokens: Mapping[int, bytes]) -> None:
+    """Replaying merges in order needs each part to exist before the merge that uses it."""
+    available = set(tokens) - set(results)
+    for rank, (pair, result) in enumerate(zip(merges, results)):
+        late = [part for part in pair if part not in available]
+        if late:
+            raise TokenizerFormatError(f"merge #{rank} {pair} uses token {late[0]} before the merge that makes it")
+        available.add(result)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None or shutil.which("fl
 
 
 def test_two_makes_at_once_install_once(tmp_path):
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "pyproject.toml", "setup.py"):
         shutil.copy2(REPO / name, tmp_path / name)
     python = tmp_path / "fake-python"
     python.write_text(FAKE_PYTHON)
