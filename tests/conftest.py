@@ -260,6 +260,19 @@ train: {{output_dir: {paths.get('ckpt', 'out/ckpt')}, steps: 2, eval_every: 1, e
 """)
 
 
+@pytest.fixture
+def run():
+    """``run(*args)``: ``lmprep ARGS`` through click's runner, exceptions raised (a traceback is a failure)."""
+    from stages.cli.main import cli
+
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
+
+
 def lmprep_in_cwd(*args: str):
     """``lmprep ARGS --config lmprep.yaml`` through click's runner, in the current directory."""
     from stages.cli.main import cli

@@ -17,16 +17,6 @@ from stages.cli.main import cli
 
 
 @pytest.fixture
-def run():
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-    return invoke
-
-
-@pytest.fixture
 def corpus_files(tmp_path, tokenizer_corpus):
     paths = []
     for i, text in enumerate(tokenizer_corpus):

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer import Tokenizer, sweep
-from stages.cli.main import cli
 
 # A question/answer text with 27 distinct characters: newline, space, period, colon, A, Q and 21 lowercase
 # letters, so a char tokenizer without special tokens starts at 1 + 27 = 28 IDs.
@@ -18,16 +16,6 @@ QA = (
     "Q: what color is the sea.\nA: the sea is blue on a sunny day.\n"
     "Q: how many legs has a spider.\nA: a spider has eight legs.\n"
 )
-
-
-@pytest.fixture
-def run():
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-    return invoke
 
 
 @pytest.fixture

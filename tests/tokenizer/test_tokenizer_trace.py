@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.trace import piece, trace
-from stages.cli.main import cli
 
 LOW = "low lower lowest"
-
-
-@pytest.fixture
-def run():
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-    return invoke
 
 
 def train_low(run, tmp_path, *options: str):
