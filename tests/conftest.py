@@ -134,6 +134,14 @@ def start_order():
 # --- CLI tests: a tiny project in a temp directory
 
 
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs; a zombie (dead, not yet reaped by whoever adopted it) does not."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
 def make_project(root: Path, config: str) -> Path:
     """A project in ``root``: 40 question/answer documents in ``raw/a.txt`` and ``config`` as ``lmprep.yaml``."""
     (root / "raw").mkdir()

@@ -25,12 +25,12 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed, wait
+from concurrent.futures import Executor, Future, as_completed, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from pipeline.engine import storage
-from pipeline.engine.pool import worker_count
+from pipeline.engine.pool import kill_workers, process_pool, worker_count
 from pipeline.errors import ConfigError, DataError, PipelineError
 
 _T = TypeVar("_T")
@@ -59,7 +59,7 @@ class Tasks:
         futures: list[Future] = [None] * len(items)  # type: ignore[list-item]
         for index in largest_first(sizes) if sizes is not None else range(len(items)):
             futures[index] = self._executor.submit(run_task, function, labels[index], items[index])
-        _wait(futures, labels, desc=desc, progress=progress)
+        self._wait(futures, labels, desc=desc, progress=progress)
         return [future.result() for future in futures]
 
     def map_reduce(self, function: Callable[[_T], _R], combine: Callable[[_R, _R], _R], items: Sequence[_T], *,
@@ -70,12 +70,38 @@ class Tasks:
         are held at once.
         """
         futures = [self._executor.submit(run_task, function, label, item) for label, item in zip(labels, items)]
-        _wait(futures, labels, desc=desc, progress=progress)
+        self._wait(futures, labels, desc=desc, progress=progress)
         fold, pending = _TreeFold(combine), deque(futures)
         del futures
         while pending:
             fold.add(pending.popleft().result())  # the future, and so its result, is dropped once folded
         return fold.result()
+
+    def _wait(self, futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool) -> None:
+        """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it.
+
+        On Ctrl-C the workers are killed rather than awaited (what they write is thrown away), before the
+        stage's staging output is deleted.
+        """
+        from tqdm import tqdm
+
+        try:
+            with tqdm(total=len(futures), desc=desc, unit="part", disable=not progress, leave=False) as bar:
+                for future in as_completed(futures):
+                    future.result()
+                    bar.update()
+        except BrokenProcessPool:
+            _stop(futures)
+            running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
+            raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
+                                "memory?); the stage wrote nothing, run it again") from None
+        except KeyboardInterrupt:
+            kill_workers(self._executor)
+            _stop(futures)
+            raise
+        except BaseException:
+            _stop(futures)
+            raise
 
 
 class DaskTasks(Tasks):
@@ -97,7 +123,7 @@ class DaskTasks(Tasks):
         for leaf in leaves:
             fold.add(leaf)
         root = fold.result()
-        _wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
+        self._wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
         return root.result()
 
 
@@ -164,7 +190,7 @@ def share_local_cluster() -> Iterator[None]:
 def open_tasks(settings: ExecutorSettings, *, workers: int = 0) -> Iterator[Tasks]:
     """The configured backend; ``workers`` (a stage's own setting) overrides ``settings.workers`` locally."""
     if settings.kind == "local":
-        with ProcessPoolExecutor(worker_count(workers or settings.workers)) as pool:
+        with process_pool(worker_count(workers or settings.workers)) as pool:
             yield Tasks(pool)
         return
     with _dask_client(settings) as client:
@@ -209,25 +235,6 @@ def _local_client(workers: int) -> Iterator[Any]:
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
-
-
-def _wait(futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool) -> None:
-    """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it."""
-    from tqdm import tqdm
-
-    try:
-        with tqdm(total=len(futures), desc=desc, unit="part", disable=not progress, leave=False) as bar:
-            for future in as_completed(futures):
-                future.result()
-                bar.update()
-    except BrokenProcessPool:
-        _stop(futures)
-        running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
-        raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
-                            "memory?); the stage wrote nothing, run it again") from None
-    except BaseException:
-        _stop(futures)
-        raise
 
 
 def _stop(futures: Sequence[Future]) -> None:

@@ -42,6 +42,7 @@ from typing import Any
 
 from pipeline.engine import atomic, storage
 from pipeline.engine.hashing import HashCache
+from pipeline.engine.pool import keep_from_workers
 from pipeline.errors import RunnerError
 
 LOCK_VERSION = 1
@@ -336,7 +337,8 @@ class Pipeline:
         """Hold ``{state_dir}/run.lock`` so that two runs never interleave.
 
         Staleness is decided only once the lock is held, so a run that waited
-        for another one does only what that one left to do.
+        for another one does only what that one left to do. The stages' worker processes do not
+        inherit it (:func:`keep_from_workers`): the lock ends with this process.
         """
         self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self.state_dir / "run.lock"
@@ -348,7 +350,8 @@ class Pipeline:
                 self._log(f"waiting for the run of {_lock_holder(path)} to finish")
                 fcntl.flock(fd, fcntl.LOCK_EX)
             _write_holder(fd)
-            yield
+            with keep_from_workers(fd):
+                yield
         finally:
             os.close(fd)  # releases the lock
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 
 import regex
 
-from pipeline.engine.pool import ordered_map, worker_count
+from pipeline.engine.pool import ordered_map, process_pool, worker_count
 from pipeline.tokenizer.patterns import GPT4, splitter
 
 BLOCK_CHARS = 4_000_000
@@ -45,7 +44,7 @@ def count_chunks(
     blocks = _blocks(texts, progress=progress)
     if processes == 1:
         return _fold(map(count_block, blocks))
-    with ProcessPoolExecutor(processes) as pool:
+    with process_pool(processes) as pool:
         return _fold(ordered_map(pool, count_block, blocks, max_in_flight=2 * processes))
 
 

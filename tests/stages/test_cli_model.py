@@ -201,7 +201,7 @@ def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch)
     with monkeypatch.context() as patch:
         patch.setattr(training, "_step", interrupt)
         interrupted = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
-    assert interrupted.exit_code == 1 and "Aborted!" in interrupted.output
+    assert interrupted.exit_code == 130 and "interrupted; the previous outputs are intact" in interrupted.output
     assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
     assert sorted(path.name for path in (project / "out").iterdir()) == ["ckpt", "prepared", "shards", "special_tokens_map.json",
                                                                           "tokenizer.json", "tokenizer_config.json"]
