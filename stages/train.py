@@ -21,7 +21,7 @@ from stages.console import say, show_progress
 # Version of the code that shapes this stage's outputs (training, model, checkpoint in pipeline/):
 # bump it whenever the same shards, tokenizer and settings would give another checkpoint, and the
 # stage re-runs wherever it ran before.
-CODE_VERSION = 2  # 2: the chunked loss (the same loss, other float rounding)
+CODE_VERSION = 3  # 2: the chunked loss (the same loss, other float rounding); 3: checksums in the checkpoint
 
 def build(config: Config) -> Stage:
     shards, tokenizer, output = (config.out(config.encode.output_dir), config.out(config.tokenizer.output),

@@ -57,6 +57,27 @@ class FakeTokenizer:
         return self.token_bytes(a) + self.token_bytes(b)
 
 
+def resave_checkpoint(path, *, metadata=None, tensors=None, target=None) -> None:
+    """Re-save a checkpoint file with ``metadata`` applied to its metadata (a function of the JSON document
+    returning the new one or its raw text, or that text) and ``tensors`` to its tensors (a function editing
+    the dict in place), with checksums that match: a file as a writer that got it wrong would make it."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from pipeline.model import integrity
+
+    with safe_open(str(path), framework="pt") as handle:
+        loaded = {name: handle.get_tensor(name) for name in handle.keys()}
+        text = handle.metadata()["lmprep"]
+    if metadata is not None:
+        edited = metadata(json.loads(text)) if callable(metadata) else metadata
+        text = edited if isinstance(edited, str) else json.dumps(edited)
+    if tensors is not None:
+        tensors(loaded)
+    save_file(loaded, str(target or path),
+              metadata={"lmprep": text, "lmprep.sha256": integrity.checksums_of(text, loaded)})
+
+
 @pytest.fixture
 def fake_tokenizer():
     """Factory: ``fake_tokenizer(merges, kind=..., special_tokens=...)``."""

@@ -10,9 +10,18 @@ and the merges themselves. Reading parses JSON and raw tensor bytes only, so a
 pickle hidden in the file can never run; pickles and ``torch.save`` archives
 are recognised by their first bytes and refused with a message that says why.
 
+A second metadata entry, ``lmprep.sha256``, holds checksums: the SHA-256 of the
+metadata text and, per tensor, of its dtype, shape and bytes. Every read checks
+the metadata's (header-only reads included), every load the tensors' too, so a
+damaged file, or a header whose shapes lie, is refused, never trained on or
+sampled from: the train stage then sets it aside as unreadable and retrains.
+A checkpoint without checksums (written before they were recorded) is refused
+the same way.
+
 The guard needs only the header (8 bytes of length, then JSON):
 :func:`read_header` reads it without loading a tensor or importing torch, so
-checking a checkpoint costs milliseconds whatever its size. :func:`read_checkpoint`
+checking a checkpoint costs milliseconds whatever its size (it verifies the
+metadata's checksum, not the tensors'). :func:`read_checkpoint`
 checks the model config against the tensor shapes the header lists before it
 builds the model, so a forged config cannot make it allocate more than the
 file holds.
@@ -43,6 +52,7 @@ from safetensors import SafetensorError, safe_open
 
 from pipeline.engine import atomic, storage
 from pipeline.errors import CheckpointError, TokenizerMismatchError, json_error_reason
+from pipeline.model import integrity
 
 if TYPE_CHECKING:
     import torch
@@ -54,6 +64,7 @@ CHECKPOINT_FILE = "checkpoint.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 """Beside the checkpoint: the exact tokenizer file it was trained with, so the directory is self-contained."""
 _METADATA_KEY = "lmprep"
+_CHECKSUMS_KEY = "lmprep.sha256"  # see pipeline.model.integrity
 _MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
 _MODEL_PREFIX = "model."
 _OPTIMIZER_PREFIX = "optimizer."
@@ -134,6 +145,7 @@ class CheckpointHeader:
     tokenizer: TokenizerRecord
     metadata: dict[str, Any]
     shapes: dict[str, tuple[int, ...]]
+    checksums: dict[str, str]  # tensor name -> SHA-256 of its dtype, shape and bytes
 
     @property
     def train_config(self) -> dict[str, Any]:
@@ -234,8 +246,9 @@ def save_checkpoint(
         "extra": dict(extra or {}),
     }
     target = checkpoint_file(path)
+    text = atomic.dumps_json(metadata, indent=None)
     with atomic.atomic_path(target) as tmp:
-        _save_file(tensors, tmp, metadata={_METADATA_KEY: atomic.dumps_json(metadata, indent=None)})
+        _save_file(tensors, tmp, metadata={_METADATA_KEY: text, _CHECKSUMS_KEY: integrity.checksums_of(text, tensors)})
     return target
 
 
@@ -280,15 +293,19 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         config = ModelConfig.from_dict(header.metadata["model"])
         _check_model_shapes(header, config)
         tensors = _read_tensors(file) if data is None else _tensors_of_bytes(file, data)
+        integrity.verify_tensors(header.path, header.checksums, tensors)
         return _assemble(header, config, tensors)
     except _MALFORMED as exc:
         raise CheckpointError(_malformed_message(header.path, exc)) from None
 
 
-def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]]) -> CheckpointHeader:
-    """The header of ``file`` from its raw lmprep metadata (a JSON text) and its tensors' shapes."""
+def _header(file: Path | str, raw: str | None, checksums: str | None,
+            shapes: dict[str, tuple[int, ...]]) -> CheckpointHeader:
+    """The header of ``file`` from its raw lmprep metadata (a JSON text), its checksums (a JSON text) and its
+    tensors' shapes; the metadata must match its checksum."""
     if raw is None:
         raise CheckpointError(f"{file} is a safetensors file without lmprep checkpoint metadata")
+    tensor_checksums = integrity.verify_metadata(file, raw, checksums)
     try:
         metadata = json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -298,7 +315,7 @@ def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]
     try:
         return CheckpointHeader(path=file, step=_non_negative_int(metadata["step"]),
                                 tokenizer=TokenizerRecord.from_dict(metadata["tokenizer"]),
-                                metadata=metadata, shapes=shapes)
+                                metadata=metadata, shapes=shapes, checksums=tensor_checksums)
     except _MALFORMED as exc:
         raise CheckpointError(_malformed_message(file, exc)) from None
 
@@ -369,19 +386,19 @@ def _piece(tokenizer: TokenizerLike, id: int) -> str:
     return tokenizer.token_bytes(id).decode("utf-8", errors="backslashreplace")
 
 
-def _local_header(file: Path) -> tuple[str | None, dict[str, tuple[int, ...]]]:
-    """The raw lmprep metadata and every tensor's shape, from a local file's header alone."""
+def _local_header(file: Path) -> tuple[str | None, str | None, dict[str, tuple[int, ...]]]:
+    """The raw lmprep metadata and checksums and every tensor's shape, from a local file's header alone."""
     if not file.is_file():
         raise CheckpointError(
             f"no checkpoint at {file}; train one with `lmprep run train` or give the path of an existing checkpoint"
         )
     try:
         with safe_open(str(file), framework="numpy") as handle:  # "numpy": opening does not import torch
-            raw = (handle.metadata() or {}).get(_METADATA_KEY)
+            metadata = handle.metadata() or {}
             shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(_unreadable_message(file, exc)) from None
-    return raw, shapes
+    return metadata.get(_METADATA_KEY), metadata.get(_CHECKSUMS_KEY), shapes
 
 
 def _header_size(head: bytes) -> int:
@@ -390,7 +407,7 @@ def _header_size(head: bytes) -> int:
     return length if length <= _MAX_HEADER_BYTES else 0
 
 
-def _remote_header(file: str, head: bytes, rest: bytes) -> tuple[str | None, dict[str, tuple[int, ...]]]:
+def _remote_header(file: str, head: bytes, rest: bytes) -> tuple[str | None, str | None, dict[str, tuple[int, ...]]]:
     """:func:`_local_header` from a remote file's first 8 bytes and (at least) the header after them, as the
     safetensors format lays it out: the header's length, little-endian, then the header, a JSON object of
     ``__metadata__`` (text to text) and each tensor's dtype, shape and offsets. No library reads it over ranges."""
@@ -399,14 +416,14 @@ def _remote_header(file: str, head: bytes, rest: bytes) -> tuple[str | None, dic
         raise CheckpointError(_unreadable_message(file, "no safetensors header", head))
     try:
         header = json.loads(rest[:length])
-        raw = header.get("__metadata__", {}).get(_METADATA_KEY)
-        if raw is not None and not isinstance(raw, str):
+        raw, checksums = (header.get("__metadata__", {}).get(key) for key in (_METADATA_KEY, _CHECKSUMS_KEY))
+        if not all(value is None or isinstance(value, str) for value in (raw, checksums)):
             raise TypeError("the metadata is not text")
         shapes = {name: tuple(int(size) for size in entry["shape"])
                   for name, entry in header.items() if name != "__metadata__"}
     except (*_MALFORMED, RecursionError) as exc:
         raise CheckpointError(_unreadable_message(file, f"malformed header: {type(exc).__name__}", head)) from None
-    return raw, shapes
+    return raw, checksums, shapes
 
 
 def _read_tensors(file: Path) -> dict[str, torch.Tensor]:
@@ -492,7 +509,8 @@ def _assemble(header: CheckpointHeader, config: ModelConfig, tensors: dict[str, 
 
 def _check_resume_state(checkpoint: Checkpoint) -> None:
     """Raise one of ``_MALFORMED`` unless training can resume from the checkpoint: its optimizer
-    state loads into AdamW over its model with numeric hyperparameters, and its numpy state is a
+    state loads into AdamW over its model with numeric hyperparameters and per-parameter tensors of
+    their parameter's shape (or scalars), and its numpy state is a
     PCG64 state (``numpy.random.default_rng``'s). Found here, a bad state sets the checkpoint aside
     as unreadable instead of failing half-way into resuming."""
     import numpy as np
@@ -500,7 +518,13 @@ def _check_resume_state(checkpoint: Checkpoint) -> None:
 
     state = checkpoint.optimizer_state
     if state is not None:
-        torch.optim.AdamW(checkpoint.model.parameters()).load_state_dict(state)
+        optimizer = torch.optim.AdamW(checkpoint.model.parameters())
+        optimizer.load_state_dict(state)  # checks the parameter counts, not the state's shapes
+        for parameter, values in optimizer.state.items():
+            for key, value in values.items():
+                if isinstance(value, torch.Tensor) and value.dim() and value.shape != parameter.shape:
+                    raise ValueError(f"optimizer state {key} has shape {list(value.shape)}, its parameter "
+                                     f"{list(parameter.shape)}")
         for group in state["param_groups"]:
             beta1, beta2 = group["betas"]
             for value in (group["lr"], group["eps"], group["weight_decay"], beta1, beta2):

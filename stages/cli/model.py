@@ -2,7 +2,8 @@
 
 torch is imported inside the commands, so the rest of the CLI starts without it. A checkpoint may be a
 URL (a directory ``lmprep run train`` wrote to object storage, or its ``checkpoint.safetensors``): ``sample``
-reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header.
+reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header (whose
+checksum it verifies; ``--verify`` reads and verifies the tensors too).
 """
 
 from __future__ import annotations
@@ -85,13 +86,19 @@ def continuation(tokenizer: Tokenizer, ids: list[int], eos_id: int | None) -> st
 @click.argument("checkpoint_path", metavar="CHECKPOINT")
 @click.option("--tokenizer", "tokenizer_path", metavar="PATH",
               help="tokenizer.json to check against [default: tokenizer.output].")
+@click.option("--verify", is_flag=True,
+              help="Also read every tensor and check it against its checksum (as sample and train do on load).")
 @config_options(optional=True)
-def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> None:
-    """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not (reads only its header)."""
-    from pipeline.model.checkpoint import check_tokenizer, read_header
+def check(checkpoint_path: str, tokenizer_path: str | None, verify: bool, config: Config) -> None:
+    """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not.
+
+    Reads only its header (milliseconds whatever its size), whose metadata checksum it verifies; with
+    --verify it loads the whole checkpoint, so a damaged tensor is an error as it would be in sample.
+    """
+    from pipeline.model.checkpoint import check_tokenizer, read_checkpoint, read_header
 
     tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
-    checkpoint = read_header(checkpoint_path)
+    checkpoint = read_checkpoint(checkpoint_path) if verify else read_header(checkpoint_path)
     tokenizer = Tokenizer.load(tokenizer_path)
     try:
         check_tokenizer(checkpoint, tokenizer)

@@ -214,3 +214,21 @@ def test_checkpoint_directories_keep_their_tokenizer_and_sample_without_flags(pr
     refused = CliRunner().invoke(cli, ["sample", "--checkpoint", str(aside), "--prompt", "Q:", "--config",
                                        "lmprep.yaml", "--tokenizer", "out/tokenizer.json"])
     assert refused.exit_code == 2 and "was trained with tokenizer" in refused.output
+
+
+def test_a_damaged_checkpoint_is_set_aside_and_retrained_never_recorded_as_up_to_date(project):
+    assert lmprep("run").exit_code == 0
+    checkpoint = project / "out" / "ckpt" / "checkpoint.safetensors"
+    damaged = bytearray(checkpoint.read_bytes())
+    damaged[-5] ^= 0xFF  # in the last tensor's data
+    checkpoint.write_bytes(bytes(damaged))
+    assert "output 'out/ckpt' was modified" in lmprep("status").output
+    result = lmprep("run")
+    assert result.exit_code == 0, result.output
+    assert "train: the previous checkpoint is unreadable (checkpoint out/ckpt/checkpoint.safetensors is damaged: " \
+           "tensor " in result.output and "training from scratch" in result.output
+    assert (project / "out" / "ckpt-unreadable" / "checkpoint.safetensors").read_bytes() == bytes(damaged)
+    from pipeline.model.checkpoint import read_checkpoint
+
+    assert read_checkpoint(checkpoint).step == 2
+    assert "'train' is up to date" in lmprep("run").output
