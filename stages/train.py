@@ -16,7 +16,7 @@ from pipeline.engine.runner import Stage
 from pipeline.errors import PipelineError
 from pipeline.shards.format import ShardSet, has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
-from stages.console import say, show_progress
+from stages.console import PROGRESS, say
 
 # Version of the code that shapes this stage's outputs (training, model, checkpoint in pipeline/):
 # bump it whenever the same shards, tokenizer and settings would give another checkpoint, and the
@@ -68,7 +68,7 @@ def run(config: Config, retrain: bool = False) -> None:
     val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if has_split(shard_dir, "val") else None
     summary = training.train_checkpoint_dir(
         settings_here(config), tokenizer=tokenizer, train_set=train_set, val_set=val_set,
-        tokenizer_file=tokenizer_file, progress=show_progress(), notify=functools.partial(say, "train"),
+        tokenizer_file=tokenizer_file, progress=PROGRESS, notify=functools.partial(say, "train"),
         retrain=retrain,
     )
     if summary.step > summary.start_step:

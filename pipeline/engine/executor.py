@@ -8,7 +8,8 @@ item order, so outputs do not depend on the number or speed of workers.
 
 Both backends offer the same two operations:
 
-- :meth:`Tasks.map`: every item's result, in order; the progress bar counts finished partitions.
+- :meth:`Tasks.map`: every item's result, in order; the progress (:mod:`pipeline.engine.progress`) counts
+  finished partitions, and their bytes when the sizes are given.
   Given the items' sizes it starts the largest first, so that a large partition does not start last
   and leave the other workers idle while it runs (the results stay in item order);
 - :meth:`Tasks.map_reduce`: the results folded pairwise as a tree (on a cluster the partial results
@@ -31,6 +32,7 @@ from typing import Any, Protocol, TypeVar
 
 from pipeline.engine import storage
 from pipeline.engine.pool import kill_workers, process_pool, worker_count
+from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
 
 _T = TypeVar("_T")
@@ -59,7 +61,7 @@ class Tasks:
         futures: list[Future] = [None] * len(items)  # type: ignore[list-item]
         for index in largest_first(sizes) if sizes is not None else range(len(items)):
             futures[index] = self._executor.submit(run_task, function, labels[index], items[index])
-        self._wait(futures, labels, desc=desc, progress=progress)
+        self._wait(futures, labels, desc=desc, progress=progress, sizes=sizes)
         return [future.result() for future in futures]
 
     def map_reduce(self, function: Callable[[_T], _R], combine: Callable[[_R, _R], _R], items: Sequence[_T], *,
@@ -77,19 +79,19 @@ class Tasks:
             fold.add(pending.popleft().result())  # the future, and so its result, is dropped once folded
         return fold.result()
 
-    def _wait(self, futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool) -> None:
+    def _wait(self, futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool,
+              sizes: Sequence[int] | None = None) -> None:
         """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it.
 
         On Ctrl-C the workers are killed rather than awaited (what they write is thrown away), before the
         stage's staging output is deleted.
         """
-        from tqdm import tqdm
-
+        size_of = dict(zip(futures, sizes)) if sizes is not None else {}
         try:
-            with tqdm(total=len(futures), desc=desc, unit="part", disable=not progress, leave=False) as bar:
+            with Progress(desc, total=len(futures), unit="parts", enabled=progress, leave=False) as bar:
                 for future in as_completed(futures):
                     future.result()
-                    bar.update()
+                    bar.update(nbytes=size_of.get(future, 0))
         except BrokenProcessPool:
             _stop(futures)
             running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
