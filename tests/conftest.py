@@ -59,8 +59,9 @@ class FakeTokenizer:
 
 def resave_checkpoint(path, *, metadata=None, tensors=None, target=None) -> None:
     """Re-save a checkpoint file with ``metadata`` applied to its metadata (a function of the JSON document
-    returning the new one or its raw text, or that text) and ``tensors`` to its tensors (a function editing
-    the dict in place), with checksums that match: a file as a writer that got it wrong would make it."""
+    without its checksums, returning the new one, or raw text to store as it is) and ``tensors`` to its
+    tensors (a function editing the dict in place), with checksums that match: a file as a writer that
+    got it wrong would make it."""
     from safetensors import safe_open
     from safetensors.torch import save_file
 
@@ -68,14 +69,16 @@ def resave_checkpoint(path, *, metadata=None, tensors=None, target=None) -> None
 
     with safe_open(str(path), framework="pt") as handle:
         loaded = {name: handle.get_tensor(name) for name in handle.keys()}
-        text = handle.metadata()["lmprep"]
-    if metadata is not None:
-        edited = metadata(json.loads(text)) if callable(metadata) else metadata
-        text = edited if isinstance(edited, str) else json.dumps(edited)
+        document = json.loads(handle.metadata()["lmprep"])
+    original = document.pop(integrity.CHECKSUMS)
     if tensors is not None:
         tensors(loaded)
-    save_file(loaded, str(target or path),
-              metadata={"lmprep": text, "lmprep.sha256": integrity.checksums_of(text, loaded)})
+    edited = metadata(document) if callable(metadata) else metadata if metadata is not None else document
+    try:
+        text = edited if isinstance(edited, str) else integrity.seal(edited, loaded)
+    except ValueError:  # NaN or infinity, which no checksum covers: stored with the checksums of the original
+        text = json.dumps({**edited, "checksums": original})
+    save_file(loaded, str(target or path), metadata={"lmprep": text})
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ and the merges themselves. Reading parses JSON and raw tensor bytes only, so a
 pickle hidden in the file can never run; pickles and ``torch.save`` archives
 are recognised by their first bytes and refused with a message that says why.
 
-A second metadata entry, ``lmprep.sha256``, holds checksums: the SHA-256 of the
-metadata text and, per tensor, of its dtype, shape and bytes. Every read checks
+The metadata also holds checksums (:mod:`pipeline.model.integrity`): of the
+rest of the metadata and, per tensor, of its dtype, shape and bytes. Every read checks
 the metadata's (header-only reads included), every load the tensors' too, so a
 damaged file, or a header whose shapes lie, is refused, never trained on or
 sampled from: the train stage then sets it aside as unreadable and retrains.
@@ -64,7 +64,6 @@ CHECKPOINT_FILE = "checkpoint.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 """Beside the checkpoint: the exact tokenizer file it was trained with, so the directory is self-contained."""
 _METADATA_KEY = "lmprep"
-_CHECKSUMS_KEY = "lmprep.sha256"  # see pipeline.model.integrity
 _MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
 _MODEL_PREFIX = "model."
 _OPTIMIZER_PREFIX = "optimizer."
@@ -246,9 +245,8 @@ def save_checkpoint(
         "extra": dict(extra or {}),
     }
     target = checkpoint_file(path)
-    text = atomic.dumps_json(metadata, indent=None)
     with atomic.atomic_path(target) as tmp:
-        _save_file(tensors, tmp, metadata={_METADATA_KEY: text, _CHECKSUMS_KEY: integrity.checksums_of(text, tensors)})
+        _save_file(tensors, tmp, metadata={_METADATA_KEY: integrity.seal(metadata, tensors)})
     return target
 
 
@@ -299,19 +297,18 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         raise CheckpointError(_malformed_message(header.path, exc)) from None
 
 
-def _header(file: Path | str, raw: str | None, checksums: str | None,
-            shapes: dict[str, tuple[int, ...]]) -> CheckpointHeader:
-    """The header of ``file`` from its raw lmprep metadata (a JSON text), its checksums (a JSON text) and its
-    tensors' shapes; the metadata must match its checksum."""
+def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]]) -> CheckpointHeader:
+    """The header of ``file`` from its raw lmprep metadata (a JSON text) and its tensors' shapes; the metadata
+    must match its checksum."""
     if raw is None:
         raise CheckpointError(f"{file} is a safetensors file without lmprep checkpoint metadata")
-    tensor_checksums = integrity.verify_metadata(file, raw, checksums)
     try:
         metadata = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {json_error_reason(exc)}") from None
     if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {file} is not in format {FORMAT!r}")
+    tensor_checksums = integrity.verify_metadata(file, metadata)
     try:
         return CheckpointHeader(path=file, step=_non_negative_int(metadata["step"]),
                                 tokenizer=TokenizerRecord.from_dict(metadata["tokenizer"]),
@@ -386,19 +383,19 @@ def _piece(tokenizer: TokenizerLike, id: int) -> str:
     return tokenizer.token_bytes(id).decode("utf-8", errors="backslashreplace")
 
 
-def _local_header(file: Path) -> tuple[str | None, str | None, dict[str, tuple[int, ...]]]:
-    """The raw lmprep metadata and checksums and every tensor's shape, from a local file's header alone."""
+def _local_header(file: Path) -> tuple[str | None, dict[str, tuple[int, ...]]]:
+    """The raw lmprep metadata and every tensor's shape, from a local file's header alone."""
     if not file.is_file():
         raise CheckpointError(
             f"no checkpoint at {file}; train one with `lmprep run train` or give the path of an existing checkpoint"
         )
     try:
         with safe_open(str(file), framework="numpy") as handle:  # "numpy": opening does not import torch
-            metadata = handle.metadata() or {}
+            raw = (handle.metadata() or {}).get(_METADATA_KEY)
             shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(_unreadable_message(file, exc)) from None
-    return metadata.get(_METADATA_KEY), metadata.get(_CHECKSUMS_KEY), shapes
+    return raw, shapes
 
 
 def _header_size(head: bytes) -> int:
@@ -407,7 +404,7 @@ def _header_size(head: bytes) -> int:
     return length if length <= _MAX_HEADER_BYTES else 0
 
 
-def _remote_header(file: str, head: bytes, rest: bytes) -> tuple[str | None, str | None, dict[str, tuple[int, ...]]]:
+def _remote_header(file: str, head: bytes, rest: bytes) -> tuple[str | None, dict[str, tuple[int, ...]]]:
     """:func:`_local_header` from a remote file's first 8 bytes and (at least) the header after them, as the
     safetensors format lays it out: the header's length, little-endian, then the header, a JSON object of
     ``__metadata__`` (text to text) and each tensor's dtype, shape and offsets. No library reads it over ranges."""
@@ -416,14 +413,14 @@ def _remote_header(file: str, head: bytes, rest: bytes) -> tuple[str | None, str
         raise CheckpointError(_unreadable_message(file, "no safetensors header", head))
     try:
         header = json.loads(rest[:length])
-        raw, checksums = (header.get("__metadata__", {}).get(key) for key in (_METADATA_KEY, _CHECKSUMS_KEY))
-        if not all(value is None or isinstance(value, str) for value in (raw, checksums)):
+        raw = header.get("__metadata__", {}).get(_METADATA_KEY)
+        if raw is not None and not isinstance(raw, str):
             raise TypeError("the metadata is not text")
         shapes = {name: tuple(int(size) for size in entry["shape"])
                   for name, entry in header.items() if name != "__metadata__"}
     except (*_MALFORMED, RecursionError) as exc:
         raise CheckpointError(_unreadable_message(file, f"malformed header: {type(exc).__name__}", head)) from None
-    return raw, checksums, shapes
+    return raw, shapes
 
 
 def _read_tensors(file: Path) -> dict[str, torch.Tensor]:
