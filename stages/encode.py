@@ -48,7 +48,8 @@ def run(config: Config) -> None:
         manifests = corpus.encode_corpus(
             config.output_path(config.prepare.output_dir), output_dir, tokenizer_path=tokenizer_path, tasks=tasks,
             shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
-            cache_bytes=settings.chunk_cache_mb * 10**6, progress=PROGRESS,
+            cache_bytes=settings.chunk_cache_mb * 10**6, progress=PROGRESS, code_version=CODE_VERSION,
+            notify=functools.partial(say, "encode"),
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {manifest.rows:,} documents, {manifest.tokens:,} tokens "

@@ -41,7 +41,11 @@ import importlib, os, sys, time
 
 module = importlib.import_module({module!r})
 
+real = getattr(module, {name!r})
+
 def hang(*args):
+    if {only!r} and args[-1].prefix != {only!r}:  # the other parts run as usual
+        return real(*args)
     print(f"task in pid {{os.getpid()}}", flush=True)
     time.sleep(120)
 
@@ -90,9 +94,9 @@ def closes_within(stream, seconds: float) -> bool:
 class HangingRun:
     """``lmprep run STAGE`` in its own session, stopped inside one of STAGE's tasks."""
 
-    def __init__(self, project: Path, stage: str):
+    def __init__(self, project: Path, stage: str, only: str = ""):
         module, name = HANGING_TASKS[stage]
-        (project / "hang.py").write_text(WRAPPER.format(module=module, name=name))
+        (project / "hang.py").write_text(WRAPPER.format(module=module, name=name, only=only))
         self.outputs_before = files_under(project / "out")
         self.process = subprocess.Popen([sys.executable, "hang.py", "run", stage, "--config", "lmprep.yaml"],
                                         cwd=project, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -121,11 +125,11 @@ class HangingRun:
 def hanging_run(project):
     runs: list[HangingRun] = []
 
-    def start(stage: str) -> HangingRun:
+    def start(stage: str, only: str = "") -> HangingRun:
         if stage == "encode":
             done = lmprep(project, "run", "tokenizer")
             assert done.returncode == 0, done.stderr
-        runs.append(HangingRun(project, stage))
+        runs.append(HangingRun(project, stage, only))
         return runs[-1]
 
     yield start
@@ -164,3 +168,21 @@ def test_ctrl_c_is_one_line_and_exit_130_from_every_process(project, hanging_run
     assert "Traceback" not in run.process.stdout.read()
     wait_until(lambda: not any(running(pid) for pid in run.workers), "worker processes still run")
     assert files_under(project / "out") == run.outputs_before  # and the staging output is gone
+
+
+def test_a_killed_encode_resumes_with_the_parts_its_tasks_finished(project, hanging_run):
+    several_parts = CONFIG.replace("separator: blank_line", "separator: line").replace(
+        "{output_dir: out/prepared,", "{output_dir: out/prepared, partition_bytes: 200,")
+    (project / "lmprep.yaml").write_text(several_parts)
+    run = hanging_run("encode", only="train-00000")
+    records = project / "out" / "shards.partial"
+    wait_until(lambda: len(list(records.glob("*.done.json"))) >= 3, "no other part finished")
+    run.process.send_signal(signal.SIGKILL)
+    assert run.process.wait(DEADLINE) == -signal.SIGKILL
+    finished = len(list(records.glob("*.done.json")))
+    rerun = lmprep(project, "run", "encode", "--no-wait")
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"encode: reusing {finished} of " in rerun.stderr
+    resumed = files_under(project / "out" / "shards")
+    assert lmprep(project, "run", "encode", "--force").returncode == 0
+    assert files_under(project / "out" / "shards") == resumed
