@@ -248,16 +248,32 @@ def _stop(futures: Sequence[Future]) -> None:
 
 def _status_of(future: Any) -> Future:
     """A ``concurrent.futures.Future`` that settles with a Dask future, without fetching its result."""
-    mirror: Future = Future()
+    return _DaskStatus(future)
 
-    def settle(done: Any) -> None:
+
+class _DaskStatus(Future):
+    """The end of a Dask task as a running ``concurrent.futures.Future``, which settles when the task ends,
+    fails or is cancelled.
+
+    Running from the start: a pending Future cancelled outside an executor is never counted done by
+    ``concurrent.futures.wait``, which then waits for ever (a failed task of a map-reduce on Dask hung the
+    driver so). Cancelling one does nothing: the task runs to its end, as a running local task does.
+    """
+
+    def __init__(self, task: Any):
+        super().__init__()
+        self.set_running_or_notify_cancel()
+        task.add_done_callback(self._settle)
+
+    def _settle(self, done: Any) -> None:
+        if self.done():
+            return
         if done.status == "finished":
-            mirror.set_result(None)
-        else:
-            mirror.set_exception(done.exception())
-
-    future.add_done_callback(settle)
-    return mirror
+            self.set_result(None)
+        elif done.status == "error":
+            self.set_exception(done.exception())
+        else:  # cancelled, or lost with the scheduler
+            self.set_exception(PipelineError(f"a task was {done.status} before it finished"))
 
 
 class _TreeFold:
