@@ -83,8 +83,8 @@ class Tasks:
               sizes: Sequence[int] | None = None) -> None:
         """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it.
 
-        On Ctrl-C the workers are killed rather than awaited (what they write is thrown away), before the
-        stage's staging output is deleted.
+        On Ctrl-C the local workers are killed rather than awaited (what they write is thrown away), before
+        the stage's staging output is deleted; Dask tasks end with the client.
         """
         size_of = dict(zip(futures, sizes)) if sizes is not None else {}
         try:
@@ -97,9 +97,8 @@ class Tasks:
             running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
             raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
                                 "memory?); the stage wrote nothing, run it again") from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # nothing to wait for: cancelling here races the pool's own clean-up (Python 3.11)
             kill_workers(self._executor)
-            _stop(futures)
             raise
         except BaseException:
             _stop(futures)

@@ -26,6 +26,7 @@ _R = TypeVar("_R")
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that forked it ends
 WATCHDOG_SECONDS = 0.5  # where there is no prctl: how often a worker checks that its driver still lives
+KILL_SECONDS = 5.0  # the longest wait for a killed worker to be gone
 _driver_only_fds: set[int] = set()  # descriptors no worker may keep (the run lock)
 
 
@@ -61,11 +62,15 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
 
 
 def kill_workers(executor: Executor) -> None:
-    """Kill a process pool's workers now (their tasks' outputs are being thrown away); other executors are left."""
+    """Kill a process pool's workers and wait until they are gone (their tasks' outputs are being thrown
+    away); other executors are left."""
     if isinstance(executor, ProcessPoolExecutor):
-        for process in list((executor._processes or {}).values()):  # no public way before Python 3.14
+        processes = list((executor._processes or {}).values())  # no public way before Python 3.14
+        for process in processes:
             with contextlib.suppress(OSError):
                 process.kill()
+        for process in processes:
+            process.join(KILL_SECONDS)
 
 
 def _start_worker(driver: int) -> None:

@@ -170,10 +170,21 @@ def test_ctrl_c_is_one_line_and_exit_130_from_every_process(project, hanging_run
     assert files_under(project / "out") == run.outputs_before  # and the staging output is gone
 
 
+SEVERAL_PARTS = CONFIG.replace("separator: blank_line", "separator: line").replace(
+    "{output_dir: out/prepared,", "{output_dir: out/prepared, partition_bytes: 200,")
+
+
+def test_ctrl_c_with_partitions_still_queued_ends_at_once(project, hanging_run):
+    """Cancelling queued tasks while the pool cleans up after its killed workers once hung the driver."""
+    (project / "lmprep.yaml").write_text(SEVERAL_PARTS)
+    run = hanging_run("encode")
+    os.killpg(run.process.pid, signal.SIGINT)
+    assert run.process.wait(DEADLINE) == 130
+    assert run.process.stderr.read() == "interrupted; the previous outputs are intact\n"
+
+
 def test_a_killed_encode_resumes_with_the_parts_its_tasks_finished(project, hanging_run):
-    several_parts = CONFIG.replace("separator: blank_line", "separator: line").replace(
-        "{output_dir: out/prepared,", "{output_dir: out/prepared, partition_bytes: 200,")
-    (project / "lmprep.yaml").write_text(several_parts)
+    (project / "lmprep.yaml").write_text(SEVERAL_PARTS)
     run = hanging_run("encode", only="train-00000")
     records = project / "out" / "shards.partial"
     wait_until(lambda: len(list(records.glob("*.done.json"))) >= 3, "no other part finished")
