@@ -55,6 +55,7 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """
     with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(os.getpid(),)) as pool:
         try:
+            _start_workers(pool)
             yield pool
         except KeyboardInterrupt:
             kill_workers(pool)
@@ -71,6 +72,20 @@ def kill_workers(executor: Executor) -> None:
                 process.kill()
         for process in processes:
             process.join(KILL_SECONDS)
+
+
+def _start_workers(pool: ProcessPoolExecutor) -> None:
+    """Fork the workers now, with Ctrl-C held back until they run.
+
+    A SIGINT that arrives during ``fork`` is raised in an at-fork handler (logging registers one), where
+    Python drops it: the run would go on as if Ctrl-C had not been pressed. Held back, it is raised here.
+    (With ``fork`` the pool starts all its workers at the first task.)
+    """
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        pool.submit(int).result()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _start_worker(driver: int) -> None:

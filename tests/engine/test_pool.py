@@ -117,3 +117,23 @@ def test_pool_workers_die_with_a_killed_driver(tmp_path, how):
         driver.wait(5)
         driver.stdout.close()
 
+
+
+CTRL_C_DURING_FORK = """\
+import os, signal
+from pipeline.engine.pool import process_pool
+os.register_at_fork(before=lambda: os.kill(os.getpid(), signal.SIGINT))  # Ctrl-C just as a worker forks
+try:
+    with process_pool(1) as pool:
+        pool.submit(int).result()
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_ctrl_c_while_the_workers_fork_is_not_lost():
+    """Raised in an at-fork handler, a KeyboardInterrupt is dropped by Python: the pool holds SIGINT back."""
+    result = subprocess.run([sys.executable, "-c", CTRL_C_DURING_FORK], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.stdout == "interrupted\n" and "Exception ignored" not in result.stderr, result.stderr
