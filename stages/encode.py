@@ -19,7 +19,7 @@ from pipeline.shards import corpus
 from pipeline.shards.format import ShardSet
 from pipeline.shards.manifest import has_split
 from pipeline.tokenizer import Tokenizer
-from stages.console import say, show_progress
+from stages.console import PROGRESS, say
 
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
@@ -47,7 +47,8 @@ def run(config: Config) -> None:
         manifests = corpus.encode_corpus(
             config.output_path(config.prepare.output_dir), output_dir, tokenizer_path=tokenizer_path, tasks=tasks,
             shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,
-            cache_bytes=settings.chunk_cache_mb * 10**6, progress=show_progress(),
+            cache_bytes=settings.chunk_cache_mb * 10**6, progress=PROGRESS, code_version=CODE_VERSION,
+            notify=functools.partial(say, "encode"),
         )
     for manifest in manifests:
         say("encode", f"{manifest.stamp.split}: {counted(manifest.rows, 'document')}, "

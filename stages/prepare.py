@@ -21,7 +21,7 @@ from pipeline.data.sources import SourceFile, expand_sources
 from pipeline.engine import storage
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
-from stages.console import show_progress
+from stages.console import PROGRESS
 
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
@@ -65,7 +65,7 @@ def glob_base(pattern: str) -> str:
 def run(config: Config, files: Sequence[SourceFile]) -> None:
     with open_tasks(config.executor) as tasks:
         stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=tasks,
-                               progress=show_progress(), names_root=config.project_root,
+                               progress=PROGRESS, names_root=config.project_root,
                                source_names=[f"data.sources[{index}] {source.glob}"
                                              for index, source in enumerate(config.data.sources)])
     click.echo(stats.summary())

@@ -23,7 +23,7 @@ from pipeline.engine.runner import Stage
 from pipeline.errors import AlphabetTooLargeError
 from pipeline.tokenizer import Tokenizer, hf_dir, hf_json
 from pipeline.tokenizer.patterns import resolve_pattern
-from stages.console import say, show_progress
+from stages.console import PROGRESS, say
 from stages.encode import special_id
 
 TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "min_frequency", "character_coverage",
@@ -65,13 +65,13 @@ def train(config: Config) -> None:
     options = dict(vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
                    special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
                    merges=settings.merges, merge_newlines=settings.merge_newlines,
-                   character_coverage=settings.character_coverage, progress=show_progress())
+                   character_coverage=settings.character_coverage, progress=PROGRESS)
     if settings.kind == "word":
         tokenizer = Tokenizer.train(documents.iter_split_documents(prepared, "train"),
                                     workers=settings.workers, **options)
     else:
         with open_tasks(config.executor, workers=settings.workers) as tasks:
-            counts = count_prepared(tasks, prepared, "train", progress=show_progress(),
+            counts = count_prepared(tasks, prepared, "train", progress=PROGRESS,
                                     pattern=resolve_pattern(settings.pattern, kind=settings.kind))
         try:
             tokenizer = Tokenizer.train_from_counts(counts, **options)

@@ -17,9 +17,9 @@ from pipeline.errors import PipelineError
 from pipeline.shards.format import ShardSet
 from pipeline.shards.manifest import has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
-from stages.console import say, show_progress
+from stages.console import PROGRESS, say
 
-CODE_VERSION = 2  # 2: the chunked loss (the same loss, other float rounding)
+CODE_VERSION = 3  # 2: the chunked loss (the same loss, other float rounding); 3: checksums in the checkpoint
 
 
 def build(config: Config) -> Stage:
@@ -67,7 +67,7 @@ def run(config: Config, retrain: bool = False) -> None:
     val_set = ShardSet.open(shard_dir, "val", tokenizer=tokenizer) if has_split(shard_dir, "val") else None
     summary = training.train_checkpoint_dir(
         settings_here(config), tokenizer=tokenizer, train_set=train_set, val_set=val_set,
-        tokenizer_file=tokenizer_file, progress=show_progress(), notify=functools.partial(say, "train"),
+        tokenizer_file=tokenizer_file, progress=PROGRESS, notify=functools.partial(say, "train"),
         retrain=retrain,
     )
     if summary.step > summary.start_step:

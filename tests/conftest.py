@@ -54,6 +54,30 @@ class FakeTokenizer:
         return self.token_bytes(a) + self.token_bytes(b)
 
 
+def resave_checkpoint(path, *, metadata=None, tensors=None, target=None) -> None:
+    """Re-save a checkpoint file with ``metadata`` applied to its metadata (a function of the JSON document
+    without its checksums, returning the new one, or raw text to store as it is) and ``tensors`` to its
+    tensors (a function editing the dict in place), with checksums that match: a file as a writer that
+    got it wrong would make it."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from pipeline.model import integrity
+
+    with safe_open(str(path), framework="pt") as handle:
+        loaded = {name: handle.get_tensor(name) for name in handle.keys()}
+        document = json.loads(handle.metadata()["lmprep"])
+    original = document.pop(integrity.CHECKSUMS)
+    if tensors is not None:
+        tensors(loaded)
+    edited = metadata(document) if callable(metadata) else metadata if metadata is not None else document
+    try:
+        text = edited if isinstance(edited, str) else integrity.seal(edited, loaded)
+    except ValueError:  # NaN or infinity, which no checksum covers: stored with the checksums of the original
+        text = json.dumps({**edited, "checksums": original})
+    save_file(loaded, str(target or path), metadata={"lmprep": text})
+
+
 @pytest.fixture
 def fake_tokenizer():
     """Factory: ``fake_tokenizer(merges, kind=..., special_tokens=...)``."""
@@ -153,6 +177,14 @@ def start_order():
 
 
 # --- CLI tests: a tiny project in a temp directory
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs; a zombie (dead, not yet reaped by whoever adopted it) does not."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
 
 
 def make_project(root: Path, config: str) -> Path:

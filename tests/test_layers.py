@@ -19,7 +19,7 @@ ALLOWED = {
     "pipeline.errors": set(),
     "pipeline.engine": {"pipeline.errors"},
     "pipeline.tokenizer": {"pipeline.errors", "pipeline.engine.atomic", "pipeline.engine.storage",
-                           "pipeline.engine.hashing", "pipeline.engine.pool"},
+                           "pipeline.engine.hashing", "pipeline.engine.pool", "pipeline.engine.progress"},
     "pipeline.config": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer"},
     "pipeline.data": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer", "pipeline.config"},
     "pipeline.shards": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer", "pipeline.config",

@@ -8,7 +8,8 @@ item order, so outputs do not depend on the number or speed of workers.
 
 Both backends offer the same two operations:
 
-- :meth:`Tasks.map`: every item's result, in order; the progress bar counts finished partitions.
+- :meth:`Tasks.map`: every item's result, in order; the progress (:mod:`pipeline.engine.progress`) counts
+  finished partitions, and their bytes when the sizes are given.
   Given the items' sizes it starts the largest first, so that a large partition does not start last
   and leave the other workers idle while it runs (the results stay in item order);
 - :meth:`Tasks.map_reduce`: the results folded pairwise as a tree (on a cluster the partial results
@@ -25,12 +26,13 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed, wait
+from concurrent.futures import Executor, Future, as_completed, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from pipeline.engine import storage
-from pipeline.engine.pool import worker_count
+from pipeline.engine.pool import kill_workers, process_pool, worker_count
+from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
 
 _T = TypeVar("_T")
@@ -59,7 +61,7 @@ class Tasks:
         futures: list[Future] = [None] * len(items)  # type: ignore[list-item]
         for index in largest_first(sizes) if sizes is not None else range(len(items)):
             futures[index] = self._executor.submit(run_task, function, labels[index], items[index])
-        _wait(futures, labels, desc=desc, progress=progress)
+        self._wait(futures, labels, desc=desc, progress=progress, sizes=sizes)
         return [future.result() for future in futures]
 
     def map_reduce(self, function: Callable[[_T], _R], combine: Callable[[_R, _R], _R], items: Sequence[_T], *,
@@ -70,12 +72,37 @@ class Tasks:
         are held at once.
         """
         futures = [self._executor.submit(run_task, function, label, item) for label, item in zip(labels, items)]
-        _wait(futures, labels, desc=desc, progress=progress)
+        self._wait(futures, labels, desc=desc, progress=progress)
         fold, pending = _TreeFold(combine), deque(futures)
         del futures
         while pending:
             fold.add(pending.popleft().result())  # the future, and so its result, is dropped once folded
         return fold.result()
+
+    def _wait(self, futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool,
+              sizes: Sequence[int] | None = None) -> None:
+        """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it.
+
+        On Ctrl-C the local workers are killed rather than awaited (what they write is thrown away), before
+        the stage's staging output is deleted; Dask tasks end with the client.
+        """
+        size_of = dict(zip(futures, sizes)) if sizes is not None else {}
+        try:
+            with Progress(desc, total=len(futures), unit="parts", enabled=progress, leave=False) as bar:
+                for future in as_completed(futures):
+                    future.result()
+                    bar.update(nbytes=size_of.get(future, 0))
+        except BrokenProcessPool:
+            _stop(futures)
+            running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
+            raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
+                                "memory?); the stage wrote nothing, run it again") from None
+        except KeyboardInterrupt:  # nothing to wait for: cancelling here races the pool's own clean-up (Python 3.11)
+            kill_workers(self._executor)
+            raise
+        except BaseException:
+            _stop(futures)
+            raise
 
 
 class DaskTasks(Tasks):
@@ -97,7 +124,7 @@ class DaskTasks(Tasks):
         for leaf in leaves:
             fold.add(leaf)
         root = fold.result()
-        _wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
+        self._wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
         return root.result()
 
 
@@ -164,7 +191,7 @@ def share_local_cluster() -> Iterator[None]:
 def open_tasks(settings: ExecutorSettings, *, workers: int = 0) -> Iterator[Tasks]:
     """The configured backend; ``workers`` (a stage's own setting) overrides ``settings.workers`` locally."""
     if settings.kind == "local":
-        with ProcessPoolExecutor(worker_count(workers or settings.workers)) as pool:
+        with process_pool(worker_count(workers or settings.workers)) as pool:
             yield Tasks(pool)
         return
     with _dask_client(settings) as client:
@@ -216,25 +243,6 @@ def _local_client(workers: int) -> Iterator[Any]:
         yield client
 
 
-def _wait(futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool) -> None:
-    """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it."""
-    from tqdm import tqdm
-
-    try:
-        with tqdm(total=len(futures), desc=desc, unit="part", disable=not progress, leave=False) as bar:
-            for future in as_completed(futures):
-                future.result()
-                bar.update()
-    except BrokenProcessPool:
-        _stop(futures)
-        running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
-        raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
-                            "memory?); the stage wrote nothing, run it again") from None
-    except BaseException:
-        _stop(futures)
-        raise
-
-
 def _stop(futures: Sequence[Future]) -> None:
     """Cancel the tasks not started and wait for the running ones, which may still be writing files."""
     for future in futures:
@@ -244,16 +252,32 @@ def _stop(futures: Sequence[Future]) -> None:
 
 def _status_of(future: Any) -> Future:
     """A ``concurrent.futures.Future`` that settles with a Dask future, without fetching its result."""
-    mirror: Future = Future()
+    return _DaskStatus(future)
 
-    def settle(done: Any) -> None:
+
+class _DaskStatus(Future):
+    """The end of a Dask task as a running ``concurrent.futures.Future``, which settles when the task ends,
+    fails or is cancelled.
+
+    Running from the start: a pending Future cancelled outside an executor is never counted done by
+    ``concurrent.futures.wait``, which then waits for ever (a failed task of a map-reduce on Dask hung the
+    driver so). Cancelling one does nothing: the task runs to its end, as a running local task does.
+    """
+
+    def __init__(self, task: Any):
+        super().__init__()
+        self.set_running_or_notify_cancel()
+        task.add_done_callback(self._settle)
+
+    def _settle(self, done: Any) -> None:
+        if self.done():
+            return
         if done.status == "finished":
-            mirror.set_result(None)
-        else:
-            mirror.set_exception(done.exception())
-
-    future.add_done_callback(settle)
-    return mirror
+            self.set_result(None)
+        elif done.status == "error":
+            self.set_exception(done.exception())
+        else:  # cancelled, or lost with the scheduler
+            self.set_exception(PipelineError(f"a task was {done.status} before it finished"))
 
 
 class _TreeFold:

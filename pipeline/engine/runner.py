@@ -44,6 +44,7 @@ from typing import Any
 
 from pipeline.engine import atomic, storage
 from pipeline.engine.hashing import HashCache
+from pipeline.engine.pool import keep_from_workers
 from pipeline.engine.reasons import code_version_changes, param_changes
 from pipeline.engine.run_cache import RunCache
 from pipeline.errors import RunnerError
@@ -114,9 +115,11 @@ class Pipeline:
         self._log = log
         self._upstream = _upstream_map(self.stages)
         self._cache_warned = False
-        guarded = {**(guarded or {}), f"the state dir {os.fspath(state_dir)!r}": state_dir,
-                   **({f"the run cache {os.fspath(run_cache)!r}": run_cache} if run_cache is not None else {})}
-        _check_layout(self.stages, self.root, {label: self.root / path for label, path in guarded.items()})
+        kept = {f"the state dir {os.fspath(state_dir)!r}": self.state_dir,
+                **({f"the run cache {os.fspath(run_cache)!r}": self.root / run_cache} if run_cache is not None else {})}
+        _check_homes(self.stages, self.root, kept)
+        _check_layout(self.stages, self.root, {**{label: self.root / path for label, path in (guarded or {}).items()},
+                                               **kept})
 
     @property
     def owners_path(self) -> Path:
@@ -351,11 +354,15 @@ class Pipeline:
         """Hold ``{state_dir}/run.lock`` so that two runs never interleave.
 
         Staleness is decided only once the lock is held, so a run that waited
-        for another one does only what that one left to do.
+        for another one does only what that one left to do; the lock ends with this process.
         """
-        self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self.state_dir / "run.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:  # a directory where no file can be made (/proc/self)
+            reason = os.strerror(exc.errno).lower()
+            raise RunnerError(f"the state dir cannot hold the run lock {path}: {reason}") from None
         try:
             if not _try_lock(fd):
                 if not wait:
@@ -363,7 +370,8 @@ class Pipeline:
                 self._log(f"waiting for the run of {_lock_holder(path)} to finish")
                 fcntl.flock(fd, fcntl.LOCK_EX)
             _write_holder(fd)
-            yield
+            with keep_from_workers(fd):
+                yield
         finally:
             os.close(fd)  # releases the lock
 
@@ -418,13 +426,32 @@ def _busy_message(path: Path) -> str:
             f"(the lock {path} is released when that process exits)")
 
 
+def _check_homes(stages: Sequence[Stage], root: Path, state_dir: Mapping[str, Path]) -> None:
+    """Refuse, before anything is created, a project root or state dir that is not a directory (a file,
+    ``/dev/null``) or lies inside a directory a stage scans: outputs and state would land among the raw
+    files, be read back as data or fail every later run."""
+    homes = {f"the project root {os.fspath(root)!r}": root, **state_dir}
+    for label, path in homes.items():
+        if path.exists() and not path.is_dir():
+            raise RunnerError(f"{label} is not a directory; lmprep keeps its outputs and state in directories")
+    for stage in stages:
+        for scanned in (path for path in stage.scans if not storage.is_url(path)):
+            base = os.path.normpath(os.path.join(os.path.abspath(root), scanned))
+            for label, path in homes.items():
+                if _holds(base, os.path.abspath(path)):
+                    relation = "is the same path as" if base == os.path.abspath(path) else "lies inside"
+                    raise RunnerError(f"{label} {relation} the directory {_describe(stage, scanned)} that stage "
+                                      f"'{stage.name}' scans for raw files; keep output_root and state_dir outside "
+                                      "every source's directory")
+
+
 def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Path]) -> None:
     """Refuse any output that overlaps what another output, an input or a guarded path needs kept.
 
     An output may contain a later stage's input (that stage reads what it
     writes); any other overlap means a swap would delete or shadow something.
-    A path that holds the project root (a glob over the whole project) may
-    hold outputs, but no output may be or hold it, nor the root itself. Paths
+    An input that holds the project root may hold outputs (a scanned directory
+    may not: :func:`_check_homes`), but no output may be or hold it, nor the root itself. Paths
     are compared as written, normalised against the root; links are not followed.
     Messages are built only for a clash, since the inputs are every raw file.
     """

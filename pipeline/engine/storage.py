@@ -132,8 +132,25 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
         return sorted(files)
     base = Path(local(root))
     pattern = os.fspath(local(pattern))
-    return sorted(p for p in map(base.joinpath, glob.glob(pattern, root_dir=base, recursive=True))
-                  if p.is_file() or (p.is_symlink() and not p.exists()))
+    matches = glob.glob(pattern, root_dir=base, recursive=True)
+    _check_listable(base, os.path.dirname(pattern))
+    return sorted(p for p in map(base.joinpath, matches) if p.is_file() or (p.is_symlink() and not p.exists()))
+
+
+def _check_listable(base: Path, directories: str) -> None:
+    """Raise naming the first directory matched by the pattern ``directories`` that cannot be listed:
+    ``glob`` skips it without a word, and the files in it would be silently missing."""
+    for directory in sorted(glob.glob(directories or os.curdir, root_dir=base, recursive=True)):
+        path = base / directory
+        if not path.is_dir():
+            continue
+        try:
+            with os.scandir(path):
+                pass
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot list this directory ({os.strerror(exc.errno).lower()}), so the "
+                               "files in it would be missing from the data; fix its permissions or narrow the "
+                               "glob") from None
 
 
 def exists(location: str | os.PathLike[str]) -> bool:

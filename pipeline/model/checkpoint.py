@@ -10,9 +10,18 @@ and the merges themselves. Reading parses JSON and raw tensor bytes only, so a
 pickle hidden in the file can never run; pickles and ``torch.save`` archives
 are recognised by their first bytes and refused with a message that says why.
 
+The metadata also holds checksums (:mod:`pipeline.model.integrity`): of the
+rest of the metadata and, per tensor, of its dtype, shape and bytes. Every read checks
+the metadata's (header-only reads included), every load the tensors' too, so a
+damaged file, or a header whose shapes lie, is refused, never trained on or
+sampled from: the train stage then sets it aside as unreadable and retrains.
+A checkpoint without checksums (written before they were recorded) is refused
+the same way.
+
 The guard needs only the header (8 bytes of length, then JSON):
 :func:`read_header` reads it without loading a tensor or importing torch, so
-checking a checkpoint costs milliseconds whatever its size. :func:`read_checkpoint`
+checking a checkpoint costs milliseconds whatever its size (it verifies the
+metadata's checksum, not the tensors'). :func:`read_checkpoint`
 checks the model config against the tensor shapes the header lists before it
 builds the model, so a forged config cannot make it allocate more than the
 file holds.
@@ -43,6 +52,7 @@ from safetensors import SafetensorError, safe_open
 
 from pipeline.engine import atomic, storage
 from pipeline.errors import CheckpointError, TokenizerMismatchError, describe, json_error_reason, shorten
+from pipeline.model import integrity
 
 if TYPE_CHECKING:
     import torch
@@ -134,6 +144,7 @@ class CheckpointHeader:
     tokenizer: TokenizerRecord
     metadata: dict[str, Any]
     shapes: dict[str, tuple[int, ...]]
+    checksums: dict[str, str]  # tensor name -> SHA-256 of its dtype, shape and bytes
 
     @property
     def train_config(self) -> dict[str, Any]:
@@ -235,7 +246,7 @@ def save_checkpoint(
     }
     target = checkpoint_file(path)
     with atomic.atomic_path(target) as tmp:
-        _save_file(tensors, tmp, metadata={_METADATA_KEY: atomic.dumps_json(metadata, indent=None)})
+        _save_file(tensors, tmp, metadata={_METADATA_KEY: integrity.seal(metadata, tensors)})
     return target
 
 
@@ -280,13 +291,15 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         config = ModelConfig.from_dict(header.metadata["model"])
         _check_model_shapes(header, config)
         tensors = _read_tensors(file) if data is None else _tensors_of_bytes(file, data)
+        integrity.verify_tensors(header.path, header.checksums, tensors)
         return _assemble(header, config, tensors)
     except _MALFORMED as exc:
         raise CheckpointError(_malformed_message(header.path, exc)) from None
 
 
 def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]]) -> CheckpointHeader:
-    """The header of ``file`` from its raw lmprep metadata (a JSON text) and its tensors' shapes."""
+    """The header of ``file`` from its raw lmprep metadata (a JSON text) and its tensors' shapes; the metadata
+    must match its checksum."""
     if raw is None:
         raise CheckpointError(f"{file} is a safetensors file without lmprep checkpoint metadata")
     try:
@@ -295,10 +308,11 @@ def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]
         raise CheckpointError(f"checkpoint {file} has metadata that is not JSON: {json_error_reason(exc)}") from None
     if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {file} is not in format {FORMAT!r}")
+    tensor_checksums = integrity.verify_metadata(file, metadata)
     try:
         return CheckpointHeader(path=file, step=_non_negative_int(metadata["step"]),
                                 tokenizer=TokenizerRecord.from_dict(metadata["tokenizer"]),
-                                metadata=metadata, shapes=shapes)
+                                metadata=metadata, shapes=shapes, checksums=tensor_checksums)
     except _MALFORMED as exc:
         raise CheckpointError(_malformed_message(file, exc)) from None
 
@@ -504,7 +518,8 @@ def _assemble(header: CheckpointHeader, config: ModelConfig, tensors: dict[str, 
 
 def _check_resume_state(checkpoint: Checkpoint) -> None:
     """Raise one of ``_MALFORMED`` unless training can resume from the checkpoint: its optimizer
-    state loads into AdamW over its model with numeric hyperparameters, and its numpy state is a
+    state loads into AdamW over its model with numeric hyperparameters and per-parameter tensors of
+    their parameter's shape (or scalars), and its numpy state is a
     PCG64 state (``numpy.random.default_rng``'s). Found here, a bad state sets the checkpoint aside
     as unreadable instead of failing half-way into resuming."""
     import numpy as np
@@ -512,7 +527,13 @@ def _check_resume_state(checkpoint: Checkpoint) -> None:
 
     state = checkpoint.optimizer_state
     if state is not None:
-        torch.optim.AdamW(checkpoint.model.parameters()).load_state_dict(state)
+        optimizer = torch.optim.AdamW(checkpoint.model.parameters())
+        optimizer.load_state_dict(state)  # checks the parameter counts, not the state's shapes
+        for parameter, values in optimizer.state.items():
+            for key, value in values.items():
+                if isinstance(value, torch.Tensor) and value.dim() and value.shape != parameter.shape:
+                    raise ValueError(f"optimizer state {key} has shape {list(value.shape)}, its parameter "
+                                     f"{list(parameter.shape)}")
         for group in state["param_groups"]:
             beta1, beta2 = group["betas"]
             for value in (group["lr"], group["eps"], group["weight_decay"], beta1, beta2):

@@ -290,12 +290,12 @@ def _start(settings: TrainConfig, model_config: ModelConfig, resume: Checkpoint 
 def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardSet | None, *,
           target: int, progress: bool, every: int | None = None,
           on_every: Callable[[_Run], None] = lambda run: None) -> TrainSummary:
-    from tqdm.auto import tqdm
+    from pipeline.engine.progress import Progress
 
     start_step, tokens_per_step = run.step, settings.batch_size * settings.context
     data_seconds = train_loss = val_loss = 0.0
     began = time.perf_counter()
-    with tqdm(total=target, initial=run.step, disable=not progress, unit="step", desc="train") as bar:
+    with Progress("train", total=target, initial=run.step, enabled=progress, unit="steps") as bar:
         while run.step < target:
             tick = time.perf_counter()
             batch = torch.from_numpy(train_set.sample_batch(run.rng, settings.batch_size, settings.context))
@@ -309,7 +309,7 @@ def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardS
             if every and run.step % every == 0 and run.step < target:
                 on_every(run)
             rate = (run.step - start_step) * tokens_per_step / (time.perf_counter() - began)
-            bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+            bar.note(loss=f"{train_loss:.3f}", tok_s=f"{rate:,.0f}")
             bar.update()
     return TrainSummary(
         checkpoint=Path(), start_step=start_step, step=run.step,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from pipeline.data import documents
 from pipeline.engine import atomic, hashing, storage
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
+from pipeline.shards import resume
 from pipeline.shards.format import ShardWriter
 from pipeline.shards.manifest import Manifest, ShardStamp, ids_dtype, join_manifests, shard_name, write_manifest
 from pipeline.tokenizer import Tokenizer
@@ -182,6 +183,8 @@ class PartJob:
     eos_id: int | None
     task_bytes: int
     cache_bytes: int
+    record: Path | None = None  # where to record, once its shards are complete, that the job is done
+    identity: str = ""  # what the record says was encoded (resume.job_identity)
 
 
 def encode_part(job: PartJob) -> Manifest:
@@ -196,23 +199,30 @@ def encode_part(job: PartJob) -> Manifest:
                                task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
             batch = encode_task(task)
             writer.write(batch.ids, batch.offsets)
-    return writer.finish()
+    manifest = writer.finish()
+    if job.record is not None:
+        resume.save_record(job.record, job.identity, manifest)
+    return manifest
 
 
 def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
                   tokenizer_path: str | os.PathLike[str], tasks: Tasks, shard_tokens: int,
                   bos_id: int | None = None, eos_id: int | None = None, splits: Iterable[str] = documents.SPLITS,
                   task_bytes: int = TASK_BYTES, cache_bytes: int = DEFAULT_CACHE_BYTES,
-                  progress: bool = False) -> list[Manifest]:
+                  progress: bool = False, code_version: int = 0,
+                  notify: Callable[[str], None] = lambda message: None) -> list[Manifest]:
     """Encode every split into a fresh shard directory swapped in atomically; return the manifests.
 
-    An exception or a kill mid-way leaves the previous ``output_dir`` intact. ``cache_bytes`` bounds
+    An exception or a kill mid-way leaves the previous ``output_dir`` intact, and for a local output the
+    parts its tasks finished (:mod:`pipeline.shards.resume`): the next call with the same inputs, settings
+    and ``code_version`` encodes only the others, and says so through ``notify``. ``cache_bytes`` bounds
     each task's chunk cache (see :class:`~pipeline.tokenizer.encoder.ChunkCache`).
     """
     path = str(storage.absolute(tokenizer_path))
     tokenizer = share_tokenizer(path)
     _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
     prepared = storage.committed(prepared_dir)
+    partial = None if storage.is_url(output_dir) else resume.PartialParts(output_dir)
     with storage.output_dir(output_dir) as staging:
         jobs: list[PartJob] = []
         sizes: list[int] = []
@@ -226,8 +236,9 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
                              part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes)
                      for part in parts if part.documents]
             sizes += [part.bytes for part in parts if part.documents]
-        results = tasks.map(encode_part, jobs, labels=[f"{job.prefix} ({job.source})" for job in jobs], sizes=sizes,
-                            desc="encode", progress=progress)
+        if partial is not None:
+            jobs = [_resumable(job, partial, code_version) for job in jobs]
+        results = _encode_parts(jobs, sizes, partial, staging, tasks=tasks, progress=progress, notify=notify)
         if not storage.is_url(staging):  # uploads leave no temporaries
             atomic.remove_temporaries_in(staging)
         manifests = []
@@ -236,7 +247,38 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
             manifest = _number_shards(staging, join_manifests(stamp, parts))
             write_manifest(staging, manifest)
             manifests.append(manifest)
+    if partial is not None:
+        partial.remove()
     return manifests
+
+
+def _resumable(job: PartJob, partial: resume.PartialParts, code_version: int) -> PartJob:
+    """``job`` writing into its place in the partial directory, and recording there when it is done."""
+    identity = resume.job_identity(code_version, os.fspath(job.source), job.sha256, job.stamp.to_dict(),
+                                   job.shard_tokens, job.bos_id, job.eos_id, job.task_bytes)
+    return dataclasses.replace(job, out_dir=partial.directory / job.prefix, record=partial.record_path(job.prefix),
+                               identity=identity)
+
+
+def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.PartialParts | None, staging: Path | str, *,
+                  tasks: Tasks, progress: bool, notify: Callable[[str], None]) -> list[Manifest]:
+    """Each job's manifest, in order: the parts an earlier run finished are taken, the others encoded; with a
+    partial directory, the shards are then linked into ``staging``."""
+    done = {} if partial is None else {
+        index: manifest for index, job in enumerate(jobs)
+        if (manifest := partial.finished(job.prefix, job.identity, job.stamp)) is not None}
+    if done:
+        notify(f"reusing {len(done)} of {len(jobs)} parts that an interrupted run finished ({partial.directory})")
+    todo = [index for index in range(len(jobs)) if index not in done]
+    for index in todo if partial is not None else ():
+        partial.place(jobs[index].prefix)
+    encoded = tasks.map(encode_part, [jobs[i] for i in todo], sizes=[sizes[i] for i in todo], desc="encode",
+                        labels=[f"{jobs[i].prefix} ({jobs[i].source})" for i in todo], progress=progress)
+    results = {**done, **dict(zip(todo, encoded))}
+    if partial is not None:
+        for index, job in enumerate(jobs):
+            partial.link_into(job.prefix, results[index], Path(staging))
+    return [results[index] for index in range(len(jobs))]
 
 
 def _number_shards(directory: Path | str, manifest: Manifest) -> Manifest:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 
 import regex
 
-from pipeline.engine.pool import ordered_map, worker_count
+from pipeline.engine.pool import ordered_map, process_pool, worker_count
+from pipeline.engine.progress import Progress
 from pipeline.tokenizer.patterns import GPT4, splitter
 
 BLOCK_CHARS = 4_000_000
@@ -45,7 +45,7 @@ def count_chunks(
     blocks = _blocks(texts, progress=progress)
     if processes == 1:
         return _fold(map(count_block, blocks))
-    with ProcessPoolExecutor(processes) as pool:
+    with process_pool(processes) as pool:
         return _fold(ordered_map(pool, count_block, blocks, max_in_flight=2 * processes))
 
 
@@ -143,18 +143,6 @@ def _blocks(texts: Iterable[str], *, progress: bool) -> Iterator[list[str]]:
     bar.close()
 
 
-def _progress_bar(enabled: bool):
-    """A tqdm bar in MB of text read, or a silent stand-in."""
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(desc="counting chunks", unit="MB", unit_scale=False, bar_format="{desc}: {n:.0f} MB [{elapsed}]")
-
-
-class _NoBar:
-    def update(self, _n: float) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+def _progress_bar(enabled: bool) -> Progress:
+    """Progress in MB of text read."""
+    return Progress("tokenizer: counting chunks", total=None, unit="MB", enabled=enabled)

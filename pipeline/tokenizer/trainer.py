@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import regex
 
+from pipeline.engine.progress import Progress
 from pipeline.errors import TokenizerError, counted
 from pipeline.tokenizer import _train_pairs as pairs
 from pipeline.tokenizer._train_count import count_chunks
@@ -221,19 +222,16 @@ class _Trainer:
 
     def run(self, num_merges: int, *, progress: bool) -> tuple[list[tuple[int, int]], str | None]:
         merges: list[tuple[int, int]] = []
-        bar = _merge_bar(num_merges) if progress else None
-        while len(merges) < num_merges:
-            code = self._pop_best()
-            if code is None:
-                return merges, (f"no pair occurs at least {counted(self.min_frequency, 'time')} after "
-                                f"{counted(len(merges), 'merge')}")
-            left, right = pairs.unpack(code)
-            merges.append((pairs.id_of(left), pairs.id_of(right)))
-            self._merge(code, pairs.symbol_of(self.first_id + len(merges) - 1))
-            if bar is not None:
+        with Progress("tokenizer: merging", total=num_merges, unit="merges", enabled=progress) as bar:
+            while len(merges) < num_merges:
+                code = self._pop_best()
+                if code is None:
+                    return merges, (f"no pair occurs at least {counted(self.min_frequency, 'time')} after "
+                                    f"{counted(len(merges), 'merge')}")
+                left, right = pairs.unpack(code)
+                merges.append((pairs.id_of(left), pairs.id_of(right)))
+                self._merge(code, pairs.symbol_of(self.first_id + len(merges) - 1))
                 bar.update()
-        if bar is not None:
-            bar.close()
         return merges, None
 
     def _eligible(self, code: int, count: int) -> bool:
@@ -282,8 +280,3 @@ class _Trainer:
                 pair_counts[pair_code] = count
                 where[pair_code] = born_at[pair_code]
 
-
-def _merge_bar(total: int):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="merging", unit="merge")

@@ -5,7 +5,8 @@ click usage error (unknown option, bad value, missing argument) or an OSError
 about the user's files that the user must fix (a full disk, a quota, a
 read-only file system, a denied permission, too long a name, a directory where
 a file belongs); each is printed as one line on stderr with exit status 2 and no
-traceback. Anything else is a bug and keeps its traceback.
+traceback. Anything else is a bug and keeps its traceback. Ctrl-C prints one line
+and exits with status 130.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from click.exceptions import NoArgsIsHelpError
 
 from pipeline.errors import PipelineError
 from pipeline.tokenizer import backend
+from stages import INTERRUPTED_MESSAGE, INTERRUPTED_STATUS
 
 # OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name, a directory)
 USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG, errno.EISDIR})
@@ -33,6 +35,18 @@ class UserError(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"error: {self.message}", err=True)
+
+
+class Interrupted(click.ClickException):
+    """Ctrl-C as the CLI shows it: one line saying that the outputs are as they were, exit status 130."""
+
+    exit_code = INTERRUPTED_STATUS
+
+    def __init__(self) -> None:
+        super().__init__(INTERRUPTED_MESSAGE)
+
+    def show(self, file=None) -> None:
+        click.echo(self.message, err=True)
 
 
 class OneLineUsageError(click.UsageError):
@@ -80,8 +94,9 @@ def named_command_path(root: click.Context | None) -> str:
 class LmprepGroup(click.Group):
     """The root group: parsing and every subcommand run inside it, so errors are mapped here once.
 
-    Click's standalone ``main`` is kept as it is (exit 0, ``--help``/``--version``, ``SystemExit``,
-    "Aborted!" on Ctrl-C); only the exceptions it shows are changed.
+    Click's standalone ``main`` is kept as it is (exit 0, ``--help``/``--version``, ``SystemExit``);
+    only the exceptions it shows are changed, Ctrl-C in a command included (click's "Aborted!", exit 1,
+    would not say that the outputs are intact).
     """
 
     def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
@@ -98,6 +113,8 @@ class LmprepGroup(click.Group):
                 return super().invoke(ctx)
             except PipelineError as exc:
                 raise UserError(" ".join(str(exc).split())) from None
+            except KeyboardInterrupt:
+                raise Interrupted() from None
             except OSError as exc:
                 if exc.errno not in USER_OS_ERRNOS:
                     raise

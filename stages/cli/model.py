@@ -2,9 +2,10 @@
 
 torch is imported inside the commands, so the rest of the CLI starts without it. A checkpoint may be a
 URL (a directory ``lmprep run train`` wrote to object storage, or its ``checkpoint.safetensors``): ``sample``
-reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header. ``check`` also
-takes a model trained elsewhere (a ``transformers`` directory, a nanoGPT ``ckpt.pt``) that ``stamp`` marked
-with its tokenizer (:mod:`pipeline.model.foreign`), and an export directory, whose sidecars name the tokenizer.
+reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header (whose
+checksum it verifies; ``--verify`` reads and verifies the tensors too). ``check`` also takes a model trained
+elsewhere (a ``transformers`` directory, a nanoGPT ``ckpt.pt``) that ``stamp`` marked with its tokenizer
+(:mod:`pipeline.model.foreign`), and an export directory, whose sidecars name the tokenizer.
 """
 
 from __future__ import annotations
@@ -105,14 +106,18 @@ def continuation(tokenizer: Tokenizer, ids: list[int], eos_id: int | None) -> st
 @click.argument("checkpoint_path", metavar="CHECKPOINT")
 @click.option("--tokenizer", "tokenizer_path", metavar="PATH",
               help="tokenizer.json to check against [default: tokenizer.output].")
+@click.option("--verify", is_flag=True,
+              help="Also read every tensor and check it against its checksum (as sample and train do on load).")
 @config_options(optional=True)
-def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> None:
-    """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not (reads only its header).
+def check(checkpoint_path: str, tokenizer_path: str | None, verify: bool, config: Config) -> None:
+    """Say whether CHECKPOINT can be used with a tokenizer: exit 0 if so, 1 if not.
 
     CHECKPOINT is an lmprep checkpoint, a model trained elsewhere that `lmprep stamp` marked (a transformers
-    save_pretrained directory, a nanoGPT ckpt.pt or its directory), or an export directory (each file's sidecar)."""
+    save_pretrained directory, a nanoGPT ckpt.pt or its directory), or an export directory (each file's sidecar).
+    Of a checkpoint it reads only the header (milliseconds whatever its size), whose metadata checksum it
+    verifies; with --verify it loads the whole checkpoint, so a damaged tensor is an error as in sample."""
     tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
-    guard = guard_of(checkpoint_path)
+    guard = guard_of(checkpoint_path, verify=verify)
     tokenizer = Tokenizer.load(tokenizer_path)
     used = f"tokenizer {tokenizer.fingerprint} ({tokenizer_path}, vocab size {tokenizer.vocab_size:,})"
     try:
@@ -123,12 +128,12 @@ def check(checkpoint_path: str, tokenizer_path: str | None, config: Config) -> N
     click.echo(f"compatible: {verdict}")
 
 
-def guard_of(path: str) -> Callable[[Tokenizer, str], str]:
+def guard_of(path: str, *, verify: bool = False) -> Callable[[Tokenizer, str], str]:
     """How ``check`` checks what is at ``path``: a function of the tokenizer (and how to name it) that returns
-    the verdict or raises TokenizerMismatchError. An lmprep checkpoint's header is read here, so a missing
-    checkpoint is named before the tokenizer is loaded."""
+    the verdict or raises TokenizerMismatchError. An lmprep checkpoint's header (its whole body with
+    ``verify``) is read here, so a missing or damaged checkpoint is named before the tokenizer is loaded."""
     from pipeline.model import foreign
-    from pipeline.model.checkpoint import check_tokenizer, read_header
+    from pipeline.model.checkpoint import check_tokenizer, read_checkpoint, read_header
     from pipeline.shards import export
 
     if foreign.is_foreign_model(path):
@@ -142,7 +147,7 @@ def guard_of(path: str) -> Callable[[Tokenizer, str], str]:
             files = export.check_export(path, tokenizer)
             return f"the {len(files)} exported files of {path} ({', '.join(f.name for f in files)}) hold IDs of {used}"
         return check_export
-    checkpoint = read_header(path)
+    checkpoint = read_checkpoint(path) if verify else read_header(path)
 
     def check_checkpoint(tokenizer: Tokenizer, used: str) -> str:
         check_tokenizer(checkpoint, tokenizer)

@@ -201,3 +201,39 @@ def test_a_file_output_given_as_a_directory_is_one_line_naming_it(project, value
     assert result.stderr == f"error: {value}: is a directory\n"
     assert (project / "data" / "tokenizer" / "tokenizer.json").read_bytes() == tokenizer_before
     assert not (project / "newdir").exists() and list((project / "emptydir").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("output_root=data/raw/qa", "the project root 'data/raw/qa' is the same path as the directory "
+                                       "data.sources[0].glob '.' that stage 'prepare' scans for raw files"),
+        ("output_root=data/raw/facts/out", "the project root 'data/raw/facts/out' lies inside the directory "
+                                              "data.sources[1].glob '..' that stage 'prepare' scans"),
+        ("state_dir=data/raw/qa", "the state dir 'data/raw/qa' is the same path as the directory "
+                                  "data.sources[0].glob 'data/raw/qa' that stage 'prepare' scans"),
+        ("state_dir=data/raw/facts/state", "the state dir 'data/raw/facts/state' lies inside the directory "
+                                           "data.sources[1].glob 'data/raw/facts'"),
+    ],
+)
+def test_a_project_root_or_state_dir_among_the_raw_files_is_refused_before_anything_is_created(project, setting,
+                                                                                             message):
+    for command in ("run", "status", "clean"):
+        line = refused(project, command, "--set", setting)
+        assert line.startswith(f"error: {message}") and "keep output_root and state_dir outside" in line, line
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("state_dir=configs/default.yaml", "the state dir 'configs/default.yaml' is not a directory"),
+        ("output_root=configs/default.yaml", "the project root 'configs/default.yaml' is not a directory"),
+        ("state_dir=/dev/null", "the state dir '/dev/null' is not a directory"),
+        ("output_root=/dev/null", "the project root '/dev/null' is not a directory"),
+        ("state_dir=/proc/self", "the state dir cannot hold the run lock /proc/self/run.lock: no such file"),
+    ],
+)
+def test_a_state_dir_or_project_root_that_is_a_file_or_a_device_is_one_line(project, setting, message):
+    if setting.endswith("/proc/self") and not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc")
+    assert refused(project, "run", "--set", setting).startswith(f"error: {message}")

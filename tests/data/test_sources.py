@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from unittest import mock
 
@@ -24,7 +25,7 @@ from pipeline.data.sources import (
     read_partition,
     unsplit_warning,
 )
-from pipeline.errors import DataError
+from pipeline.errors import DataError, StorageError
 
 
 def read_all(root: Path, *sources: SourceConfig, on_error: str = "error") -> list[str]:
@@ -234,6 +235,35 @@ def test_a_broken_symbolic_link_is_an_error_not_skipped(tmp_path):
     (tmp_path / "raw" / "b.txt").symlink_to(tmp_path / "store" / "b.txt")
     with pytest.raises(DataError, match=r"raw/b.txt is a symbolic link to .*store/b.txt, which does not exist"):
         expand_sources([SourceConfig("raw/*.txt")], root=tmp_path)
+
+@pytest.mark.parametrize("pattern", ["raw/**/*.txt", "raw/*/*.txt", "raw/locked/*.txt"])
+def test_an_unreadable_directory_the_glob_searches_is_an_error_not_skipped(tmp_path, monkeypatch, pattern):
+    """``glob`` skips a directory it cannot list; lmprep names it. Simulated, since root may list any directory."""
+    write(tmp_path / "raw" / "open" / "a.txt", "kept")
+    write(tmp_path / "raw" / "locked" / "b.txt", "silently missing")
+    locked, real_scandir = tmp_path / "raw" / "locked", os.scandir
+
+    def scandir(path="."):
+        if Path(path).resolve() == locked.resolve():
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(StorageError, match=rf"^{locked}: cannot list this directory \(permission denied\), so the "
+                                           "files in it would be missing from the data"):
+        read_all(tmp_path, SourceConfig(glob=pattern))
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root lists unreadable directories")
+def test_a_directory_without_read_permission_is_an_error(tmp_path):
+    write(tmp_path / "raw" / "locked" / "b.txt", "silently missing")
+    (tmp_path / "raw" / "locked").chmod(0)
+    try:
+        with pytest.raises(StorageError, match="cannot list this directory"):
+            read_all(tmp_path, SourceConfig(glob="raw/**/*.txt"))
+    finally:
+        (tmp_path / "raw" / "locked").chmod(0o755)
+
 
 def test_unknown_extension_needs_an_explicit_format(tmp_path):
     write(tmp_path / "notes.dat", "# hi")

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import socket
 import threading
@@ -189,3 +190,35 @@ def test_near_dedup_on_a_cluster_is_byte_identical_to_local(project, cluster):
         result = CliRunner().invoke(cli, [*prepare, "--executor", "local", "--set", f"executor.workers={workers}"])
         assert result.exit_code == 0, result.output
         assert outputs(project) == on_cluster
+
+
+FAIL_COUNTING = """\
+import pipeline.data.chunk_counts as counting
+counting.real_count_part = counting.count_part
+def failing(pattern, location):
+    from pipeline.errors import DataError
+    raise DataError("the disk went away")
+counting.count_part = failing
+"""
+RESTORE_COUNTING = "import pipeline.data.chunk_counts as counting\ncounting.count_part = counting.real_count_part\n"
+
+
+def test_a_failed_task_of_a_map_reduce_fails_the_stage_in_one_line_without_hanging(project, cluster):
+    """The tokenizer's counting is a map-reduce: its failed leaf once left the driver waiting for ever."""
+    address, client = cluster
+    options = ["--executor", "dask", "--set", f"executor.address={address}"]
+    assert CliRunner().invoke(cli, ["run", "prepare", *options]).exit_code == 0
+    client.run(exec, FAIL_COUNTING)
+    result = {}
+    try:
+        worker = threading.Thread(target=lambda: result.update(run=CliRunner().invoke(cli, ["run", "tokenizer",
+                                                                                           *options])), daemon=True)
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive(), "the run hangs"
+    finally:
+        client.run(exec, RESTORE_COUNTING)
+    failed = result["run"]
+    assert failed.exit_code == 2, failed.output
+    assert re.fullmatch(r"error: the disk went away \(partition \S+part-\d+\.arrow, on worker tcp://127\.0\.0\.1:\d+\)\n",
+                        failed.stderr), failed.stderr

@@ -1,13 +1,24 @@
-"""ordered_map: input order whatever the completion order, and a bound on submitted work."""
+"""ordered_map: input order whatever the completion order, and a bound on submitted work; process pools whose
+workers ignore Ctrl-C, hold none of the driver's locks and die with it."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
+from conftest import running
 
-from pipeline.engine.pool import ordered_map
+from pipeline.engine.pool import keep_from_workers, ordered_map, process_pool
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _slow_square(n: int) -> int:
@@ -49,15 +60,80 @@ def test_encode_starts_no_more_processes_than_cores(monkeypatch):
 
     started = []
 
-    class NoPool:
-        def __init__(self, max_workers):
-            started.append(max_workers)
-            raise RuntimeError("not starting")
+    def no_pool(workers):
+        started.append(workers)
+        raise RuntimeError("not starting")
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    monkeypatch.setattr(executor, "ProcessPoolExecutor", NoPool)
+    monkeypatch.setattr(executor, "process_pool", no_pool)
     monkeypatch.setattr(encode.corpus, "share_tokenizer", lambda path: None)
     monkeypatch.setattr(encode, "special_id", lambda *args, **kwargs: None)
     with pytest.raises(RuntimeError, match="not starting"):
         encode.run(Config(encode=EncodeConfig(workers=64)))
     assert started == [2]
+
+
+def _sigint_handler(_: object) -> object:
+    return signal.getsignal(signal.SIGINT)
+
+
+def test_pool_workers_ignore_ctrl_c_and_do_not_hold_the_drivers_lock(tmp_path):
+    """The driver handles Ctrl-C alone, and a lock it registered ends with its own descriptor."""
+    fd = os.open(tmp_path / "run.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    with keep_from_workers(fd), process_pool(2) as pool:
+        assert list(pool.map(_sigint_handler, range(2))) == [signal.SIG_IGN] * 2
+        os.close(fd)  # the workers still run: the lock must be free all the same
+        with open(tmp_path / "run.lock") as again:
+            fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+DRIVER = """\
+import os, sys, time
+from pipeline.engine import pool
+if sys.argv[1] == "watchdog":
+    pool._set_parent_death_signal = lambda: False  # as where there is no prctl
+with pool.process_pool(1) as workers:
+    print(workers.submit(os.getpid).result(), flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("how", ["parent death signal", "watchdog"])
+def test_pool_workers_die_with_a_killed_driver(tmp_path, how):
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, how.split()[0]], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+    try:
+        worker = int(driver.stdout.readline())
+        driver.kill()
+        driver.wait(5)
+        deadline = time.monotonic() + 5
+        while running(worker):
+            assert time.monotonic() < deadline, f"the worker outlived its driver ({how})"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(5)
+        driver.stdout.close()
+
+
+
+CTRL_C_DURING_FORK = """\
+import os, signal
+from pipeline.engine.pool import process_pool
+os.register_at_fork(before=lambda: os.kill(os.getpid(), signal.SIGINT))  # Ctrl-C just as a worker forks
+try:
+    with process_pool(1) as pool:
+        pool.submit(int).result()
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_ctrl_c_while_the_workers_fork_is_not_lost():
+    """Raised in an at-fork handler, a KeyboardInterrupt is dropped by Python: the pool holds SIGINT back."""
+    result = subprocess.run([sys.executable, "-c", CTRL_C_DURING_FORK], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.stdout == "interrupted\n" and "Exception ignored" not in result.stderr, result.stderr

@@ -379,7 +379,9 @@ def test_an_output_may_hold_a_later_stages_input_but_overlap_nothing_else(ws):
         ws.pipeline(count=over_raw)
     with pytest.raises(RunnerError, match=r"^'out/upper.txt' lies inside the directory 'out' that stage 'prepare'"):
         ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), (), lambda: None, scans=("out",)))
-    ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), (), lambda: None, scans=(".",)))
+    with pytest.raises(RunnerError, match=r"^the project root '.*' is the same path as the directory '.' that stage "
+                                          r"'prepare' scans for raw files; keep output_root and state_dir outside"):
+        ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), (), lambda: None, scans=(".",)))
 
 
 def test_an_existing_output_the_stage_did_not_write_is_never_replaced(ws):

@@ -6,10 +6,12 @@ import dataclasses
 import json
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
-from conftest import FakeTokenizer
+from conftest import FakeTokenizer, resave_checkpoint
 from safetensors import safe_open
 from safetensors.torch import save_file
 
@@ -149,11 +151,7 @@ def test_crash_while_writing_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
 def rewrite_metadata(path, edit) -> None:
     """Re-save a checkpoint with ``edit`` applied to its metadata (a JSON document, or its raw text)."""
-    with safe_open(str(path), framework="pt") as handle:
-        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
-        raw = handle.metadata()["lmprep"]
-    edited = edit(json.loads(raw)) if callable(edit) else edit
-    save_file(tensors, str(path), metadata={"lmprep": edited if isinstance(edited, str) else json.dumps(edited)})
+    resave_checkpoint(path, metadata=edit)
 
 
 def test_metadata_nested_too_deeply_is_refused(tmp_path):
@@ -169,7 +167,7 @@ def test_metadata_nested_too_deeply_is_refused(tmp_path):
         (lambda m: {**m, "model": {**m["model"], "vocab_size": 10_000_000, "dim": 10_000}}, "does not match"),
         (lambda m: {**m, "model": {**m["model"], "vocab_size": 2**62, "dim": 2**62}}, "does not match"),
         (lambda m: {**m, "model": {**m["model"], "tie_weights": True}}, "does not match"),
-        (lambda m: {**m, "tokenizer": {**m["tokenizer"], "vocab_size": 1e400}}, "OverflowError"),
+        (lambda m: {**m, "tokenizer": {**m["tokenizer"], "vocab_size": 1e400}}, "does not match its checksum"),
         (lambda m: {**m, "tokenizer": {**m["tokenizer"], "vocab_size": 300}}, "its tokenizer record says 300"),
     ],
     ids=["400GB", "overflowing", "tied", "infinite", "vocab"],
@@ -205,3 +203,90 @@ def test_the_guard_refuses_an_equal_fingerprint_with_another_vocab_size(tmp_path
     forged = dataclasses.replace(header, tokenizer=dataclasses.replace(header.tokenizer, vocab_size=999))
     with pytest.raises(TokenizerMismatchError, match="vocab size 999"):
         ckpt.check_tokenizer(forged, TOKENIZER_A)
+
+
+def flip_byte(path, offset_from_end: int) -> None:
+    """Damage a file in place: invert one byte, counted from its end (the last tensor's data)."""
+    data = bytearray(path.read_bytes())
+    data[-offset_from_end] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_in_the_tensor_data_is_refused_on_every_load(tmp_path):
+    path = _save(tmp_path)
+    flip_byte(path, 3)
+    ckpt.read_header(path)  # the header is intact: a header-only read cannot tell
+    with pytest.raises(CheckpointError, match=r"checkpoint .* is damaged: tensor \S+ \(torch\.\w+, shape \[.*\]\) "
+                                              r"does not match its checksum; retrain it"):
+        ckpt.load_checkpoint(path, TOKENIZER_A)
+
+
+def test_changed_metadata_is_refused_even_by_a_header_only_read(tmp_path):
+    path = _save(tmp_path)
+    data = path.read_bytes()
+    step = b'\\"step\\":7'  # in the header's JSON, a string holding JSON
+    assert data.count(step) == 1
+    path.write_bytes(data.replace(step, step[:-1] + b"8"))  # same length: a valid file that lies
+    with pytest.raises(CheckpointError, match="is damaged: its metadata does not match its checksum"):
+        ckpt.read_header(path)
+
+
+def trained_optimizer() -> tuple[BigramLM, torch.optim.AdamW]:
+    model = BigramLM(ModelConfig(vocab_size=TOKENIZER_A.vocab_size, dim=4))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model.loss(torch.tensor([[1, 2]]), torch.tensor([[2, 3]])).backward()
+    optimizer.step()
+    return model, optimizer
+
+
+def test_a_header_that_lies_about_an_optimizer_tensors_shape_is_refused(tmp_path):
+    """The same element count under another shape: safetensors and AdamW's load accept it, the checksum does not."""
+    model, optimizer = trained_optimizer()
+    path = _save(tmp_path, optimizer=optimizer, model=model)
+    data = path.read_bytes()
+    entry = f'"optimizer.0.exp_avg":{{"dtype":"F32","shape":[{TOKENIZER_A.vocab_size},4]'.encode()
+    assert data.count(entry) == 1
+    path.write_bytes(data.replace(entry, entry.replace(b"[258,4]", b"[4,258]")))
+    with pytest.raises(CheckpointError, match=r"tensor optimizer.0.exp_avg \(torch.float32, shape \[4, 258\]\) "
+                                              "does not match its checksum"):
+        ckpt.read_checkpoint(path)
+
+
+def test_a_checkpoint_without_checksums_is_refused(tmp_path):
+    path = _save(tmp_path)
+    with safe_open(str(path), framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        metadata = json.loads(handle.metadata()["lmprep"])
+    del metadata["checksums"]
+    save_file(tensors, str(path), metadata={"lmprep": json.dumps(metadata)})
+    with pytest.raises(CheckpointError, match="has no checksums .* so its contents cannot be verified; retrain it"):
+        ckpt.read_header(path)
+
+
+def test_the_bytes_of_a_checkpoint_do_not_depend_on_the_process(tmp_path):
+    """safetensors writes several metadata entries in an order that changes between processes."""
+    script = ("import sys, torch; sys.path.insert(0, sys.argv[2]); from conftest import FakeTokenizer; "
+              "from pipeline.model.bigram import BigramLM, ModelConfig; from pipeline.model import checkpoint; "
+              "tokenizer = FakeTokenizer(merges=[(116, 104)]); torch.manual_seed(0); "
+              "model = BigramLM(ModelConfig(vocab_size=tokenizer.vocab_size, dim=4)); "
+              "checkpoint.save_checkpoint(sys.argv[1], model=model, step=1, tokenizer=tokenizer, "
+              "shard_fingerprint=None, train_config={'dim': 4})")
+    tests = os.path.dirname(os.path.dirname(__file__))
+    for name in ("a", "b", "c", "d"):
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / name), tests], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": "random"})
+    files = {(tmp_path / name / "checkpoint.safetensors").read_bytes() for name in ("a", "b", "c", "d")}
+    assert len(files) == 1
+
+
+def test_an_optimizer_state_of_another_shape_is_refused_before_resuming(tmp_path):
+    """Checksums that match prove the bytes, not that the writer was right: the shapes are checked too."""
+    model, optimizer = trained_optimizer()
+    path = _save(tmp_path, optimizer=optimizer, model=model)
+
+    def transposed(tensors):
+        tensors["optimizer.0.exp_avg"] = tensors["optimizer.0.exp_avg"].t().contiguous()
+
+    resave_checkpoint(path, tensors=transposed)
+    with pytest.raises(CheckpointError, match=r"optimizer state exp_avg has shape \[4, 258\], its parameter \[258, 4"):
+        ckpt.read_checkpoint(path)

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import FakeTokenizer, make_project
+from conftest import FakeTokenizer, make_project, resave_checkpoint
 
 from pipeline.config import TrainConfig
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
@@ -372,14 +372,11 @@ def test_unreadable_checkpoint_is_set_aside_not_deleted(tmp_path, shards):
 
 def edit_resume_state(path, edit) -> None:
     """Re-save a checkpoint with ``edit`` applied to its metadata's JSON document."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
+    def edited(metadata):
+        edit(metadata)
+        return metadata
 
-    with safe_open(str(path), framework="pt") as handle:
-        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
-        metadata = json.loads(handle.metadata()["lmprep"])
-    edit(metadata)
-    save_file(tensors, str(path), metadata={"lmprep": json.dumps(metadata)})
+    resave_checkpoint(path, metadata=edited)
 
 
 @pytest.mark.parametrize(

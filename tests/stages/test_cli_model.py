@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import make_project
+from conftest import make_project, resave_checkpoint
 
 from pipeline.config import TrainConfig
 from pipeline.model import training
@@ -237,7 +237,7 @@ def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch)
     with monkeypatch.context() as patch:
         patch.setattr(training, "_step", interrupt)
         interrupted = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
-    assert interrupted.exit_code == 1 and "Aborted!" in interrupted.output
+    assert interrupted.exit_code == 130 and "interrupted; the previous outputs are intact" in interrupted.output
     assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
     assert sorted(path.name for path in (project / "out").iterdir()) == [
         "ckpt", "prepared", "shards", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
@@ -260,15 +260,13 @@ def test_check_reads_the_header_without_importing_torch(trained):
 
 
 def test_sample_refuses_nan_weights_with_one_line(trained, tmp_path):
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
     root, checkpoint, config = trained
-    with safe_open(str(checkpoint / "checkpoint.safetensors"), framework="pt") as handle:
-        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
-        metadata = handle.metadata()
-    tensors["model.embed.weight"][5, 0] = float("nan")
-    save_file(tensors, str(tmp_path / "checkpoint.safetensors"), metadata=metadata)
+
+    def nan_weight(tensors):
+        tensors["model.embed.weight"][5, 0] = float("nan")
+
+    resave_checkpoint(checkpoint / "checkpoint.safetensors", tensors=nan_weight,
+                      target=tmp_path / "checkpoint.safetensors")
     result = invoke("sample", "--config", config, "--checkpoint", tmp_path, "--tokenizer", root / "tok.json",
                     "--prompt", "the")
     assert result.exit_code == 2
@@ -341,3 +339,27 @@ def test_a_model_too_small_for_the_tokenizer_cannot_be_stamped(trained, tmp_path
     result = invoke("stamp", model, "--tokenizer", root / "tok.json", "--config", config)
     assert result.exit_code == 2
     assert result.output.startswith(f"error: {model / 'config.json'} declares a vocabulary of 260 IDs, fewer than ")
+
+
+def damaged_copy(checkpoint, tmp_path):
+    """A copy of the checkpoint file with one byte of its last tensor's data inverted."""
+    data = bytearray((checkpoint / "checkpoint.safetensors").read_bytes())
+    data[-5] ^= 0xFF
+    (tmp_path / "checkpoint.safetensors").write_bytes(bytes(data))
+    return tmp_path / "checkpoint.safetensors"
+
+
+def test_a_damaged_checkpoint_is_refused_by_sample_and_check_verify_in_one_line(trained, tmp_path):
+    root, checkpoint, config = trained
+    damaged = damaged_copy(checkpoint, tmp_path)
+    sampled = invoke("sample", "--config", config, "--checkpoint", damaged, "--tokenizer", root / "tok.json",
+                     "--prompt", "the")
+    assert sampled.exit_code == 2
+    assert sampled.output.startswith(f"error: checkpoint {damaged} is damaged: tensor ")
+    assert sampled.output.endswith("does not match its checksum; retrain it with `lmprep run train`\n")
+    assert sampled.output.count("\n") == 1
+    header_only = invoke("check", damaged, "--tokenizer", root / "tok.json")
+    assert header_only.exit_code == 0 and header_only.output.startswith("compatible: ")
+    verified = invoke("check", damaged, "--tokenizer", root / "tok.json", "--verify")
+    assert verified.exit_code == 2 and verified.output == sampled.output
+    assert invoke("check", checkpoint, "--tokenizer", root / "tok.json", "--verify").exit_code == 0

@@ -191,13 +191,13 @@ def test_a_bare_group_still_prints_its_help(project):
     assert "Usage: lmprep tokenizer" in result.stderr and "encode" in result.stderr
 
 
-def test_ctrl_c_keeps_clicks_abort(project, monkeypatch):
+def test_ctrl_c_is_one_line_with_exit_130(project, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("stages.cli.pipeline.make_pipeline", interrupted)
     result = CliRunner().invoke(cli, ["status", "--config", "lmprep.yaml"])
-    assert result.exit_code == 1 and "Aborted!" in result.stderr
+    assert result.exit_code == 130 and result.stderr == "interrupted; the previous outputs are intact\n"
 
 
 def test_a_config_runs_from_any_directory(project, tmp_path_factory, monkeypatch):
@@ -301,3 +301,21 @@ def test_a_variant_config_reuses_the_stages_it_shares_with_a_finished_run(projec
     off = CliRunner().invoke(cli, ["run", "prepare", "--config", "variant.yaml", "--set", "run_cache_dir=null",
                                    "--set", "prepare.output_dir=var/prepared2"])
     assert "kept 40 documents" in off.output
+
+
+def test_a_damaged_checkpoint_is_set_aside_and_retrained_never_recorded_as_up_to_date(project):
+    assert lmprep("run").exit_code == 0
+    checkpoint = project / "out" / "ckpt" / "checkpoint.safetensors"
+    damaged = bytearray(checkpoint.read_bytes())
+    damaged[-5] ^= 0xFF  # in the last tensor's data
+    checkpoint.write_bytes(bytes(damaged))
+    assert "output 'out/ckpt' was modified" in lmprep("status").output
+    result = lmprep("run")
+    assert result.exit_code == 0, result.output
+    assert "train: the previous checkpoint is unreadable (checkpoint out/ckpt/checkpoint.safetensors is damaged: " \
+           "tensor " in result.output and "training from scratch" in result.output
+    assert (project / "out" / "ckpt-unreadable" / "checkpoint.safetensors").read_bytes() == bytes(damaged)
+    from pipeline.model.checkpoint import read_checkpoint
+
+    assert read_checkpoint(checkpoint).step == 2
+    assert "'train' is up to date" in lmprep("run").output

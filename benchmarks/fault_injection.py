@@ -1,0 +1,172 @@
+"""Kill ``lmprep run`` at random times (SIGKILL, or SIGINT to its process group as Ctrl-C does) and check
+what the next run finds: no orphan process, no wait for a dead run, no traceback, and byte-identical
+outputs once it has finished.
+
+    python benchmarks/fault_injection.py [--trials 12] [--copies 6] [--seed 0]
+
+The corpus is ``--copies`` corpora like the shipped data/raw/, each generated with its own seed (so that
+de-duplication keeps them all), with partitions small enough that prepare and encode run several tasks
+on two workers. A reference run gives the outputs' hashes and when
+each stage starts and ends; trial i then cleans the outputs, starts a run, kills it at a uniform random
+time within stage i mod 4 (prepare, tokenizer, encode, train), checks the kill, runs again to the end
+and compares every output with the reference. Everything happens in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = """\
+data:
+  sources:
+    - {glob: "raw/**/questions.txt", separator: blank_line}
+    - {glob: "raw/**/facts.txt", separator: line}
+    - {glob: "raw/**/stories.txt", separator: "<|endoftext|>"}
+    - {glob: "raw/**/*.jsonl.gz", field: text}
+    - {glob: "raw/**/*.parquet", field: text}
+prepare: {output_dir: out/prepared, partition_bytes: 200000}
+tokenizer: {output: out/tokenizer/tokenizer.json, vocab_size: 1024, workers: 2}
+encode: {output_dir: out/shards, shard_tokens: 100000, workers: 2}
+train: {output_dir: out/ckpt, steps: 60, checkpoint_every: 20, eval_every: 20}
+executor: {workers: 2}
+state_dir: state
+"""
+STAGES = ("prepare", "tokenizer", "encode", "train")
+# A training run continued from its periodic checkpoint ends with the same checkpoint, bytes and all, but
+# its metrics and plot mark where it resumed: they differ from an uninterrupted run's by design.
+RESUMED_TRAINING_RECORDS = ("out/ckpt/metrics.jsonl", "out/ckpt/loss.png")
+
+
+def lmprep(project: Path, *args: str, **options) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "stages", *args, "--config", "lmprep.yaml"], cwd=project,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, **options)
+
+
+def finish(project: Path, *args: str) -> subprocess.CompletedProcess:
+    process = lmprep(project, *args)
+    out, err = process.communicate(timeout=600)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def timed_run(project: Path) -> dict[str, tuple[float, float]]:
+    """Run the whole pipeline; return each stage's start and end, in seconds from the start of the run."""
+    began, starts = time.monotonic(), {}
+    process = lmprep(project, "run")
+    for line in process.stdout:
+        for stage in STAGES:
+            if line.startswith(f"running '{stage}'"):
+                starts[stage] = time.monotonic() - began
+    assert process.wait() == 0, process.stderr.read()
+    ends = [*(starts[stage] for stage in STAGES[1:]), time.monotonic() - began]
+    return {stage: (starts[stage], end) for stage, end in zip(STAGES, ends)}
+
+
+def outputs(project: Path) -> dict[str, str]:
+    return {str(path.relative_to(project)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted((project / "out").rglob("*")) if path.is_file()}
+
+
+def session_processes(session: int) -> list[int]:
+    """Processes still running in the killed run's session (its workers, if they outlived it)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] not in ("Z", "X"):
+            found.append(int(stat.parent.name))
+    return found
+
+
+def trial(project: Path, how: str, after: float, reference: dict[str, str]) -> dict[str, object]:
+    assert finish(project, "clean", "--checkpoints").returncode == 0
+    shutil.rmtree(project / "out" / "ckpt.partial", ignore_errors=True)
+    run = lmprep(project, "run")
+    time.sleep(after)
+    if how == "SIGKILL":
+        os.kill(run.pid, signal.SIGKILL)
+    else:
+        os.killpg(run.pid, signal.SIGINT)
+    try:
+        out, err = run.communicate(timeout=60)
+        hung = False
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        out, err = run.communicate()
+        hung = True
+    stage = next((name for name in reversed(STAGES) if f"running '{name}'" in out), "before prepare")
+    deadline = time.monotonic() + 5
+    while session_processes(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    orphans = session_processes(run.pid)
+    for pid in orphans:
+        os.kill(pid, signal.SIGKILL)
+    again = finish(project, "run", "--no-wait")
+    now = outputs(project)
+    waited = "another lmprep run" in again.stderr or "waiting for" in again.stdout
+    if "Traceback" in err + again.stderr or run.returncode not in (-signal.SIGKILL, 130, 0):
+        print(f"--- stderr of the killed run:\n{err[-3000:]}\n--- of the next run:\n{again.stderr[-3000:]}", flush=True)
+    return {"how": how, "after": round(after, 1), "stage": stage if run.returncode != 0 else "finished",
+            "hung": hung, "returncode": run.returncode, "orphans": len(orphans),
+            "traceback": "Traceback" in err or "Traceback" in again.stderr, "next_run": again.returncode,
+            "waited": waited, "identical": now == reference,
+            "resumed": "reusing" in again.stderr or "continuing" in again.stderr,
+            "differ": sorted(name for name in {*now, *reference} if now.get(name) != reference.get(name)),
+            "interrupt_line": err.strip().endswith("interrupted; the previous outputs are intact")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--copies", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=0)
+    options = parser.parse_args()
+    randomness = random.Random(options.seed)
+    with tempfile.TemporaryDirectory(prefix="lmprep-faults-") as scratch:
+        project = Path(scratch)
+        for copy in range(options.copies):
+            subprocess.run([sys.executable, str(REPO / "data" / "generate_corpus.py"), "--out",
+                            str(project / "raw" / f"copy-{copy}"), "--seed", str(copy)], check=True)
+        (project / "lmprep.yaml").write_text(CONFIG)
+        spans = timed_run(project)
+        reference = outputs(project)
+        print(f"reference run: {spans}, {len(reference)} output files", flush=True)
+        results = []
+        for index in range(options.trials):
+            how = "SIGKILL" if index % 8 < 4 else "SIGINT"
+            start, end = spans[STAGES[index % len(STAGES)]]
+            result = trial(project, how, randomness.uniform(start, end), reference)
+            results.append(result)
+            print(result, flush=True)
+    bad = Counter()
+    for result in results:
+        bad["hangs"] += result["hung"]
+        bad["tracebacks"] += result["traceback"]
+        bad["orphan processes"] += result["orphans"]
+        bad["waits for a dead run"] += result["waited"]
+        bad["failed next runs"] += result["next_run"] != 0
+        bad["outputs not identical"] += any(name not in RESUMED_TRAINING_RECORDS or not result["resumed"]
+                                            for name in result["differ"])
+        bad["SIGINT without exit 130 and its line"] += (result["how"] == "SIGINT" and result["stage"] != "finished"
+                                                         and not (result["returncode"] == 130
+                                                                  and result["interrupt_line"]))
+    print(f"{len(results)} kills, by stage: {dict(Counter(r['stage'] for r in results))}")
+    print(", ".join(f"{count} {name}" for name, count in bad.items()))
+
+
+if __name__ == "__main__":
+    main()

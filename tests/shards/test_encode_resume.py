@@ -1,0 +1,107 @@
+"""An encode that fails or is killed keeps the parts its tasks finished; the next run encodes only the others
+and writes the same bytes as a run never interrupted."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.errors import DataError
+from pipeline.shards import corpus
+from stages.cli.main import cli
+
+CONFIG = """\
+data:
+  sources:
+    - {glob: "raw/*.txt", separator: line}
+prepare: {output_dir: out/prepared, val_fraction: 0.2, partition_bytes: 200}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
+encode: {output_dir: out/shards, shard_tokens: 50, workers: 1}
+executor: {workers: 1}
+state_dir: state
+"""
+FAILING_PART = "train-00004"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.txt").write_text("\n".join(f"Q: what is {i}? A: it is {i}." for i in range(80)))
+    (tmp_path / "lmprep.yaml").write_text(CONFIG)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def lmprep(*args: str):
+    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
+
+
+def shards(project: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted((project / "out" / "shards").iterdir())}
+
+
+def fail_one_part(monkeypatch) -> None:
+    """Make the task of FAILING_PART fail (in the forked worker too); the others encode as usual."""
+    real = corpus.encode_part
+
+    def encode_part(job):
+        if job.prefix == FAILING_PART:
+            raise DataError("the disk went away")
+        return real(job)
+
+    encode_part.__module__, encode_part.__qualname__ = real.__module__, real.__qualname__
+    monkeypatch.setattr(corpus, "encode_part", encode_part)
+
+
+def test_a_failed_encode_is_resumed_with_only_the_unfinished_parts_and_the_same_bytes(project, monkeypatch):
+    assert lmprep("run", "encode").exit_code == 0
+    reference = shards(project)
+    with monkeypatch.context() as patch:
+        fail_one_part(patch)
+        failed = lmprep("run", "encode", "--force")
+    assert failed.exit_code == 2 and f"partition {FAILING_PART}" in failed.stderr, failed.output
+    assert shards(project) == reference  # the previous output stands
+    kept = sorted(path.name for path in (project / "out" / "shards.partial").glob("*.done.json"))
+    assert kept and f"{FAILING_PART}.done.json" not in kept
+    assert "'encode' is up to date" in lmprep("run", "encode").output  # its previous output is still valid
+    resumed = lmprep("run", "encode", "--force")
+    assert resumed.exit_code == 0, resumed.output
+    found = re.search(r"encode: reusing (\d+) of (\d+) parts that an interrupted run finished", resumed.stderr)
+    assert found and int(found[1]) == len(kept) < int(found[2]), resumed.stderr
+    assert shards(project) == reference
+    assert not (project / "out" / "shards.partial").exists()
+
+
+def test_parts_of_other_settings_are_not_reused(project, monkeypatch):
+    assert lmprep("run", "tokenizer").exit_code == 0
+    with monkeypatch.context() as patch:
+        fail_one_part(patch)
+        assert lmprep("run", "encode").exit_code == 2
+    assert list((project / "out" / "shards.partial").glob("*.done.json"))
+    other = lmprep("run", "encode", "--set", "encode.shard_tokens=70")
+    assert other.exit_code == 0, other.output
+    assert "reusing" not in other.stderr and not (project / "out" / "shards.partial").exists()
+    assert lmprep("run", "encode", "--force").exit_code == 0  # the same settings from scratch: the same bytes
+    resumed_bytes = shards(project)
+    assert lmprep("run", "encode", "--force", "--set", "encode.shard_tokens=70").exit_code == 0
+    assert lmprep("run", "encode", "--force").exit_code == 0
+    assert shards(project) == resumed_bytes
+
+
+def test_a_damaged_finished_part_is_encoded_again(project, monkeypatch):
+    assert lmprep("run", "tokenizer").exit_code == 0
+    with monkeypatch.context() as patch:
+        fail_one_part(patch)
+        assert lmprep("run", "encode").exit_code == 2
+    record = sorted((project / "out" / "shards.partial").glob("*.done.json"))[0]
+    shard = next((record.parent / record.name.removesuffix(".done.json")).iterdir())
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    kept = len(list(record.parent.glob("*.done.json")))
+    resumed = lmprep("run", "encode")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"reusing {kept - 1} of " in resumed.stderr
