@@ -52,7 +52,7 @@ from safetensors import SafetensorError, safe_open
 
 from pipeline.engine import atomic, storage
 from pipeline.errors import CheckpointError, TokenizerMismatchError, describe, json_error_reason, shorten
-from pipeline.model import integrity
+from pipeline.model import integrity, optimizer_state
 
 if TYPE_CHECKING:
     import torch
@@ -66,7 +66,6 @@ TOKENIZER_FILE = "tokenizer.json"
 _METADATA_KEY = "lmprep"
 _MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
 _MODEL_PREFIX = "model."
-_OPTIMIZER_PREFIX = "optimizer."
 _TORCH_RNG = "rng.torch"
 _PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol 2+, torch.save's zip archive
 # What parsing malformed metadata raises (OverflowError: int() of an infinite float).
@@ -231,7 +230,7 @@ def save_checkpoint(
     tensors[_TORCH_RNG] = torch.get_rng_state()
     optimizer_meta = None
     if optimizer is not None:
-        optimizer_tensors, optimizer_meta = _flatten_optimizer(optimizer.state_dict())
+        optimizer_tensors, optimizer_meta = optimizer_state.flatten(optimizer.state_dict())
         tensors.update(optimizer_tensors)
     metadata = {
         "format": FORMAT,
@@ -507,7 +506,7 @@ def _assemble(header: CheckpointHeader, config: ModelConfig, tensors: dict[str, 
         tokenizer=header.tokenizer,
         shard_fingerprint=metadata["shard_fingerprint"],
         train_config=dict(metadata["train_config"]),
-        optimizer_state=None if optimizer_meta is None else _unflatten_optimizer(optimizer_meta, tensors),
+        optimizer_state=None if optimizer_meta is None else optimizer_state.unflatten(optimizer_meta, tensors),
         numpy_rng_state=metadata["numpy_rng_state"],
         torch_rng_state=tensors.get(_TORCH_RNG),
         extra=dict(metadata.get("extra") or {}),
@@ -567,37 +566,6 @@ def _build_model(file: Path, config: ModelConfig, tensors: dict[str, torch.Tenso
         raise CheckpointError(f"checkpoint {file} weights do not fit its model config {config}: {exc}") from None
     model.eval()
     return model
-
-
-def _flatten_optimizer(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Split an optimizer state dict into named tensors and JSON-able rest."""
-    import torch
-
-    tensors: dict[str, torch.Tensor] = {}
-    scalars: dict[str, dict[str, Any]] = {}
-    for param_id, param_state in state["state"].items():
-        for key, value in param_state.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"{_OPTIMIZER_PREFIX}{param_id}.{key}"] = value.detach().contiguous()
-            else:
-                scalars.setdefault(str(param_id), {})[key] = value
-    meta = {
-        "param_ids": [str(param_id) for param_id in state["state"]],
-        "scalars": scalars,
-        "param_groups": json.loads(atomic.dumps_json(state["param_groups"], indent=None)),
-    }
-    return tensors, meta
-
-
-def _unflatten_optimizer(meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
-    state: dict[int, dict[str, Any]] = {int(param_id): {} for param_id in meta["param_ids"]}
-    for param_id, values in meta["scalars"].items():
-        state[int(param_id)].update(values)
-    for name, tensor in tensors.items():
-        if name.startswith(_OPTIMIZER_PREFIX):
-            param_id, key = name[len(_OPTIMIZER_PREFIX) :].split(".", 1)
-            state[int(param_id)][key] = tensor
-    return {"state": state, "param_groups": meta["param_groups"]}
 
 
 def _non_negative_int(value: Any) -> int:
