@@ -253,11 +253,12 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
 
 
 def _resumable(job: PartJob, partial: resume.PartialParts, code_version: int) -> PartJob:
-    """``job`` writing into its place in the partial directory, and recording there when it is done."""
+    """``job`` writing into its place in the partial directory, and recording there when it is done (absolute
+    paths: a Dask worker runs in a directory of its own)."""
     identity = resume.job_identity(code_version, os.fspath(job.source), job.sha256, job.stamp.to_dict(),
                                    job.shard_tokens, job.bos_id, job.eos_id, job.task_bytes)
-    return dataclasses.replace(job, out_dir=partial.directory / job.prefix, record=partial.record_path(job.prefix),
-                               identity=identity)
+    return dataclasses.replace(job, out_dir=storage.absolute(partial.directory / job.prefix),
+                               record=storage.absolute(partial.record_path(job.prefix)), identity=identity)
 
 
 def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.PartialParts | None, staging: Path | str, *,

@@ -65,7 +65,7 @@ def test_a_run_outside_a_terminal_logs_partitions_steps_loss_and_throughput(tmp_
     assert result.exit_code == 0, result.output
     log = result.stderr
     assert "\r" not in log
-    assert re.search(r"^prepare: read and clean: 1/1 parts \(100%\), [\d.]+ kB, [\d,.]+ [kM]B/s, ", log, re.M), log
+    assert re.search(r"^prepare: round 1: 1/1 parts \(100%\), [\d.]+ kB, [\d,.]+ [kM]B/s, ", log, re.M), log
     assert re.search(r"^tokenizer: merging: \d+/\d+ merges \(\d+%\), ", log, re.M), log
     assert re.search(r"^encode: 2/2 parts \(100%\), [\d.]+ kB, [\d,.]+ [kM]B/s, [\d,.]+ parts/s, ETA 0:00:00$", log,
                      re.M), log

@@ -33,7 +33,7 @@ state_dir: state
 """
 
 # stage -> (module, task function) that the wrapper makes hang
-HANGING_TASKS = {"prepare": ("pipeline.data.prepare", "scan_partition"),
+HANGING_TASKS = {"prepare": ("pipeline.data.prepare", "_read_rows"),
                  "encode": ("pipeline.shards.corpus", "encode_part")}
 
 WRAPPER = """\
