@@ -63,7 +63,8 @@ class Stage:
     change of input like any other).
     ``scans`` are directories the stage reads files from by pattern (a glob's
     base), which no output may overlap; ``keys`` names the config key that set
-    a path, for messages.
+    a path, for messages; ``scratch`` are paths the stage keeps between attempts
+    (finished parts of an interrupted run), which ``clean`` removes with the outputs.
     """
 
     name: str
@@ -78,6 +79,7 @@ class Stage:
     preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
     adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
     reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
+    scratch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ class Pipeline:
             self._check_owned([stage for stage in self.stages if stage.name in names])
             for stage in self.stages:
                 if stage.name in names:
-                    removed += [out for out in stage.outs if _remove(self._where(out))]
+                    removed += [out for out in (*stage.outs, *stage.scratch) if _remove(self._where(out))]
                     for out in stage.outs:
                         if not storage.is_url(out):
                             _remove_empty_parents(self.root / out, self.root)

@@ -119,6 +119,9 @@ def test_clean_keeps_raw_data_and_checkpoints_unless_asked(project):
     assert (project / "raw" / "a.txt").exists() and (project / "out" / "ckpt").exists()
     assert not (project / "out" / "shards").exists()
     assert "prepare: stale\n    output 'out/prepared' is missing\n" in lmprep("status").output
+    (project / "out" / "shards.partial" / "train-00000").mkdir(parents=True)  # what a killed encode keeps
+    assert "removed out/shards.partial" in lmprep("clean").output
+    assert not (project / "out" / "shards.partial").exists()
     assert "removed out/ckpt" in lmprep("clean", "--checkpoints").output
 
 
