@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import FakeTokenizer, make_project
+from conftest import lmprep_in_cwd as lmprep
 
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.runner import Pipeline, Stage
 from pipeline.model import checkpoint
 from pipeline.model.bigram import BigramLM, ModelConfig
-from stages.cli.main import cli
 
 CONFIG = """\
 data:
@@ -40,10 +39,6 @@ def project(tmp_path, monkeypatch) -> Path:
     make_project(tmp_path, CONFIG)
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def lmprep(*args: str):
-    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
 
 
 def test_status_and_a_no_op_run_warn_once_when_the_hash_cache_cannot_be_saved(tmp_path, monkeypatch):

@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from conftest import lmprep_in_cwd as lmprep
 
 from pipeline.errors import DataError
 from pipeline.shards import corpus
-from stages.cli.main import cli
 
 CONFIG = """\
 data:
@@ -33,10 +32,6 @@ def project(tmp_path, monkeypatch) -> Path:
     (tmp_path / "lmprep.yaml").write_text(CONFIG)
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def lmprep(*args: str):
-    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
 
 
 def shards(project: Path) -> dict[str, bytes]:

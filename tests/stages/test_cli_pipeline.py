@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import lmprep_in_cwd as lmprep
 from conftest import make_project
 
 from stages.cli.main import cli
@@ -28,10 +29,6 @@ def project(tmp_path, monkeypatch) -> Path:
     make_project(tmp_path, CONFIG)
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def lmprep(*args: str):
-    return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])
 
 
 def test_run_prepare_then_nothing_to_do(project):
