@@ -25,6 +25,7 @@ MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
 MAX_WORKERS = 256  # a fixed bound, so a config valid on one machine is valid on all; cores cap the processes
 MAX_DIM = 65_536
 MAX_POSITIONS = 2**20  # train.context and train.batch_size
+MAX_BUCKETS = 65_536  # dedup buckets: one task and file each; numpy computes bucket numbers in 64 bits
 # BPE training holds each base token and merge as a character: one per Unicode scalar value except
 # U+10FFFF (pipeline/tokenizer/_train_pairs.py), so 1,114,112 code points less 2,048 surrogates less one.
 # Special tokens come on top.
@@ -81,7 +82,7 @@ class NearDedupStep:
     rows: int = _bounded(4, low=1)
     threshold: float = _bounded(0.8, low=0.0, high=1.0)
     seed: int = _bounded(0, low=0, high=2**32 - 1)
-    buckets: int = _bounded(16, low=1)
+    buckets: int = _bounded(16, low=1, high=MAX_BUCKETS)
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ class PrepareConfig:
     val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
     seed: int = _bounded(0, low=0, high=MAX_SEED)
     partition_bytes: int = _bounded(64_000_000, low=1)
-    dedup_buckets: int = _bounded(16, low=1)
+    dedup_buckets: int = _bounded(16, low=1, high=MAX_BUCKETS)
     output_dir: str = _path("data/prepared", "output")
 
 

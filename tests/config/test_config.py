@@ -119,6 +119,11 @@ def test_overrides_parse_yaml_scalars(tmp_path):
         ("", ("train.context=1000000000",), "train.context must be an integer >= 1 and <= 1048576"),
         ("", ("train.seed=" + "9" * 5000,), "--set train.seed: the integer 99999999999999999999... has too many"),
         ("train: {seed: " + "9" * 5000 + "}\n", (), "line 1: the integer 99999999999999999999... has too many"),
+        # a bucket number is computed in 64 bits in a worker: more buckets was an OverflowError there
+        ("", ("prepare.dedup_buckets=18446744073709551616",),
+         "prepare.dedup_buckets must be an integer >= 1 and <= 65536, got 18446744073709551616"),
+        ("prepare: {steps: [{near_dedup: {buckets: 100000}}]}\n", (),
+         "prepare.steps[0].near_dedup.buckets must be an integer >= 1 and <= 65536, got 100000"),
     ],
 )
 def test_errors_name_key_value_and_allowed(tmp_path, text, overrides, expected):
