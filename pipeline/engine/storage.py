@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -252,6 +253,49 @@ def read_bytes(location: str | os.PathLike[str]) -> bytes:
     fs, _ = _filesystem(location)
     with _named_errors(location):
         return fs.cat_file(location)
+
+
+def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> bytes:
+    """The bytes of ``what`` (``the tokenizer file``), a file of at most ``limit`` bytes; StorageError naming it and
+    the bound, before reading, for a larger file and for anything but a regular file.
+
+    A FIFO with no writer would block ``open`` forever, and one fed by an endless writer, like ``/dev/zero``,
+    would never end: so a local file is opened without blocking and refused unless it is a regular file,
+    and no more than ``limit + 1`` bytes are ever read (a file may grow while it is read). A remote object
+    is sized by the store first, then read in one request of at most that many bytes.
+    """
+    if is_url(location):
+        fs, _ = _filesystem(location)
+        with _named_errors(location), fs.open(location, "rb", cache_type="none") as remote:
+            _check_size(location, remote.size, limit, what)
+            data = remote.read(limit + 1)
+    else:
+        fd = os.open(local(location), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise StorageError(f"{what} {os.fspath(location)} is {_file_kind(mode)}, not a regular file; "
+                                   "give the path of a file")
+            _check_size(location, os.fstat(fd).st_size, limit, what)
+            with open(fd, "rb", closefd=False) as file:
+                data = file.read(limit + 1)
+        finally:
+            os.close(fd)
+    _check_size(location, len(data), limit, what)
+    return data
+
+
+def _check_size(location: str | os.PathLike[str], size: int | None, limit: int, what: str) -> None:
+    if size is not None and size > limit:
+        raise StorageError(f"{what} {os.fspath(location)} is larger than {limit:,} bytes ({limit >> 20:,} MiB), "
+                           "the most lmprep reads of such a file")
+
+
+def _file_kind(mode: int) -> str:
+    """``a FIFO``, ``a character device``: what a path that is not a regular file names."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 def read_many(locations: Sequence[str], *, requests: int = 16) -> Iterator[bytes]:

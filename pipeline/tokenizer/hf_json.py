@@ -34,12 +34,15 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.engine import storage
+from pipeline.engine import atomic, storage
 from pipeline.errors import TokenizerError, TokenizerFormatError, describe
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer.core import UNKNOWN_TEXT, Tokenizer
 
 FORMAT_VERSION = 1
+MAX_FILE_BYTES = 256 << 20
+"""The largest tokenizer.json lmprep reads or writes. The largest byte or char vocabulary (1,112,063 IDs) takes
+about 100 bytes per ID as lmprep writes it; a bigger file, a FIFO or a device is refused before it is read."""
 _IDS_ONLY_POST_PROCESSORS = (None, "ByteLevel")  # ByteLevel only trims offsets; IDs are unchanged
 _DECODERS = (None, "ByteLevel", "Fuse")
 
@@ -67,7 +70,17 @@ def unicode_to_byte() -> dict[str, int]:
 
 def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
     """Write ``path`` whole: a local file renamed into place, a remote object in one request."""
-    storage.write_json(path, to_dict(tokenizer))
+    storage.write_bytes(path, dumps(tokenizer))
+
+
+def dumps(tokenizer: Tokenizer) -> bytes:
+    """The bytes of the tokenizer's ``tokenizer.json``: the same tokenizer always gives the same bytes, and a file
+    lmprep wrote reads back as the tokenizer that gives them again."""
+    data = (atomic.dumps_json(to_dict(tokenizer)) + "\n").encode("utf-8")
+    if len(data) > MAX_FILE_BYTES:
+        raise TokenizerError(f"the tokenizer's file would take {len(data):,} bytes, more than the {MAX_FILE_BYTES:,} "
+                             "lmprep reads back; use a smaller vocabulary")
+    return data
 
 
 def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
@@ -162,9 +175,10 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of a local file or a remote object, read in one request (never part of an object)."""
+    """The bytes of a local file or a remote object, read in one request (never part of an object), and at most
+    ``MAX_FILE_BYTES`` of them (StorageError for a larger file, a FIFO or a device)."""
     try:
-        return storage.read_bytes(path)
+        return storage.read_bounded(path, MAX_FILE_BYTES, what="tokenizer file")
     except FileNotFoundError:
         raise TokenizerFormatError(f"tokenizer file {os.fspath(path)} does not exist; train one first") from None
     except OSError as exc:
@@ -340,7 +354,7 @@ def _split_pattern(step: Mapping[str, Any]) -> str:
     _require(isinstance(spec, dict), f"Split pattern {describe(spec)} is not an object with a Regex")
     _require("String" not in spec, "Split with a String pattern is not supported; use a Regex pattern")
     regex_ = spec.get("Regex")
-    _require(_is_text(regex_), f"Split pattern Regex {describe(regex_)} is not a string of Unicode characters")
+    _require(is_text(regex_), f"Split pattern Regex {describe(regex_)} is not a string of Unicode characters")
     try:
         resolved = patterns.resolve_pattern(regex_, kind="byte")
     except TokenizerError as exc:
@@ -355,7 +369,7 @@ def _read_added_tokens(entries: Any) -> dict[str, int]:
     specials: dict[str, int] = {}
     for entry in entries:
         name = entry.get("content") if isinstance(entry, dict) else None
-        _require(_is_text(name) and _is_id(entry.get("id")), f"malformed added token {describe(entry)}")
+        _require(is_text(name) and _is_id(entry.get("id")), f"malformed added token {describe(entry)}")
         _require(entry.get("special") is True, f"added token {describe(name)} is not special; only special added "
                                                "tokens are supported")
         for flag in ("single_word", "lstrip", "rstrip"):
@@ -366,7 +380,7 @@ def _read_added_tokens(entries: Any) -> dict[str, int]:
     return specials
 
 
-def _is_text(value: Any) -> bool:
+def is_text(value: Any) -> bool:
     """A string that UTF-8 can encode (JSON escapes can spell lone surrogates, which it cannot)."""
     if not isinstance(value, str):
         return False
@@ -401,7 +415,7 @@ def _decode_vocab(vocab: dict[str, int], *, kind: str, unk_token: Any) -> tuple[
                  f"char-level model's unk_token must be a string, got {describe(unk_token)}")
         _require(unk_token in vocab, f"char-level model needs its unk_token {describe(unk_token)} in the vocab")
         unk_id = vocab[unk_token]
-        bad = next((name for name, i in vocab.items() if i != unk_id and not _is_text(name)), None)
+        bad = next((name for name, i in vocab.items() if i != unk_id and not is_text(name)), None)
         _require(bad is None, lambda: f"vocab token {describe(bad)} (ID {vocab[bad]}) is not valid Unicode text")
         return {i: (UNKNOWN_TEXT if i == unk_id else name).encode("utf-8") for name, i in vocab.items()}, unk_id
     _require(unk_token is None or isinstance(unk_token, str), f"unk_token {describe(unk_token)} is not a string")

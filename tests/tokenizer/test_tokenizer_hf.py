@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import re
+from pathlib import Path
 
 import pytest
 import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import TokenizerFormatError
+from pipeline.errors import StorageError, TokenizerError, TokenizerFormatError
 from pipeline.tokenizer import Tokenizer, hf_json
 
 MULTILINGUAL = [
@@ -378,3 +381,32 @@ def test_the_pad_token_is_the_end_of_text_token_else_the_first_special_one():
     assert hf_dir.pad_token(eos_token="<|eos|>", special_tokens=["<|pad|>", "<|eos|>"]) == "<|eos|>"
     assert hf_dir.pad_token(eos_token=None, special_tokens=["<|pad|>", "<|eos|>"]) == "<|pad|>"
     assert hf_dir.pad_token(eos_token=None, special_tokens=[]) is None
+
+
+def _fifo(directory: Path) -> Path:
+    os.mkfifo(directory / "fifo.json")  # with no writer, a plain open would block for ever
+    return directory / "fifo.json"
+
+
+def _sparse_file_over_the_bound(directory: Path) -> Path:
+    with open(directory / "big.json", "wb") as file:
+        file.truncate(hf_json.MAX_FILE_BYTES + 1)
+    return directory / "big.json"
+
+
+@pytest.mark.parametrize("make, message", [
+    (_fifo, "is a FIFO, not a regular file"),
+    (_sparse_file_over_the_bound, "is larger than 268,435,456 bytes (256 MiB), the most lmprep reads of such a file"),
+    (lambda directory: Path("/dev/zero"), "/dev/zero is a character device, not a regular file"),  # endless
+    (lambda directory: directory, "is a directory, not a regular file"),
+])
+def test_a_tokenizer_file_is_read_within_a_bound_or_refused_unread(tmp_path, make, message):
+    with pytest.raises(StorageError, match=f"^tokenizer file .*{re.escape(message)}"):
+        Tokenizer.load(make(tmp_path))
+
+
+def test_lmprep_never_writes_a_tokenizer_file_it_would_not_read_back(byte_tokenizer, monkeypatch, tmp_path):
+    monkeypatch.setattr(hf_json, "MAX_FILE_BYTES", 1000)
+    with pytest.raises(TokenizerError, match="more than the 1,000 lmprep reads back"):
+        byte_tokenizer.save(tmp_path / "tokenizer.json")
+    assert not (tmp_path / "tokenizer.json").exists()
