@@ -5,9 +5,14 @@ reads, with ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it
 (the EOS/BOS roles of ``encode.eos_token``/``encode.bos_token``, a pad token and
 ``tokenizer.model_max_length``), so that the directory loads with
 ``transformers.AutoTokenizer.from_pretrained`` and pads. With ``tokenizer.path`` set the stage only
-copies that file there (after validating it), and depends on that file alone, not on the prepared
-data: a data change then re-runs prepare, encode and train but never this
+validates that file and writes the tokenizer it describes there, and depends on that file alone, not on
+the prepared data: a data change then re-runs prepare, encode and train but never this
 stage, the fingerprint stays the same, and training can resume.
+
+The frozen file is written as lmprep writes every tokenizer.json, not copied: a file lmprep wrote comes out
+byte for byte, and any other accepted file (HF's own, or one with a value HF would refuse, such as ``0`` for
+``false``) comes out as one that HF loads and that gives the same IDs, with the same fingerprint (which
+hashes the tokenizer, not the file's bytes). The stage's line says when the bytes differ.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ COMPANION_KEYS = (*ROLE_KEYS, "tokenizer.model_max_length")  # what else the tra
 
 
 CODE_VERSION = 4  # 3: tokenizer_config.json, special_tokens_map.json beside it; 4: a pad token, model_max_length
+# With tokenizer.path (a trained tokenizer's output did not change): 5: written as lmprep writes it, not copied
+REUSE_CODE_VERSION = 5
 
 
 def build(config: Config) -> Stage:
@@ -44,7 +51,7 @@ def build(config: Config) -> Stage:
         return Stage(name="tokenizer", deps=(source,), outs=outs,
                      params=("tokenizer.path", "tokenizer.output", *COMPANION_KEYS),
                      run=functools.partial(reuse, config),
-                     code_version=CODE_VERSION, reusable=True,
+                     code_version=REUSE_CODE_VERSION, reusable=True,
                      keys={source: "tokenizer.path", **dict.fromkeys(outs, "tokenizer.output")})
     return Stage(
         name="tokenizer",
@@ -89,8 +96,8 @@ def train(config: Config) -> None:
 
 
 def reuse(config: Config) -> None:
-    """Validate the frozen tokenizer and copy its exact bytes, read once, to ``tokenizer.output`` (either may be
-    a URL).
+    """Validate the frozen tokenizer, read once, and write it to ``tokenizer.output`` as lmprep writes it (either
+    may be a URL); the line says so when that is not the file's own bytes.
 
     The runner refuses a ``tokenizer.output`` that is ``tokenizer.path`` before this runs.
     """
@@ -98,10 +105,12 @@ def reuse(config: Config) -> None:
     data = hf_json.read_file(source)
     tokenizer = hf_json.loads(data, name=source)
     check_roles(config, tokenizer)
-    storage.write_bytes(output, data)
+    written = hf_json.dumps(tokenizer)
+    storage.write_bytes(output, written)
     pad = write_companions(config, tokenizer)
+    rewritten = "" if written == data else "; rewritten as lmprep writes a tokenizer.json, not copied"
     say("tokenizer", f"reusing {source} (vocab {tokenizer.vocab_size:,}, fingerprint {tokenizer.fingerprint[:12]}, "
-                     f"{pad}) → {output}")
+                     f"{pad}{rewritten}) → {output}")
 
 
 def check_roles(config: Config, tokenizer: Tokenizer) -> None:

@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.errors import TokenizerError, TokenizerFormatError, counted
+from pipeline.errors import TokenizerError, TokenizerFormatError, counted, describe
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer._train_count import count_chunks
 from pipeline.tokenizer.core import Tokenizer
+from pipeline.tokenizer.hf_json import is_text
 
 UNKNOWN = "<unk>"
 UNK_ID = 0
@@ -96,40 +97,111 @@ def to_hf_dict(tokenizer: Tokenizer) -> dict[str, Any]:
 
 
 def from_hf_dict(data: Mapping[str, Any]) -> Tokenizer:
-    """Read back what :func:`to_hf_dict` writes; any other ``WordLevel`` file is refused, naming what differs."""
+    """Read back what :func:`to_hf_dict` writes; any other ``WordLevel`` file is refused, naming what differs.
+
+    The pieces, the pattern and the special tokens are read (each value type-checked first, so that no
+    malformed value gets further than a one-line error), the tokenizer they make is written back as
+    :func:`to_hf_dict` writes it, and the file must be that, field for field and type for type: ``0`` is not
+    ``false`` (HF refuses it), and a field lmprep does not write is not silently ignored.
+    """
     model = data["model"]
     meta = model.get("lmprep")
     _require(isinstance(meta, dict) and meta.get("kind") == "word" and meta.get("format_version") == FORMAT_VERSION,
              "WordLevel model without lmprep's word-kind metadata; only lmprep's own word-level files are supported")
-    for key in ("normalizer", "post_processor", "truncation", "padding"):
-        _require(data.get(key) is None, f"{key} is set; lmprep's word-level files have {key}: null")
-    _require(data.get("decoder") == {"type": "Fuse"}, "word-level decoder must be Fuse")
-    pre = data.get("pre_tokenizer") or {}
-    _require(pre.get("type") == "Split" and pre.get("behavior") == "Isolated" and not pre.get("invert")
-             and isinstance((pre.get("pattern") or {}).get("Regex"), str),
+    pieces = _pieces(model.get("vocab"))
+    specials = _special_tokens(data.get("added_tokens"), first_id=len(pieces) + 1)
+    clash = next((name for name in specials if name == UNKNOWN or name in set(pieces)), None)
+    _require(clash is None, lambda: f"word-level special token {describe(clash)} is also a vocab piece; as plain text "
+                                    "lmprep reads it as the piece, HF as the special token")
+    try:
+        tokenizer = build(pieces, pattern=_pattern(data.get("pre_tokenizer")), special_tokens=specials)
+    except TokenizerFormatError:
+        raise
+    except TokenizerError as exc:
+        raise TokenizerFormatError(f"word-level pre_tokenizer: {exc}") from None
+    difference = _first_difference(to_hf_dict(tokenizer), data)
+    _require(difference is None, lambda: f"word-level field {difference}")
+    return tokenizer
+
+
+def _pieces(vocab: Any) -> list[str]:
+    """The vocabulary's pieces in ID order, after ``<unk>`` (ID 0); IDs must be ``0..n-1``, each used once."""
+    _require(isinstance(vocab, dict) and vocab.get(UNKNOWN) == UNK_ID and _is_id(vocab.get(UNKNOWN)),
+             f"word-level vocab must map {UNKNOWN!r} to 0")
+    by_id: dict[int, str] = {}
+    for piece, token_id in vocab.items():
+        if not _is_id(token_id):
+            raise TokenizerFormatError(f"word-level vocab piece {describe(piece)} has ID {describe(token_id)}; "
+                                       "IDs are non-negative integers")
+        if not is_text(piece):
+            raise TokenizerFormatError(f"word-level vocab piece {describe(piece)} is not valid Unicode text")
+        if token_id in by_id:
+            raise TokenizerFormatError(f"word-level vocab ID {token_id} is used by {describe(by_id[token_id])} "
+                                       f"and {describe(piece)}")
+        by_id[token_id] = piece
+    missing = next((i for i in range(len(by_id)) if i not in by_id), None)
+    _require(missing is None, lambda: f"word-level vocab IDs must be 0..{len(by_id) - 1}: ID {missing} is missing")
+    return [by_id[i] for i in range(1, len(by_id))]
+
+
+def _pattern(pre: Any) -> str:
+    """The ``Split`` regex, which must be one lmprep would write (complete: every character in some chunk)."""
+    spec = pre.get("pattern") if isinstance(pre, dict) else None
+    regex_ = spec.get("Regex") if isinstance(spec, dict) else None
+    _require(isinstance(pre, dict) and pre.get("type") == "Split" and is_text(regex_),
              "word-level pre_tokenizer must be a Split with a Regex and behavior Isolated")
-    _require(model.get("unk_token") == UNKNOWN, f"word-level unk_token must be {UNKNOWN!r}")
-    vocab = model.get("vocab")
-    _require(isinstance(vocab, dict) and vocab.get(UNKNOWN) == UNK_ID, f"word-level vocab must map {UNKNOWN!r} to 0")
-    order = sorted(vocab.items(), key=lambda item: item[1])
-    _require([token_id for _, token_id in order] == list(range(len(order))),
-             "word-level vocab IDs must be 0..n-1, each used once")
-    specials = _special_tokens(data.get("added_tokens") or [])
-    _require(sorted(specials.values()) == list(range(len(order), len(order) + len(specials))),
+    _require(regex_ in (patterns.WORD, patterns.resolve_pattern(regex_, kind="word")),
+             lambda: f"word-level Split regex {describe(regex_)} may leave text unmatched; lmprep writes patterns that "
+                     r"end with '|[\s\S]'")
+    return regex_
+
+
+def _special_tokens(entries: Any, *, first_id: int) -> list[str]:
+    """The special tokens in ID order; their IDs must follow the vocabulary's."""
+    _require(isinstance(entries, list), f"word-level added_tokens {describe(entries)} is not a list")
+    by_id: dict[int, str] = {}
+    for entry in entries:
+        name = entry.get("content") if isinstance(entry, dict) else None
+        token_id = entry.get("id") if isinstance(entry, dict) else None
+        if not (is_text(name) and _is_id(token_id) and entry.get("special") is True):
+            raise TokenizerFormatError(f"malformed or non-special added token {describe(entry)}")
+        if token_id in by_id:
+            raise TokenizerFormatError(f"added tokens {describe(by_id[token_id])} and {describe(name)} share ID "
+                                       f"{token_id}")
+        by_id[token_id] = name
+    _require(sorted(by_id) == list(range(first_id, first_id + len(by_id))),
              "word-level special tokens must follow the vocab's IDs")
-    return build([piece for piece, _ in order[1:]], pattern=pre["pattern"]["Regex"], special_tokens=list(specials))
+    names = [by_id[i] for i in sorted(by_id)]
+    _require(len(set(names)) == len(names), "word-level added tokens must be distinct")
+    return names
 
 
-def _special_tokens(entries: Any) -> dict[str, int]:
-    _require(isinstance(entries, list), "added_tokens must be a list")
-    specials = {}
-    for entry in sorted(entries, key=lambda e: e.get("id", -1) if isinstance(e, dict) else -1):
-        _require(isinstance(entry, dict) and isinstance(entry.get("content"), str) and isinstance(entry.get("id"), int)
-                 and entry.get("special") is True, f"malformed or non-special added token {entry!r}")
-        specials[entry["content"]] = entry["id"]
-    return specials
+def _first_difference(expected: Any, given: Any, where: str = "") -> str | None:
+    """Where ``given`` differs from ``expected`` (values and JSON types alike), as ``model.unk_token is …``."""
+    if isinstance(expected, dict) and isinstance(given, dict):
+        for key in sorted(expected.keys() | given.keys(), key=str):
+            inner = f"{where}.{key}" if where else str(key)
+            if key not in given:
+                return f"{inner} is missing"
+            if key not in expected:
+                return f"{inner} is not one that lmprep writes"
+            found = _first_difference(expected[key], given[key], inner)
+            if found is not None:
+                return found
+        return None
+    if isinstance(expected, list) and isinstance(given, list) and len(expected) == len(given):
+        return next((found for index, (a, b) in enumerate(zip(expected, given))
+                     if (found := _first_difference(a, b, f"{where}[{index}]")) is not None), None)
+    if type(expected) is type(given) and expected == given:
+        return None
+    return f"{where} is {describe(given)}, not {describe(expected)}"
 
 
-def _require(condition: bool, message: str) -> None:
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _require(condition: bool, message) -> None:
+    """Raise TokenizerFormatError with ``message`` (a string, or a function making one) unless ``condition``."""
     if not condition:
-        raise TokenizerFormatError(message)
+        raise TokenizerFormatError(message() if callable(message) else message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -80,3 +81,45 @@ def test_a_missing_file_leaves_the_settings_for_the_tokenizer_stage_to_report(tm
     (tmp_path / "config.yaml").write_text("tokenizer: {path: absent.json, kind: char, vocab_size: 99}\n")
     tok = load_config(tmp_path / "config.yaml").tokenizer
     assert (tok.kind, tok.vocab_size) == ("char", 99)
+
+
+def run_tokenizer_stage(project: Path, frozen: str):
+    (project / "raw").mkdir(exist_ok=True)
+    (project / "raw" / "a.txt").write_text(TEXTS[0])
+    (project / "config.yaml").write_text(f"tokenizer: {{path: {frozen}, output: out/tokenizer.json}}\n"
+                                         "encode: {eos_token: null}\ndata: {sources: [{glob: 'raw/*.txt'}]}\n")
+    return CliRunner().invoke(cli, ["run", "tokenizer", "--config", str(project / "config.yaml")])
+
+
+def byte_file_with_values_hf_refuses(project: Path) -> Path:
+    """lmprep's own byte-level file with three values lmprep reads as HF's defaults and HF refuses."""
+    Tokenizer.train(TEXTS, vocab_size=280, special_tokens=SPECIALS, workers=1).save(project / "own.json")
+    data = json.loads((project / "own.json").read_text("utf-8"))
+    data["added_tokens"][0]["lstrip"] = 0  # a boolean given as 0
+    del data["added_tokens"][1]["single_word"]
+    data["decoder"]["add_prefix_space"] = []
+    (project / "odd.json").write_text(json.dumps(data), "utf-8")
+    return project / "odd.json"
+
+
+def test_a_frozen_file_is_written_as_one_hf_loads_with_the_same_ids_and_fingerprint(project):
+    import tokenizers
+
+    odd = byte_file_with_values_hf_refuses(project)
+    with pytest.raises(Exception, match="invalid type|missing field"):
+        tokenizers.Tokenizer.from_file(str(odd))
+    result = run_tokenizer_stage(project, "odd.json")
+    assert result.exit_code == 0, result.output
+    assert "; rewritten as lmprep writes a tokenizer.json, not copied)" in result.output
+    written = project / "out" / "tokenizer.json"
+    hf, ours = tokenizers.Tokenizer.from_file(str(written)), Tokenizer.load(odd)
+    assert Tokenizer.load(written).fingerprint == ours.fingerprint
+    for text in [*TEXTS[:1], "Déjà vu 😀 <|pad|> x", ""]:
+        assert hf.encode(text).ids == ours.encode(text, allowed_special="all")
+
+
+def test_a_frozen_file_lmprep_wrote_is_written_out_byte_for_byte(project):
+    Tokenizer.train(TEXTS, vocab_size=280, special_tokens=SPECIALS, workers=1).save(project / "own.json")
+    result = run_tokenizer_stage(project, "own.json")
+    assert result.exit_code == 0 and "rewritten" not in result.output, result.output
+    assert (project / "out" / "tokenizer.json").read_bytes() == (project / "own.json").read_bytes()

@@ -1,4 +1,6 @@
-"""Fuzzing the tokenizer.json reader: any malformed file is a TokenizerFormatError, never a crash.
+"""Fuzzing the tokenizer.json reader: any malformed file is a TokenizerFormatError, never a crash, and any
+file it accepts is written out (as the tokenizer stage writes a frozen file) as one that HF ``tokenizers`` loads
+and that gives lmprep's IDs; where HF loads the mutated file itself, that gives lmprep's IDs too.
 
 Each file is loaded in a separate process, so that a segfault or a hang shows up as a failure
 instead of taking the test run down; one process reads many files in turn and is restarted
@@ -18,18 +20,46 @@ from hypothesis import strategies as st
 
 from pipeline.tokenizer import Tokenizer
 
+SAMPLES = ["The quick brown fox, don't we? 12345 numbers!\n\n  two  spaces\ttab",
+           "Déjà, l’élève 日本語のテキスト 😀👍🏽 e\u0301 ١٢٣", "<|endoftext|> between <|endoftext|>", "<unk> x", ""]
 READER = """
-import sys, traceback
+import json, sys, traceback
+import tokenizers
 from pipeline.errors import TokenizerFormatError
-from pipeline.tokenizer import Tokenizer
-for line in sys.stdin:
+from pipeline.tokenizer import Tokenizer, hf_json
+
+SAMPLES = json.loads(sys.argv[1])
+
+
+def mismatch(ours, path):
+    written = tokenizers.Tokenizer.from_str(hf_json.dumps(ours).decode("utf-8"))
     try:
-        Tokenizer.load(line.rstrip("\\n"))
-        print("ok", flush=True)
+        original = tokenizers.Tokenizer.from_file(path)
+    except BaseException:  # HF refuses the mutated file itself (a Rust panic is a BaseException)
+        original = None
+    for text in SAMPLES:
+        expected = ours.encode(text, allowed_special="all")
+        for name, hf in (("lmprep's output", written), ("the input", original)):
+            if hf is not None and hf.encode(text).ids != expected:
+                return f"HF on {name} gives {hf.encode(text).ids} for {text!r}, lmprep {expected}"
+    return None
+
+
+for line in sys.stdin:
+    path = line.rstrip("\\n")
+    try:
+        ours = Tokenizer.load(path)
     except TokenizerFormatError as exc:
         print("refused " + " ".join(str(exc).split())[:300], flush=True)
+        continue
     except BaseException:
         print("crashed " + traceback.format_exc().replace("\\n", " | "), flush=True)
+        continue
+    try:
+        problem = mismatch(ours, path)
+    except BaseException:
+        problem = "HF cannot load lmprep's output: " + traceback.format_exc().replace("\\n", " | ")
+    print("ok" if problem is None else "accepted, but " + problem, flush=True)
 """
 TIMEOUT_S = 20
 
@@ -42,7 +72,7 @@ class ReaderProcess:
 
     def load(self, path: Path) -> str:
         if self.process is None or self.process.poll() is not None:
-            self.process = subprocess.Popen([sys.executable, "-c", READER], stdin=subprocess.PIPE,
+            self.process = subprocess.Popen([sys.executable, "-c", READER, json.dumps(SAMPLES)], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
         self.process.stdin.write(f"{path}\n")
         self.process.stdin.flush()
@@ -66,16 +96,18 @@ def reader():
 
 
 @pytest.fixture(scope="module")
-def valid_files(byte_tokenizer, char_tokenizer, tokenizer_corpus, tmp_path_factory):
-    """The texts of valid tokenizer.json files: ours (byte and char kind) and a small one HF trained."""
+def valid_files(char_tokenizer, tokenizer_corpus, tmp_path_factory):
+    """Kind → the text of a valid tokenizer.json file: ours of each kind, and a small one HF trained."""
     directory = tmp_path_factory.mktemp("valid")
     small = Tokenizer.train(tokenizer_corpus, vocab_size=270, special_tokens=["<|endoftext|>"], workers=1)
-    for name, tok in [("byte", small), ("char", char_tokenizer)]:
+    word = Tokenizer.train(tokenizer_corpus, vocab_size=40, kind="word", special_tokens=["<|endoftext|>"], workers=1)
+    for name, tok in [("byte", small), ("char", char_tokenizer), ("word", word)]:
         tok.save(directory / f"{name}.json")
     from test_tokenizer_hf import _hf_trained
 
     _hf_trained(tokenizer_corpus, directory / "hf.json")
-    return [json.loads((directory / f"{name}.json").read_text("utf-8")) for name in ("byte", "char", "hf")]
+    return {name: json.loads((directory / f"{name}.json").read_text("utf-8"))
+            for name in ("byte", "char", "hf", "word")}
 
 
 NEST = "\u0000nest\u0000"  # stands for a deeply nested array, written into the text
@@ -106,9 +138,11 @@ def _parent(document, path):
 @st.composite
 def mutated_files(draw, valid):
     """A valid file's text with one mutation: a value replaced or dropped, deep nesting, cut short, bytes."""
-    document = json.loads(json.dumps(draw(st.sampled_from(valid))))
+    document = json.loads(json.dumps(valid))
     paths = [path for path, _ in _paths(document) if path]
-    path = draw(st.sampled_from(paths))
+    # half the time a field outside the vocabulary and merges, which otherwise make up nearly every path
+    settings_only = [path for path in paths if path[:2] not in (("model", "vocab"), ("model", "merges"))]
+    path = draw(st.sampled_from(draw(st.sampled_from([paths, settings_only]))))
     mutation = draw(st.sampled_from(["replace", "replace", "drop", "nest", "truncate", "bytes"]))
     if mutation == "bytes":
         return draw(st.binary(max_size=200))
@@ -125,12 +159,14 @@ def mutated_files(draw, valid):
     return text.encode("utf-8", errors="surrogatepass")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@pytest.mark.parametrize("kind", ["byte", "char", "hf", "word"])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(data=st.data())
-def test_malformed_tokenizer_json_is_a_format_error(reader, valid_files, tmp_path_factory, data):
+def test_a_mutated_tokenizer_json_is_refused_in_one_line_or_loads_in_hf_alike(reader, valid_files, tmp_path_factory,
+                                                                              kind, data):
     path = tmp_path_factory.mktemp("fuzz") / "tokenizer.json"
-    path.write_bytes(data.draw(mutated_files(valid_files)))
+    path.write_bytes(data.draw(mutated_files(valid_files[kind])))
     answer = reader.load(path)
     assert answer.startswith(("ok", "refused")), answer
 
