@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 _TMP_MARK = ".tmp-"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # errors that only writing causes: reported against the output being written
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
@@ -99,11 +100,18 @@ def write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2
 
 
 def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
-    """The one JSON serialisation of the project: sorted keys, UTF-8, no NaN."""
+    """The one JSON serialisation of the project: sorted keys, UTF-8, no NaN.
+
+    A lone surrogate, which is how Python spells a byte of a file name that is not UTF-8
+    (``os.fsdecode``), is written as its ``\\udcXX`` escape: valid JSON that reads back as the same
+    name, where the raw character could not be encoded as UTF-8 at all. Every other character is
+    written as itself, so the text (and every hash of it) is what it always was.
+    """
     separators = (",", ": ") if indent is not None else (",", ":")
-    return json.dumps(
+    text = json.dumps(
         obj, sort_keys=True, ensure_ascii=False, indent=indent, separators=separators, allow_nan=False
     )
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text) if _SURROGATE.search(text) else text
 
 
 @contextlib.contextmanager

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
+import sys
 from collections.abc import Iterator
 
 import click
@@ -139,7 +141,16 @@ def cli() -> None:
 
 
 def main() -> None:
+    escape_undecodable_names()
     cli(prog_name="lmprep")
+
+
+def escape_undecodable_names() -> None:
+    """Write a file name that is not UTF-8 (its bytes are lone surrogates in Python) as ``\\udcff`` escapes, as
+    stderr already does, instead of failing on it: a name may end up in any line, a path in a table or in JSON."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
 
 
 from stages.cli.pipeline import clean, config_group, dag, run, status  # noqa: E402

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,3 +89,11 @@ def test_a_writer_that_replaces_the_temporary_still_gives_the_usual_permissions(
         os.write(fd, b"weights")
         os.close(fd)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_json_spells_a_name_that_is_not_utf8_as_escapes_and_reads_it_back(tmp_path):
+    name = os.fsdecode(b"caf\xe9-\xff.txt")  # lone surrogates in Python
+    atomic.write_json(tmp_path / "x.json", {name: "日本", "é": 1})
+    text = (tmp_path / "x.json").read_text("utf-8")
+    assert '"caf\\udce9-\\udcff.txt": "日本"' in text and '"é": 1' in text  # other characters stay as they are
+    assert json.loads(text) == {name: "日本", "é": 1}

@@ -36,3 +36,13 @@ def test_same_size_edit_with_mtime_restored_is_rehashed(tmp_path):
 
     new = HashCache(tmp_path / "hashes.json").file_hash(path)
     assert new == sha256_file(path) != old
+
+
+def test_the_hash_cache_keeps_a_file_whose_name_is_not_utf8(tmp_path):
+    odd = os.fsencode(tmp_path) + b"/caf\xe9.txt"
+    with open(odd, "wb") as file:
+        file.write(b"data")
+    cache = HashCache(tmp_path / "hashes.json")
+    digest = cache.file_hash(os.fsdecode(odd))
+    cache.save()
+    assert HashCache(tmp_path / "hashes.json")._entries[os.fsdecode(odd)][-1] == digest

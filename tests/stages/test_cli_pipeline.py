@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,8 @@ from conftest import lmprep_in_cwd as lmprep
 from conftest import make_project
 
 from stages.cli.main import cli
+
+REPO = Path(__file__).resolve().parents[2]
 
 CONFIG = """\
 data:
@@ -50,6 +55,28 @@ def test_status_names_what_changed_and_check_exits_1(project):
     assert "prepare: stale" in result.output
     assert "param prepare.seed changed 0 → 4" in result.output
     assert "dependency 'raw/b.txt' added" in result.output
+
+
+def test_source_names_that_are_not_utf8_run_and_rerun(tmp_path, monkeypatch):
+    """A directory and a file whose names are not UTF-8: prepare reads them, the run cache, the hash cache and the
+    lock record them, and every later command works; a line names them with backslash escapes, as Python would."""
+    make_project(tmp_path, CONFIG.replace('"raw/*.txt"', '"raw/**/*.txt"'))
+    monkeypatch.chdir(tmp_path)
+    odd = os.fsencode(tmp_path / "raw") + b"/sub\xffdir"
+    os.mkdir(odd)
+    with open(odd + b"/caf\xe9.txt", "w") as file:
+        file.write("Q: what is odd?\nA: a name that is not UTF-8.")
+    first = lmprep("run", "prepare")
+    assert first.exit_code == 0 and "kept 41 documents" in first.output, first.output
+    assert lmprep("run", "prepare").output.strip() == "'prepare' is up to date"
+    with open(odd + b"/caf\xe9.txt", "a") as file:
+        file.write(" And one more line.")
+    strict_utf8 = {**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONPATH": str(REPO)}  # as under en_US.UTF-8
+    for command in (["status"], ["run", "prepare"]):
+        result = subprocess.run([sys.executable, "-m", "stages", *command, "--config", "lmprep.yaml"],
+                                capture_output=True, encoding="utf-8", env=strict_utf8)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        assert "dependency 'raw/sub\\udcffdir/caf\\udce9.txt' changed" in result.stdout
 
 
 def test_config_show_prints_effective_yaml(project):
