@@ -357,8 +357,11 @@ def _absolute(partition: Partition) -> Partition:
 
 
 def _piece_name(piece: Piece, root: str | os.PathLike[str] | None) -> str:
-    """A piece as document IDs name it: as :meth:`Piece.describe` does, a local path relative to ``root``."""
+    """A piece as document IDs name it: as :meth:`Piece.describe` does, a local path relative to ``root``; a byte
+    of a file name that is not UTF-8 as a ``\\udcXX`` escape (the IDs are UTF-8 text, in Arrow)."""
     path = str(piece.file.path)
     if root is None or storage.is_url(path):
-        return piece.describe()
-    return os.path.relpath(os.path.abspath(path), os.path.abspath(root)) + piece.describe()[len(path):]
+        name = piece.describe()
+    else:
+        name = os.path.relpath(os.path.abspath(path), os.path.abspath(root)) + piece.describe()[len(path):]
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from conftest import lmprep_in_cwd as lmprep
 from conftest import make_project
 
+from pipeline.data.documents import iter_records
 from stages.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,14 +61,21 @@ def test_status_names_what_changed_and_check_exits_1(project):
 def test_source_names_that_are_not_utf8_run_and_rerun(tmp_path, monkeypatch):
     """A directory and a file whose names are not UTF-8: prepare reads them, the run cache, the hash cache and the
     lock record them, and every later command works; a line names them with backslash escapes, as Python would."""
-    make_project(tmp_path, CONFIG.replace('"raw/*.txt"', '"raw/**/*.txt"'))
+    make_project(tmp_path, CONFIG)
     monkeypatch.chdir(tmp_path)
     odd = os.fsencode(tmp_path / "raw") + b"/sub\xffdir"
     os.mkdir(odd)
     with open(odd + b"/caf\xe9.txt", "w") as file:
         file.write("Q: what is odd?\nA: a name that is not UTF-8.")
+    with open(odd + b"/short\xff.txt", "w") as file:
+        file.write("x")  # too short: its document ID names the file in rejected/
+    (tmp_path / "lmprep.yaml").write_text(CONFIG.replace('"raw/*.txt"', '"raw/**/*.txt"').replace(
+        "val_fraction: 0.2", "val_fraction: 0.2, min_chars: 2"))
     first = lmprep("run", "prepare")
-    assert first.exit_code == 0 and "kept 41 documents" in first.output, first.output
+    assert first.exit_code == 0 and "kept 41 documents" in first.output and "1 length/too_short" in first.output, \
+        first.output
+    rejected = list(iter_records(tmp_path / "out" / "prepared" / "rejected" / "part-00000.arrow"))
+    assert [record[2] for record in rejected] == ["raw/sub\\udcffdir/short\\udcff.txt#0"]
     assert lmprep("run", "prepare").output.strip() == "'prepare' is up to date"
     with open(odd + b"/caf\xe9.txt", "a") as file:
         file.write(" And one more line.")
