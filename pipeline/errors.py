@@ -28,6 +28,10 @@ class StorageError(PipelineError):
     """A file or object store cannot be reached or read: a bad URL, a missing bucket, no credentials."""
 
 
+class FileTooLargeError(StorageError):
+    """A file is larger than lmprep reads of its kind (each kind's bound is documented in docs/faults.md)."""
+
+
 class TokenizerError(PipelineError):
     """Bad input to a tokenizer: an invalid ID, undecodable bytes, a bad pattern."""
 

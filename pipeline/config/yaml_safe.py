@@ -13,10 +13,12 @@ from typing import Any
 
 import yaml
 
-from pipeline.errors import ConfigError
+from pipeline.engine import storage
+from pipeline.errors import ConfigError, FileTooLargeError, StorageError
 
 MAX_CONFIG_BYTES = 1 << 20
-"""A config is a few kilobytes; pure-Python YAML takes a second or more per megabyte, so a bigger file is refused."""
+"""A config is a few kilobytes; pure-Python YAML takes a second or more per megabyte, so a bigger file is refused
+unread (so is a FIFO or a device, which could block or never end)."""
 MAX_NESTING = 32
 """Levels of YAML nesting (after expanding aliases); the schema needs four."""
 MAX_NODES = 100_000
@@ -27,16 +29,15 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
     """The YAML document of the file at ``path``, within the bounds above; any failure is a ConfigError."""
     name = os.fspath(path)
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_CONFIG_BYTES + 1)
-        text = data.decode("utf-8")
+        text = storage.read_bounded(path, MAX_CONFIG_BYTES, what="config file").decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file {name} not found; pass --config PATH") from None
+    except FileTooLargeError as exc:
+        raise ConfigError(f"{exc}; a config holds settings, not data: list data files in data.sources") from None
+    except StorageError as exc:  # a FIFO, a device: refused unread
+        raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {name} cannot be read as UTF-8 text ({exc})") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config file {name} is larger than {MAX_CONFIG_BYTES:,} bytes; "
-                          "a config holds settings, not data: list data files in data.sources")
     return _parse_yaml(text, name)
 
 

@@ -23,10 +23,11 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.engine import atomic, hashing, storage
-from pipeline.errors import DataError
+from pipeline.errors import DataError, FileTooLargeError
 
 SPLITS = ("train", "val")
 PARTS_FILE = "parts.json"
+MAX_PARTS_BYTES = 64 << 20  # parts.json: some 200 bytes per part, one part per partition and split
 SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False)])
 BATCH_DOCUMENTS = 4096
 
@@ -167,10 +168,13 @@ def read_parts(directory: str | os.PathLike[str], split: str) -> list[PreparedPa
     """The parts of ``split`` in corpus order (``directory`` as :func:`pipeline.engine.storage.committed` gives it)."""
     path = storage.join(directory, PARTS_FILE)
     try:
-        return [PreparedPart(**entry) for entry in json.loads(storage.read_bytes(path))[split]]
+        return [PreparedPart(**entry) for entry in json.loads(storage.read_bounded(path, MAX_PARTS_BYTES,
+                                                                                   what="list of parts"))[split]]
     except FileNotFoundError:
         raise DataError(f"{path}: missing, so {directory} is not a prepared directory; "
                         "run 'lmprep run prepare'") from None
+    except FileTooLargeError as exc:
+        raise DataError(f"{exc}; re-run 'lmprep run prepare'") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{path}: malformed list of prepared parts ({exc!r}); re-run 'lmprep run prepare'") from None
 

@@ -21,6 +21,7 @@ from pipeline.engine import atomic, storage
 from pipeline.errors import StorageError
 
 _CHUNK = 1 << 20
+MAX_CACHE_BYTES = 1 << 30  # about 5 million files at some 200 bytes each
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -99,9 +100,11 @@ class HashCache:
             self._dirty = False
 
     def _read(self) -> dict[str, list]:
+        """The saved entries; none when the cache is missing, torn, over ``MAX_CACHE_BYTES`` or not a regular file
+        (it only saves time: every file is hashed again, and the next save replaces it)."""
         try:
-            return json.loads(self.path.read_text("utf-8"))
-        except (FileNotFoundError, ValueError):
+            return json.loads(storage.read_bounded(self.path, MAX_CACHE_BYTES, what="hash cache"))
+        except (FileNotFoundError, ValueError, StorageError):
             return {}
 
 

@@ -47,10 +47,11 @@ from pipeline.engine.hashing import HashCache
 from pipeline.engine.pool import keep_from_workers
 from pipeline.engine.reasons import code_version_changes, param_changes
 from pipeline.engine.run_cache import RunCache
-from pipeline.errors import RunnerError
+from pipeline.errors import RunnerError, StorageError
 
 LOCK_VERSION = 1
 OWNERS_VERSION = 1
+MAX_STATE_BYTES = 64 << 20  # lock.json and outputs.json: a few kilobytes per stage
 
 
 @dataclass(frozen=True)
@@ -381,9 +382,11 @@ class Pipeline:
 def _read_state_file(path: Path, version: int, key: str, *, if_corrupt: str) -> dict[str, Any]:
     """``key`` of a state file written by this version of lmprep; empty when it is missing or of another version."""
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = json.loads(storage.read_bounded(path, MAX_STATE_BYTES, what="state file"))
     except FileNotFoundError:
         return {}
+    except StorageError as exc:  # too large, a FIFO, a device
+        raise RunnerError(f"{exc}; {if_corrupt}") from None
     except ValueError as exc:
         raise RunnerError(f"{path} is corrupt ({exc}); {if_corrupt}") from None
     if not isinstance(data, dict) or data.get("version") != version:
@@ -415,8 +418,8 @@ def _write_holder(fd: int) -> None:
 def _lock_holder(path: Path) -> str:
     """``PID 123 (started 2025-05-01 12:00:03)``, as far as the lock file says."""
     try:
-        pid, _, started = path.read_text("utf-8").strip().partition(" ")
-    except OSError:
+        pid, _, started = storage.read_bounded(path, 4096, what="lock file").decode().strip().partition(" ")
+    except (OSError, StorageError, ValueError):
         pid = started = ""
     if not pid:
         return "another process"

@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from pipeline.engine import atomic
-from pipeline.errors import StorageError, shorten
+from pipeline.errors import FileTooLargeError, StorageError, shorten
 
 SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
                        "mounted at the same path on every machine, or fsspec URLs)")
@@ -256,8 +256,8 @@ def read_bytes(location: str | os.PathLike[str]) -> bytes:
 
 
 def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> bytes:
-    """The bytes of ``what`` (``the tokenizer file``), a file of at most ``limit`` bytes; StorageError naming it and
-    the bound, before reading, for a larger file and for anything but a regular file.
+    """The bytes of ``what`` (``tokenizer file``), a file of at most ``limit`` bytes; FileTooLargeError naming it and
+    the bound for a larger file, and StorageError for anything but a regular file, both before reading.
 
     A FIFO with no writer would block ``open`` forever, and one fed by an endless writer, like ``/dev/zero``,
     would never end: so a local file is opened without blocking and refused unless it is a regular file,
@@ -287,8 +287,8 @@ def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> 
 
 def _check_size(location: str | os.PathLike[str], size: int | None, limit: int, what: str) -> None:
     if size is not None and size > limit:
-        raise StorageError(f"{what} {os.fspath(location)} is larger than {limit:,} bytes ({limit >> 20:,} MiB), "
-                           "the most lmprep reads of such a file")
+        raise FileTooLargeError(f"{what} {os.fspath(location)} is larger than {limit:,} bytes "
+                                f"({limit >> 20:,} MiB), the most lmprep reads of such a file")
 
 
 def _file_kind(mode: int) -> str:

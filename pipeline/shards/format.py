@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 COLUMN = "input_ids"
 METADATA_PREFIX = "lmprep."
+MAX_METADATA_BYTES = 1 << 20  # a stamp value is a fingerprint, a number or a small mapping: bytes, not megabytes
 _MAX_SHARD_TOKENS = (1 << 31) - 1  # Arrow ``list`` offsets are int32
 
 
@@ -235,8 +236,14 @@ def _single_list_column(path: Path, schema: pa.Schema, batches: list[pa.RecordBa
 
 
 def _parse_metadata(path: Path, schema: pa.Schema) -> dict[str, Any]:
+    """The shard's stamp from its schema metadata, each value at most ``MAX_METADATA_BYTES`` of JSON."""
     raw = schema.metadata or {}
     prefix = METADATA_PREFIX.encode()
+    large = next((key for key, value in raw.items()
+                  if key.startswith(prefix) and len(value) > MAX_METADATA_BYTES), None)
+    if large is not None:
+        raise ShardError(f"{path}: shard metadata {large.decode(errors='backslashreplace')!r} is larger than "
+                         f"{MAX_METADATA_BYTES:,} bytes, so it is not lmprep's; {REENCODE}")
     try:
         return {key[len(prefix) :].decode(): json.loads(value) for key, value in raw.items() if key.startswith(prefix)}
     except (ValueError, RecursionError) as exc:

@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from pipeline.engine import atomic, storage
-from pipeline.errors import ShardError, describe, json_error_reason
+from pipeline.errors import FileTooLargeError, ShardError, describe, json_error_reason
 
 FORMAT_VERSION = 1
 UINT16_VOCAB_LIMIT = 1 << 16
+MAX_MANIFEST_BYTES = 64 << 20
+"""The largest manifest read: about 300,000 shards of about 200 bytes each (a set of a trillion tokens or more)."""
 # A shard damaged in place (bit rot keeps its size and mtime) still looks up to date to the runner.
 REENCODE = "re-encode with 'lmprep run encode --force'"
 
@@ -187,7 +189,9 @@ def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
     """The manifest of a shard directory (for a URL, of its committed output)."""
     path = manifest_path(storage.committed(directory) if storage.is_url(directory) else directory, split)
     try:
-        manifest = Manifest.from_dict(json.loads(storage.read_bytes(path)))
+        manifest = Manifest.from_dict(json.loads(storage.read_bounded(path, MAX_MANIFEST_BYTES, what="shard manifest")))
+    except FileTooLargeError as exc:
+        raise ShardError(f"{exc}; {REENCODE}") from None
     except FileNotFoundError:
         raise ShardError(
             f"{path}: no shard set for split {split!r} (manifest missing); run 'lmprep run encode'"

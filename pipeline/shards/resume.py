@@ -19,11 +19,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, hashing
+from pipeline.engine import atomic, hashing, storage
+from pipeline.errors import StorageError
 from pipeline.shards.format import Manifest, ShardEntry, ShardStamp
 
 SUFFIX = ".partial"
 RECORD_VERSION = 1
+MAX_RECORD_BYTES = 16 << 20  # a part's completion record lists its shards, a few hundred bytes each
 
 
 class PartialParts:
@@ -46,7 +48,7 @@ class PartialParts:
     def finished(self, prefix: str, identity: str, stamp: ShardStamp) -> Manifest | None:
         """The shards a finished task of this very job left, checked against their checksums; None otherwise."""
         try:
-            record = json.loads(self.record_path(prefix).read_text("utf-8"))
+            record = json.loads(storage.read_bounded(self.record_path(prefix), MAX_RECORD_BYTES, what="record"))
             if record["version"] != RECORD_VERSION or record["job"] != identity:
                 return None
             entries = tuple(ShardEntry(**entry) for entry in record["shards"])
@@ -54,7 +56,7 @@ class PartialParts:
                        for entry in entries):
                 return None
             return Manifest(stamp=stamp, shards=entries, max_id=int(record["max_id"]))
-        except (OSError, ValueError, KeyError, TypeError):  # none, or not a record this code wrote
+        except (OSError, ValueError, KeyError, TypeError, StorageError):  # none, or not a record this code wrote
             return None
 
     def link_into(self, prefix: str, manifest: Manifest, staging: Path) -> None:

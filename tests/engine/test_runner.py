@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.engine import atomic
+from pipeline.engine import atomic, runner
 from pipeline.engine.runner import Pipeline, Stage
 from pipeline.errors import RunnerError
 
@@ -404,3 +404,22 @@ def test_ownership_is_recorded_before_a_stage_writes_and_survives_a_deleted_lock
     assert ws.pipeline().run() == ["prepare", "count", "report"]
     (ws.root / ".state" / "outputs.json").unlink()  # a project locked before ownership was recorded
     assert ws.pipeline().run(force=True) == ["prepare", "count", "report"]
+
+
+def test_state_files_are_read_within_bounds(ws, monkeypatch):
+    """A FIFO would block the read for ever: the lock is refused in one line, the hash cache ignored (it only
+    saves time; the next save replaces it), and a lock file larger than its bound is refused unread."""
+    ws.pipeline().run()
+    state = ws.root / ".state"
+    (state / "hashes.json").unlink()
+    os.mkfifo(state / "hashes.json")
+    assert ws.pipeline().run() == [] and (state / "hashes.json").is_file()
+    (state / "lock.json").unlink()
+    os.mkfifo(state / "lock.json")
+    with pytest.raises(RunnerError, match=r"^state file .*lock.json is a FIFO, not a regular file; .*; delete it"):
+        ws.pipeline().run()
+    (state / "lock.json").unlink()
+    ws.pipeline().run()
+    monkeypatch.setattr(runner, "MAX_STATE_BYTES", 100)
+    with pytest.raises(RunnerError, match=r"^state file .*lock.json is larger than 100 bytes .*; delete it"):
+        ws.pipeline().run()

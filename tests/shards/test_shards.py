@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from pipeline.errors import ShardError, TokenizerMismatchError
 from pipeline.shards import format as shard_format
+from pipeline.shards import manifest as manifest_module
 from pipeline.shards.format import ShardSet, ShardWriter
 from pipeline.shards.manifest import ShardStamp
 
@@ -328,6 +329,19 @@ def test_unparseable_shard_metadata_is_one_error(tmp_path, value):
     metadata = {**shard_format._shard_metadata(stamp(), rows=1, tokens=2), "lmprep.split": value}
     forge_shard(tmp_path, [1, 2], metadata, {})
     with pytest.raises(ShardError, match="train-00000.arrow: malformed shard metadata"):
+        ShardSet.open(tmp_path, "train")
+
+
+def test_a_manifest_and_shard_metadata_are_read_within_bounds(tmp_path, monkeypatch):
+    write_set(tmp_path, [[1, 2]], shard_tokens=100)
+    monkeypatch.setattr(manifest_module, "MAX_MANIFEST_BYTES", 100)
+    with pytest.raises(ShardError, match=r"^shard manifest .*train.manifest.json is larger than 100 bytes .*re-encode"):
+        ShardSet.open(tmp_path, "train")
+    monkeypatch.undo()
+    metadata = {**shard_format._shard_metadata(stamp(), rows=1, tokens=2),
+                "lmprep.split": b'"' + b"x" * shard_format.MAX_METADATA_BYTES + b'"'}
+    forge_shard(tmp_path, [1, 2], metadata, {})
+    with pytest.raises(ShardError, match="shard metadata 'lmprep.split' is larger than 1,048,576 bytes"):
         ShardSet.open(tmp_path, "train")
 
 
