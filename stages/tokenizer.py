@@ -27,7 +27,7 @@ from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from pipeline.errors import AlphabetTooLargeError
 from pipeline.tokenizer import Tokenizer, hf_dir, hf_json
-from pipeline.tokenizer.patterns import resolve_pattern
+from pipeline.tokenizer.patterns import chunk_aligned, resolve_pattern
 from stages.console import PROGRESS, say
 from stages.encode import special_id
 
@@ -73,9 +73,10 @@ def train(config: Config) -> None:
                    special_tokens=settings.special_tokens, min_frequency=settings.min_frequency,
                    merges=settings.merges, merge_newlines=settings.merge_newlines,
                    character_coverage=settings.character_coverage, progress=PROGRESS)
-    if settings.kind == "word":
-        tokenizer = Tokenizer.train(documents.iter_split_documents(prepared, "train"),
-                                    workers=settings.workers, **options)
+    if settings.kind == "word":  # a long document in pieces cut where no piece of the split crosses
+        texts = chunk_aligned(documents.iter_split_document_pieces(prepared, "train"),
+                              resolve_pattern(settings.pattern, kind="word"))
+        tokenizer = Tokenizer.train(texts, workers=settings.workers, **options)
     else:
         with open_tasks(config.executor, workers=settings.workers) as tasks:
             counts = count_prepared(tasks, prepared, "train", progress=PROGRESS,

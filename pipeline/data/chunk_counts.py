@@ -18,7 +18,7 @@ from pipeline.data import documents
 from pipeline.engine import storage
 from pipeline.engine.executor import Tasks
 from pipeline.tokenizer._train_count import count_chunks
-from pipeline.tokenizer.patterns import compile_checked
+from pipeline.tokenizer.patterns import chunk_aligned, compile_checked
 
 
 def count_prepared(tasks: Tasks, prepared_dir: str | os.PathLike[str], split: str, *, pattern: str,
@@ -34,9 +34,12 @@ def count_prepared(tasks: Tasks, prepared_dir: str | os.PathLike[str], split: st
 
 
 def count_part(pattern: str, location: Path | str) -> Counter[str]:
-    """Task: the chunk counts of one part file."""
+    """Task: the chunk counts of one part file, a long document read in pieces cut where no chunk crosses (with
+    the named patterns and the word kind's; see ``patterns.chunk_aligned``), so that the task's memory is the
+    distinct chunks, not the longest document."""
     with storage.local_copy(location) as path:
-        return Counter(count_chunks(documents.iter_documents(path), pattern=pattern, workers=1))
+        texts = chunk_aligned(documents.iter_document_pieces(path), pattern)
+        return Counter(count_chunks(texts, pattern=pattern, workers=1))
 
 
 def add_counts(left: Counter[str], right: Counter[str]) -> Counter[str]:

@@ -30,6 +30,7 @@ PARTS_FILE = "parts.json"
 MAX_PARTS_BYTES = 64 << 20  # parts.json: some 200 bytes per part, one part per partition and split
 SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False)])
 BATCH_DOCUMENTS = 4096
+PIECE_BYTES = 1 << 20  # a longer document is read back in pieces by the stages that can use them (tokenizer training)
 
 
 class DocumentWriter:
@@ -99,19 +100,52 @@ def write_documents(path: str | os.PathLike[str], texts: Iterable[str]) -> None:
 
 def iter_document_batches(path: str | os.PathLike[str]) -> Iterator[list[str]]:
     """Yield the documents of a prepared file, one record batch at a time."""
+    for batch in _record_batches(path):
+        yield batch.column(0).to_pylist()
+
+
+def _record_batches(path: str | os.PathLike[str]) -> Iterator[pa.RecordBatch]:
+    """The record batches of a prepared file, memory-mapped."""
     try:
         reader = pa.ipc.open_stream(pa.memory_map(str(path)))
     except (OSError, pa.ArrowInvalid) as exc:
         raise DataError(f"{path}: not a prepared document file ({exc}); re-run 'lmprep run prepare'") from exc
     if reader.schema.field("text").type != pa.large_string():
         raise DataError(f"{path}: expected a 'text' column of large_string")
-    for batch in reader:
-        yield batch.column(0).to_pylist()
+    yield from reader
 
 
 def iter_documents(path: str | os.PathLike[str]) -> Iterator[str]:
     for batch in iter_document_batches(path):
         yield from batch
+
+
+def iter_document_pieces(path: str | os.PathLike[str], *, piece_bytes: int = PIECE_BYTES) -> Iterator[tuple[str, bool]]:
+    """Every document of a prepared file as ``(text, ends_document)`` pieces, as ``sources.read_document_pieces``
+    reads raw files: a document longer than ``piece_bytes`` (at least 4, the longest character) comes in pieces of
+    at most that many UTF-8 bytes, cut between characters and decoded from the mapped file one at a time, so that
+    it is never one Python string (a 200 MB line would be 200 MB, and a list of its chunks gigabytes)."""
+    for batch in _record_batches(path):
+        column = batch.column(0)
+        offsets = text_offsets(column)
+        if len(column) == 0 or int(np.diff(offsets).max()) <= piece_bytes:
+            yield from ((text, True) for text in column.to_pylist())
+            continue
+        data = np.frombuffer(column.buffers()[2], dtype=np.uint8)
+        for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+            yield from _pieces_of(data, start, end, piece_bytes)
+
+
+def _pieces_of(data: np.ndarray, start: int, end: int, piece_bytes: int) -> Iterator[tuple[str, bool]]:
+    """The text of ``data[start:end]`` (UTF-8) in pieces of at most ``piece_bytes``, cut before a byte that starts a
+    character (one that is not ``0b10xxxxxx``), the last one marked as ending the document."""
+    while end - start > piece_bytes:
+        cut = start + piece_bytes
+        while data[cut] & 0xC0 == 0x80:
+            cut -= 1
+        yield data[start:cut].tobytes().decode("utf-8"), False
+        start = cut
+    yield data[start:end].tobytes().decode("utf-8"), True
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple]:
@@ -205,3 +239,11 @@ def iter_split_documents(directory: str | os.PathLike[str], split: str) -> Itera
     for part in read_parts(directory, split):
         with storage.local_copy(storage.join(directory, part.file)) as path:
             yield from iter_documents(path)
+
+
+def iter_split_document_pieces(directory: str | os.PathLike[str], split: str) -> Iterator[tuple[str, bool]]:
+    """:func:`iter_document_pieces` of every part of a prepared split, in corpus order."""
+    directory = storage.committed(directory)
+    for part in read_parts(directory, split):
+        with storage.local_copy(storage.join(directory, part.file)) as path:
+            yield from iter_document_pieces(path)
