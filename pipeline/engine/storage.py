@@ -57,6 +57,8 @@ COMMIT_VERSION = 1
 _ATTEMPT_PREFIX = ".attempt-"
 # URL → stamp of the files the last glob_files in this process listed (each glob lists afresh)
 _LISTED: dict[str, dict[str, Any]] = {}
+_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+               stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 
 
 def is_url(location: str | os.PathLike[str]) -> bool:
@@ -259,10 +261,9 @@ def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> 
     """The bytes of ``what`` (``tokenizer file``), a file of at most ``limit`` bytes; FileTooLargeError naming it and
     the bound for a larger file, and StorageError for anything but a regular file, both before reading.
 
-    A FIFO with no writer would block ``open`` forever, and one fed by an endless writer, like ``/dev/zero``,
-    would never end: so a local file is opened without blocking and refused unless it is a regular file,
-    and no more than ``limit + 1`` bytes are ever read (a file may grow while it is read). A remote object
-    is sized by the store first, then read in one request of at most that many bytes.
+    A FIFO with no writer would block ``open`` for ever and ``/dev/zero`` never ends: a local file is opened
+    without blocking and refused unless it is a regular file, and at most ``limit + 1`` bytes are read (a file
+    may grow meanwhile). A remote object is sized by the store, then read in one request.
     """
     if is_url(location):
         fs, _ = _filesystem(location)
@@ -272,11 +273,11 @@ def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> 
     else:
         fd = os.open(local(location), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise StorageError(f"{what} {os.fspath(location)} is {_file_kind(mode)}, not a regular file; "
-                                   "give the path of a file")
-            _check_size(location, os.fstat(fd).st_size, limit, what)
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode):
+                kind = _FILE_KINDS.get(stat.S_IFMT(found.st_mode), "not a file")
+                raise StorageError(f"{what} {os.fspath(location)} is {kind}, not a regular file; give a file")
+            _check_size(location, found.st_size, limit, what)
             with open(fd, "rb", closefd=False) as file:
                 data = file.read(limit + 1)
         finally:
@@ -287,15 +288,9 @@ def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> 
 
 def _check_size(location: str | os.PathLike[str], size: int | None, limit: int, what: str) -> None:
     if size is not None and size > limit:
-        raise FileTooLargeError(f"{what} {os.fspath(location)} is larger than {limit:,} bytes "
-                                f"({limit >> 20:,} MiB), the most lmprep reads of such a file")
-
-
-def _file_kind(mode: int) -> str:
-    """``a FIFO``, ``a character device``: what a path that is not a regular file names."""
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((name for test, name in kinds if test(mode)), "not a file")
+        mebibytes = f" ({limit >> 20:,} MiB)" if limit >= 1 << 20 else ""
+        raise FileTooLargeError(f"{what} {os.fspath(location)} is larger than {limit:,} bytes{mebibytes}, "
+                                "the most lmprep reads of such a file")
 
 
 def read_many(locations: Sequence[str], *, requests: int = 16) -> Iterator[bytes]:

@@ -421,5 +421,5 @@ def test_state_files_are_read_within_bounds(ws, monkeypatch):
     (state / "lock.json").unlink()
     ws.pipeline().run()
     monkeypatch.setattr(runner, "MAX_STATE_BYTES", 100)
-    with pytest.raises(RunnerError, match=r"^state file .*lock.json is larger than 100 bytes .*; delete it"):
+    with pytest.raises(RunnerError, match=r"^state file .*lock.json is larger than 100 bytes, .*; delete it"):
         ws.pipeline().run()

@@ -405,6 +405,16 @@ def test_a_tokenizer_file_is_read_within_a_bound_or_refused_unread(tmp_path, mak
         Tokenizer.load(make(tmp_path))
 
 
+def test_a_remote_tokenizer_file_is_read_within_the_bound(monkeypatch, byte_tokenizer):
+    import fsspec
+
+    fsspec.filesystem("memory").pipe("/bounds/tokenizer.json", hf_json.dumps(byte_tokenizer))
+    assert Tokenizer.load("memory://bounds/tokenizer.json").fingerprint == byte_tokenizer.fingerprint
+    monkeypatch.setattr(hf_json, "MAX_FILE_BYTES", 1000)
+    with pytest.raises(StorageError, match="^tokenizer file memory://bounds/tokenizer.json is larger than 1,000 bytes"):
+        Tokenizer.load("memory://bounds/tokenizer.json")
+
+
 def test_lmprep_never_writes_a_tokenizer_file_it_would_not_read_back(byte_tokenizer, monkeypatch, tmp_path):
     monkeypatch.setattr(hf_json, "MAX_FILE_BYTES", 1000)
     with pytest.raises(TokenizerError, match="more than the 1,000 lmprep reads back"):
