@@ -369,7 +369,7 @@ def _read_added_tokens(entries: Any) -> dict[str, int]:
     specials: dict[str, int] = {}
     for entry in entries:
         name = entry.get("content") if isinstance(entry, dict) else None
-        _require(is_text(name) and _is_id(entry.get("id")), f"malformed added token {describe(entry)}")
+        _require(is_text(name) and is_id(entry.get("id")), f"malformed added token {describe(entry)}")
         _require(entry.get("special") is True, f"added token {describe(name)} is not special; only special added "
                                                "tokens are supported")
         for flag in ("single_word", "lstrip", "rstrip"):
@@ -391,7 +391,8 @@ def is_text(value: Any) -> bool:
     return True
 
 
-def _is_id(value: Any) -> bool:
+def is_id(value: Any) -> bool:
+    """A token ID as JSON gives one: a non-negative integer, not a boolean."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -400,7 +401,7 @@ def _read_vocab(model: Mapping[str, Any]) -> dict[str, int]:
     _require(isinstance(vocab, dict), "model.vocab must be an object mapping tokens to IDs")
     seen: dict[int, str] = {}
     for name, token_id in vocab.items():
-        _require(_is_id(token_id),
+        _require(is_id(token_id),
                  f"vocab token {describe(name)} has ID {describe(token_id)}; IDs are non-negative integers")
         _require(token_id not in seen,
                  f"duplicate ID {token_id} for tokens {describe(seen.get(token_id))} and {describe(name)}")

@@ -19,7 +19,7 @@ from pipeline.errors import TokenizerError, TokenizerFormatError, counted, descr
 from pipeline.tokenizer import patterns
 from pipeline.tokenizer._train_count import count_chunks
 from pipeline.tokenizer.core import Tokenizer
-from pipeline.tokenizer.hf_json import is_text
+from pipeline.tokenizer.hf_json import is_id, is_text
 
 UNKNOWN = "<unk>"
 UNK_ID = 0
@@ -126,11 +126,11 @@ def from_hf_dict(data: Mapping[str, Any]) -> Tokenizer:
 
 def _pieces(vocab: Any) -> list[str]:
     """The vocabulary's pieces in ID order, after ``<unk>`` (ID 0); IDs must be ``0..n-1``, each used once."""
-    _require(isinstance(vocab, dict) and vocab.get(UNKNOWN) == UNK_ID and _is_id(vocab.get(UNKNOWN)),
+    _require(isinstance(vocab, dict) and vocab.get(UNKNOWN) == UNK_ID and is_id(vocab.get(UNKNOWN)),
              f"word-level vocab must map {UNKNOWN!r} to 0")
     by_id: dict[int, str] = {}
     for piece, token_id in vocab.items():
-        if not _is_id(token_id):
+        if not is_id(token_id):
             raise TokenizerFormatError(f"word-level vocab piece {describe(piece)} has ID {describe(token_id)}; "
                                        "IDs are non-negative integers")
         if not is_text(piece):
@@ -163,7 +163,7 @@ def _special_tokens(entries: Any, *, first_id: int) -> list[str]:
     for entry in entries:
         name = entry.get("content") if isinstance(entry, dict) else None
         token_id = entry.get("id") if isinstance(entry, dict) else None
-        if not (is_text(name) and _is_id(token_id) and entry.get("special") is True):
+        if not (is_text(name) and is_id(token_id) and entry.get("special") is True):
             raise TokenizerFormatError(f"malformed or non-special added token {describe(entry)}")
         if token_id in by_id:
             raise TokenizerFormatError(f"added tokens {describe(by_id[token_id])} and {describe(name)} share ID "
@@ -195,10 +195,6 @@ def _first_difference(expected: Any, given: Any, where: str = "") -> str | None:
     if type(expected) is type(given) and expected == given:
         return None
     return f"{where} is {describe(given)}, not {describe(expected)}"
-
-
-def _is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _require(condition: bool, message) -> None:
