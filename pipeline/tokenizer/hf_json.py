@@ -23,7 +23,9 @@ no merge makes (HF never emits them; they only decode), ``byte_fallback``,
 ``ignore_merges`` when every token encodes alone to itself. Refused: any
 normalizer, ``dropout``, ``continuing_subword_prefix``, ``end_of_word_suffix``,
 ``add_prefix_space``, post-processors that add IDs, non-special added tokens,
-and malformed or wrong-typed fields.
+and malformed or wrong-typed fields. An accepted file is written back with :func:`dumps` wherever lmprep
+outputs it (the tokenizer stage's frozen copy), so its output is always a file HF loads, whatever values
+of the input HF's stricter reader would refuse (``0`` for ``false``, a missing ``single_word``).
 """
 
 from __future__ import annotations

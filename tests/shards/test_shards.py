@@ -335,7 +335,7 @@ def test_unparseable_shard_metadata_is_one_error(tmp_path, value):
 def test_a_manifest_and_shard_metadata_are_read_within_bounds(tmp_path, monkeypatch):
     write_set(tmp_path, [[1, 2]], shard_tokens=100)
     monkeypatch.setattr(manifest_module, "MAX_MANIFEST_BYTES", 100)
-    with pytest.raises(ShardError, match=r"^shard manifest .*train.manifest.json is larger than 100 bytes, .*re-encode"):
+    with pytest.raises(ShardError, match=r"^shard manifest .*train.manifest.json is larger than 100 bytes, .*re-enc"):
         ShardSet.open(tmp_path, "train")
     monkeypatch.undo()
     metadata = {**shard_format._shard_metadata(stamp(), rows=1, tokens=2),
