@@ -67,9 +67,9 @@ class GopherQuality(KeepsText):
             return "bullet_lines"
         if sum(line.endswith(_ELLIPSES) for line in lines) > rules.max_ellipsis_lines * len(lines):
             return "ellipsis_lines"
-        if sum(1 for word in words if _LETTER.search(word)) < rules.min_alphabetic_words * len(words):
+        if sum(map(bool, map(_LETTER.search, words))) < rules.min_alphabetic_words * len(words):
             return "alphabetic_words"
-        if len(set(rules.stop_words).intersection(word.lower() for word in words)) < rules.min_stop_words:
+        if len(set(rules.stop_words).intersection(map(str.lower, words))) < rules.min_stop_words:
             return "stop_words"
         return None
 
@@ -91,13 +91,17 @@ class GopherRepetition(KeepsText):
                 return f"duplicate_{kind}"
             if chars > characters * len(text):
                 return f"duplicate_{kind[:-1]}_chars"
-        grams = _WordGrams(text.split())
+        grams = _WordGrams(text)
         for n, limit in enumerate(rules.max_top_ngram_chars, start=2):
             if grams.top_chars(n) > limit * len(text):
                 return f"top_{n}gram"
-        for n, limit in enumerate(rules.max_duplicate_ngram_chars, start=5):
-            if grams.duplicate_chars(n) > limit * len(text):
+        limits = rules.max_duplicate_ngram_chars
+        for n, limit in enumerate(limits, start=5):
+            chars = grams.duplicate_chars(n)
+            if chars > limit * len(text):
                 return f"duplicate_{n}gram"
+            if chars <= min(limits[n - 4 :], default=-1) * len(text):
+                break  # the words of a repeating n-gram are inside repeating (n-1)-grams: no longer one drops it
         return None
 
 
@@ -199,9 +203,19 @@ def _duplicates(elements: list[str]) -> tuple[int, int]:
 class _WordGrams:
     """The n-grams of a document's words, counted with numpy over 64-bit keys (:func:`minhash.ngram_keys`)."""
 
-    def __init__(self, words: list[str]):
-        self._units = minhash.word_hashes([word.encode("utf-8", "surrogatepass") for word in words])
-        self._lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    def __init__(self, text: str):
+        """The whitespace-separated words of ``text``: of its bytes when it is ASCII, the common case (cleaned
+        text has no ``\\x1c``-``\\x1f``, the only ASCII characters ``str.split`` takes for whitespace and
+        ``bytes.split`` does not)."""
+        if text.isascii():
+            words = text.encode("ascii").split()
+            lengths = map(len, words)
+        else:
+            strings = text.split()
+            words = [word.encode("utf-8", "surrogatepass") for word in strings]
+            lengths = map(len, strings)
+        self._units = minhash.word_hashes(words)
+        self._lengths = np.fromiter(lengths, dtype=np.int64, count=len(words))
         self._cumulative = np.concatenate([[0], np.cumsum(self._lengths)])
 
     def top_chars(self, n: int) -> int:

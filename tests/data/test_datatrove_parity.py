@@ -166,6 +166,18 @@ def repeated_top_chars(grams: list[str]) -> int:
     return len(gram) * count if count > 1 else 0
 
 
+class NonBlankParts:
+    """Splits as lmprep's lines (at newlines) and paragraphs (at blank lines) are split: the blank parts left
+    out (datatrove splits at runs of newlines, so that a document's leading and trailing newlines make
+    two empty lines, one a duplicate of the other)."""
+
+    def __init__(self, separator: str):
+        self._separator = re.compile(separator)
+
+    def split(self, text: str) -> list[str]:
+        return [part for part in self._separator.split(text) if part.strip()]
+
+
 @pytest.fixture
 def translated(monkeypatch):
     """datatrove's four filters, each reading its rules as lmprep does where docs/curation.md says they
@@ -175,9 +187,11 @@ def translated(monkeypatch):
     monkeypatch.setattr(datatrove_repetition, "find_top_duplicate", repeated_top_chars)
     monkeypatch.setattr(datatrove_c4, "END_PUNCTUATION", TERMINAL)
     words = PaperWords()
+    repetition = GopherRepetitionFilter(language=words)
+    repetition._line_splitter, repetition.paragraph_exp = NonBlankParts("\n"), NonBlankParts(r"\n\s*\n")
     return {
         "gopher_quality": (GopherQualityFilter(language=words), paper_lines),
-        "gopher_repetition": (GopherRepetitionFilter(language=words), str),
+        "gopher_repetition": (repetition, str),
         "c4": (C4QualityFilter(language=words), str),
         "fineweb": (FineWebQualityFilter(  # "at most" and "at least" where datatrove has "below" and "over"
             language=words, line_punct_thr=0.12 + EPSILON, short_line_length=29, short_line_thr=0.67 - EPSILON,
