@@ -3,10 +3,11 @@ differences documented in docs/curation.md ("lmprep and datatrove") are translat
 
 The documents are the text installed beside the test's own libraries (package descriptions, licences,
 documentation, Python sources, the message catalogues of ~40 languages, and the Debian changelogs and
-copyright files where the system has them), cut at blank lines into pieces of 1-4 KB, cleaned as
-prepare cleans them, each distinct piece once. Each translation makes datatrove's filter apply lmprep's
-reading of one rule, by datatrove's own parameters, its module constants, or the text it is given; a
-rule not listed there is compared as datatrove has it.
+copyright files where the system has them), cut at blank lines into pieces of 0.6-2.4 KB, cleaned as
+prepare cleans them, each distinct piece once: which ones depends on what is installed, the agreement
+required does not. Each translation makes datatrove's filter apply lmprep's reading of one rule, through
+datatrove's own parameters, a constant or function of its module, a splitter of the filter, or the text
+it is given; a rule not listed there is compared as datatrove has it.
 """
 
 from __future__ import annotations
