@@ -160,17 +160,19 @@ def run_datatrove(workers: int, files: int) -> dict:
                str(WORK / f"out-datatrove-{workers}"), "--tasks", str(files), "--workers", str(workers),
                "--buckets", str(PrepareConfig().dedup_buckets)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    cpu = _sample_tree_cpu(process)
+    cpu, _ = sample_tree(process)
     stdout, _ = process.communicate()
     if process.returncode:
         raise SystemExit(f"{' '.join(command)} failed with exit status {process.returncode}")
     return {**json.loads(stdout.splitlines()[-1]), "cpu_s": cpu, "load": psutil.getloadavg()[0]}
 
 
-def _sample_tree_cpu(process: subprocess.Popen, interval: float = 0.05) -> float:
-    """CPU seconds of ``process`` and all its descendants, sampled until it exits (its workers are
-    not all its own children: datatrove's pool forks from a fork server)."""
+def sample_tree(process: subprocess.Popen, interval: float = 0.05) -> tuple[float, float]:
+    """CPU seconds of ``process`` and all its descendants, and the largest resident set (MB) any one of them
+    reached, sampled until it exits (a pool's workers are not all its own children: datatrove's pool forks
+    from a fork server)."""
     last: dict[int, float] = {}
+    peak = 0
     root = psutil.Process(process.pid)
     while process.poll() is None:
         try:
@@ -179,12 +181,13 @@ def _sample_tree_cpu(process: subprocess.Popen, interval: float = 0.05) -> float
             break
         for member in tree:
             try:
-                times = member.cpu_times()
+                times, memory = member.cpu_times(), member.memory_info()
             except psutil.NoSuchProcess:
                 continue
             last[member.pid] = times.user + times.system
+            peak = max(peak, memory.rss)
         time.sleep(interval)
-    return sum(last.values())
+    return sum(last.values()), peak / 1e6
 
 
 def same_outputs(a: Path, b: Path) -> bool:

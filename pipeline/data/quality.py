@@ -6,7 +6,10 @@ Words are the whitespace-separated tokens of the text, as in the paper. datatrov
 tokenizes words with a word tokenizer that splits punctuation into tokens of its own, so that its
 "80 % of words contain a letter" rule drops most technical documents; here a word is what the paper
 says, and a word such as ``f(x)`` contains a letter. Lines are the non-blank lines; paragraphs are
-separated by blank lines. Each rule's name is the rejected document's ``rule``.
+separated by blank lines; the repetition fractions are of the document's characters. Where the papers
+leave a detail open, the rules read it as datatrove's implementations do; docs/curation.md lists the
+differences that remain, and tests/data/test_datatrove_parity.py compares the decisions on real text.
+Each rule's name is the rejected document's ``rule``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
+import regex
 
 from pipeline.config.schema import C4Step, FineWebStep, GopherQualityStep, GopherRepetitionStep
 from pipeline.data import minhash
@@ -27,8 +31,8 @@ _PARAGRAPHS = re.compile(r"\n\s*\n")
 _LETTER = re.compile(r"[^\W\d_]")
 _TERMINAL = (".", "!", "?", '"', "”")
 _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
-_CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]", re.IGNORECASE)
-_LINE_END_PUNCTUATION = (".", "!", "?", '"', "'", "”", "’", "…", "。", "！", "？", ")", ":", ";")
+_CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
+_SENTENCE_TERMINAL = regex.compile(r"\p{Sentence_Terminal}")  # FineWeb's "punctuation" that ends a line
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
 
 
@@ -63,9 +67,9 @@ class GopherQuality(KeepsText):
             return "bullet_lines"
         if sum(line.endswith(_ELLIPSES) for line in lines) > rules.max_ellipsis_lines * len(lines):
             return "ellipsis_lines"
-        if sum(1 for word in words if _LETTER.search(word)) < rules.min_alphabetic_words * len(words):
+        if sum(map(bool, map(_LETTER.search, words))) < rules.min_alphabetic_words * len(words):
             return "alphabetic_words"
-        if len(set(rules.stop_words).intersection(word.lower() for word in words)) < rules.min_stop_words:
+        if len(set(rules.stop_words).intersection(map(str.lower, words))) < rules.min_stop_words:
             return "stop_words"
         return None
 
@@ -85,17 +89,19 @@ class GopherRepetition(KeepsText):
             count, chars = _duplicates(elements)
             if count > share * len(elements):
                 return f"duplicate_{kind}"
-            if chars > characters * sum(map(len, elements)):
+            if chars > characters * len(text):
                 return f"duplicate_{kind[:-1]}_chars"
-        words = text.encode("utf-8", "surrogatepass").split()
-        grams = _WordGrams(words, [len(word.decode("utf-8", "surrogatepass")) for word in words])
-        total = grams.characters
+        grams = _WordGrams(text)
         for n, limit in enumerate(rules.max_top_ngram_chars, start=2):
-            if grams.top_chars(n) > limit * total:
+            if grams.top_chars(n) > limit * len(text):
                 return f"top_{n}gram"
-        for n, limit in enumerate(rules.max_duplicate_ngram_chars, start=5):
-            if grams.duplicate_chars(n) > limit * total:
+        limits = rules.max_duplicate_ngram_chars
+        for n, limit in enumerate(limits, start=5):
+            chars = grams.duplicate_chars(n)
+            if chars > limit * len(text):
                 return f"duplicate_{n}gram"
+            if chars <= min(limits[n - 4 :], default=-1) * len(text):
+                break  # the words of a repeating n-gram are inside repeating (n-1)-grams: no longer one drops it
         return None
 
 
@@ -114,35 +120,39 @@ class C4(KeepsText):
         """The lines C4 keeps, joined by newlines, and how many lines each line rule removed."""
         kept, removed = [], {}
         for line in text.split("\n"):
-            line = _CITATION.sub("", line).strip() if self.settings.citations else line.strip()
+            line = line.strip()
             if not line:
                 continue
-            rule = self._line_rule(line)
+            rule, line = self._line_rule(line)
             if rule is None:
                 kept.append(line)
             else:
                 removed[rule] = removed.get(rule, 0) + 1
         return "\n".join(kept), removed
 
-    def _line_rule(self, line: str) -> str | None:
-        """The rule removing the line, or None. In C4's order: a line that survives the punctuation and
-        length rules and holds "lorem ipsum" or "{" is kept, for the page rule to drop the page."""
+    def _line_rule(self, line: str) -> tuple[str | None, str]:
+        """The rule removing the (stripped) line, or None and the line kept, its citation markers removed.
+        In the order of C4's code: a line that survives the rules before it and holds "lorem ipsum" (or,
+        after the JavaScript rule, "{") is kept, for the page rule to drop the page."""
         rules = self.settings
-        words = line.split()
-        lowered = line.lower()
+        if any(len(word) > rules.max_word_length for word in line.split()):
+            return "long_word", line
+        if rules.citations:
+            line = _CITATION.sub("", line)
         if rules.terminal_punctuation and (not line.endswith(_TERMINAL) or line.endswith(_ELLIPSES)):
-            return "no_terminal_punctuation"
-        if len(words) < rules.min_words_per_line:
-            return "short_line"
-        if any(len(word) > rules.max_word_length for word in words):
-            return "long_word"
-        if (rules.lorem_ipsum and "lorem ipsum" in lowered) or (rules.curly_bracket and "{" in line):
-            return None
+            return "no_terminal_punctuation", line
+        if len(line.split()) < rules.min_words_per_line:
+            return "short_line", line
+        lowered = line.lower()
+        if rules.lorem_ipsum and "lorem ipsum" in lowered:
+            return None, line
         if rules.javascript_lines and "javascript" in lowered:
-            return "javascript"
+            return "javascript", line
+        if rules.curly_bracket and "{" in line:
+            return None, line
         if rules.policy_lines and any(phrase in lowered for phrase in _POLICY):
-            return "policy"
-        return None
+            return "policy", line
+        return None, line
 
     def reject(self, text: str) -> str | None:
         rules = self.settings
@@ -151,7 +161,7 @@ class C4(KeepsText):
             return "lorem_ipsum"
         if rules.curly_bracket and "{" in text:
             return "curly_bracket"
-        if len(_SENTENCE_END.findall(text)) < rules.min_sentences:
+        if sum(max(len(_SENTENCE_END.findall(line)), 1) for line in text.split("\n") if line) < rules.min_sentences:
             return "too_few_sentences"
         return None
 
@@ -165,12 +175,13 @@ class FineWeb(KeepsText):
 
     def reject(self, text: str) -> str | None:
         rules = self.settings
-        lines = [line.strip() for line in text.split("\n") if line.strip()]
+        lines = [line for line in text.split("\n") if line.strip()]
         if not lines:
             return None
-        if sum(line.endswith(_LINE_END_PUNCTUATION) for line in lines) <= rules.min_punctuated_lines * len(lines):
+        punctuated = sum(_SENTENCE_TERMINAL.match(line[-1]) is not None for line in lines)
+        if punctuated <= rules.min_punctuated_lines * len(lines):
             return "punctuated_lines"
-        if _duplicates(lines)[1] >= rules.max_duplicate_line_chars * sum(map(len, lines)):
+        if _duplicates(lines)[1] >= rules.max_duplicate_line_chars * (len(text) - text.count("\n")):
             return "duplicate_line_chars"
         if sum(len(line) < rules.short_line_chars for line in lines) >= rules.max_short_lines * len(lines):
             return "short_lines"
@@ -192,34 +203,43 @@ def _duplicates(elements: list[str]) -> tuple[int, int]:
 class _WordGrams:
     """The n-grams of a document's words, counted with numpy over 64-bit keys (:func:`minhash.ngram_keys`)."""
 
-    def __init__(self, words: list[bytes], lengths: list[int]):
+    def __init__(self, text: str):
+        """The whitespace-separated words of ``text``: of its bytes when it is ASCII, the common case (cleaned
+        text has no ``\\x1c``-``\\x1f``, the only ASCII characters ``str.split`` takes for whitespace and
+        ``bytes.split`` does not)."""
+        if text.isascii():
+            words = text.encode("ascii").split()
+            lengths = map(len, words)
+        else:
+            strings = text.split()
+            words = [word.encode("utf-8", "surrogatepass") for word in strings]
+            lengths = map(len, strings)
         self._units = minhash.word_hashes(words)
-        self._lengths = np.asarray(lengths, dtype=np.int64)
+        self._lengths = np.fromiter(lengths, dtype=np.int64, count=len(words))
         self._cumulative = np.concatenate([[0], np.cumsum(self._lengths)])
-        self.characters = int(self._cumulative[-1])
-
-    def _counted(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Each n-gram's count in the document, and its characters, by start."""
-        _, inverse, counts = np.unique(minhash.ngram_keys(self._units, n), return_inverse=True, return_counts=True)
-        starts = np.arange(len(self._units) - n + 1)
-        return counts[inverse], self._cumulative[starts + n] - self._cumulative[starts]
 
     def top_chars(self, n: int) -> int:
-        """The characters of the most frequent n-gram (the longest of equally frequent ones) times its count;
-        0 when no n-gram repeats."""
+        """The characters of the most frequent n-gram (its words and the spaces between them; of equally frequent
+        ones, the first in the text) times its count; 0 when no n-gram repeats."""
         if len(self._units) < n:
             return 0
-        counts, chars = self._counted(n)
+        _, first, counts = np.unique(minhash.ngram_keys(self._units, n), return_index=True, return_counts=True)
         best = int(counts.max())
-        return best * int(chars[counts == best].max()) if best > 1 else 0
+        if best == 1:
+            return 0
+        start = int(first[counts == best].min())
+        return best * int(self._cumulative[start + n] - self._cumulative[start] + n - 1)
 
     def duplicate_chars(self, n: int) -> int:
-        """The characters of the words inside an n-gram that occurs more than once, each word counted once."""
+        """The characters of the words inside an n-gram that repeats an earlier one, each word counted once
+        (the first occurrence of an n-gram is not a duplicate, as the first copy of a line is not)."""
         if len(self._units) < n:
             return 0
-        counts, _ = self._counted(n)
-        repeated = np.concatenate([[0], np.cumsum(counts > 1)])  # repeated n-grams starting before each index
+        keys = minhash.ngram_keys(self._units, n)
+        repeats = np.ones(len(keys), dtype=bool)
+        repeats[np.unique(keys, return_index=True)[1]] = False
+        repeated = np.concatenate([[0], np.cumsum(repeats)])  # repeating n-grams starting before each index
         words = np.arange(len(self._units))
-        first, last = np.maximum(words - n + 1, 0), np.minimum(words, len(counts) - 1)
+        first, last = np.maximum(words - n + 1, 0), np.minimum(words, len(keys) - 1)
         inside = repeated[last + 1] - repeated[first] > 0
         return int(self._lengths[inside].sum())
