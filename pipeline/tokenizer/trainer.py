@@ -33,6 +33,11 @@ Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once
 4. A merge visits only the positions listed for its pair and updates counts around each merged
    occurrence, summed per distinct neighbouring pair: in a loop for a few positions, with numpy for
    many.
+
+With the native core (``backend``), steps 1 and 3-4 run in C++ (``_native_train.h``): counting with
+threads for the patterns it splits by hand, and the merge loop (``_native.PairMerger``) over the same
+layout with the same rules, so the merges are the same; the Python code stays the definition and the
+fallback (docs/native.md).
 """
 
 from __future__ import annotations
@@ -46,8 +51,9 @@ import numpy as np
 import regex
 
 from pipeline.engine.progress import Progress
-from pipeline.errors import TokenizerError, counted
+from pipeline.errors import TokenizerError, counted, shorten
 from pipeline.tokenizer import _train_pairs as pairs
+from pipeline.tokenizer import backend
 from pipeline.tokenizer._train_count import count_chunks
 from pipeline.tokenizer.layout import base_id_count
 from pipeline.tokenizer.patterns import compile_checked
@@ -57,6 +63,8 @@ KINDS = ("byte", "char")
 # smallest pair, and int comparisons make heap operations cheaper than on (count, pair) tuples.
 KEY_SHIFT = 2 * pairs.SHIFT
 CODE_MASK = (1 << KEY_SHIFT) - 1
+NATIVE_MAX_SYMBOLS = 2**32 - 2  # positions the native merge loop indexes with 32 bits; past it, the Python loop
+PROGRESS_MERGES = 1000  # merges per native call while a progress bar shows them
 
 
 @dataclass(frozen=True)
@@ -124,15 +132,42 @@ def merges_from_counts(
     chunk_counts.clear()
     symbols, alphabet = _base_symbols(distinct, kind)
     del distinct
-    chunks = pairs.Chunks(symbols, counts)
-    del symbols, counts
     first_id = base_id_count(kind, len(alphabet))
     _check_id_range(first_id + num_merges)
     newline_id = None if merge_newlines else _newline_id(kind, alphabet)
-    forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
-    trainer = _Trainer(chunks, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
-    merges, stop_reason = trainer.run(num_merges, progress=progress)
+    if backend.native is not None and len(symbols) < NATIVE_MAX_SYMBOLS:
+        merger = backend.native.PairMerger(symbols, counts, first_id, min_frequency,
+                                           -1 if newline_id is None else newline_id)
+        del symbols, counts
+        merges, stop_reason = _merge_natively(merger, num_merges, min_frequency=min_frequency, progress=progress)
+    else:
+        chunks = pairs.Chunks(symbols, counts)
+        del symbols, counts
+        forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
+        trainer = _Trainer(chunks, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
+        merges, stop_reason = trainer.run(num_merges, progress=progress)
     return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason, coverage_note=coverage_note)
+
+
+def _merge_natively(merger, num_merges: int, *, min_frequency: int,
+                    progress: bool) -> tuple[list[tuple[int, int]], str | None]:
+    """The merge loop of :class:`_Trainer` in the native core (``_native.PairMerger``), the same merges:
+    in one call, or ``PROGRESS_MERGES`` at a time when a progress bar shows them."""
+    merges: list[tuple[int, int]] = []
+    step = PROGRESS_MERGES if progress else num_merges
+    with Progress("tokenizer: merging", total=num_merges, unit="merges", enabled=progress) as bar:
+        while len(merges) < num_merges:
+            wanted = min(step, num_merges - len(merges))
+            batch = merger.merge(wanted)
+            merges += batch
+            bar.update(len(batch))
+            if len(batch) < wanted:
+                return merges, _stop_reason(min_frequency, len(merges))
+    return merges, None
+
+
+def _stop_reason(min_frequency: int, merges: int) -> str:
+    return f"no pair occurs at least {counted(min_frequency, 'time')} after {counted(merges, 'merge')}"
 
 
 def _drop_rare_characters(chunk_counts: dict[str, int], coverage: float) -> tuple[dict[str, int], str | None]:
@@ -196,7 +231,12 @@ def _newline_id(kind: str, alphabet: list[str]) -> int | None:
 def _base_symbols(chunks: list[str], kind: str) -> tuple[np.ndarray, list[str]]:
     """The base symbols of all chunks in one array (``_train_pairs.Chunks`` layout), and the alphabet."""
     if kind == "byte":
-        return pairs.utf8_symbols(chunks), []
+        try:
+            return pairs.utf8_symbols(chunks), []
+        except UnicodeEncodeError as exc:
+            raise TokenizerError(f"training text contains {exc.object[exc.start:exc.end]!r} in the chunk "
+                                 f"{shorten(repr(exc.object))}, which is not encodable as UTF-8 (a lone "
+                                 "surrogate): the byte kind cannot train on it; clean the text first") from None
     alphabet = sorted(set().union(*map(set, chunks))) if chunks else []
     table = {ord(char): pairs.symbol_of(i + 1) for i, char in enumerate(alphabet)}
     return pairs.code_point_symbols([chunk.translate(table) for chunk in chunks]), alphabet
@@ -226,8 +266,7 @@ class _Trainer:
             while len(merges) < num_merges:
                 code = self._pop_best()
                 if code is None:
-                    return merges, (f"no pair occurs at least {counted(self.min_frequency, 'time')} after "
-                                    f"{counted(len(merges), 'merge')}")
+                    return merges, _stop_reason(self.min_frequency, len(merges))
                 left, right = pairs.unpack(code)
                 merges.append((pairs.id_of(left), pairs.id_of(right)))
                 self._merge(code, pairs.symbol_of(self.first_id + len(merges) - 1))
