@@ -65,6 +65,7 @@ KEY_SHIFT = 2 * pairs.SHIFT
 CODE_MASK = (1 << KEY_SHIFT) - 1
 NATIVE_MAX_SYMBOLS = 2**32 - 2  # positions the native merge loop indexes with 32 bits; past it, the Python loop
 PROGRESS_MERGES = 1000  # merges per native call while a progress bar shows them
+_SURROGATE = regex.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -233,13 +234,20 @@ def _base_symbols(chunks: list[str], kind: str) -> tuple[np.ndarray, list[str]]:
     if kind == "byte":
         try:
             return pairs.utf8_symbols(chunks), []
-        except UnicodeEncodeError as exc:
-            raise TokenizerError(f"training text contains {exc.object[exc.start:exc.end]!r} in the chunk "
-                                 f"{shorten(repr(exc.object))}, which is not encodable as UTF-8 (a lone "
-                                 "surrogate): the byte kind cannot train on it; clean the text first") from None
+        except UnicodeEncodeError:
+            raise _surrogate_error(chunks) from None
     alphabet = sorted(set().union(*map(set, chunks))) if chunks else []
     table = {ord(char): pairs.symbol_of(i + 1) for i, char in enumerate(alphabet)}
     return pairs.code_point_symbols([chunk.translate(table) for chunk in chunks]), alphabet
+
+
+def _surrogate_error(chunks: list[str]) -> TokenizerError:
+    """The byte kind's refusal of a lone surrogate, naming the smallest chunk holding one (chunks come in
+    any order)."""
+    chunk = min(chunk for chunk in chunks if _SURROGATE.search(chunk))
+    return TokenizerError(f"training text contains {_SURROGATE.search(chunk).group()!r} in the chunk "
+                          f"{shorten(repr(chunk))}, which is not encodable as UTF-8 (a lone surrogate): the byte "
+                          "kind cannot train on it; clean the text first")
 
 
 class _Trainer:
