@@ -22,6 +22,9 @@
 
 namespace lmprep_native {
 
+// The separator of the layout of _train_pairs: the last code point, between chunks, never a symbol.
+constexpr int32_t SEPARATOR = 0x10FFFF;
+
 // ---- counting distinct chunks ---------------------------------------------------------------------
 
 // chunk (its code points as UTF-8, surrogates written like any other code point) -> how often it occurs.
@@ -166,12 +169,50 @@ inline void count_texts(const std::vector<Units> &texts, int mode, std::vector<C
         if (failure) std::rethrow_exception(failure);
 }
 
+// ---- the byte kind's layout straight from the counts -----------------------------------------------
+
+// UTF-8 of a surrogate as append_utf8 writes it: ED A0..BF xx (valid UTF-8 has ED 80..9F only).
+inline bool holds_surrogate(const char *key, size_t length) {
+    for (size_t i = 0; i + 1 < length; i++)
+        if (static_cast<unsigned char>(key[i]) == 0xED && static_cast<unsigned char>(key[i + 1]) >= 0xA0) return true;
+    return false;
+}
+
+struct ByteLayoutSize {
+    size_t symbols = 1, chunks = 0;  // the layout starts with a separator
+    bool surrogate = false;         // a chunk holds a lone surrogate: no byte layout
+};
+
+// The size of the byte kind's layout of the counted chunks: only chunks of two bytes or more, as the
+// others hold no pair.
+inline ByteLayoutSize byte_layout_size(const CountTable &table) {
+    ByteLayoutSize size;
+    table.each([&size](const char *key, size_t length, int64_t) {
+        if (length < 2) return;
+        size.symbols += length + 1;
+        size.chunks++;
+        size.surrogate = size.surrogate || holds_surrogate(key, length);
+    });
+    return size;
+}
+
+// Writes the layout of _train_pairs.utf8_symbols (bytes, separators U+10FFFF) and one count per chunk.
+inline void fill_byte_layout(const CountTable &table, int32_t *symbols, int64_t *counts) {
+    size_t at = 0, chunk = 0;
+    symbols[at++] = SEPARATOR;
+    table.each([&](const char *key, size_t length, int64_t count) {
+        if (length < 2) return;
+        for (size_t i = 0; i < length; i++) symbols[at++] = static_cast<unsigned char>(key[i]);
+        symbols[at++] = SEPARATOR;
+        counts[chunk++] = count;
+    });
+}
+
 // ---- the merge loop -------------------------------------------------------------------------------
 
 // The symbols of the layout of _train_pairs: token ID i is the code point i below U+D800 and i + 0x800
 // from there, chunks lie between separators U+10FFFF.
-constexpr int64_t SEPARATOR_SYMBOL = 0x10FFFF;
-inline bool valid_symbol(int64_t s) { return s >= 0 && s <= SEPARATOR_SYMBOL && !(s >= 0xD800 && s <= 0xDFFF); }
+inline bool valid_symbol(int64_t s) { return s >= 0 && s <= SEPARATOR && !(s >= 0xD800 && s <= 0xDFFF); }
 inline uint32_t id_of_symbol(int64_t s) { return static_cast<uint32_t>(s < 0xD800 ? s : s - 0x800); }
 
 // pair key (left << 32 | right) -> index, open addressing, at most half full; entries are never removed.
@@ -275,12 +316,12 @@ class PairMerger {
 
     // The layout in IDs, chunks without a pair left out: sym_, links, and the chunk of each position.
     void lay_out(const int32_t *symbols, size_t n, const int64_t *counts, size_t chunks) {
-        if (n < 1 || symbols[0] != SEPARATOR_SYMBOL || symbols[n - 1] != SEPARATOR_SYMBOL)
+        if (n < 1 || symbols[0] != SEPARATOR || symbols[n - 1] != SEPARATOR)
             throw std::invalid_argument("the symbols must start and end with a separator");
         size_t separators = 0, kept = 1;
         for (size_t i = 0, start = 0; i < n; i++) {
             if (!valid_symbol(symbols[i])) throw std::invalid_argument("a symbol is not a code point outside the surrogates");
-            if (symbols[i] != SEPARATOR_SYMBOL) continue;
+            if (symbols[i] != SEPARATOR) continue;
             if (i > 0 && i - start >= 3) kept += i - start;  // the chunk's symbols and its separator
             start = i;
             separators++;
@@ -293,7 +334,7 @@ class PairMerger {
         sym_.push_back(SEP);
         chunk_.push_back(0);
         for (size_t i = 1, start = 0, chunk = 0; i < n; i++) {
-            if (symbols[i] != SEPARATOR_SYMBOL) continue;
+            if (symbols[i] != SEPARATOR) continue;
             if (i - start >= 3) {
                 if (counts[chunk] < 0) throw std::invalid_argument("a chunk count is negative");
                 for (size_t j = start + 1; j < i; j++) {

@@ -4,6 +4,7 @@
 
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -147,11 +148,47 @@ PyObject *ChunkCounter_pop_counts(ChunkCounterObject *self, PyObject *) {
     return counts;
 }
 
+// pop_byte_layout() -> (symbols, counts) | None: the byte kind's layout of _train_pairs (int32 bytes) of
+// the chunks counted so far, and their counts (int64 bytes), the counter starting over; None, the
+// counts kept, if a chunk holds a lone surrogate (which UTF-8 cannot hold).
+PyObject *ChunkCounter_pop_byte_layout(ChunkCounterObject *self, PyObject *) {
+    if (!check_counter(self) || !claim(self->busy, "ChunkCounter")) return nullptr;
+    std::vector<CountTable> &tables = *self->tables;
+    lmprep_native::ByteLayoutSize size;
+    bool out_of_memory = false;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+        for (size_t t = 1; t < tables.size(); t++) tables[0].absorb(tables[t]);
+        size = lmprep_native::byte_layout_size(tables[0]);
+    } catch (const std::bad_alloc &) {
+        out_of_memory = true;
+    }
+    Py_END_ALLOW_THREADS
+    self->busy = false;
+    if (out_of_memory) return PyErr_NoMemory();
+    if (size.surrogate) Py_RETURN_NONE;
+    PyObject *symbols = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size.symbols * sizeof(int32_t)));
+    PyObject *counts = symbols ? PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size.chunks * sizeof(int64_t)))
+                               : nullptr;
+    PyObject *result = counts ? PyTuple_Pack(2, symbols, counts) : nullptr;
+    if (result) {
+        lmprep_native::fill_byte_layout(tables[0], reinterpret_cast<int32_t *>(PyBytes_AS_STRING(symbols)),
+                                        reinterpret_cast<int64_t *>(PyBytes_AS_STRING(counts)));
+        tables[0] = CountTable();
+    }
+    Py_XDECREF(symbols);
+    Py_XDECREF(counts);
+    return result;
+}
+
 PyMethodDef ChunkCounter_methods[] = {
     {"add", reinterpret_cast<PyCFunction>(ChunkCounter_add), METH_O,
      "add(texts): count the chunks of each str of the sequence (threads share the texts)."},
     {"pop_counts", reinterpret_cast<PyCFunction>(ChunkCounter_pop_counts), METH_NOARGS,
      "pop_counts() -> dict[str, int]: the counts so far; the counter starts over."},
+    {"pop_byte_layout", reinterpret_cast<PyCFunction>(ChunkCounter_pop_byte_layout), METH_NOARGS,
+     "pop_byte_layout() -> (symbols, counts) | None: the byte kind's training layout of the counts so far "
+     "(the counter starts over), or None, the counts kept, if a chunk holds a lone surrogate."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -179,7 +216,7 @@ int PairMerger_init(PairMergerObject *self, PyObject *args, PyObject *) {
         PyErr_SetString(PyExc_ValueError, "PairMerger: min_frequency must be >= 1 and first_id a possible ID");
     } else {
         PairMerger *merger = nullptr;
-        const char *problem = nullptr;
+        std::string problem;  // a copy: the exception's own text ends with the catch block
         bool out_of_memory = false;
         Py_BEGIN_ALLOW_THREADS
         try {
@@ -195,7 +232,7 @@ int PairMerger_init(PairMergerObject *self, PyObject *args, PyObject *) {
         }
         Py_END_ALLOW_THREADS
         if (out_of_memory) PyErr_NoMemory();
-        else if (problem) PyErr_Format(PyExc_ValueError, "PairMerger: %s", problem);
+        else if (!problem.empty()) PyErr_Format(PyExc_ValueError, "PairMerger: %s", problem.c_str());
         else {
             self->merger = merger;
             status = 0;
@@ -221,7 +258,7 @@ PyObject *PairMerger_merge(PairMergerObject *self, PyObject *arg) {
     if (limit == static_cast<size_t>(-1) && PyErr_Occurred()) return nullptr;
     if (!claim(self->busy, "PairMerger")) return nullptr;
     std::vector<PairMerger::Merge> merges;
-    const char *problem = nullptr;
+    std::string problem;  // a copy: the exception's own text ends with the catch block
     bool out_of_memory = false;
     Py_BEGIN_ALLOW_THREADS
     try {
@@ -234,7 +271,7 @@ PyObject *PairMerger_merge(PairMergerObject *self, PyObject *arg) {
     Py_END_ALLOW_THREADS
     self->busy = false;
     if (out_of_memory) return PyErr_NoMemory();
-    if (problem) return PyErr_Format(PyExc_ValueError, "PairMerger: %s", problem);
+    if (!problem.empty()) return PyErr_Format(PyExc_ValueError, "PairMerger: %s", problem.c_str());
     PyObject *result = PyList_New(static_cast<Py_ssize_t>(merges.size()));
     if (!result) return nullptr;
     for (size_t i = 0; i < merges.size(); i++) {

@@ -46,11 +46,11 @@ def count_chunks(
     not depend on ``workers`` (blocks are cut by text size alone, and addition commutes), nor on the
     backend: the native core splits exactly as the regex does.
     """
+    counter = native_counter(texts, pattern=pattern, workers=workers, progress=progress)
+    if counter is not None:
+        return counter.pop_counts()
     processes = worker_count(workers)
     blocks = _blocks(texts, progress=progress)
-    mode = native_mode(pattern)
-    if mode is not None:
-        return _count_natively(mode, blocks, threads=processes)
     count_block = partial(_count_block, pattern)
     if processes == 1:
         return _fold(map(count_block, blocks))
@@ -66,11 +66,16 @@ def native_mode(pattern: str) -> int | None:
     return NATIVE_WHOLE_TEXT if not pattern else NATIVE_SPLIT_MODES.get(pattern)
 
 
-def _count_natively(mode: int, blocks: Iterable[list[str]], *, threads: int) -> dict[str, int]:
-    counter = backend.native.ChunkCounter(mode, threads)
-    for block in blocks:
+def native_counter(texts: Iterable[str], *, pattern: str, workers: int = 0, progress: bool = False):
+    """A ``_native.ChunkCounter`` that counted ``texts`` with ``worker_count(workers)`` threads, or None where
+    the native core does not count ``pattern`` (``texts`` is then left unread)."""
+    mode = native_mode(pattern)
+    if mode is None:
+        return None
+    counter = backend.native.ChunkCounter(mode, worker_count(workers))
+    for block in _blocks(texts, progress=progress):
         counter.add(block)
-    return counter.pop_counts()
+    return counter
 
 
 def _count_block(pattern: str, texts: list[str]) -> Counter[str]:

@@ -42,6 +42,7 @@ fallback (docs/native.md).
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -54,7 +55,7 @@ from pipeline.engine.progress import Progress
 from pipeline.errors import TokenizerError, counted, shorten
 from pipeline.tokenizer import _train_pairs as pairs
 from pipeline.tokenizer import backend
-from pipeline.tokenizer._train_count import count_chunks
+from pipeline.tokenizer._train_count import count_chunks, native_counter
 from pipeline.tokenizer.layout import base_id_count
 from pipeline.tokenizer.patterns import compile_checked
 
@@ -103,7 +104,16 @@ def train_merges(
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
     _check_id_range(base_id_count(kind) + num_merges)  # the ids known before counting
-    chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
+    counter = native_counter(texts, pattern=pattern, workers=workers, progress=progress)
+    layout = counter.pop_byte_layout() if counter is not None and kind == "byte" else None
+    if layout is not None:  # the byte kind's symbols straight from the native counts, no dict of chunks between
+        loop = _merge_loop(*layout, first_id=base_id_count(kind), min_frequency=min_frequency,
+                           forbidden_id=None if merge_newlines else _newline_id(kind, []))
+        del layout
+        merges, stop_reason = loop(num_merges, progress=progress)
+        return TrainResult(merges=merges, alphabet=[], stop_reason=stop_reason)
+    chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress) if counter is None \
+        else counter.pop_counts()
     return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
                               merge_newlines=merge_newlines, character_coverage=character_coverage,
                               progress=progress)
@@ -135,19 +145,24 @@ def merges_from_counts(
     del distinct
     first_id = base_id_count(kind, len(alphabet))
     _check_id_range(first_id + num_merges)
-    newline_id = None if merge_newlines else _newline_id(kind, alphabet)
+    loop = _merge_loop(symbols, counts, first_id=first_id, min_frequency=min_frequency,
+                       forbidden_id=None if merge_newlines else _newline_id(kind, alphabet))
+    del symbols, counts
+    merges, stop_reason = loop(num_merges, progress=progress)
+    return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason, coverage_note=coverage_note)
+
+
+def _merge_loop(symbols, counts, *, first_id: int, min_frequency: int, forbidden_id: int | None):
+    """``run(num_merges, progress=...) -> (merges, stop_reason)`` over a layout of ``_train_pairs`` (int32
+    symbols, int64 counts, as arrays or bytes): native when the core is on, else :class:`_Trainer`. Neither
+    keeps the caller's arrays (the native loop copies what it needs; ``Chunks`` takes numpy arrays over)."""
     if backend.native is not None and len(symbols) < NATIVE_MAX_SYMBOLS:
         merger = backend.native.PairMerger(symbols, counts, first_id, min_frequency,
-                                           -1 if newline_id is None else newline_id)
-        del symbols, counts
-        merges, stop_reason = _merge_natively(merger, num_merges, min_frequency=min_frequency, progress=progress)
-    else:
-        chunks = pairs.Chunks(symbols, counts)
-        del symbols, counts
-        forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
-        trainer = _Trainer(chunks, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
-        merges, stop_reason = trainer.run(num_merges, progress=progress)
-    return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason, coverage_note=coverage_note)
+                                           -1 if forbidden_id is None else forbidden_id)
+        return functools.partial(_merge_natively, merger, min_frequency=min_frequency)
+    forbidden = None if forbidden_id is None else pairs.symbol_of(forbidden_id)
+    return _Trainer(pairs.Chunks(symbols, counts), first_id=first_id, min_frequency=min_frequency,
+                    forbidden=forbidden).run
 
 
 def _merge_natively(merger, num_merges: int, *, min_frequency: int,
