@@ -67,18 +67,31 @@ def corpus_file(name: str, megabytes: float) -> Path:
 
 
 def train_lmprep(texts: list[str], vocab_size: int, threads: int, phases: dict) -> list[bytes]:
-    from pipeline.tokenizer._train_count import count_chunks
-    from pipeline.tokenizer.trainer import merges_from_counts
+    """What ``train_merges`` runs for the byte kind, its two phases timed apart: counting the chunks, then the
+    merge loop with the layout it starts from (native: ``pop_byte_layout``; Python: the dict of counts)."""
+    from pipeline.tokenizer import backend, trainer
+    from pipeline.tokenizer._train_count import count_chunks, native_counter
 
-    start = time.perf_counter()
-    counts = count_chunks(texts, pattern=GPT4_PATTERN, workers=threads)
-    phases["count"] = time.perf_counter() - start
-    phases["distinct"] = len(counts)
-    start = time.perf_counter()
-    result = merges_from_counts(counts, kind="byte", num_merges=vocab_size - 256)
-    phases["merge"] = time.perf_counter() - start
+    num_merges = vocab_size - 256
+    start, start_cpu = time.perf_counter(), cpu_seconds()
+    if backend.native is not None:
+        counter = native_counter(texts, pattern=GPT4_PATTERN, workers=threads)
+    else:
+        counts = count_chunks(texts, pattern=GPT4_PATTERN, workers=threads)
+        phases["distinct"] = len(counts)
+    phases["count"], phases["count_cpu"] = time.perf_counter() - start, cpu_seconds() - start_cpu
+    start, start_cpu = time.perf_counter(), cpu_seconds()
+    if backend.native is not None:
+        symbols, counts = counter.pop_byte_layout()
+        phases["distinct"] = len(counts) // 8  # chunks of two bytes or more
+        loop = trainer._merge_loop(symbols, counts, first_id=256, min_frequency=2, forbidden_id=None)
+        del symbols, counts
+        merges, _stop = loop(num_merges, progress=False)
+    else:
+        merges = trainer.merges_from_counts(counts, kind="byte", num_merges=num_merges).merges
+    phases["merge"], phases["merge_cpu"] = time.perf_counter() - start, cpu_seconds() - start_cpu
     vocab = [bytes([i]) for i in range(256)]
-    for left, right in result.merges:
+    for left, right in merges:
         vocab.append(vocab[left] + vocab[right])
     return vocab
 
@@ -148,8 +161,8 @@ def measure(name: str, corpus: Path, vocab_size: int, threads: int) -> dict:
 def report(figures: dict[str, list[dict]]) -> None:
     base = min(run["wall"] for run in figures["rustbpe"]) if "rustbpe" in figures else None
     base_cpu = min(run["cpu"] for run in figures["rustbpe"]) if "rustbpe" in figures else None
-    print("| trainer | wall s (each run) | vs rustbpe | CPU s (each run) | CPU vs rustbpe | count s | merge s "
-          "| RSS main MB | RSS worker MB |")
+    print("| trainer | wall s (each run) | vs rustbpe | CPU s (each run) | CPU vs rustbpe | count s (CPU) "
+          "| merge s (CPU) | RSS main MB | RSS worker MB |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, runs in figures.items():
         best, best_cpu = min(run["wall"] for run in runs), min(run["cpu"] for run in runs)
@@ -157,8 +170,8 @@ def report(figures: dict[str, list[dict]]) -> None:
         cpus = ", ".join(f"{run['cpu']:.2f}" for run in runs)
         ratio = "" if base is None else f"{best / base:.2f}x"
         cpu_ratio = "" if base_cpu is None else f"{best_cpu / base_cpu:.2f}x"
-        phases = " | ".join(f"{min(run[phase] for run in runs):.2f}" if phase in runs[0] else ""
-                            for phase in ("count", "merge"))
+        phases = " | ".join(f"{min(run[phase] for run in runs):.2f} ({min(run[phase + '_cpu'] for run in runs):.2f})"
+                            if phase in runs[0] else "" for phase in ("count", "merge"))
         rss_main, rss_worker = (max(run[key] for run in runs) for key in ("rss_main_mb", "rss_worker_mb"))
         print(f"| {name} | {walls} | {ratio} | {cpus} | {cpu_ratio} | {phases} | {rss_main:.0f} | {rss_worker:.0f} |")
 
@@ -204,7 +217,7 @@ def main() -> None:
                     for name in names:
                         figures[name].append(measure(name, corpus, vocab_size, threads))
                 print(f"\ncorpus {corpus_name} ({corpus.stat().st_size / 1e6:.1f} MB as JSON), vocab {vocab_size:,}, "
-                      f"{threads} threads; {figures[names[0]][0].get('distinct', 0):,} distinct chunks")
+                      f"{threads} threads; {figures[names[0]][0].get('distinct', 0):,} distinct chunks ({names[0]})")
                 report(figures)
                 if "rustbpe" in names:
                     check_parity(corpus, vocab_size, names)

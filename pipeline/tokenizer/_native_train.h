@@ -314,7 +314,7 @@ class PairMerger {
 
     bool allowed(uint32_t a, uint32_t b) const { return forbidden_ < 0 || (a != forbidden_ && b != forbidden_); }
 
-    // The layout in IDs, chunks without a pair left out: sym_, links, and the chunk of each position.
+    // The layout in IDs, chunks without a pair left out: each position's symbol, links and chunk.
     void lay_out(const int32_t *symbols, size_t n, const int64_t *counts, size_t chunks) {
         if (n < 1 || symbols[0] != SEPARATOR || symbols[n - 1] != SEPARATOR)
             throw std::invalid_argument("the symbols must start and end with a separator");
@@ -329,41 +329,32 @@ class PairMerger {
         // no chunks: the layout of _train_pairs is then two separators
         if (separators != chunks + 1 && !(chunks == 0 && separators == n)) throw std::invalid_argument("one count per chunk");
         if (kept >= DEAD) throw std::length_error("too many symbols for the native merge loop");
-        sym_.reserve(kept);
-        chunk_.reserve(kept);
-        sym_.push_back(SEP);
-        chunk_.push_back(0);
+        nodes_.reserve(kept);
+        auto add = [this](uint32_t symbol, uint32_t chunk) {
+            const uint32_t p = static_cast<uint32_t>(nodes_.size());
+            nodes_.push_back(Node{symbol, p + 1, p == 0 ? 0 : p - 1, chunk});
+        };
+        add(SEP, 0);
         for (size_t i = 1, start = 0, chunk = 0; i < n; i++) {
             if (symbols[i] != SEPARATOR) continue;
             if (i - start >= 3) {
                 if (counts[chunk] < 0) throw std::invalid_argument("a chunk count is negative");
-                for (size_t j = start + 1; j < i; j++) {
-                    sym_.push_back(id_of_symbol(symbols[j]));
-                    chunk_.push_back(static_cast<uint32_t>(weights_.size()));
-                }
+                for (size_t j = start + 1; j < i; j++) add(id_of_symbol(symbols[j]), static_cast<uint32_t>(weights_.size()));
                 weights_.push_back(counts[chunk]);
-                sym_.push_back(SEP);
-                chunk_.push_back(0);
+                add(SEP, 0);
             }
             start = i;
             chunk++;
         }
-        const size_t size = sym_.size();
-        nxt_.resize(size);
-        prv_.resize(size);
-        for (size_t p = 0; p < size; p++) {
-            nxt_[p] = static_cast<uint32_t>(p + 1);
-            prv_[p] = static_cast<uint32_t>(p == 0 ? 0 : p - 1);
-        }
     }
 
-    int64_t weight(uint32_t p) const { return weights_[chunk_[p]]; }
+    int64_t weight(uint32_t p) const { return weights_[nodes_[p].chunk]; }
 
     void count_initial_pairs() {
         std::vector<uint32_t> occurrences;  // per pair: how many positions (to size its list once)
-        const size_t size = sym_.size();
+        const size_t size = nodes_.size();
         for (size_t p = 0; p + 1 < size; p++) {
-            const uint32_t a = sym_[p], b = sym_[p + 1];
+            const uint32_t a = nodes_[p].sym, b = nodes_[p + 1].sym;
             if (a == SEP || b == SEP || !allowed(a, b)) continue;
             const uint64_t key = pack(a, b);
             uint32_t at = index_.find(key);
@@ -386,7 +377,7 @@ class PairMerger {
         }
         std::vector<uint32_t>().swap(occurrences);
         for (size_t p = 0; p + 1 < size; p++) {
-            const uint32_t a = sym_[p], b = sym_[p + 1];
+            const uint32_t a = nodes_[p].sym, b = nodes_[p + 1].sym;
             if (a == SEP || b == SEP || !allowed(a, b)) continue;
             Pair &pair = pairs_[index_.find(pack(a, b))];
             if (pair.count != GONE) pair.positions.push_back(static_cast<uint32_t>(p));
@@ -422,18 +413,18 @@ class PairMerger {
         before_.clear();
         after_.clear();
         for (const uint32_t p : positions) {
-            const uint32_t q = nxt_[p];
-            if (sym_[p] != left || sym_[q] != right) continue;  // taken apart by an earlier merge
-            const uint32_t r = nxt_[q];
-            sym_[p] = made;
-            sym_[q] = DEAD;
-            nxt_[p] = r;
-            prv_[r] = p;
+            const uint32_t q = nodes_[p].nxt;
+            if (nodes_[p].sym != left || nodes_[q].sym != right) continue;  // taken apart by an earlier merge
+            const uint32_t r = nodes_[q].nxt;
+            nodes_[p].sym = made;
+            nodes_[q].sym = DEAD;
+            nodes_[p].nxt = r;
+            nodes_[r].prv = p;
             const int64_t w = weight(p);
-            const uint32_t x_at = prv_[p], x = sym_[x_at];
+            const uint32_t x_at = nodes_[p].prv, x = nodes_[x_at].sym;
             if (x != SEP) before_.push_back(Event{x, x_at, w});
-            const uint32_t y = sym_[r];
-            if (y != SEP && !(y == left && sym_[nxt_[r]] == right)) after_.push_back(Event{y, p, w});
+            const uint32_t y = nodes_[r].sym;
+            if (y != SEP && !(y == left && nodes_[nodes_[r].nxt].sym == right)) after_.push_back(Event{y, p, w});
         }
         // Left of an occurrence (x, left) becomes (x, made); x is made itself where two occurrences touch,
         // and the old pair was (right, left). Right of it (right, y) becomes (made, y).
@@ -442,24 +433,41 @@ class PairMerger {
     }
 
     // Per distinct neighbour: the born pair (its summed weight and positions, ascending) and the drop of the
-    // old pair it replaces.
+    // old pair it replaces. Events are grouped in linear time through group_of_ (neighbour -> its group, by
+    // ID), and each group keeps its events' order, which is ascending by position.
     template <typename Born, typename Old>
-    void record(std::vector<Event> &events, Born born_key, Old old_key) {
-        std::sort(events.begin(), events.end(), [](const Event &a, const Event &b) {
-            return a.neighbour < b.neighbour || (a.neighbour == b.neighbour && a.position < b.position);
-        });
-        for (size_t start = 0, end; start < events.size(); start = end) {
-            const uint32_t neighbour = events[start].neighbour;
-            int64_t total = 0;
-            for (end = start; end < events.size() && events[end].neighbour == neighbour; end++) total += events[end].weight;
-            drop(old_key(neighbour), total);
-            const uint64_t key = born_key(neighbour);
-            if (total < min_frequency_ || !allowed(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key))) continue;
+    void record(const std::vector<Event> &events, Born born_key, Old old_key) {
+        groups_.clear();
+        for (const Event &event : events) {
+            if (event.neighbour >= group_of_.size()) group_of_.resize(std::max<size_t>(next_id_, event.neighbour + 1), NONE);
+            uint32_t &group = group_of_[event.neighbour];
+            if (group == NONE) {
+                group = static_cast<uint32_t>(groups_.size());
+                groups_.push_back(Group{event.neighbour, 0, 0, 0, 0});
+            }
+            groups_[group].total += event.weight;
+            groups_[group].size++;
+        }
+        size_t start = 0;
+        for (Group &group : groups_) {
+            group.start = start;
+            start += group.size;
+        }
+        grouped_.resize(events.size());
+        for (const Event &event : events) {
+            Group &group = groups_[group_of_[event.neighbour]];
+            grouped_[group.start + group.filled++] = event.position;
+        }
+        for (const Group &group : groups_) {
+            group_of_[group.neighbour] = NONE;
+            drop(old_key(group.neighbour), group.total);
+            const uint64_t key = born_key(group.neighbour);
+            if (group.total < min_frequency_ || !allowed(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key)))
+                continue;
             const uint32_t at = static_cast<uint32_t>(pairs_.size());
             if (at == PairIndex::MISSING) throw std::length_error("too many pairs for the native merge loop");
-            pairs_.push_back(Pair{key, total, {}});
-            pairs_.back().positions.reserve(end - start);
-            for (size_t e = start; e < end; e++) pairs_.back().positions.push_back(events[e].position);
+            pairs_.push_back(Pair{key, group.total, std::vector<uint32_t>(grouped_.begin() + group.start,
+                                                                          grouped_.begin() + group.start + group.size)});
             index_.insert(key, at);
             push(at);
         }
@@ -477,12 +485,25 @@ class PairMerger {
         }
     }
 
-    std::vector<uint32_t> sym_, nxt_, prv_, chunk_;
+    struct Node {  // one position: its symbol, its live neighbours, its chunk (one cache line holds four)
+        uint32_t sym, nxt, prv, chunk;
+    };
+    std::vector<Node> nodes_;
     std::vector<int64_t> weights_;  // per kept chunk: its count
     std::vector<Pair> pairs_;
     PairIndex index_;
     std::vector<Entry> heap_;
     std::vector<Event> before_, after_;
+    struct Group {  // the events of one neighbour: where they go in grouped_, how many, their summed weight
+        uint32_t neighbour;
+        size_t start, size;
+        int64_t total;
+        size_t filled;
+    };
+    static constexpr uint32_t NONE = UINT32_MAX;
+    std::vector<uint32_t> group_of_;  // neighbour ID -> its group in groups_, NONE between merges
+    std::vector<Group> groups_;
+    std::vector<uint32_t> grouped_;  // the events' positions, group after group
     uint32_t next_id_;
     int64_t min_frequency_, forbidden_;
 };
