@@ -107,9 +107,11 @@ def train_merges(
     counter = native_counter(texts, pattern=pattern, workers=workers, progress=progress)
     layout = counter.pop_byte_layout() if counter is not None and kind == "byte" else None
     if layout is not None:  # the byte kind's symbols straight from the native counts, no dict of chunks between
-        loop = _merge_loop(*layout, first_id=base_id_count(kind), min_frequency=min_frequency,
-                           forbidden_id=None if merge_newlines else _newline_id(kind, []))
+        symbols, counts = np.frombuffer(layout[0], dtype=np.int32), np.frombuffer(layout[1], dtype=np.int64)
         del layout
+        loop = _merge_loop(symbols, counts, first_id=base_id_count(kind), min_frequency=min_frequency,
+                           forbidden_id=None if merge_newlines else _newline_id(kind, []))
+        del symbols, counts
         merges, stop_reason = loop(num_merges, progress=progress)
         return TrainResult(merges=merges, alphabet=[], stop_reason=stop_reason)
     chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress) if counter is None \
@@ -154,15 +156,15 @@ def merges_from_counts(
 
 def _merge_loop(symbols, counts, *, first_id: int, min_frequency: int, forbidden_id: int | None):
     """``run(num_merges, progress=...) -> (merges, stop_reason)`` over a layout of ``_train_pairs`` (int32
-    symbols, int64 counts, as arrays or bytes): native when the core is on, else :class:`_Trainer`. Neither
-    keeps the caller's arrays (the native loop copies what it needs; ``Chunks`` takes numpy arrays over)."""
+    symbols, int64 counts): native when the core is on, else :class:`_Trainer`. The native loop copies what it
+    needs, so the caller's arrays can go; ``Chunks`` takes them over (a read-only one copied first)."""
     if backend.native is not None and len(symbols) < NATIVE_MAX_SYMBOLS:
         merger = backend.native.PairMerger(symbols, counts, first_id, min_frequency,
                                            -1 if forbidden_id is None else forbidden_id)
         return functools.partial(_merge_natively, merger, min_frequency=min_frequency)
     forbidden = None if forbidden_id is None else pairs.symbol_of(forbidden_id)
-    return _Trainer(pairs.Chunks(symbols, counts), first_id=first_id, min_frequency=min_frequency,
-                    forbidden=forbidden).run
+    return _Trainer(pairs.Chunks(np.require(symbols, requirements="W"), counts), first_id=first_id,
+                    min_frequency=min_frequency, forbidden=forbidden).run
 
 
 def _merge_natively(merger, num_merges: int, *, min_frequency: int,

@@ -152,6 +152,27 @@ def test_progress_batches_give_the_same_merges(monkeypatch, tokenizer_corpus):
     assert whole == python_train(tokenizer_corpus, **options)
 
 
+@pytest.mark.parametrize("kind", ["byte", "char"])
+def test_a_layout_past_the_native_loops_reach_merges_in_python(monkeypatch, tokenizer_corpus, kind):
+    """Past 2**32 - 2 positions the Python loop takes over, from the native counts (the byte kind's layout
+    arrives read-only)."""
+    options = dict(kind=kind, pattern=patterns.GPT4, num_merges=200, workers=2)
+    expected = python_train(tokenizer_corpus, **options)
+    monkeypatch.setattr(trainer, "NATIVE_MAX_SYMBOLS", 0)
+    monkeypatch.setattr(trainer._Trainer, "__init__", counted_init := _counting(trainer._Trainer.__init__))
+    assert train_merges(tokenizer_corpus, **options) == expected
+    assert counted_init.calls == 1
+
+
+def _counting(function):
+    def wrapper(*args, **kwargs):
+        wrapper.calls += 1
+        return function(*args, **kwargs)
+
+    wrapper.calls = 0
+    return wrapper
+
+
 @pytest.mark.parametrize("kind, pattern", [("byte", "gpt4"), ("byte", "gpt2"), ("byte", "none"), ("char", None),
                                            ("char", "gpt4"), ("word", None), ("byte", r"\w+")])
 def test_tokenizer_files_are_byte_identical_across_backends(tmp_path, tokenizer_corpus, kind, pattern):
