@@ -214,7 +214,7 @@ int PairMerger_init(PairMergerObject *self, PyObject *args, PyObject *) {
         PyErr_SetString(PyExc_ValueError, "PairMerger takes int32 symbols and int64 counts");
     } else if (min_frequency < 1 || first_id > 0x10FFFF) {
         PyErr_SetString(PyExc_ValueError, "PairMerger: min_frequency must be >= 1 and first_id a possible ID");
-    } else {
+    } else if (claim(self->busy, "PairMerger")) {  // another thread may be initialising it without the GIL
         PairMerger *merger = nullptr;
         std::string problem;  // a copy: the exception's own text ends with the catch block
         bool out_of_memory = false;
@@ -231,6 +231,7 @@ int PairMerger_init(PairMergerObject *self, PyObject *args, PyObject *) {
             problem = exc.what();
         }
         Py_END_ALLOW_THREADS
+        self->busy = false;
         if (out_of_memory) PyErr_NoMemory();
         else if (!problem.empty()) PyErr_Format(PyExc_ValueError, "PairMerger: %s", problem.c_str());
         else {
