@@ -1,17 +1,23 @@
-"""Training benchmark: lmprep's BPE trainer against rustbpe and HF tokenizers, side by side.
+"""Training benchmark: lmprep's BPE trainer (both backends) against rustbpe and HF tokenizers, side by side.
 
 Each trainer runs in a fresh subprocess on the same corpus, the same GPT-4 split pattern, the same
-vocabulary size and the same number of threads/processes; by default on both corpora of
-``build_corpus.py`` (``full`` and ``unique-lines``), one table each. The figures: wall time of training
-alone (reading the corpus file is excluded for everyone), CPU time of the process and its workers
-(steadier than wall time on a busy machine), peak RSS of the main process, and peak RSS of the largest
-worker process (lmprep counts chunks in forked worker processes, whose resident size includes the pages
-they share with the main one, the loaded corpus among them; the Rust trainers use threads, so their
-figure is in the main process). lmprep's merges are checked to be identical to rustbpe's.
+vocabulary size and the same number of threads (lmprep's Python backend: worker processes); one
+table per corpus, vocabulary size and thread count. The figures: wall time of training alone (reading
+the corpus file is excluded for everyone), CPU time of the process and its workers (steadier than wall
+time on a busy machine), peak RSS of the main process and of the largest worker process (lmprep's
+Python backend counts chunks in forked workers, whose resident size includes the pages they share
+with the main one; the native backend and the Rust trainers use threads, so their figure is the main
+one). For lmprep, the two phases are timed apart: counting the chunks, and the merge loop (with the
+layout it starts from). lmprep's merges on both backends must be identical to rustbpe's: the
+benchmark stops with an error if they are not.
 
-    python benchmarks/build_corpus.py
-    python benchmarks/bench_train.py [--corpus full|unique-lines|PATH]... [--vocab-size 32768] [--threads 2] \
-        [--repeats 2]
+Corpora: ``english``, ``multilingual`` and ``code`` are built as ``bench_native.py`` builds them (from
+installed packages, every repeated line dropped), up to ``--megabytes`` each, and kept in
+``benchmarks/.data``; ``full`` and ``unique-lines`` are ``build_corpus.py``'s; or the path of a JSON
+Lines file (one ``{"text": ...}`` per document).
+
+    python benchmarks/bench_train.py [--corpus english,multilingual,code] [--megabytes 20] \\
+        [--vocab-size 32768,65536] [--threads 1,2] [--repeats 1] [--trainers native,python,rustbpe,hf]
 """
 
 from __future__ import annotations
@@ -28,13 +34,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.build_corpus import CORPORA  # noqa: E402
+from benchmarks import bench_native  # noqa: E402
+from benchmarks.build_corpus import CORPORA as BUILT_CORPORA  # noqa: E402
 
 DATA = ROOT / "benchmarks" / ".data"
 GPT4_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
-TRAINERS = ("lmprep", "rustbpe", "hf")
+TRAINERS = ("native", "python", "rustbpe", "hf")  # native, python: lmprep on that backend
+LMPREP = ("native", "python")
 
 
 def load_texts(path: Path) -> list[str]:
@@ -42,17 +50,53 @@ def load_texts(path: Path) -> list[str]:
         return [json.loads(line)["text"] for line in lines]
 
 
-def train_lmprep(texts: list[str], vocab_size: int, threads: int) -> list[bytes]:
-    from pipeline.tokenizer.trainer import train_merges
+def corpus_file(name: str, megabytes: float) -> Path:
+    """The JSON Lines file of a corpus, built first for the ``bench_native`` corpora."""
+    if name in BUILT_CORPORA:
+        return BUILT_CORPORA[name]
+    if name not in bench_native.CORPORA:
+        return Path(name)
+    path = DATA / f"train-{name}-{megabytes:g}mb.jsonl"
+    if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        texts = bench_native.unique_lines(bench_native.CORPORA[name](), megabytes)
+        temporary = path.with_suffix(".partial")
+        temporary.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+        temporary.replace(path)
+    return path
 
-    result = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256, workers=threads)
+
+def train_lmprep(texts: list[str], vocab_size: int, threads: int, phases: dict) -> list[bytes]:
+    """What ``train_merges`` runs for the byte kind, its two phases timed apart: counting the chunks, then the
+    merge loop with the layout it starts from (native: ``pop_byte_layout``; Python: the dict of counts)."""
+    from pipeline.tokenizer import backend, trainer
+    from pipeline.tokenizer._train_count import count_chunks, native_counter
+
+    num_merges = vocab_size - 256
+    start, start_cpu = time.perf_counter(), cpu_seconds()
+    if backend.native is not None:
+        counter = native_counter(texts, pattern=GPT4_PATTERN, workers=threads)
+    else:
+        counts = count_chunks(texts, pattern=GPT4_PATTERN, workers=threads)
+        phases["distinct"] = len(counts)
+    phases["count"], phases["count_cpu"] = time.perf_counter() - start, cpu_seconds() - start_cpu
+    start, start_cpu = time.perf_counter(), cpu_seconds()
+    if backend.native is not None:
+        symbols, counts = counter.pop_byte_layout()
+        phases["distinct"] = len(counts) // 8  # chunks of two bytes or more
+        loop = trainer._merge_loop(symbols, counts, first_id=256, min_frequency=2, forbidden_id=None)
+        del symbols, counts
+        merges, _stop = loop(num_merges, progress=False)
+    else:
+        merges = trainer.merges_from_counts(counts, kind="byte", num_merges=num_merges).merges
+    phases["merge"], phases["merge_cpu"] = time.perf_counter() - start, cpu_seconds() - start_cpu
     vocab = [bytes([i]) for i in range(256)]
-    for left, right in result.merges:
+    for left, right in merges:
         vocab.append(vocab[left] + vocab[right])
     return vocab
 
 
-def train_rustbpe(texts: list[str], vocab_size: int, threads: int) -> list[bytes]:
+def train_rustbpe(texts: list[str], vocab_size: int, threads: int, phases: dict) -> list[bytes]:
     import rustbpe
 
     tokenizer = rustbpe.Tokenizer()
@@ -60,7 +104,7 @@ def train_rustbpe(texts: list[str], vocab_size: int, threads: int) -> list[bytes
     return [token for token, _rank in sorted(tokenizer.get_mergeable_ranks(), key=lambda item: item[1])]
 
 
-def train_hf(texts: list[str], vocab_size: int, threads: int) -> list[bytes]:
+def train_hf(texts: list[str], vocab_size: int, threads: int, phases: dict) -> list[bytes]:
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -72,23 +116,29 @@ def train_hf(texts: list[str], vocab_size: int, threads: int) -> list[bytes]:
         vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    return []
+    return []  # its merges differ (its own tie-break): not compared
 
 
 def run_one(name: str, corpus: Path, vocab_size: int, threads: int) -> None:
     """Child mode: train once, print one JSON line of figures, save the vocabulary for the parity check."""
     texts = load_texts(corpus)
-    train = {"lmprep": train_lmprep, "rustbpe": train_rustbpe, "hf": train_hf}[name]
+    train = {"native": train_lmprep, "python": train_lmprep, "rustbpe": train_rustbpe, "hf": train_hf}[name]
+    if name in LMPREP:
+        from pipeline.tokenizer import backend
+
+        assert backend.name() == name, f"asked for the {name} backend, got {backend.name()}"
+    phases: dict = {}
     start, start_cpu = time.perf_counter(), cpu_seconds()
-    vocab = train(texts, vocab_size, threads)
+    vocab = train(texts, vocab_size, threads, phases)
     wall, cpu = time.perf_counter() - start, cpu_seconds() - start_cpu
     if vocab:
-        vocab_file(corpus, name).write_text(json.dumps([token.hex() for token in vocab]))
+        vocab_file(corpus, name, vocab_size).write_text(json.dumps([token.hex() for token in vocab]))
     print(json.dumps({
         "wall": wall,
         "cpu": cpu,
         "rss_main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        **phases,
     }))
 
 
@@ -99,7 +149,9 @@ def cpu_seconds() -> float:
 
 
 def measure(name: str, corpus: Path, vocab_size: int, threads: int) -> dict:
-    env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
+    env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "RAYON_RS_NUM_CPUS": str(threads)}
+    if name in LMPREP:
+        env["LMPREP_BACKEND"] = name
     command = [sys.executable, __file__, "--one", name, "--corpus", str(corpus), "--vocab-size", str(vocab_size),
                "--threads", str(threads)]
     output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
@@ -107,61 +159,68 @@ def measure(name: str, corpus: Path, vocab_size: int, threads: int) -> dict:
 
 
 def report(figures: dict[str, list[dict]]) -> None:
-    base = min(run["wall"] for run in figures["rustbpe"])
-    print(f"{'trainer':<10} {'wall s (each run)':<22} {'vs rustbpe':>10} {'CPU s (each run)':<18} "
-          f"{'RSS main MB':>12} {'RSS worker MB':>14}")
+    base = min(run["wall"] for run in figures["rustbpe"]) if "rustbpe" in figures else None
+    base_cpu = min(run["cpu"] for run in figures["rustbpe"]) if "rustbpe" in figures else None
+    print("| trainer | wall s (each run) | vs rustbpe | CPU s (each run) | CPU vs rustbpe | count s (CPU) "
+          "| merge s (CPU) | RSS main MB | RSS worker MB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, runs in figures.items():
-        walls = " ".join(f"{run['wall']:.1f}" for run in runs)
-        best = min(run["wall"] for run in runs)
-        cpus = " ".join(f"{run['cpu']:.1f}" for run in runs)
-        main_rss = max(run["rss_main_mb"] for run in runs)
-        worker_rss = max(run["rss_worker_mb"] for run in runs)
-        print(f"{name:<10} {walls:<22} {best / base:>9.2f}x {cpus:<18} {main_rss:>12.0f} {worker_rss:>14.0f}")
+        best, best_cpu = min(run["wall"] for run in runs), min(run["cpu"] for run in runs)
+        walls = ", ".join(f"{run['wall']:.2f}" for run in runs)
+        cpus = ", ".join(f"{run['cpu']:.2f}" for run in runs)
+        ratio = "" if base is None else f"{best / base:.2f}x"
+        cpu_ratio = "" if base_cpu is None else f"{best_cpu / base_cpu:.2f}x"
+        phases = " | ".join(f"{min(run[phase] for run in runs):.2f} ({min(run[phase + '_cpu'] for run in runs):.2f})"
+                            if phase in runs[0] else "" for phase in ("count", "merge"))
+        rss_main, rss_worker = (max(run[key] for run in runs) for key in ("rss_main_mb", "rss_worker_mb"))
+        print(f"| {name} | {walls} | {ratio} | {cpus} | {cpu_ratio} | {phases} | {rss_main:.0f} | {rss_worker:.0f} |")
 
 
-def vocab_file(corpus: Path, trainer: str) -> Path:
-    return DATA / f"vocab-{corpus.stem}-{trainer}.json"
+def vocab_file(corpus: Path, trainer: str, vocab_size: int) -> Path:
+    return DATA / f"vocab-{corpus.stem}-{vocab_size}-{trainer}.json"
 
 
-def check_parity(corpus: Path) -> None:
-    ours = json.loads(vocab_file(corpus, "lmprep").read_text())
-    theirs = json.loads(vocab_file(corpus, "rustbpe").read_text())
-    if ours == theirs:
-        print(f"merges identical to rustbpe ({len(ours) - 256} merges)")
-        return
-    first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-    print(f"MERGES DIFFER from rustbpe: sizes {len(ours)} vs {len(theirs)}, first difference at id {first}")
+def check_parity(corpus: Path, vocab_size: int, names: list[str]) -> None:
+    """lmprep's merges (each backend run) identical to rustbpe's, or the benchmark stops."""
+    theirs = json.loads(vocab_file(corpus, "rustbpe", vocab_size).read_text())
+    for name in (name for name in names if name in LMPREP):
+        ours = json.loads(vocab_file(corpus, name, vocab_size).read_text())
+        if ours != theirs:
+            first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+            raise SystemExit(f"MERGES DIFFER: lmprep {name} vs rustbpe, sizes {len(ours)} vs {len(theirs)}, "
+                             f"first difference at id {first}")
+    print(f"merges identical to rustbpe ({len(theirs) - 256} merges): {', '.join(n for n in names if n in LMPREP)}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", action="append",
-                        help="full, unique-lines or the path of a JSON Lines file "
-                             "(one {\"text\": ...} per document); repeatable [default: both]")
-    parser.add_argument("--vocab-size", type=int, default=32768)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--corpus", default="english,multilingual,code",
+                        help="comma-separated: english, multilingual, code, full, unique-lines or JSON Lines paths")
+    parser.add_argument("--megabytes", type=float, default=20.0, help="the most of each bench_native corpus")
+    parser.add_argument("--vocab-size", default="32768,65536")
+    parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--trainers", default=",".join(TRAINERS))
-    parser.add_argument("--corpus", choices=list(CORPORA), default="full")
     parser.add_argument("--one", choices=TRAINERS, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    corpora = [Path(CORPORA.get(corpus, corpus)) for corpus in args.corpus or CORPORA]
     if args.one:
-        return run_one(args.one, corpora[0], args.vocab_size, args.threads)
-    for corpus in corpora:
+        return run_one(args.one, Path(args.corpus), int(args.vocab_size), int(args.threads))
+    names = args.trainers.split(",")
+    for corpus_name in args.corpus.split(","):
+        corpus = corpus_file(corpus_name, args.megabytes)
         if not corpus.exists():
             raise SystemExit(f"{corpus} is missing; run benchmarks/build_corpus.py first")
-    names = args.trainers.split(",")
-    for corpus in corpora:
-        figures: dict[str, list[dict]] = {name: [] for name in names}
-        for _ in range(args.repeats):
-            for name in names:
-                figures[name].append(measure(name, corpus, args.vocab_size, args.threads))
-        print(f"corpus {corpus.name} ({corpus.stat().st_size / 1e6:.0f} MB), vocab {args.vocab_size}, "
-              f"{args.threads} threads/processes")
-        report(figures)
-        if "lmprep" in names and "rustbpe" in names:
-            check_parity(corpus)
+        for vocab_size in map(int, args.vocab_size.split(",")):
+            for threads in map(int, args.threads.split(",")):
+                figures: dict[str, list[dict]] = {name: [] for name in names}
+                for _ in range(args.repeats):
+                    for name in names:
+                        figures[name].append(measure(name, corpus, vocab_size, threads))
+                print(f"\ncorpus {corpus_name} ({corpus.stat().st_size / 1e6:.1f} MB as JSON), vocab {vocab_size:,}, "
+                      f"{threads} threads; {figures[names[0]][0].get('distinct', 0):,} distinct chunks ({names[0]})")
+                report(figures)
+                if "rustbpe" in names:
+                    check_parity(corpus, vocab_size, names)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@
 #include "_native_bpe.h"
 #include "_native_cache.h"
 #include "_native_split.h"
+#include "_native_train_py.h"
 
 namespace {
 
@@ -628,7 +629,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *module = PyModule_Create(&native_module);
     if (!module) return nullptr;
     if (PyModule_AddObjectRef(module, "Merger", reinterpret_cast<PyObject *>(&MergerType)) < 0 ||
-        PyModule_AddObjectRef(module, "Encoder", reinterpret_cast<PyObject *>(&EncoderType)) < 0) {
+        PyModule_AddObjectRef(module, "Encoder", reinterpret_cast<PyObject *>(&EncoderType)) < 0 ||
+        !lmprep_native_py::add_training_types(module)) {
         Py_DECREF(module);
         return nullptr;
     }

@@ -3,10 +3,13 @@
 Training never looks at the corpus again after this pass: merges work on the distinct chunks and
 their counts, so memory grows with the number of distinct chunks, not with the corpus size.
 
-Texts are grouped into blocks of about ``BLOCK_CHARS`` characters; each worker splits and counts a
-block and returns a small ``{chunk: count}`` dict that the parent folds into the total. Blocks of a
-few MB keep the regex working on short strings (the split dominates the cost: ~10 MB/s per process)
-and keep peak memory low, while the number of round trips stays small.
+Texts are grouped into blocks of about ``BLOCK_CHARS`` characters. With the native core and a pattern
+it splits by hand (``gpt4``, ``gpt2``, the word kind's, or none), one ``_native.ChunkCounter`` splits and
+counts each block with threads of this process, each counting its slice of the block into a table of
+its own, and the tables are added up once at the end: no counts are pickled. Otherwise each worker
+process splits and counts a block and returns a small ``{chunk: count}`` dict that the parent folds into
+the total. Blocks of a few MB keep the regex working on short strings (the split dominates the cost:
+~10 MB/s per process) and keep peak memory low, while the number of round trips stays small.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import regex
 
 from pipeline.engine.pool import ordered_map, process_pool, worker_count
 from pipeline.engine.progress import Progress
-from pipeline.tokenizer.patterns import GPT4, splitter
+from pipeline.tokenizer import backend
+from pipeline.tokenizer.patterns import GPT4, NATIVE_SPLIT_MODES, splitter
 
 BLOCK_CHARS = 4_000_000
 JOIN_SEGMENTS = 2_000
@@ -30,6 +34,7 @@ _ASCII_SEGMENT_END = re.compile(_SEGMENT_END.pattern, re.ASCII)  # the same cuts
 # whitespace alternatives holding a newline are tried first, so a newline followed by a non-space
 # character is always a chunk boundary. Not true of the GPT-2 pattern (its ``\s+(?!\S)`` looks past it).
 LINE_SAFE_PATTERNS = frozenset({GPT4})
+NATIVE_WHOLE_TEXT = 3  # the native split mode of the empty pattern: each text is one chunk
 
 
 def count_chunks(
@@ -38,15 +43,39 @@ def count_chunks(
     """Count every pre-split chunk of ``texts``: pieces matched by ``pattern``, or whole texts if it is ``""``.
 
     Each text is split on its own, so chunks never cross texts. Empty chunks are dropped. The counts do
-    not depend on ``workers`` (blocks are cut by text size alone, and addition commutes).
+    not depend on ``workers`` (blocks are cut by text size alone, and addition commutes), nor on the
+    backend: the native core splits exactly as the regex does.
     """
+    counter = native_counter(texts, pattern=pattern, workers=workers, progress=progress)
+    if counter is not None:
+        return counter.pop_counts()
     processes = worker_count(workers)
-    count_block = partial(_count_block, pattern)
     blocks = _blocks(texts, progress=progress)
+    count_block = partial(_count_block, pattern)
     if processes == 1:
         return _fold(map(count_block, blocks))
     with process_pool(processes) as pool:
         return _fold(ordered_map(pool, count_block, blocks, max_in_flight=2 * processes))
+
+
+def native_mode(pattern: str) -> int | None:
+    """The native core's split mode for ``pattern``, or None where it is counted in Python (no core, or a
+    custom pattern)."""
+    if backend.native is None:
+        return None
+    return NATIVE_WHOLE_TEXT if not pattern else NATIVE_SPLIT_MODES.get(pattern)
+
+
+def native_counter(texts: Iterable[str], *, pattern: str, workers: int = 0, progress: bool = False):
+    """A ``_native.ChunkCounter`` that counted ``texts`` with ``worker_count(workers)`` threads, or None where
+    the native core does not count ``pattern`` (``texts`` is then left unread)."""
+    mode = native_mode(pattern)
+    if mode is None:
+        return None
+    counter = backend.native.ChunkCounter(mode, worker_count(workers))
+    for block in _blocks(texts, progress=progress):
+        counter.add(block)
+    return counter
 
 
 def _count_block(pattern: str, texts: list[str]) -> Counter[str]:

@@ -33,10 +33,16 @@ Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once
 4. A merge visits only the positions listed for its pair and updates counts around each merged
    occurrence, summed per distinct neighbouring pair: in a loop for a few positions, with numpy for
    many.
+
+With the native core (``backend``), steps 1 and 3-4 run in C++ (``_native_train.h``): counting with
+threads for the patterns it splits by hand, and the merge loop (``_native.PairMerger``) over the same
+layout with the same rules, so the merges are the same; the Python code stays the definition and the
+fallback (docs/native.md).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -46,9 +52,10 @@ import numpy as np
 import regex
 
 from pipeline.engine.progress import Progress
-from pipeline.errors import TokenizerError, counted
+from pipeline.errors import TokenizerError, counted, shorten
 from pipeline.tokenizer import _train_pairs as pairs
-from pipeline.tokenizer._train_count import count_chunks
+from pipeline.tokenizer import backend
+from pipeline.tokenizer._train_count import count_chunks, native_counter
 from pipeline.tokenizer.layout import base_id_count
 from pipeline.tokenizer.patterns import compile_checked
 
@@ -57,6 +64,9 @@ KINDS = ("byte", "char")
 # smallest pair, and int comparisons make heap operations cheaper than on (count, pair) tuples.
 KEY_SHIFT = 2 * pairs.SHIFT
 CODE_MASK = (1 << KEY_SHIFT) - 1
+NATIVE_MAX_SYMBOLS = 2**32 - 2  # positions the native merge loop indexes with 32 bits; past it, the Python loop
+PROGRESS_MERGES = 1000  # merges per native call while a progress bar shows them
+_SURROGATE = regex.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,18 @@ def train_merges(
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
     _check_id_range(base_id_count(kind) + num_merges)  # the ids known before counting
-    chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress)
+    counter = native_counter(texts, pattern=pattern, workers=workers, progress=progress)
+    layout = counter.pop_byte_layout() if counter is not None and kind == "byte" else None
+    if layout is not None:  # the byte kind's symbols straight from the native counts, no dict of chunks between
+        symbols, counts = np.frombuffer(layout[0], dtype=np.int32), np.frombuffer(layout[1], dtype=np.int64)
+        del layout
+        loop = _merge_loop(symbols, counts, first_id=base_id_count(kind), min_frequency=min_frequency,
+                           forbidden_id=None if merge_newlines else _newline_id(kind, []))
+        del symbols, counts
+        merges, stop_reason = loop(num_merges, progress=progress)
+        return TrainResult(merges=merges, alphabet=[], stop_reason=stop_reason)
+    chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress) if counter is None \
+        else counter.pop_counts()
     return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
                               merge_newlines=merge_newlines, character_coverage=character_coverage,
                               progress=progress)
@@ -124,15 +145,47 @@ def merges_from_counts(
     chunk_counts.clear()
     symbols, alphabet = _base_symbols(distinct, kind)
     del distinct
-    chunks = pairs.Chunks(symbols, counts)
-    del symbols, counts
     first_id = base_id_count(kind, len(alphabet))
     _check_id_range(first_id + num_merges)
-    newline_id = None if merge_newlines else _newline_id(kind, alphabet)
-    forbidden = None if newline_id is None else pairs.symbol_of(newline_id)
-    trainer = _Trainer(chunks, first_id=first_id, min_frequency=min_frequency, forbidden=forbidden)
-    merges, stop_reason = trainer.run(num_merges, progress=progress)
+    loop = _merge_loop(symbols, counts, first_id=first_id, min_frequency=min_frequency,
+                       forbidden_id=None if merge_newlines else _newline_id(kind, alphabet))
+    del symbols, counts
+    merges, stop_reason = loop(num_merges, progress=progress)
     return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason, coverage_note=coverage_note)
+
+
+def _merge_loop(symbols, counts, *, first_id: int, min_frequency: int, forbidden_id: int | None):
+    """``run(num_merges, progress=...) -> (merges, stop_reason)`` over a layout of ``_train_pairs`` (int32
+    symbols, int64 counts): native when the core is on, else :class:`_Trainer`. The native loop copies what it
+    needs, so the caller's arrays can go; ``Chunks`` takes them over (a read-only one copied first)."""
+    if backend.native is not None and len(symbols) < NATIVE_MAX_SYMBOLS:
+        merger = backend.native.PairMerger(symbols, counts, first_id, min_frequency,
+                                           -1 if forbidden_id is None else forbidden_id)
+        return functools.partial(_merge_natively, merger, min_frequency=min_frequency)
+    forbidden = None if forbidden_id is None else pairs.symbol_of(forbidden_id)
+    return _Trainer(pairs.Chunks(np.require(symbols, requirements="W"), counts), first_id=first_id,
+                    min_frequency=min_frequency, forbidden=forbidden).run
+
+
+def _merge_natively(merger, num_merges: int, *, min_frequency: int,
+                    progress: bool) -> tuple[list[tuple[int, int]], str | None]:
+    """The merge loop of :class:`_Trainer` in the native core (``_native.PairMerger``), the same merges:
+    in one call, or ``PROGRESS_MERGES`` at a time when a progress bar shows them."""
+    merges: list[tuple[int, int]] = []
+    step = PROGRESS_MERGES if progress else num_merges
+    with Progress("tokenizer: merging", total=num_merges, unit="merges", enabled=progress) as bar:
+        while len(merges) < num_merges:
+            wanted = min(step, num_merges - len(merges))
+            batch = merger.merge(wanted)
+            merges += batch
+            bar.update(len(batch))
+            if len(batch) < wanted:
+                return merges, _stop_reason(min_frequency, len(merges))
+    return merges, None
+
+
+def _stop_reason(min_frequency: int, merges: int) -> str:
+    return f"no pair occurs at least {counted(min_frequency, 'time')} after {counted(merges, 'merge')}"
 
 
 def _drop_rare_characters(chunk_counts: dict[str, int], coverage: float) -> tuple[dict[str, int], str | None]:
@@ -196,10 +249,22 @@ def _newline_id(kind: str, alphabet: list[str]) -> int | None:
 def _base_symbols(chunks: list[str], kind: str) -> tuple[np.ndarray, list[str]]:
     """The base symbols of all chunks in one array (``_train_pairs.Chunks`` layout), and the alphabet."""
     if kind == "byte":
-        return pairs.utf8_symbols(chunks), []
+        try:
+            return pairs.utf8_symbols(chunks), []
+        except UnicodeEncodeError:
+            raise _surrogate_error(chunks) from None
     alphabet = sorted(set().union(*map(set, chunks))) if chunks else []
     table = {ord(char): pairs.symbol_of(i + 1) for i, char in enumerate(alphabet)}
     return pairs.code_point_symbols([chunk.translate(table) for chunk in chunks]), alphabet
+
+
+def _surrogate_error(chunks: list[str]) -> TokenizerError:
+    """The byte kind's refusal of a lone surrogate, naming the smallest chunk holding one (chunks come in
+    any order)."""
+    chunk = min(chunk for chunk in chunks if _SURROGATE.search(chunk))
+    return TokenizerError(f"training text contains {_SURROGATE.search(chunk).group()!r} in the chunk "
+                          f"{shorten(repr(chunk))}, which is not encodable as UTF-8 (a lone surrogate): the byte "
+                          "kind cannot train on it; clean the text first")
 
 
 class _Trainer:
@@ -226,8 +291,7 @@ class _Trainer:
             while len(merges) < num_merges:
                 code = self._pop_best()
                 if code is None:
-                    return merges, (f"no pair occurs at least {counted(self.min_frequency, 'time')} after "
-                                    f"{counted(len(merges), 'merge')}")
+                    return merges, _stop_reason(self.min_frequency, len(merges))
                 left, right = pairs.unpack(code)
                 merges.append((pairs.id_of(left), pairs.id_of(right)))
                 self._merge(code, pairs.symbol_of(self.first_id + len(merges) - 1))

@@ -250,14 +250,15 @@ def test_train_counts_a_large_document_in_pieces_with_the_merges_of_the_whole(
                             special_tokens=["<|endoftext|>"])
     monkeypatch.setattr(sources, "_CHUNK", 500)  # read 500 bytes at a time
     monkeypatch.setattr(patterns, "CUT_CHARS", 1000)  # and cut at 1,000 characters or more
-    counted: list[int] = []  # the length of every text the counting pass is given
-    count_block = _train_count._count_block
+    counted: list[int] = []  # the length of every text the counting pass is given (either backend)
+    blocks = _train_count._blocks
 
-    def counting(pattern, texts):
-        counted.extend(map(len, texts))
-        return count_block(pattern, texts)
+    def counting(texts, **options):
+        for block in blocks(texts, **options):
+            counted.extend(map(len, block))
+            yield block
 
-    monkeypatch.setattr(_train_count, "_count_block", counting)
+    monkeypatch.setattr(_train_count, "_blocks", counting)
     result = run("tokenizer", "train", tmp_path / "big.txt", *options, "--vocab-size", 400, "--workers", 1,
                  "--special", "<|endoftext|>", "--out", tmp_path / "t.json")
     assert result.exit_code == 0, result.output

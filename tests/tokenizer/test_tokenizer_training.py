@@ -1,7 +1,12 @@
-"""BPE training: goldens, the reference BPE as oracle, rustbpe parity, determinism and options."""
+"""BPE training: goldens, the reference BPE as oracle, rustbpe parity, determinism and options.
+
+Everything trained here is trained on both backends (the native core, when built, and the Python path),
+each result held to the reference, to rustbpe, or to the other backend's.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import string
@@ -19,7 +24,7 @@ from hypothesis import strategies as st
 
 from pipeline.config import MAX_TRAINED_IDS, parse_config
 from pipeline.errors import ConfigError, TokenizerError
-from pipeline.tokenizer import Tokenizer, _train_count, _train_pairs, reference
+from pipeline.tokenizer import Tokenizer, _train_count, _train_pairs, backend, reference
 from pipeline.tokenizer.trainer import TrainResult, train_merges
 from stages.cli.main import cli
 
@@ -43,12 +48,29 @@ def token_bytes(merges: list[tuple[int, int]]) -> list[bytes]:
     return vocab
 
 
+@contextlib.contextmanager
+def python_backend():
+    """The Python path forced, as ``LMPREP_BACKEND=python`` does (a no-op without the native core)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend, "native", None)
+        yield patch
+
+
+def on_both_backends(texts, **options) -> TrainResult:
+    """``train_merges`` on the Python path and, when built, on the native core: the same result."""
+    with python_backend():
+        result = train_merges(texts, **options)
+    if backend.native is not None:
+        assert train_merges(texts, **options) == result
+    return result
+
+
 # --- goldens -----------------------------------------------------------------------------------
 
 
 def train_both(texts, **options) -> TrainResult:
-    """The fast trainer's result, checked equal to the reference's."""
-    result = train_merges(texts, workers=1, **options)
+    """The trainer's result on both backends, checked equal to the reference's."""
+    result = on_both_backends(texts, workers=1, **options)
     assert result == TrainResult(*reference.train(texts, **options))
     return result
 
@@ -108,9 +130,10 @@ def test_matches_the_reference(texts, kind, pattern, num_merges, min_frequency, 
                    merge_newlines=merge_newlines)
     expected = TrainResult(*reference.train(texts, **options))
     for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
-        with pytest.MonkeyPatch.context() as patch:
+        with python_backend() as patch:
             patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
             assert train_merges(texts, workers=1, **options) == expected
+    assert train_merges(texts, workers=1, **options) == expected  # the native core, when built
 
 
 # --- parity with rustbpe on real text ----------------------------------------------------------
@@ -132,14 +155,14 @@ def test_byte_merges_identical_to_rustbpe():
     rustbpe = pytest.importorskip("rustbpe")
     texts = stdlib_texts(200_000)
     vocab_size = 1000
-    result = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256, workers=2)
+    result = on_both_backends(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256, workers=2)
     oracle = rustbpe.Tokenizer()
     oracle.train_from_iterator(iter(texts), vocab_size, pattern=GPT4_PATTERN)
     expected = [token for token, _rank in sorted(oracle.get_mergeable_ranks(), key=lambda item: item[1])]
     assert result.stop_reason is None
     assert token_bytes(result.merges) == expected
     for bulk_positions in (0, 10**9):  # every merge through the numpy path, then through the loop
-        with pytest.MonkeyPatch.context() as patch:
+        with python_backend() as patch:
             patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
             again = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=vocab_size - 256)
             assert again.merges == result.merges
@@ -159,7 +182,8 @@ def random_words_texts(words: int) -> list[str]:
 @pytest.fixture(scope="module")
 def past_surrogates():
     """Texts, rustbpe trained on them to 58,000 ids (the last 656 merges get ids past U+DFFF), and
-    lmprep's merges with every merge from id 53,248 on alternating between the two merge paths."""
+    lmprep's merges with every merge from id 53,248 on alternating between the two merge paths of the
+    Python backend (and the native core's merges, when built, or None)."""
     rustbpe = pytest.importorskip("rustbpe")
     texts = random_words_texts(20_000)
     oracle = rustbpe.Tokenizer()
@@ -174,35 +198,41 @@ def past_surrogates():
         return (chunks._merge_many if new % 2 else chunks._merge_few)(positions, code, new)
 
     merge = _train_pairs.Chunks.merge
-    with pytest.MonkeyPatch.context() as patch:
+    options = dict(kind="byte", pattern=GPT4_PATTERN, num_merges=len(expected) - 256, workers=1)
+    with python_backend() as patch:
         patch.setattr(_train_pairs.Chunks, "merge", both_paths)
-        result = train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=len(expected) - 256, workers=1)
+        result = train_merges(texts, **options)
     assert min(paths.values()) > 300 and len(paths) == 4  # both paths, in and past the block
-    return texts, oracle, expected, result
+    native = None if backend.native is None else train_merges(texts, **options)
+    return texts, oracle, expected, result, native
 
 
 def test_ids_past_the_surrogate_block_identical_to_rustbpe(past_surrogates):
-    _texts, _oracle, expected, result = past_surrogates
+    _texts, _oracle, expected, result, native = past_surrogates
     assert result.stop_reason is None
     assert token_bytes(result.merges) == expected
+    assert native in (None, result)
 
 
-@pytest.mark.parametrize("bulk_positions", [0, 10**9], ids=["numpy", "loop"])
+@pytest.mark.parametrize("bulk_positions", [0, 10**9, None], ids=["numpy", "loop", "native"])
 def test_char_alphabet_across_the_surrogate_block_matches_reference(bulk_positions):
     # 60,000 distinct characters: base ids run through 55,296..57,343 and past it.
     letters = [chr(c) for c in range(0x4E00, 0x4E00 + 20_000)] + [chr(c) for c in range(0x20000, 0x20000 + 40_000)]
     texts = ["".join(letters[i : i + 200]) for i in range(0, len(letters), 200)]
     texts += [letters[-1] + letters[-2] + letters[0]] * 3 + [letters[56_000] + letters[57_500]] * 2
     options = dict(kind="char", pattern="", num_merges=4)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
+    if bulk_positions is None and backend.native is None:
+        pytest.skip("the native core is off")
+    with contextlib.nullcontext() if bulk_positions is None else python_backend() as patch:
+        if patch:
+            patch.setattr(_train_pairs, "BULK_POSITIONS", bulk_positions)
         result = train_merges(texts, workers=1, **options)
     assert (result.merges, result.alphabet) == reference.train(texts, **options)[:2]
     assert max(max(pair) for pair in result.merges) > 57_343
 
 
 def test_tokenizer_past_the_surrogate_block_encodes_like_rustbpe(past_surrogates):
-    texts, oracle, _expected, result = past_surrogates
+    texts, oracle, _expected, result, _native = past_surrogates
     tokenizer = Tokenizer.from_merges(kind="byte", pattern=GPT4_PATTERN, merges=result.merges)
     text = " ".join(texts[-1].split()[::-1]) + " unseen words, \u00fcn\u00efcode"
     ids = tokenizer.encode_ordinary(text)
@@ -239,7 +269,7 @@ def test_ids_above_the_maximum_are_refused_by_config_cli_and_trainer(tmp_path):
 
 def test_same_result_for_any_worker_count():
     texts = stdlib_texts(60_000)
-    results = [train_merges(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=300, workers=n) for n in (1, 2, 3)]
+    results = [on_both_backends(texts, kind="byte", pattern=GPT4_PATTERN, num_merges=300, workers=n) for n in (1, 2, 3)]
     assert results[0] == results[1] == results[2]
 
 
@@ -248,10 +278,11 @@ def test_same_result_for_any_hash_seed(tmp_path):
         "from pipeline.tokenizer.trainer import train_merges\n"
         "texts = ['the cat sat on the mat, the end. ' * 3 + str(i) for i in range(50)] + ['zz yy xx ww']\n"
         "print(train_merges(texts, kind='char', pattern=r'\\S+|\\s+', num_merges=40, min_frequency=1, workers=2))\n"
+        f"print(train_merges(texts, kind='byte', pattern={GPT4_PATTERN!r}, num_merges=40, workers=2))\n"
     )
     outputs = set()
-    for seed in ("0", "1", "12345"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
+    for seed, backend_name in (("0", "native"), ("1", "native"), ("12345", "native"), ("1", "python")):
+        env = {**os.environ, "PYTHONHASHSEED": seed, backend.ENVIRONMENT_VARIABLE: backend_name}
         run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
                              cwd=Path(__file__).resolve().parents[1])
         outputs.add(run.stdout)
@@ -262,39 +293,39 @@ def test_same_result_for_any_hash_seed(tmp_path):
 
 
 def test_pairs_never_cross_texts_or_chunks():
-    assert train_merges(["a", "b"] * 10, kind="byte", pattern="", num_merges=5, workers=1).merges == []
-    result = train_merges(["a b"] * 10, kind="byte", pattern=r"\S+|\s+", num_merges=5, workers=1)
+    assert on_both_backends(["a", "b"] * 10, kind="byte", pattern="", num_merges=5, workers=1).merges == []
+    result = on_both_backends(["a b"] * 10, kind="byte", pattern=r"\S+|\s+", num_merges=5, workers=1)
     assert result.merges == []
 
 
 def test_stops_when_no_pair_is_frequent_enough():
-    result = train_merges(["abcd", "ab"], kind="byte", pattern="", num_merges=10, workers=1)
+    result = on_both_backends(["abcd", "ab"], kind="byte", pattern="", num_merges=10, workers=1)
     assert result.merges == [(97, 98)]
     assert result.stop_reason == "no pair occurs at least 2 times after 1 merge"
-    assert train_merges(["abcd", "ab"], kind="byte", pattern="", num_merges=10, min_frequency=3,
-                        workers=1).merges == []
+    assert on_both_backends(["abcd", "ab"], kind="byte", pattern="", num_merges=10, min_frequency=3,
+                            workers=1).merges == []
 
 
 @pytest.mark.parametrize("kind", ["byte", "char"])
 def test_merge_newlines_false_keeps_newline_out_of_learned_tokens(kind):
     texts = ["ab\nab\n\nc\n" * 20, "xy\n\nxy\n" * 20]
-    result = train_merges(texts, kind=kind, pattern="", num_merges=50, merge_newlines=False, workers=1)
+    result = on_both_backends(texts, kind=kind, pattern="", num_merges=50, merge_newlines=False, workers=1)
     learned = token_strings(result) if kind == "char" else [t.decode("utf-8", "replace")
                                                             for t in token_bytes(result.merges)[256:]]
     assert result.merges
     assert not any("\n" in token for token in learned)
-    allowed = train_merges(texts, kind=kind, pattern="", num_merges=50, workers=1)
+    allowed = on_both_backends(texts, kind=kind, pattern="", num_merges=50, workers=1)
     assert len(allowed.merges) > len(result.merges)
 
 
 def test_char_alphabet_is_sorted_distinct_characters():
-    result = train_merges(["b\u00e9a", "\U0001f600a"], kind="char", pattern="", num_merges=0, workers=1)
+    result = on_both_backends(["b\u00e9a", "\U0001f600a"], kind="char", pattern="", num_merges=0, workers=1)
     assert result.alphabet == ["a", "b", "\u00e9", "\U0001f600"]
     assert result.merges == [] and result.stop_reason is None
 
 
 def test_empty_input():
-    result = train_merges([], kind="byte", pattern=GPT4_PATTERN, num_merges=3, workers=1)
+    result = on_both_backends([], kind="byte", pattern=GPT4_PATTERN, num_merges=3, workers=1)
     assert result.merges == [] and result.stop_reason == "no pair occurs at least 2 times after 0 merges"
 
 

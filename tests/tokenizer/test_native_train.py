@@ -1,0 +1,227 @@
+"""Native training (``_native_train.h``): the same chunk counts and the same merges as the Python path.
+
+Counting is compared with the Python counter (the ``regex`` split) on random Unicode, lone surrogates
+included, for every pattern the core splits by hand and any thread count; training is compared with
+the Python backend and with ``reference.train`` on random text, and whole tokenizers (their
+``tokenizer.json`` bytes) across backends.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from conftest import UNICODE_TEXTS, needs_native_core
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import TokenizerError
+from pipeline.tokenizer import Tokenizer, _train_count, backend, patterns, reference, trainer
+from pipeline.tokenizer._train_pairs import SEPARATOR_ID
+from pipeline.tokenizer.trainer import TrainResult, train_merges
+
+native = backend.native
+pytestmark = needs_native_core()
+
+NATIVE_PATTERNS = [patterns.GPT4, patterns.GPT2, patterns.WORD, ""]
+PATTERN_IDS = ["gpt4", "gpt2", "word", "none"]
+
+
+def python_counts(texts, pattern, workers=1):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend, "native", None)
+        return _train_count.count_chunks(texts, pattern=pattern, workers=workers)
+
+
+def python_train(texts, **options):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend, "native", None)
+        return train_merges(texts, **options)
+
+
+# --- counting ------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(UNICODE_TEXTS, max_size=8), pattern=st.sampled_from(NATIVE_PATTERNS))
+def test_native_counts_are_the_python_counts(texts, pattern):
+    assert _train_count.native_mode(pattern) is not None
+    assert _train_count.count_chunks(texts, pattern=pattern, workers=1) == python_counts(texts, pattern)
+
+
+@pytest.mark.parametrize("pattern", NATIVE_PATTERNS, ids=PATTERN_IDS)
+def test_counts_do_not_depend_on_the_threads(tokenizer_corpus, pattern):
+    """Enough text that every thread gets a slice (each counts at least 64k characters)."""
+    texts = [text + f" {i}\ud800 é\n" for i in range(400) for text in tokenizer_corpus]
+    assert sum(map(len, texts)) > 4 * 65_536
+    expected = python_counts(texts, pattern)
+    for threads in (1, 2, 3, 4):
+        counter = native.ChunkCounter(_train_count.native_mode(pattern), threads)
+        counter.add(texts[:7])
+        counter.add(texts[7:])
+        assert counter.pop_counts() == expected
+        assert counter.pop_counts() == {}  # it starts over
+
+
+def test_a_custom_pattern_is_counted_in_python():
+    assert _train_count.native_mode(r"\S+|\s+") is None
+    assert _train_count.count_chunks(["ab ab"], pattern=r"\S+|\s+") == {"ab": 2, " ": 1}
+
+
+def test_the_counter_refuses_what_is_not_text():
+    counter = native.ChunkCounter(0, 2)
+    with pytest.raises(TypeError, match="got bytes at position 1"):
+        counter.add(["a", b"b"])
+    with pytest.raises(ValueError, match="split mode"):
+        native.ChunkCounter(7, 1)
+    with pytest.raises(ValueError, match="threads"):
+        native.ChunkCounter(0, 0)
+    with pytest.raises(RuntimeError, match="once"):
+        counter.__init__(0, 1)
+    assert counter.pop_counts() == {}
+
+
+def test_threads_counting_into_one_counter_one_at_a_time_or_refused():
+    """A second thread calling the same counter while it counts is refused, never a crash; the counts of
+    the calls that ran add up."""
+    counter = native.ChunkCounter(0, 1)
+    texts = ["hello world " * 20_000] * 4
+    refused = []
+
+    def add():
+        try:
+            counter.add(texts)
+        except RuntimeError as exc:
+            refused.append(str(exc))
+
+    workers = [threading.Thread(target=add) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert all("in use by another thread" in message for message in refused)
+    calls = 4 - len(refused)  # the first to start always runs
+    per_text = {"hello": 1, " hello": 19_999, " world": 20_000, " ": 1}
+    assert counter.pop_counts() == {chunk: count * 4 * calls for chunk, count in per_text.items()}
+
+
+# --- the merge loop ------------------------------------------------------------------------------
+
+train_texts = st.lists(st.one_of(UNICODE_TEXTS, st.text(alphabet="ab \n\u00e9\u4e2d", max_size=40)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=train_texts,
+    kind=st.sampled_from(["byte", "char"]),
+    pattern=st.sampled_from([patterns.GPT4, patterns.GPT2, "", r"\S+|\s+"]),
+    num_merges=st.integers(0, 40),
+    min_frequency=st.integers(1, 3),
+    merge_newlines=st.booleans(),
+)
+def test_native_training_is_the_python_and_the_reference_training(texts, kind, pattern, num_merges, min_frequency,
+                                                                   merge_newlines):
+    if kind == "byte":  # the byte kind refuses lone surrogates (tested below)
+        texts = [text.encode("utf-8", "replace").decode() for text in texts]
+    options = dict(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency,
+                   merge_newlines=merge_newlines)
+    expected = TrainResult(*reference.train(texts, **options))
+    assert python_train(texts, workers=1, **options) == expected
+    assert train_merges(texts, workers=2, **options) == expected
+
+
+def test_lone_surrogates_train_the_char_kind_and_are_refused_by_the_byte_kind_alike():
+    texts = ["a\ud800b a\ud800b \udfff\udfff\udfff x"] * 3  # two chunks hold surrogates: the smaller is named
+    options = dict(pattern=patterns.GPT4, num_merges=10, workers=1)
+    assert train_merges(texts, kind="char", **options) == python_train(texts, kind="char", **options)
+    messages = set()
+    for train in (train_merges, python_train):
+        with pytest.raises(TokenizerError, match="lone surrogate") as error:
+            train(texts, kind="byte", **options)
+        messages.add(str(error.value))
+    assert messages == {"training text contains '\\udfff' in the chunk ' \\udfff\\udfff\\udfff', which is not "
+                        "encodable as UTF-8 (a lone surrogate): the byte kind cannot train on it; clean the text first"}
+
+
+def test_progress_batches_give_the_same_merges(monkeypatch, tokenizer_corpus):
+    options = dict(kind="byte", pattern=patterns.GPT4, num_merges=300, workers=1)
+    whole = train_merges(tokenizer_corpus, **options)
+    monkeypatch.setattr(trainer, "PROGRESS_MERGES", 7)
+    assert train_merges(tokenizer_corpus, progress=True, **options) == whole
+    assert whole == python_train(tokenizer_corpus, **options)
+
+
+@pytest.mark.parametrize("kind", ["byte", "char"])
+def test_a_layout_past_the_native_loops_reach_merges_in_python(monkeypatch, tokenizer_corpus, kind):
+    """Past 2**32 - 2 positions the Python loop takes over, from the native counts (the byte kind's layout
+    arrives read-only)."""
+    options = dict(kind=kind, pattern=patterns.GPT4, num_merges=200, workers=2)
+    expected = python_train(tokenizer_corpus, **options)
+    monkeypatch.setattr(trainer, "NATIVE_MAX_SYMBOLS", 0)
+    monkeypatch.setattr(trainer._Trainer, "__init__", counted_init := _counting(trainer._Trainer.__init__))
+    assert train_merges(tokenizer_corpus, **options) == expected
+    assert counted_init.calls == 1
+
+
+def _counting(function):
+    def wrapper(*args, **kwargs):
+        wrapper.calls += 1
+        return function(*args, **kwargs)
+
+    wrapper.calls = 0
+    return wrapper
+
+
+@pytest.mark.parametrize("kind, pattern", [("byte", "gpt4"), ("byte", "gpt2"), ("byte", "none"), ("char", None),
+                                           ("char", "gpt4"), ("word", None), ("byte", r"\w+")])
+def test_tokenizer_files_are_byte_identical_across_backends(tmp_path, tokenizer_corpus, kind, pattern):
+    options = dict(vocab_size=400, kind=kind, pattern=pattern, special_tokens=["<|endoftext|>"], workers=2)
+    Tokenizer.train(tokenizer_corpus, **options).save(tmp_path / "native.json")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend, "native", None)
+        Tokenizer.train(tokenizer_corpus, **options).save(tmp_path / "python.json")
+    assert (tmp_path / "native.json").read_bytes() == (tmp_path / "python.json").read_bytes()
+
+
+def layout(*chunks: list[int]) -> np.ndarray:
+    symbols = [SEPARATOR_ID]
+    for chunk in chunks:
+        symbols += [*chunk, SEPARATOR_ID]
+    return np.array(symbols, dtype=np.int32)
+
+
+def test_the_merger_reads_the_layout_of_train_pairs():
+    merger = native.PairMerger(layout([97, 97, 97, 98], [97, 98]), np.array([1, 2], dtype=np.int64), 256, 1, -1)
+    assert merger.merge(1) == [(97, 98)]  # (a, b) occurs 3 times, (a, a) twice
+    assert merger.merge(10) == [(97, 97), (257, 256)]  # fewer than asked: no pair is left
+    assert reference.train_from_counts({"aaab": 1, "ab": 2}, kind="byte", num_merges=10, min_frequency=1)[0] == [
+        (97, 98), (97, 97), (257, 256)]
+    assert merger.merge(10) == []
+    empty = native.PairMerger(layout(), np.array([], dtype=np.int64), 256, 2, -1)
+    assert empty.merge(5) == []
+
+
+@pytest.mark.parametrize(("symbols", "counts", "message"), [
+    (layout([97, 98]), [1, 2], "one count per chunk"),
+    (np.array([97, SEPARATOR_ID], dtype=np.int32), [1], "start and end with a separator"),
+    (layout([97, 0xD800]), [1], "surrogates"),
+    (layout([97, -5]), [1], "surrogates"),
+    (layout([97, 98]), [-1], "negative"),
+])
+def test_the_merger_refuses_a_layout_that_does_not_fit(symbols, counts, message):
+    with pytest.raises(ValueError, match=message):
+        native.PairMerger(symbols, np.array(counts, dtype=np.int64), 256, 1, -1)
+
+
+def test_the_merger_refuses_buffers_of_the_wrong_size_and_a_second_init():
+    with pytest.raises(ValueError, match="int32 symbols and int64 counts"):
+        native.PairMerger(b"\x00" * 7, b"", 256, 1, -1)
+    with pytest.raises(ValueError, match="min_frequency"):
+        native.PairMerger(layout(), b"", 256, 0, -1)
+    merger = native.PairMerger(layout([97, 98]), np.array([2], dtype=np.int64), 256, 1, -1)
+    with pytest.raises(RuntimeError, match="once"):
+        merger.__init__(layout(), b"", 256, 1, -1)
+    with pytest.raises(ValueError, match="not initialised"):
+        native.PairMerger.__new__(native.PairMerger).merge(1)
+    assert merger.merge(3) == [(97, 98)]
