@@ -95,7 +95,7 @@ def plan_resume(
         return ResumePlan("set_aside", f"the tokenizer changed ({old} → {new})", checkpoint, tag=old)
     changed = changed_settings(recorded, settings)
     if changed:
-        described = ", ".join(f"train.{key} {old} → {new}" for key, (old, new) in changed.items())
+        described = ", ".join(f"{_key_name(key)} {old} → {new}" for key, (old, new) in changed.items())
         return ResumePlan("set_aside", f"the train settings changed ({described})", checkpoint,
                           tag="old-" + "-".join(changed))
     return _plan_steps(checkpoint, settings.steps, shard_fingerprint)
@@ -107,8 +107,13 @@ def changed_settings(recorded: Mapping[str, Any], settings: TrainConfig) -> dict
     return {
         key: (recorded.get(key), value)
         for key, value in current.items()
-        if key not in NOT_WEIGHT_SHAPING and recorded.get(key) != value
+        if key not in NOT_WEIGHT_SHAPING and recorded.get(key) != (list(value) if isinstance(value, tuple) else value)
     }
+
+
+def _key_name(key: str) -> str:
+    """A ``train`` setting as the config names it (``mixture`` gathers the sources' weights)."""
+    return "data.sources[*].weight" if key == "mixture" else f"train.{key}"
 
 
 def _plan_steps(checkpoint: Checkpoint | CheckpointHeader, steps: int, shard_fingerprint: str | None) -> ResumePlan:
