@@ -19,7 +19,7 @@ from pipeline.shards.manifest import has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import PROGRESS, say
 
-CODE_VERSION = 3  # 2: the chunked loss (the same loss, other float rounding); 3: checksums in the checkpoint
+CODE_VERSION = 4  # 2: the chunked loss (other rounding); 3: checksums in the checkpoint; 4: source_tokens in metrics
 
 
 def build(config: Config) -> Stage:
@@ -89,6 +89,14 @@ def run(config: Config, retrain: bool = False) -> None:
             + (f", val loss {summary.val_loss:.4f}" if summary.val_loss is not None else "")
             + f", {summary.tokens_per_second:,.0f} tokens/s → {summary.checkpoint}"
         )
+        say("train", describe_mixture(summary.mixture, weighted=mixture_weights(config) is not None))
+
+
+def describe_mixture(rows: tuple[dict, ...], *, weighted: bool) -> str:
+    """``mixture (tokens seen, share, target): data.sources[0] 61,440 50.2% (50.0%), …``."""
+    target = "target" if weighted else "natural share"
+    return f"mixture (tokens seen, share, {target}): " + ", ".join(
+        f"data.sources[{row['source']}] {row['tokens']:,} {row['share']:.1%} ({row['target']:.1%})" for row in rows)
 
 
 def preview(config: Config) -> str | None:

@@ -103,11 +103,12 @@ def plan_resume(
 
 def changed_settings(recorded: Mapping[str, Any], settings: TrainConfig) -> dict[str, tuple[Any, Any]]:
     """The weight-shaping ``train`` keys whose value differs from ``recorded``, as ``key: (old, new)``."""
-    current = dataclasses.asdict(settings)
+    current = {key: list(value) if isinstance(value, tuple) else value  # as the checkpoint's JSON holds them
+               for key, value in dataclasses.asdict(settings).items()}
     return {
         key: (recorded.get(key), value)
         for key, value in current.items()
-        if key not in NOT_WEIGHT_SHAPING and recorded.get(key) != (list(value) if isinstance(value, tuple) else value)
+        if key not in NOT_WEIGHT_SHAPING and recorded.get(key) != value
     }
 
 

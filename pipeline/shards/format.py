@@ -356,6 +356,28 @@ class ShardSet:
     def max_id(self) -> int:
         return self.manifest.max_id
 
+    def locate(self, position: int) -> tuple[Shard, int]:
+        """The shard holding token ``position`` of the split's stream (as ``train.bin`` lays it out) and the
+        row of the document it belongs to; IndexError beyond the last token."""
+        if not 0 <= position < self.num_tokens:
+            raise IndexError(f"token {position:,} is not in split {self.split!r} ({self.num_tokens:,} tokens)")
+        starts = np.cumsum(self._shard_sizes) - self._shard_sizes
+        index = int(np.searchsorted(starts, position, side="right")) - 1
+        while self._shard_sizes[index] == 0:  # an empty shard starts where the next one does
+            index += 1
+        shard = self.shards[index]
+        return shard, int(np.searchsorted(shard.offsets, position - starts[index], side="right")) - 1
+
+    def locate_row(self, row: int) -> tuple[Shard, int]:
+        """The shard holding row ``row`` of the split and its row there; IndexError beyond the last row."""
+        if not 0 <= row < self.num_documents:
+            raise IndexError(f"row {row:,} is not in split {self.split!r} ({self.num_documents:,} rows)")
+        for shard in self.shards:
+            if row < shard.num_documents:
+                return shard, row
+            row -= shard.num_documents
+        raise AssertionError("unreachable: the rows add up to num_documents")
+
     def documents(self) -> Iterator[np.ndarray]:
         """Yield each document's IDs, in order, as views into the mapped shards."""
         for shard in self.shards:
@@ -371,21 +393,28 @@ class ShardSet:
         faster than building a ``batch × context`` index array for a fancy
         gather (docs/performance.md).
         """
+        return self.gather_windows(*self.window_starts(rng, batch_size, context), context)
+
+    def window_starts(self, rng: np.random.Generator, batch_size: int, context: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sample_batch`'s windows: the shard and the first token of each."""
         if batch_size < 1 or context < 1:
             raise ValueError(f"batch_size and context must be positive, got {batch_size} and {context}")
-        width = context + 1
         windows = np.maximum(self._shard_sizes - context, 0)
         ends = np.cumsum(windows)
         if len(ends) == 0 or ends[-1] == 0:
             raise ShardError(
-                f"{self.directory}: no shard of split {self.split!r} holds a window of {width} tokens; "
+                f"{self.directory}: no shard of split {self.split!r} holds a window of {context + 1} tokens; "
                 f"lower train.context or raise encode.shard_tokens"
             )
         picks = rng.integers(0, ends[-1], size=batch_size)
         which = np.searchsorted(ends, picks, side="right")
-        starts = picks - (ends[which] - windows[which])
-        views = [self.shards[k].tokens[s : s + width] for k, s in zip(which.tolist(), starts.tolist())]
-        return np.concatenate(views).reshape(batch_size, width).astype(np.int64)
+        return which, picks - (ends[which] - windows[which])
+
+    def gather_windows(self, shards: np.ndarray, starts: np.ndarray, context: int) -> np.ndarray:
+        """The windows of ``context + 1`` tokens at ``starts`` of ``shards``, as int64 ``[windows, context + 1]``."""
+        width = context + 1
+        views = [self.shards[k].tokens[s : s + width] for k, s in zip(shards.tolist(), starts.tolist())]
+        return np.concatenate(views).reshape(len(views), width).astype(np.int64)
 
 
 def _check_tokenizer(manifest: Manifest, tokenizer: Tokenizer, path: Path) -> None:
