@@ -89,13 +89,13 @@ def run(config: Config, retrain: bool = False) -> None:
             + (f", val loss {summary.val_loss:.4f}" if summary.val_loss is not None else "")
             + f", {summary.tokens_per_second:,.0f} tokens/s → {summary.checkpoint}"
         )
-        say("train", describe_mixture(summary.mixture, weighted=mixture_weights(config) is not None))
+        if mixture_weights(config) is not None:  # the natural mixture is in metrics.jsonl
+            say("train", describe_mixture(summary.mixture))
 
 
-def describe_mixture(rows: tuple[dict, ...], *, weighted: bool) -> str:
-    """``mixture (tokens seen, share, target): data.sources[0] 61,440 50.2% (50.0%), …``."""
-    target = "target" if weighted else "natural share"
-    return f"mixture (tokens seen, share, {target}): " + ", ".join(
+def describe_mixture(rows: tuple[dict, ...]) -> str:
+    """``mixture (tokens seen, share, target): data.sources[0] 61,440 50.2% (50.0%), …``, over the whole run."""
+    return "mixture (tokens seen, share, target): " + ", ".join(
         f"data.sources[{row['source']}] {row['tokens']:,} {row['share']:.1%} ({row['target']:.1%})" for row in rows)
 
 

@@ -63,14 +63,29 @@ def stats_command(top: int | None, output_dir: str | None, force: bool, config: 
     config = with_section(config, "stats", top=top, output_dir=config.output_value(output_dir) if output_dir else None)
     run_stage(config, "stats", force)
     summary = json.loads(storage.read_bytes(stats_stage.committed_path(config, stats_stage.SUMMARY_FILE)))
+    weights = [source.weight for source in config.data.sources]
     for split, figures in summary["splits"].items():
         click.echo(split_table(split, figures))
+        click.echo(source_shares(figures.get("sources", []), weights))
     prepared = json.loads(storage.read_bytes(storage.join(storage.committed(config.output_path(
         config.prepare.output_dir)), STATS_FILE)))
     click.echo("prepared documents per source:\n" + source_table(prepared["sources"]))
     for warning in source_warnings(prepared):
         click.echo(warning)
     click.echo(f"histogram of document lengths → {stats_stage.committed_path(config, stats_stage.PLOT_FILE)}")
+
+
+def source_shares(sources: list[dict[str, Any]], weights: list[float | None]) -> str:
+    """``  tokens per source: data.sources[0] 12,345 (61.2%, target 50.0%), …`` (targets when weights are set)."""
+    total = sum(weight for weight in weights if weight is not None)
+
+    def target(source: int) -> str:
+        weight = weights[source] if source < len(weights) else None
+        return f", target {weight / total:.1%}" if weight is not None else ""
+
+    return "  tokens per source: " + ", ".join(
+        f"data.sources[{row['source']}] {row['tokens']:,} ({row['share']:.1%}{target(row['source'])})"
+        for row in sources)
 
 
 def split_table(split: str, figures: dict[str, Any]) -> str:
