@@ -68,7 +68,8 @@ class ShardWindows(IterableDataset):
                                  f"{split!r}, fewer than one window of {context + 1}")
             self.windows = sum(self._source_windows.values())
             self._per_epoch = epoch_counts(self.shares, self.windows)
-            self._first_code = np.cumsum([0] + [self._source_windows[s] for s in sorted(self._source_windows)])
+            self._order = sorted(self._source_windows)
+            self._first_code = np.cumsum([0] + [self._source_windows[s] for s in self._order])
         self.batches_per_rank = self.windows // batch_size // world_size
         if self.batches_per_rank == 0:
             raise ShardError(
@@ -128,7 +129,7 @@ class ShardWindows(IterableDataset):
     def _epoch_codes(self, epoch: int) -> np.ndarray:
         """The windows of a weighted epoch: the next ``n_i`` of each source's endless sequence, as codes."""
         codes = []
-        for code, source in zip(self._first_code, sorted(self._source_windows)):
+        for code, source in zip(self._first_code, self._order):
             count = self._per_epoch[source]
             codes.append(code + stream_windows(self.seed, source, self._source_windows[source], epoch * count, count))
         return np.concatenate(codes)
@@ -143,7 +144,7 @@ class ShardWindows(IterableDataset):
         if self.weights is None:
             return self._tokens(code * self.context, self.context + 1)
         index = int(np.searchsorted(self._first_code, code, side="right")) - 1
-        stream = self._streams[sorted(self._source_windows)[index]]
+        stream = self._streams[self._order[index]]
         return stream.read(self.shard_set, (code - int(self._first_code[index])) * self.context, self.context + 1)
 
     def _tokens(self, start: int, count: int) -> np.ndarray:
