@@ -102,12 +102,15 @@ def window_tokens_by_source(shard_set: ShardSet, shards: np.ndarray, starts: np.
     """Input tokens of each source (by index, up to ``count`` sources) in windows starting at ``starts`` of
     ``shards``: the first ``context`` tokens of each window, to their documents' sources."""
     totals = np.zeros(count, dtype=np.int64)
-    for shard_index, start in zip(shards.tolist(), starts.tolist()):
-        shard = shard_set.shards[shard_index]
-        first = int(np.searchsorted(shard.offsets, start, side="right")) - 1
-        last = int(np.searchsorted(shard.offsets, start + context, side="left"))
-        bounds = np.clip(shard.offsets[first : last + 1], start, start + context)
-        totals += np.bincount(shard.sources[first:last], weights=np.diff(bounds), minlength=count).astype(np.int64)
+    for shard_index in np.unique(shards).tolist():
+        shard, begins = shard_set.shards[shard_index], starts[shards == shard_index]
+        first = np.searchsorted(shard.offsets, begins, side="right") - 1
+        spans = np.searchsorted(shard.offsets, begins + context, side="left") - first  # rows each window covers
+        window = np.repeat(np.arange(len(begins)), spans)
+        rows = np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans) + np.repeat(first, spans)
+        low = np.maximum(shard.offsets[rows], begins[window])
+        high = np.minimum(shard.offsets[rows + 1], begins[window] + context)
+        totals += np.bincount(shard.sources[rows], weights=high - low, minlength=count).astype(np.int64)
     return totals.tolist()
 
 
@@ -137,13 +140,12 @@ class MixtureSampler:
             batch = self.shard_set.gather_windows(shards, starts, self.context)
             return batch, window_tokens_by_source(self.shard_set, shards, starts, self.context, self.sources)
         picks = rng.choice(len(self._order), size=batch_size, p=self._probabilities)
+        streams = [self.streams[self._order[pick]] for pick in picks.tolist()]
+        starts = rng.integers(0, [stream.tokens - self.context for stream in streams])
         counts = [0] * self.sources
-        rows = []
-        for pick in picks.tolist():
-            stream = self.streams[self._order[pick]]
-            start = int(rng.integers(0, stream.tokens - self.context))
-            rows.append(stream.read(self.shard_set, start, self.context + 1))
+        for stream in streams:
             counts[stream.source] += self.context
+        rows = [stream.read(self.shard_set, int(start), self.context + 1) for stream, start in zip(streams, starts)]
         return np.stack(rows).astype(np.int64), counts
 
 

@@ -21,7 +21,7 @@ from pipeline.model import training
 from pipeline.model.checkpoint import read_checkpoint
 from pipeline.shards import format as shard_format
 from pipeline.shards.format import ShardSet
-from pipeline.shards.mixture import MixtureSampler, epoch_counts
+from pipeline.shards.mixture import MixtureSampler, epoch_counts, window_tokens_by_source
 from pipeline.shards.torch_dataset import ShardWindows
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
@@ -145,6 +145,19 @@ def test_the_train_stages_weighted_windows_reach_the_target_shares(train_set, to
     assert counts.tolist() == seen.tolist()  # what the metrics count is what the windows hold
     # 4,800 windows: the binomial standard deviation of a share is below 0.0073, the tolerance 3.5 of them
     assert np.abs(counts / counts.sum() - np.array(WEIGHTS)).max() < 0.025
+
+
+def test_without_weights_the_windows_are_those_of_before_and_their_tokens_are_counted_per_source(train_set):
+    sampler = MixtureSampler(train_set, None, context=8)
+    rng, before = np.random.default_rng(3), np.random.default_rng(3)
+    per_token = [np.repeat(shard.sources, np.diff(shard.offsets)) for shard in train_set.shards]
+    for _ in range(20):
+        windows, tokens = sampler.sample(rng, 16)
+        assert np.array_equal(windows, train_set.sample_batch(before, 16, 8))
+    shards, starts = train_set.window_starts(np.random.default_rng(4), 200, 8)
+    expected = sum(np.bincount(per_token[k][s : s + 8], minlength=3) for k, s in zip(shards, starts))
+    assert window_tokens_by_source(train_set, shards, starts, 8, 3) == expected.tolist()
+    assert sum(expected) == 200 * 8 and min(expected) > 0
 
 
 def test_shard_windows_epochs_hold_the_target_shares_and_cover_each_source_before_repeating(project, tokenizer):
