@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -310,3 +313,15 @@ def test_a_shard_whose_origin_columns_are_damaged_is_refused_in_one_line(project
     with pytest.raises(ShardError) as error:
         ShardSet.open(shards, "train")
     assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_weighted_windows_do_not_depend_on_the_hash_seed(project):
+    script = ("import hashlib, sys, numpy as np\n"
+              "from pipeline.shards.format import ShardSet\n"
+              "from pipeline.shards.mixture import MixtureSampler\n"
+              f"sampler = MixtureSampler(ShardSet.open({str(project / 'out' / 'shards')!r}, 'train'), {WEIGHTS!r}, 8)\n"
+              "rng = np.random.default_rng(0)\n"
+              "print(hashlib.sha256(b''.join(sampler.sample(rng, 16)[0].tobytes() for _ in range(20))).hexdigest())\n")
+    digests = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("0", "1")}
+    assert len(digests) == 1 and len(digests.pop().strip()) == 64
