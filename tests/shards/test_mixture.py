@@ -44,6 +44,7 @@ prepare: {{output_dir: out/prepared, val_fraction: 0.1}}
 tokenizer: {{output: out/tokenizer.json, vocab_size: 300, workers: 1}}
 encode: {{output_dir: out/shards, shard_tokens: 700, workers: 1}}
 train: {{output_dir: out/ckpt, steps: 6, context: 8, batch_size: 4, dim: 8, eval_every: 3, eval_batches: 1}}
+stats: {{output_dir: out/stats}}
 state_dir: state
 run_cache_dir: null
 """
@@ -131,6 +132,17 @@ def test_lmprep_locate_names_a_tokens_shard_row_source_and_document(project, tra
         f"document: {train_set.shards[0].document_id(0)}"
     beyond = lmprep(project, "locate", "train", str(train_set.num_tokens))
     assert beyond.exit_code == 2 and len(beyond.output.strip().splitlines()) == 1
+
+
+def test_lmprep_stats_shows_the_tokens_per_source_and_the_target_shares(project, train_set):
+    result = lmprep(project, "stats")
+    assert result.exit_code == 0, result.output
+    tokens = [entry["tokens"] for entry in train_set.manifest.to_dict()["sources"]]
+    shown = ", ".join(f"data.sources[{i}] {n:,} ({n / sum(tokens):.1%}, target {w:.1%})"
+                      for i, (n, w) in enumerate(zip(tokens, WEIGHTS)))
+    assert f"  tokens per source: {shown}\n" in result.output
+    stats = json.loads((project / "out" / "stats" / "stats.json").read_text())
+    assert [row["tokens"] for row in stats["splits"]["train"]["sources"]] == tokens
 
 
 def test_the_train_stages_weighted_windows_reach_the_target_shares(train_set, tokenizer):
