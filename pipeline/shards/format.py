@@ -150,7 +150,7 @@ class ShardWriter:
 
 def _concatenate(chunks: list[tuple[np.ndarray, np.ndarray, Origins]],
                  dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Join (ids, zero-based offsets, origins) chunks into one values array and int32 offsets."""
+    """Join the chunks' IDs and zero-based offsets into one values array and int32 offsets."""
     values = np.concatenate([chunk[0] for chunk in chunks]).astype(dtype, copy=False)
     if len(values) > _MAX_SHARD_TOKENS:
         raise ShardError(f"a shard would hold {len(values)} tokens, over Arrow's list limit of {_MAX_SHARD_TOKENS}")
