@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline.config import TrainConfig  # noqa: E402
 from pipeline.shards.format import ShardSet, ShardWriter  # noqa: E402
 from pipeline.shards.manifest import ShardStamp  # noqa: E402
+from pipeline.shards.origins import Origins  # noqa: E402
 from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 SHAPES = [  # (dim, context, batch_size): the default config first
@@ -57,7 +58,7 @@ def build_shards(directory: Path, tokenizer: Tokenizer, tokens: int, seed: int =
                        vocab_size=tokenizer.vocab_size, special_ids={"bos": None, "eos": None},
                        prepared_fingerprint="0" * 64)
     writer = ShardWriter(directory, stamp, shard_tokens=1_000_000)
-    writer.write(ids.astype(np.uint32), offsets)
+    writer.write(ids.astype(np.uint32), offsets, Origins.numbered(len(offsets) - 1))
     writer.close()
     return ShardSet.open(directory, "train", tokenizer=tokenizer)
 

@@ -25,7 +25,7 @@ from stages.console import PROGRESS, say
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
 
-CODE_VERSION = 3  # 3: shards cut per prepared part, then numbered in part order
+CODE_VERSION = 4  # 4: each row's source, file and document columns, counts per source in the manifest
 
 
 def build(config: Config) -> Stage:

@@ -22,7 +22,7 @@ from stages.encode import open_splits, shard_reader_stage
 
 # Version of the code that shapes this stage's outputs: bump it whenever the same shards, tokenizer and settings
 # would give other files (2: meta.pkl names the .bin dtype).
-CODE_VERSION = 2
+CODE_VERSION = 3  # 3: the parquet export has the shards' source, file and document columns
 
 
 def build(config: Config) -> Stage:

@@ -16,6 +16,7 @@ from pathlib import PurePath
 import click
 
 from pipeline.config import Config
+from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources
 from pipeline.engine import storage
@@ -26,7 +27,7 @@ from stages.console import PROGRESS
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 4  # 4: rejected/ parts and per-source stats (the train and val parts are unchanged)
+CODE_VERSION = 5  # 5: kept parts carry source, document (and language) columns beside text
 
 
 def build(config: Config) -> Stage:
@@ -39,13 +40,19 @@ def build(config: Config) -> Stage:
         deps=tuple(file.path if storage.is_url(file.path) else os.path.relpath(file.path, config.project_root)
                    for file in files),
         outs=(output,),
-        params=("data", "prepare"),
+        params=(*source_params(config), "prepare"),
         run=functools.partial(run, config, files),
         code_version=CODE_VERSION,
         reusable=True,
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
     )
+
+
+def source_params(config: Config) -> tuple[str, ...]:
+    """Every key of every source but those only training reads (``weight``): a new mixture re-runs train alone."""
+    names = [f.name for f in schema_fields(SourceConfig) if f.name not in SAMPLING_KEYS]
+    return tuple(f"data.sources[{index}].{name}" for index in range(len(config.data.sources)) for name in names)
 
 
 def glob_base(pattern: str) -> str:

@@ -15,12 +15,13 @@ from pipeline.shards import stats as shard_stats
 from stages.console import say
 from stages.encode import open_splits, shard_reader_stage
 
+CODE_VERSION = 2  # 2: tokens per source of each split in stats.json
 SUMMARY_FILE = "stats.json"
 PLOT_FILE = "doc_lengths.png"
 
 
 def build(config: Config) -> Stage:
-    return shard_reader_stage(config, "stats", run)
+    return shard_reader_stage(config, "stats", run, code_version=CODE_VERSION)
 
 
 def committed_path(config: Config, name: str) -> Path | str:

@@ -19,7 +19,7 @@ from pipeline.shards.manifest import has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import PROGRESS, say
 
-CODE_VERSION = 3  # 2: the chunked loss (the same loss, other float rounding); 3: checksums in the checkpoint
+CODE_VERSION = 4  # 2: the chunked loss (other rounding); 3: checksums in the checkpoint; 4: source_tokens in metrics
 
 
 def build(config: Config) -> Stage:
@@ -29,7 +29,7 @@ def build(config: Config) -> Stage:
         name="train",
         deps=(shards, tokenizer),
         outs=(output,),
-        params=("train",),
+        params=("train", *weight_params(config)),
         run=functools.partial(run, config),
         code_version=CODE_VERSION,
         keys={shards: "encode.output_dir", tokenizer: "tokenizer.output", output: "train.output_dir"},
@@ -37,6 +37,17 @@ def build(config: Config) -> Stage:
         preview=functools.partial(preview, config),
         adopts=adopts,
     )
+
+
+def weight_params(config: Config) -> tuple[str, ...]:
+    """``data.sources[i].weight`` of every source: the mixture training samples."""
+    return tuple(f"data.sources[{index}].weight" for index in range(len(config.data.sources)))
+
+
+def mixture_weights(config: Config) -> tuple[float, ...] | None:
+    """The sources' weights, or None when no source has one (natural proportions; the config allows all or none)."""
+    weights = tuple(source.weight for source in config.data.sources)
+    return None if not weights or None in weights else weights
 
 
 def adopts(output: str) -> bool:
@@ -53,8 +64,9 @@ def tokenizer_path(config: Config) -> str:
 
 
 def settings_here(config: Config):
-    """``train`` with its output directory as a path from the current directory."""
-    return dataclasses.replace(config.train, output_dir=config.output_path(config.train.output_dir))
+    """``train`` with its output directory as a path from the current directory, and the sources' weights."""
+    return dataclasses.replace(config.train, output_dir=config.output_path(config.train.output_dir),
+                               mixture=mixture_weights(config))
 
 
 def run(config: Config, retrain: bool = False) -> None:
@@ -77,6 +89,14 @@ def run(config: Config, retrain: bool = False) -> None:
             + (f", val loss {summary.val_loss:.4f}" if summary.val_loss is not None else "")
             + f", {summary.tokens_per_second:,.0f} tokens/s → {summary.checkpoint}"
         )
+        if mixture_weights(config) is not None:  # the natural mixture is in metrics.jsonl
+            say("train", describe_mixture(summary.mixture))
+
+
+def describe_mixture(rows: tuple[dict, ...]) -> str:
+    """``mixture (tokens seen, share, target): data.sources[0] 61,440 50.2% (50.0%), …``, over the whole run."""
+    return "mixture (tokens seen, share, target): " + ", ".join(
+        f"data.sources[{row['source']}] {row['tokens']:,} {row['share']:.1%} ({row['target']:.1%})" for row in rows)
 
 
 def preview(config: Config) -> str | None:

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import functools
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -41,21 +42,29 @@ def _path(default: Any, kind: str) -> Any:
 
 
 def _bounded(default: Any, *, low: float | None = None, high: float | None = None,
-             high_inclusive: bool = True) -> Any:
+             high_inclusive: bool = True, low_inclusive: bool = True) -> Any:
     """A field with a default and an allowed range, checked at load time."""
-    return field(default=default, metadata={"low": low, "high": high, "high_inclusive": high_inclusive})
+    return field(default=default, metadata={"low": low, "high": high, "high_inclusive": high_inclusive,
+                                            "low_inclusive": low_inclusive})
 
 
 @dataclass(frozen=True)
 class SourceConfig:
     """One glob of raw files. ``separator`` applies to .txt files: ``document``
     (a file is one document), ``blank_line``, ``line``, or any other string,
-    which is used literally (for example ``<|endoftext|>``)."""
+    which is used literally (for example ``<|endoftext|>``). ``weight`` is the source's target share of
+    the training tokens, relative to the other sources' (docs/curation.md); with no weight anywhere,
+    training samples the natural proportions. It only shapes sampling: prepare and encode ignore it."""
 
     glob: str = field(metadata={PATH: "input"})
     format: Literal["auto", "txt", "jsonl", "parquet"] = "auto"
     separator: str = "document"
     field: str = "text"
+    weight: float | None = _bounded(None, low=0.0, low_inclusive=False)
+
+
+SAMPLING_KEYS = ("weight",)
+"""The keys of a source that only training reads (so changing one re-runs train, not prepare)."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +230,9 @@ class TrainConfig:
     checkpoint_every: int | None = _bounded(None, low=1)  # also save a checkpoint every N steps (resumable)
     seed: int = _bounded(1337, low=0, high=MAX_SEED)
     output_dir: str = _path("checkpoints/default", "output")
+    mixture: tuple[float, ...] | None = field(default=None, metadata={INTERNAL: True})
+    """``data.sources[i].weight`` of every source, when they are set (the train stage fills it in): not a key
+    of the section, but a setting that shapes the weights, so a checkpoint records it and resumes only with it."""
 
 
 @dataclass(frozen=True)
@@ -408,7 +420,8 @@ def _child(node: Any, part: str, key_path: str) -> Any:
 
 
 def split_key(key_path: str) -> list[str]:
-    parts = key_path.split(".")
+    """``data.sources[0].glob`` or ``data.sources.0.glob`` as ``["data", "sources", "0", "glob"]``."""
+    parts = re.sub(r"\[(\d+)\]", r".\1", key_path).split(".")
     if any(not p for p in parts):
         raise ConfigError(f"{key_path!r} is not a key path; use dots between names, e.g. train.steps")
     return parts

@@ -123,7 +123,8 @@ def _check_bounds(value: Any, key: str, origin: Origins, spec: dataclasses.Field
         return
     low, high = spec.metadata.get("low"), spec.metadata.get("high")
     too_high = high is not None and (value > high if spec.metadata.get("high_inclusive") else value >= high)
-    if (low is not None and value < low) or too_high:
+    too_low = low is not None and (value < low if spec.metadata.get("low_inclusive", True) else value <= low)
+    if too_low or too_high:
         raise ConfigError(f"{origin(key)}: {key} must be {wanted}, got {describe(value)}")
 
 
@@ -187,6 +188,7 @@ def _check_places(config: Config, origin: Origins) -> None:
             raise ConfigError(f"{origin(f'data.sources.{index}.separator')}: data.sources[{index}].separator must "
                               "not be empty; use 'document', 'blank_line', 'line' or a literal string such as "
                               "'<|endoftext|>'")
+    _check_weights(config, origin)
     for key in LOCAL_ONLY_KEYS:
         value = config.value(key)
         if value is not None and storage.is_url(value):
@@ -198,6 +200,16 @@ def _check_places(config: Config, origin: Origins) -> None:
             raise ConfigError(f"{origin(key)}: {key} {value!r} is a whole bucket; name a prefix inside it "
                               f"(such as {value.rstrip('/')}/{key.partition('.')[0]}): lmprep replaces and cleans an "
                               "output as a whole")
+
+
+def _check_weights(config: Config, origin: Origins) -> None:
+    """Every source has a weight, or none has: a source left out would otherwise get a share nobody chose."""
+    weights = [source.weight for source in config.data.sources]
+    if any(weight is not None for weight in weights) and None in weights:
+        index, given = weights.index(None), next(i for i, weight in enumerate(weights) if weight is not None)
+        raise ConfigError(f"{origin(f'data.sources.{index}')}: data.sources[{index}].weight is not set but "
+                          f"data.sources[{given}].weight is; give every source a weight, or none (natural "
+                          "proportions)")
 
 
 def _check_tokenizer_size(tok: TokenizerConfig, origin: Origins) -> None:
@@ -266,7 +278,7 @@ def _describe_type(hint: Any, spec: dataclasses.Field | None) -> str:
     if spec is not None:
         low, high = spec.metadata.get("low"), spec.metadata.get("high")
         if low is not None:
-            words += f" >= {low}"
+            words += f" {'>=' if spec.metadata.get('low_inclusive', True) else '>'} {low}"
         if high is not None:
             words += f" and {'<=' if spec.metadata.get('high_inclusive') else '<'} {high}"
     return words + (" (or null)" if type(None) in members else "")

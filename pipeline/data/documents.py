@@ -1,8 +1,15 @@
-"""Prepared documents on disk: Arrow IPC stream files with one ``text`` column.
+"""Prepared documents on disk: Arrow IPC stream files whose first column is ``text``.
 
 The prepare stage writes them and every later stage streams them back in
 record batches, so no stage holds the corpus in memory and document
 boundaries are kept exactly (a document may contain any character).
+
+A kept part (:data:`KEPT_SCHEMA`) has, beside ``text``, ``source`` (the
+document's index in ``data.sources``) and ``document`` (its ID, as in
+``rejected/``: the raw file, or the byte range or row groups a task read of it,
+then ``#`` and the document's number there); when prepare identified languages,
+also ``language`` and ``language_score``. Readers that need only the text read
+the first column.
 
 A prepared directory holds one part file per input partition and split,
 ``train/part-00000.arrow``, ``val/part-00000.arrow``, …, and ``parts.json``
@@ -29,6 +36,12 @@ SPLITS = ("train", "val")
 PARTS_FILE = "parts.json"
 MAX_PARTS_BYTES = 64 << 20  # parts.json: some 200 bytes per part, one part per partition and split
 SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False)])
+ORIGIN_FIELDS = (pa.field("source", pa.int32(), nullable=False),
+                 pa.field("document", pa.large_string(), nullable=False))
+LANGUAGE_FIELDS = (pa.field("language", pa.large_string(), nullable=False),
+                   pa.field("language_score", pa.float64(), nullable=False))
+KEPT_SCHEMA = pa.schema([*SCHEMA, *ORIGIN_FIELDS])
+KEPT_LANGUAGE_SCHEMA = pa.schema([*KEPT_SCHEMA, *LANGUAGE_FIELDS])
 BATCH_DOCUMENTS = 4096
 PIECE_BYTES = 1 << 20  # a longer document is read back in pieces by the stages that can use them (tokenizer training)
 
@@ -92,10 +105,24 @@ def text_column(texts: list[str]) -> pa.LargeStringArray:
     return pa.LargeStringArray.from_buffers(len(encoded), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded)))
 
 
-def write_documents(path: str | os.PathLike[str], texts: Iterable[str]) -> None:
-    with DocumentWriter(path) as writer:
-        for text in texts:
-            writer.write(text)
+def write_documents(path: str | os.PathLike[str], texts: Iterable[str], *, source: int = 0,
+                    name: str | None = None) -> None:
+    """``texts`` as a kept part of ``source``, each document's ID ``<name>#<n>`` (``name`` defaults to the path)."""
+    name = os.fspath(path) if name is None else name
+    with DocumentWriter(path, schema=KEPT_SCHEMA) as writer:
+        for number, text in enumerate(texts):
+            writer.write(text, source, f"{name}#{number}")
+
+
+def document_origins(path: str | os.PathLike[str], batch: pa.RecordBatch) -> tuple[np.ndarray, list[str]]:
+    """The ``source`` and ``document`` columns of a kept part's record batch; DataError naming the file without them."""
+    names = batch.schema.names
+    for wanted in ORIGIN_FIELDS:
+        if wanted.name not in names or batch.schema.field(wanted.name).type != wanted.type:
+            raise DataError(f"{path}: no {wanted.name!r} column of {wanted.type}, so its documents cannot be traced "
+                            "to their source; re-run 'lmprep run prepare'")
+    sources = batch.column("source").to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    return sources, batch.column("document").to_pylist()
 
 
 def iter_document_batches(path: str | os.PathLike[str]) -> Iterator[list[str]]:
@@ -214,14 +241,15 @@ def read_parts(directory: str | os.PathLike[str], split: str) -> list[PreparedPa
 
 
 def write_prepared(directory: str | os.PathLike[str], splits: dict[str, list[Iterable[str]]]) -> None:
-    """A prepared directory from texts given per split and part (benchmarks, tests, other producers)."""
+    """A prepared directory from texts given per split and part (benchmarks, tests, other producers): every
+    document of source 0, its ID the part and its number there (``train/part-00000.arrow#7``)."""
     listing = {}
     for split in SPLITS:
         listing[split] = []
         for index, texts in enumerate(splits.get(split, [])):
             path = part_path(directory, split, index)
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_documents(path, texts)
+            write_documents(path, texts, name=part_name(split, index))
             listing[split].append(PreparedPart(index=index, file=path.relative_to(directory).as_posix(),
                                                documents=sum(1 for _ in iter_documents(path)),
                                                bytes=count_bytes(path), sha256=hashing.sha256_file(path)))

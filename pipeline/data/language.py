@@ -22,13 +22,17 @@ class LanguageFilter(KeepsText):
     name: str = "language"
 
     def reject(self, text: str) -> str | None:
-        """``language=<code>`` for a language not asked for, ``low_score`` for one identified too unsurely."""
+        return self.decide(text)[0]
+
+    def decide(self, text: str) -> tuple[str | None, tuple[str, float]]:
+        """``language=<code>`` for a language not asked for, ``low_score`` for one identified too unsurely (None
+        to keep it); and the language identified with its probability, which the kept parts record."""
         language, score = identify(text[: self.settings.sample_chars])
         if self.settings.languages and language not in self.settings.languages:
-            return f"language={language}"
+            return f"language={language}", (language, score)
         if score < self.settings.min_score:
-            return "low_score"
-        return None
+            return "low_score", (language, score)
+        return None, (language, score)
 
 
 def identify(text: str) -> tuple[str, float]:

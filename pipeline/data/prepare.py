@@ -46,7 +46,7 @@ from pipeline.data.cleaning import clean_text, split_of
 from pipeline.data.dedup import Marks
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart
 from pipeline.data.sources import Partition, Piece, SourceFile, TextDecoder, plan_partitions, read_partition_pieces
-from pipeline.data.steps import DECODE_ERROR, READ_STEP, Segment, build_chain
+from pipeline.data.steps import DECODE_ERROR, READ_STEP, Segment, build_chain, identifies_language
 from pipeline.engine import atomic, hashing, storage
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError
@@ -58,11 +58,13 @@ _TEXT = pa.field("text", pa.large_string(), nullable=False)
 _SOURCE, _POSITION = pa.field("source", pa.int32()), pa.field("position", pa.int64())
 _REASON = [pa.field("step", pa.large_string()), pa.field("rule", pa.large_string()),
            pa.field("duplicate_of", pa.large_string())]
-CANDIDATE_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION])
+CANDIDATE_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION, *documents.LANGUAGE_FIELDS])
 REJECTION_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION, *_REASON])
 REJECTED_SCHEMA = pa.schema([_TEXT, _SOURCE, pa.field("document", pa.large_string()), *_REASON])
-Candidate = tuple[str, int, int]
-"""A live document as the rounds pass it on: its text, source and position in its partition."""
+Candidate = tuple[str, int, int, str, float]
+"""A live document as the rounds pass it on: its text, source, position in its partition, and its language and
+that language's probability (``""`` and 0 until a ``language`` step identifies it)."""
+UNIDENTIFIED = ("", 0.0)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class DocumentIds:
     document's number in it."""
 
     piece_names: dict[int, tuple[str, ...]]
-    piece_starts: dict[int, tuple[int, ...]]
+    piece_starts: dict[int, Sequence[int]]  # in the first round, the list that grows as the pieces are read
 
     def of(self, partition: int, position: int) -> str:
         starts = self.piece_starts[partition]
@@ -160,7 +162,7 @@ def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
 class Round:
     """Task: one round of the chain over one partition (see the module's docstring).
 
-    Only the live documents flow from round to round (``candidates``: text, source, position); each round
+    Only the live documents flow from round to round (``candidates``: text, source, position, language); each round
     writes the documents it rejects to its own ``rejected`` work file, and the last round gathers those
     of every round, in round order, into the partition's rejected part.
     """
@@ -185,8 +187,8 @@ class Round:
             if self.chain[self.index].dedup is not None:
                 self._write_candidates(index, rows)
                 return RoundResult(tally, tuple(starts), unsplit=tuple(decoder.unsplit))
-            parts, characters = self._write_splits(index, rows, tally)
-        ids = self.ids or DocumentIds({index: job.piece_names}, {index: tuple(starts)})
+            ids = self.ids or DocumentIds({index: job.piece_names}, {index: starts})
+            parts, characters = self._write_splits(index, rows, tally, ids)
         parts[REJECTED], characters[REJECTED] = self._write_rejected(index, ids)
         return RoundResult(tally, parts=parts, characters=characters, unsplit=tuple(decoder.unsplit))
 
@@ -205,12 +207,13 @@ class Round:
         assert dedup is not None and self.ids is not None
         marks: Marks = dedup.marks(self.work, self.index - 1, index)
         with storage.local_copy(self._work_file("candidates", self.index - 1, index)) as path:
-            for text, source, position in documents.iter_records(path):
+            for row in documents.iter_records(path):
+                text, source, position = row[:3]
                 if position in marks:
                     tally.drop(source, dedup.name, dedup.rule)
                     rejected.write(text, source, position, dedup.name, dedup.rule, self.ids.of(*marks[position]))
                 else:
-                    yield text, source, position
+                    yield row
 
     def _write_candidates(self, index: int, rows: Iterator[Candidate]) -> None:
         dedup = self.chain[self.index].dedup
@@ -218,19 +221,22 @@ class Round:
         keys = dedup.keys(self.work, self.index, index)
         with storage.output_file(self._work_file("candidates", self.index, index), durable=False) as tmp, \
                 DocumentWriter(tmp, schema=CANDIDATE_SCHEMA) as writer:
-            for text, source, position in rows:
-                writer.write(text, source, position)
-                keys.add(position, text)
+            for row in rows:
+                writer.write(*row)
+                keys.add(row[2], row[0])
         keys.close()
 
-    def _write_splits(self, index: int, rows: Iterator[Candidate],
-                      tally: Tally) -> tuple[dict[str, PreparedPart], dict[str, int]]:
-        """The live documents to their split; each part's entry and characters."""
-        settings = self.settings
+    def _write_splits(self, index: int, rows: Iterator[Candidate], tally: Tally,
+                      ids: DocumentIds) -> tuple[dict[str, PreparedPart], dict[str, int]]:
+        """The live documents to their split, with their source, ID (and language); each part's entry and
+        characters."""
+        settings, language = self.settings, identifies_language(self.chain)
         kept: dict[int, list[int]] = {}  # source: documents, characters
-        with _Parts(self.staging, index, SPLITS, documents.SCHEMA) as parts:
-            for text, source, _ in rows:
-                parts.write(split_of(text, seed=settings.seed, val_fraction=settings.val_fraction), text)
+        schema = documents.KEPT_LANGUAGE_SCHEMA if language else documents.KEPT_SCHEMA
+        with _Parts(self.staging, index, SPLITS, schema) as parts:
+            for text, source, position, *identified in rows:
+                split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
+                parts.write(split, text, source, ids.of(index, position), *(identified if language else ()))
                 counts = kept.setdefault(source, [0, 0])
                 counts[0] += 1
                 counts[1] += len(text)
@@ -267,7 +273,7 @@ class _Parts:
                          for split, tmp in self._temporaries.items()}
         return self
 
-    def write(self, split: str, text: str, *fields: str | int) -> None:
+    def write(self, split: str, text: str, *fields: str | int | float) -> None:
         self._writers[split].write(text, *fields)
         counts = self._counts[split]
         counts[0] += 1
@@ -297,7 +303,7 @@ def _read_rows(job: Job, decoder: TextDecoder, normalize: str, tally: Tally,
             text = clean_text(raw, normalize=normalize)
             characters += len(raw)
             name_like += looks_like_a_name(text)
-            yield text, source, position
+            yield text, source, position, *UNIDENTIFIED
             position += 1
         tally.read(source, position - first + decoder.skipped - skipped, characters, name_like)
         tally.drop(source, READ_STEP, DECODE_ERROR, decoder.skipped - skipped)
@@ -310,18 +316,19 @@ def _filtered(rows: Iterator[Candidate], segment: Segment, tally: Tally,
     if not segment.filters:
         yield from rows
         return
-    for text, source, position in rows:
+    for text, source, position, *language in rows:
         for check in segment.filters:
             text, removed = check.rewrite(text)
             if removed:
                 tally.remove_lines(source, check.name, removed)
-            rule = check.reject(text)
+            rule, identified = check.decide(text)
+            language = identified or language
             if rule is not None:
                 tally.drop(source, check.name, rule)
                 rejected.write(text, source, position, check.name, rule, "")
                 break
         else:
-            yield text, source, position
+            yield text, source, position, *language
 
 
 def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: list[list[RoundResult]],

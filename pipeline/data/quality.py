@@ -45,6 +45,10 @@ class KeepsText:
     def rewrite(self, text: str) -> tuple[str, Mapping[str, int]]:
         return text, _NO_LINES_REMOVED
 
+    def decide(self, text: str) -> tuple[str | None, tuple[str, float] | None]:
+        """The rule that drops ``text`` (None to keep it), and what the step learnt of it: nothing here."""
+        return self.reject(text), None  # type: ignore[attr-defined]
+
 
 @dataclass(frozen=True)
 class GopherQuality(KeepsText):

@@ -36,6 +36,9 @@ class Filter(Protocol):
     def reject(self, text: str) -> str | None:
         """The rule that drops the (rewritten) ``text``, or None to keep it."""
 
+    def decide(self, text: str) -> tuple[str | None, tuple[str, float] | None]:
+        """:meth:`reject`'s rule, and the language and its probability when the step identifies one."""
+
 
 @dataclass(frozen=True)
 class LengthFilter(KeepsText):
@@ -56,6 +59,11 @@ class Segment:
 
     filters: tuple[Filter, ...]
     dedup: Dedup | None
+
+
+def identifies_language(chain: tuple[Segment, ...]) -> bool:
+    """Whether the chain has a ``language`` step, whose findings the kept parts then record."""
+    return any(isinstance(check, LanguageFilter) for segment in chain for check in segment.filters)
 
 
 def build_chain(settings: PrepareConfig) -> tuple[Segment, ...]:

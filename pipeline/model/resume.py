@@ -95,7 +95,7 @@ def plan_resume(
         return ResumePlan("set_aside", f"the tokenizer changed ({old} → {new})", checkpoint, tag=old)
     changed = changed_settings(recorded, settings)
     if changed:
-        described = ", ".join(f"train.{key} {old} → {new}" for key, (old, new) in changed.items())
+        described = ", ".join(f"{_key_name(key)} {old} → {new}" for key, (old, new) in changed.items())
         return ResumePlan("set_aside", f"the train settings changed ({described})", checkpoint,
                           tag="old-" + "-".join(changed))
     return _plan_steps(checkpoint, settings.steps, shard_fingerprint)
@@ -103,12 +103,18 @@ def plan_resume(
 
 def changed_settings(recorded: Mapping[str, Any], settings: TrainConfig) -> dict[str, tuple[Any, Any]]:
     """The weight-shaping ``train`` keys whose value differs from ``recorded``, as ``key: (old, new)``."""
-    current = dataclasses.asdict(settings)
+    current = {key: list(value) if isinstance(value, tuple) else value  # as the checkpoint's JSON holds them
+               for key, value in dataclasses.asdict(settings).items()}
     return {
         key: (recorded.get(key), value)
         for key, value in current.items()
         if key not in NOT_WEIGHT_SHAPING and recorded.get(key) != value
     }
+
+
+def _key_name(key: str) -> str:
+    """A ``train`` setting as the config names it (``mixture`` gathers the sources' weights)."""
+    return "data.sources[*].weight" if key == "mixture" else f"train.{key}"
 
 
 def _plan_steps(checkpoint: Checkpoint | CheckpointHeader, steps: int, shard_fingerprint: str | None) -> ResumePlan:

@@ -15,7 +15,10 @@ checkpoint lives and how it is replaced (a local directory, or a URL) by :mod:`p
 
 Each metrics record holds the loss in nats per token and in bits per byte
 (nats / ln 2 × tokens / UTF-8 bytes of the split): unlike the first, the second
-compares across tokenizers. The first record after a resume is marked.
+compares across tokenizers, and ``source_tokens``, the input tokens of the
+step's batch from each source (a list by index in ``data.sources``): their sums
+over the records are the mixture achieved, which the summary compares with
+the target (:mod:`pipeline.shards.mixture`). The first record after a resume is marked.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from pipeline.model.bigram import BigramLM, ModelConfig, padded_vocab_size, trai
 from pipeline.model.checkpoint import TOKENIZER_FILE, Checkpoint, TokenizerLike, save_checkpoint
 from pipeline.model.homes import checkpoint_home, partial_dir
 from pipeline.model.resume import ResumePlan, interrupted_run, plan_resume
+from pipeline.shards.mixture import MixtureSampler, mixture_report
 
 if TYPE_CHECKING:
     from pipeline.config import TrainConfig
@@ -67,6 +71,7 @@ class TrainSummary:
     data_seconds: float = 0.0
     train_loss: float | None = None
     val_loss: float | None = None
+    mixture: tuple[dict[str, Any], ...] = ()  # per source: tokens seen over the whole run, share, target share
 
     @property
     def tokens_per_second(self) -> float:
@@ -248,6 +253,7 @@ def _check_inputs(settings: TrainConfig, tokenizer: TokenizerLike, model_config:
         if shard_set is not None:
             check_agreement(tokenizer, model_config, shard_set)
     check_fits_in_memory(settings, model_config)
+    MixtureSampler(train_set, settings.mixture, settings.context)  # refuses weights the shards cannot serve
 
 
 def check_fits_in_memory(settings: TrainConfig, model_config: ModelConfig) -> None:
@@ -294,14 +300,16 @@ def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardS
 
     start_step, tokens_per_step = run.step, settings.batch_size * settings.context
     data_seconds = train_loss = val_loss = 0.0
+    sampler = MixtureSampler(train_set, settings.mixture, settings.context)
     began = time.perf_counter()
     with Progress("train", total=target, initial=run.step, enabled=progress, unit="steps") as bar:
         while run.step < target:
             tick = time.perf_counter()
-            batch = torch.from_numpy(train_set.sample_batch(run.rng, settings.batch_size, settings.context))
+            windows, source_tokens = sampler.sample(run.rng, settings.batch_size)
+            batch = torch.from_numpy(windows)
             data_seconds += time.perf_counter() - tick
             train_loss = _finite(_step(run, batch), "train", run.step, settings)
-            record: dict[str, Any] = {"step": run.step, "train_loss": train_loss}
+            record: dict[str, Any] = {"step": run.step, "train_loss": train_loss, "source_tokens": source_tokens}
             if val_set is not None and (run.step % settings.eval_every == 0 or run.step == target):
                 record["val_loss"] = val_loss = _finite(_evaluate(run.model, val_set, settings), "val", run.step,
                                                         settings)
@@ -316,7 +324,19 @@ def _loop(run: _Run, settings: TrainConfig, train_set: ShardSet, val_set: ShardS
         tokens=(run.step - start_step) * tokens_per_step, seconds=time.perf_counter() - began,
         data_seconds=data_seconds, train_loss=train_loss if run.step > start_step else None,
         val_loss=val_loss if val_set is not None and run.step > start_step else None,
+        mixture=tuple(mixture_report(achieved_tokens(run.metrics), sampler.shares)),
     )
+
+
+def achieved_tokens(metrics: list[dict[str, Any]]) -> list[int]:
+    """Input tokens seen per source over the records (those of a run before sources were counted add none)."""
+    totals: list[int] = []
+    for record in metrics:
+        counts = record.get("source_tokens", [])
+        totals += [0] * (len(counts) - len(totals))
+        for source, tokens in enumerate(counts):
+            totals[source] += tokens
+    return totals
 
 
 def _finite(loss: float, split: str, step: int, settings: TrainConfig) -> float:

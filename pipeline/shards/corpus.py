@@ -29,6 +29,7 @@ from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
 from pipeline.shards import resume
 from pipeline.shards.format import ShardWriter
 from pipeline.shards.manifest import Manifest, ShardStamp, ids_dtype, join_manifests, shard_name, write_manifest
+from pipeline.shards.origins import Origins
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.encoder import DEFAULT_CACHE_BYTES
 
@@ -43,6 +44,7 @@ class EncodeTask:
     tokenizer_fingerprint: str
     data: bytes
     offsets: np.ndarray
+    origins: Origins  # each document's source and ID, which the shards keep beside its IDs
     bos_id: int | None
     eos_id: int | None
     cache_bytes: int = DEFAULT_CACHE_BYTES
@@ -53,6 +55,7 @@ class EncodedBatch:
     ids: np.ndarray
     offsets: np.ndarray
     text_bytes: int
+    origins: Origins
 
 
 def add_special_ids(
@@ -132,31 +135,35 @@ def encode_task(task: EncodeTask) -> EncodedBatch:
     column = pa.LargeStringArray.from_buffers(count, pa.py_buffer(task.offsets), pa.py_buffer(task.data))
     ids, offsets = tokenizer.encode_batch_flat(column.to_pylist())
     ids, offsets = add_special_ids(ids, offsets, bos_id=task.bos_id, eos_id=task.eos_id)
-    return EncodedBatch(ids.astype(ids_dtype(tokenizer.vocab_size)), offsets, len(task.data))
+    return EncodedBatch(ids.astype(ids_dtype(tokenizer.vocab_size)), offsets, len(task.data), task.origins)
 
 
 def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_id: int | None,
                eos_id: int | None, task_bytes: int = TASK_BYTES,
                cache_bytes: int = DEFAULT_CACHE_BYTES) -> Iterator[EncodeTask]:
     """Cut a prepared file into tasks of about ``task_bytes`` of text (at least one document each)."""
-    for column in _text_columns(source):
+    for column, origins in _text_columns(source):
         offsets = documents.text_offsets(column)
         data = column.buffers()[2]
         for start, end in _task_bounds(offsets, task_bytes):
             chunk = data[int(offsets[start]) : int(offsets[end])].to_pybytes()
             yield EncodeTask(tokenizer_path, tokenizer.fingerprint, chunk, offsets[start : end + 1] - offsets[start],
-                             bos_id, eos_id, cache_bytes)
+                             origins[start:end], bos_id, eos_id, cache_bytes)
 
 
-def _text_columns(source: Path) -> Iterator[pa.LargeStringArray]:
-    """The ``text`` column of each record batch, undecoded.
+def _text_columns(source: Path) -> Iterator[tuple[pa.LargeStringArray, Origins]]:
+    """The ``text`` column of each record batch, undecoded, and its documents' origins.
 
     Read, not memory-mapped: mapped pages stay in the resident set until the
     file is closed, which would make peak RSS grow with the corpus.
     """
     next(documents.iter_document_batches(source), None)  # validates the file, naming it on error
     for batch in pa.ipc.open_stream(pa.OSFile(str(source))):
-        yield batch.column(0)
+        sources, ids = documents.document_origins(source, batch)
+        try:
+            yield batch.column(0), Origins.from_ids(sources, ids)
+        except ValueError as exc:
+            raise DataError(f"{source}: {exc}; re-run 'lmprep run prepare'") from None
 
 
 def _task_bounds(offsets: np.ndarray, task_bytes: int) -> Iterator[tuple[int, int]]:
@@ -198,7 +205,7 @@ def encode_part(job: PartJob) -> Manifest:
         for task in iter_tasks(source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
                                task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
             batch = encode_task(task)
-            writer.write(batch.ids, batch.offsets)
+            writer.write(batch.ids, batch.offsets, batch.origins)
     manifest = writer.finish()
     if job.record is not None:
         resume.save_record(job.record, job.identity, manifest)

@@ -32,7 +32,7 @@ from pipeline.config.export_formats import check_export_ids
 from pipeline.engine import atomic, hashing
 from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
 from pipeline.shards import megatron
-from pipeline.shards.format import COLUMN, METADATA_PREFIX, ShardSet, shard_schema
+from pipeline.shards.format import METADATA_PREFIX, ShardSet, shard_schema
 from pipeline.shards.manifest import ids_dtype
 from pipeline.tokenizer import Tokenizer
 
@@ -136,16 +136,15 @@ def write_nanogpt_meta(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> No
 
 
 def write_parquet(shard_set: ShardSet, directory: Path) -> list[Path]:
-    """``<split>.parquet``: one row group per shard, the set's provenance in the schema metadata."""
+    """``<split>.parquet``: one row group per shard, with the shards' columns (``input_ids``, then each row's
+    source, file and document), the set's provenance in the schema metadata."""
     path = directory / f"{shard_set.split}.parquet"
     metadata = {METADATA_PREFIX + key: atomic.dumps_json(value, indent=None)
                 for key, value in shard_set.manifest.stamp.to_dict().items()}
     schema = shard_schema(shard_set.dtype, metadata)
-    list_type = schema.field(COLUMN).type
     with atomic.atomic_path(path) as tmp, pq.ParquetWriter(str(tmp), schema, compression="zstd") as writer:
         for shard in shard_set.shards:
-            column = pa.ListArray.from_arrays(pa.array(shard.offsets), pa.array(shard.tokens), type=list_type)
-            writer.write_table(pa.Table.from_arrays([column], schema=schema))
+            writer.write_table(pa.Table.from_batches([shard.batch.replace_schema_metadata(metadata)]))
     return [path]
 
 

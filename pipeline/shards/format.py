@@ -1,11 +1,13 @@
 """Token shards: Arrow IPC stream files of token IDs, one row per document.
 
 A shard set for one split is ``{split}-00000.arrow``, ``{split}-00001.arrow``, …
-plus ``{split}.manifest.json``. Each shard holds one record batch with a single
-column ``input_ids`` of ``list<uint16>`` (``list<uint32>`` when the vocabulary
+plus ``{split}.manifest.json``. Each shard holds one record batch whose column
+``input_ids`` is ``list<uint16>`` (``list<uint32>`` when the vocabulary
 exceeds 65,536 IDs), uncompressed, so that it memory-maps: the list's values
 buffer *is* the flat token stream and its offsets are the document boundaries,
-and both are exposed as numpy views without a copy. The same files open with
+and both are exposed as numpy views without a copy. Beside it, ``source``,
+``file`` and ``document`` say where each row comes from
+(:mod:`pipeline.shards.origins`). The same files open with
 ``pyarrow.ipc.open_stream``, ``polars.read_ipc_stream`` and
 ``datasets.Dataset.from_file``.
 
@@ -40,6 +42,7 @@ from pipeline.shards.manifest import (
     shard_name,
     write_manifest,
 )
+from pipeline.shards.origins import DOCUMENT, FIELDS, FILE, SOURCE, Origins, SourceCounts, document_id, source_counts
 
 if TYPE_CHECKING:
     from pipeline.tokenizer import Tokenizer
@@ -51,9 +54,9 @@ _MAX_SHARD_TOKENS = (1 << 31) - 1  # Arrow ``list`` offsets are int32
 
 
 def shard_schema(dtype: np.dtype, metadata: Mapping[str, str] | None = None) -> pa.Schema:
-    """The explicit shard schema: one non-null ``input_ids`` list column of ``dtype``."""
+    """The explicit shard schema: a non-null ``input_ids`` list column of ``dtype``, then the rows' origins."""
     column = pa.field(COLUMN, pa.list_(pa.from_numpy_dtype(dtype)), nullable=False)
-    return pa.schema([column], metadata=metadata)
+    return pa.schema([column, *FIELDS], metadata=metadata)
 
 
 
@@ -78,27 +81,29 @@ class ShardWriter:
         self.stamp = stamp
         self._prefix = stamp.split if prefix is None else prefix
         self._shard_tokens = shard_tokens
-        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending: list[tuple[np.ndarray, np.ndarray, Origins]] = []
         self._pending_tokens = 0
         self._entries: list[ShardEntry] = []
         self._max_id = -1
 
-    def write(self, ids: np.ndarray, offsets: np.ndarray) -> None:
-        """Append documents: ``ids`` flat, ``offsets`` of length documents + 1.
+    def write(self, ids: np.ndarray, offsets: np.ndarray, origins: Origins) -> None:
+        """Append documents: ``ids`` flat, ``offsets`` of length documents + 1, ``origins`` one per document.
 
         Document ``i`` is ``ids[offsets[i]:offsets[i + 1]]``; ``offsets[0]`` may be non-zero.
         """
         ids, offsets = self._checked(ids, offsets)
+        if len(origins) != len(offsets) - 1:
+            raise ShardError(f"{len(origins)} document origins for {len(offsets) - 1} documents")
         while len(offsets) > 1:
             need = self._shard_tokens - self._pending_tokens
             cut = int(np.searchsorted(offsets, offsets[0] + need, side="left"))
             if cut >= len(offsets):
-                self._append(ids, offsets)
+                self._append(ids, offsets, origins)
                 return
             cut = int(np.searchsorted(offsets, offsets[cut], side="right")) - 1  # keep empty documents here
-            self._append(ids, offsets[: cut + 1])
+            self._append(ids, offsets[: cut + 1], origins[:cut])
             self._flush()
-            offsets = offsets[cut:]
+            offsets, origins = offsets[cut:], origins[cut:]
 
     def finish(self) -> Manifest:
         """Write the last partial shard; return the manifest of the shards written, without saving it."""
@@ -126,29 +131,32 @@ class ShardWriter:
             self._max_id = max(self._max_id, batch_max)
         return ids, offsets
 
-    def _append(self, ids: np.ndarray, offsets: np.ndarray) -> None:
+    def _append(self, ids: np.ndarray, offsets: np.ndarray, origins: Origins) -> None:
         if len(offsets) > 1:
-            self._pending.append((ids[offsets[0] : offsets[-1]], offsets - offsets[0]))
+            self._pending.append((ids[offsets[0] : offsets[-1]], offsets - offsets[0], origins))
             self._pending_tokens += int(offsets[-1] - offsets[0])
 
     def _flush(self) -> None:
         if not self._pending:
             return
         values, offsets = _concatenate(self._pending, self.stamp.dtype)
+        origins = Origins.join([chunk[2] for chunk in self._pending])
         name = shard_name(self._prefix, len(self._entries))
         metadata = _shard_metadata(self.stamp, rows=len(offsets) - 1, tokens=len(values))
-        digest = _write_shard(storage.join(self.directory, name), values, offsets, metadata)
-        self._entries.append(ShardEntry(file=name, rows=len(offsets) - 1, tokens=len(values), sha256=digest))
+        digest = _write_shard(storage.join(self.directory, name), values, offsets, origins, metadata)
+        self._entries.append(ShardEntry(file=name, rows=len(offsets) - 1, tokens=len(values), sha256=digest,
+                                        sources=source_counts(origins.sources, np.diff(offsets))))
         self._pending, self._pending_tokens = [], 0
 
 
-def _concatenate(chunks: list[tuple[np.ndarray, np.ndarray]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Join (ids, zero-based offsets) chunks into one values array and int32 offsets."""
-    values = np.concatenate([ids for ids, _ in chunks]).astype(dtype, copy=False)
+def _concatenate(chunks: list[tuple[np.ndarray, np.ndarray, Origins]],
+                 dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Join the chunks' IDs and zero-based offsets into one values array and int32 offsets."""
+    values = np.concatenate([chunk[0] for chunk in chunks]).astype(dtype, copy=False)
     if len(values) > _MAX_SHARD_TOKENS:
         raise ShardError(f"a shard would hold {len(values)} tokens, over Arrow's list limit of {_MAX_SHARD_TOKENS}")
-    shifts = np.cumsum([0] + [len(ids) for ids, _ in chunks[:-1]])
-    parts = [offsets[:-1] + shift for (_, offsets), shift in zip(chunks, shifts)]
+    shifts = np.cumsum([0] + [len(chunk[0]) for chunk in chunks[:-1]])
+    parts = [chunk[1][:-1] + shift for chunk, shift in zip(chunks, shifts)]
     offsets = np.concatenate([*parts, [len(values)]]).astype(np.int32)
     return values, offsets
 
@@ -167,13 +175,14 @@ def _arrow_view(array: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(array.dtype), len(array), [None, pa.py_buffer(array)])
 
 
-def _write_shard(path: Path | str, values: np.ndarray, offsets: np.ndarray, metadata: dict[str, str]) -> str:
+def _write_shard(path: Path | str, values: np.ndarray, offsets: np.ndarray, origins: Origins,
+                 metadata: dict[str, str]) -> str:
     """Write one shard atomically and return its sha256."""
     schema = shard_schema(values.dtype, metadata)
     column = pa.ListArray.from_arrays(_arrow_view(offsets), _arrow_view(values), type=schema.field(COLUMN).type)
     with storage.output_file(path) as tmp:
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-            writer.write_batch(pa.record_batch([column], schema=schema))
+            writer.write_batch(pa.record_batch([column, *origins.columns()], schema=schema))
         digest = hashing.sha256_file(tmp)
     return digest
 
@@ -183,12 +192,15 @@ def _write_shard(path: Path | str, values: np.ndarray, offsets: np.ndarray, meta
 
 @dataclass(frozen=True)
 class Shard:
-    """One memory-mapped shard: ``tokens`` and ``offsets`` are views into the mapping."""
+    """One memory-mapped shard: ``tokens``, ``offsets``, ``sources`` (per row) are views into the mapping;
+    ``batch`` is the record batch, for writers that copy the rows elsewhere."""
 
     path: Path | str
     tokens: np.ndarray
     offsets: np.ndarray
     metadata: Mapping[str, Any] = field(repr=False)
+    sources: np.ndarray = field(repr=False)
+    batch: pa.RecordBatch = field(repr=False)
 
     @property
     def num_documents(self) -> int:
@@ -200,6 +212,15 @@ class Shard:
 
     def document(self, index: int) -> np.ndarray:
         return self.tokens[self.offsets[index] : self.offsets[index + 1]]
+
+    def document_id(self, index: int) -> str:
+        """The ID of row ``index``'s document: its raw file (or the part of it one task read), ``#``, its number."""
+        files = self.batch.column(FILE)
+        return document_id(files.dictionary[files.indices[index].as_py()].as_py(),
+                           self.batch.column(DOCUMENT)[index].as_py())
+
+    def source_counts(self) -> SourceCounts:
+        return source_counts(self.sources, np.diff(self.offsets))
 
 
 def open_shard(path: str | os.PathLike[str], data: pa.Buffer | None = None) -> Shard:
@@ -217,22 +238,32 @@ def open_shard(path: str | os.PathLike[str], data: pa.Buffer | None = None) -> S
             batch.validate(full=True)
     except (OSError, pa.ArrowException) as exc:
         raise ShardError(f"{path}: cannot read shard ({shorten(str(exc), 300)}); {REENCODE}") from None
-    column = _single_list_column(path, reader.schema, batches)
+    batch = _single_batch(path, reader.schema, batches)
+    column = batch.column(0)
     offsets = column.offsets.to_numpy(zero_copy_only=True)
     tokens = column.values.to_numpy(zero_copy_only=True)[offsets[0] : offsets[-1]]
-    return Shard(path=path, tokens=tokens, offsets=offsets, metadata=_parse_metadata(path, reader.schema))
+    return Shard(path=path, tokens=tokens, offsets=offsets, metadata=_parse_metadata(path, reader.schema),
+                 sources=batch.column(SOURCE).to_numpy(zero_copy_only=True), batch=batch)
 
 
-def _single_list_column(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.ListArray:
+def _single_batch(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """The shard's one record batch, of the shard schema, without nulls or negative origins."""
     expected = {shard_schema(np.dtype(dtype)) for dtype in (np.uint16, np.uint32)}
     if schema.remove_metadata() not in expected:
-        raise ShardError(f"{path}: schema {shorten(str(schema.remove_metadata()), 300)} is not a token shard schema")
+        raise ShardError(f"{path}: schema {shorten(str(schema.remove_metadata()), 300)} is not a token shard schema "
+                         f"(input_ids, then {', '.join(f'{f.name}: {f.type}' for f in FIELDS)}); {REENCODE}")
     if len(batches) != 1 or batches[0].column(0).offset != 0:
         raise ShardError(f"{path}: expected exactly one record batch, found {len(batches)}")
-    column = batches[0].column(0)
+    batch = batches[0]
+    column = batch.column(0)
     if column.null_count or column.values.null_count:
         raise ShardError(f"{path}: the input_ids column contains nulls")
-    return column
+    for origin in FIELDS:
+        values = batch.column(origin.name)
+        negative = origin.name != FILE and len(values) and values.to_numpy(zero_copy_only=True).min() < 0
+        if values.null_count or negative:
+            raise ShardError(f"{path}: the {origin.name} column holds nulls or negative values; {REENCODE}")
+    return batch
 
 
 def _parse_metadata(path: Path, schema: pa.Schema) -> dict[str, Any]:
@@ -332,6 +363,28 @@ class ShardSet:
     def max_id(self) -> int:
         return self.manifest.max_id
 
+    def locate(self, position: int) -> tuple[Shard, int]:
+        """The shard holding token ``position`` of the split's stream (as ``train.bin`` lays it out) and the
+        row of the document it belongs to; IndexError beyond the last token."""
+        if not 0 <= position < self.num_tokens:
+            raise IndexError(f"token {position:,} is not in split {self.split!r} ({self.num_tokens:,} tokens)")
+        starts = np.cumsum(self._shard_sizes) - self._shard_sizes
+        index = int(np.searchsorted(starts, position, side="right")) - 1
+        while self._shard_sizes[index] == 0:  # an empty shard starts where the next one does
+            index += 1
+        shard = self.shards[index]
+        return shard, int(np.searchsorted(shard.offsets, position - starts[index], side="right")) - 1
+
+    def locate_row(self, row: int) -> tuple[Shard, int]:
+        """The shard holding row ``row`` of the split and its row there; IndexError beyond the last row."""
+        if not 0 <= row < self.num_documents:
+            raise IndexError(f"row {row:,} is not in split {self.split!r} ({self.num_documents:,} rows)")
+        for shard in self.shards:
+            if row < shard.num_documents:
+                return shard, row
+            row -= shard.num_documents
+        raise AssertionError("unreachable: the rows add up to num_documents")
+
     def documents(self) -> Iterator[np.ndarray]:
         """Yield each document's IDs, in order, as views into the mapped shards."""
         for shard in self.shards:
@@ -347,21 +400,28 @@ class ShardSet:
         faster than building a ``batch × context`` index array for a fancy
         gather (docs/performance.md).
         """
+        return self.gather_windows(*self.window_starts(rng, batch_size, context), context)
+
+    def window_starts(self, rng: np.random.Generator, batch_size: int, context: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sample_batch`'s windows: the shard and the first token of each."""
         if batch_size < 1 or context < 1:
             raise ValueError(f"batch_size and context must be positive, got {batch_size} and {context}")
-        width = context + 1
         windows = np.maximum(self._shard_sizes - context, 0)
         ends = np.cumsum(windows)
         if len(ends) == 0 or ends[-1] == 0:
             raise ShardError(
-                f"{self.directory}: no shard of split {self.split!r} holds a window of {width} tokens; "
+                f"{self.directory}: no shard of split {self.split!r} holds a window of {context + 1} tokens; "
                 f"lower train.context or raise encode.shard_tokens"
             )
         picks = rng.integers(0, ends[-1], size=batch_size)
         which = np.searchsorted(ends, picks, side="right")
-        starts = picks - (ends[which] - windows[which])
-        views = [self.shards[k].tokens[s : s + width] for k, s in zip(which.tolist(), starts.tolist())]
-        return np.concatenate(views).reshape(batch_size, width).astype(np.int64)
+        return which, picks - (ends[which] - windows[which])
+
+    def gather_windows(self, shards: np.ndarray, starts: np.ndarray, context: int) -> np.ndarray:
+        """The windows of ``context + 1`` tokens at ``starts`` of ``shards``, as int64 ``[windows, context + 1]``."""
+        width = context + 1
+        views = [self.shards[k].tokens[s : s + width] for k, s in zip(shards.tolist(), starts.tolist())]
+        return np.concatenate(views).reshape(len(views), width).astype(np.int64)
 
 
 def _check_tokenizer(manifest: Manifest, tokenizer: Tokenizer, path: Path) -> None:
@@ -397,6 +457,9 @@ def _check_shard_metadata(shard: Shard, entry: ShardEntry, manifest: Manifest) -
         raise ShardError(
             f"{shard.path}: shard does not match its manifest ({', '.join(wrong) or 'rows/tokens'}); {REENCODE}"
         )
+    if shard.source_counts() != entry.sources:
+        raise ShardError(f"{shard.path}: its rows per source {list(shard.source_counts())} differ from the manifest's "
+                         f"{list(entry.sources)}; {REENCODE}")
     if shard.tokens.dtype != manifest.stamp.dtype:
         raise ShardError(
             f"{shard.path}: the token IDs are stored as {shard.tokens.dtype}, but the manifest's dtype is "

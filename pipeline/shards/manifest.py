@@ -2,7 +2,9 @@
 
 A manifest repeats the stamp every shard carries (tokenizer fingerprint, vocab size, dtype,
 special IDs, split, prepared-data fingerprint, format version), because HF ``datasets`` drops
-custom schema metadata, and lists each shard with its rows, tokens and sha256. Reading one checks
+custom schema metadata, and lists each shard with its rows, tokens, sha256 and ``sources``: for each
+source (index in ``data.sources``) with rows in it, ``[source, rows, tokens]``. The manifest's own
+``sources`` sums them per split: ``{"source": 0, "rows": …, "tokens": …}`` per source. Reading one checks
 every field and every claim that follows from the others, so a hand-edited manifest is refused.
 """
 
@@ -20,7 +22,7 @@ import numpy as np
 from pipeline.engine import atomic, storage
 from pipeline.errors import FileTooLargeError, ShardError, describe, json_error_reason
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the source, file and document columns, and the counts per source
 UINT16_VOCAB_LIMIT = 1 << 16
 MAX_MANIFEST_BYTES = 64 << 20
 """The largest manifest read: about 300,000 shards of about 200 bytes each (a set of a trillion tokens or more)."""
@@ -84,6 +86,10 @@ class ShardEntry:
     rows: int
     tokens: int
     sha256: str
+    sources: tuple[tuple[int, int, int], ...]  # (source, rows, tokens) per source with rows in the shard
+
+    def __post_init__(self) -> None:  # as read back from JSON, the counts are lists
+        object.__setattr__(self, "sources", tuple(tuple(counts) for counts in self.sources))
 
 
 @dataclass(frozen=True)
@@ -102,9 +108,20 @@ class Manifest:
     def tokens(self) -> int:
         return sum(entry.tokens for entry in self.shards)
 
+    @property
+    def sources(self) -> list[dict[str, int]]:
+        """Rows and tokens per source (those with rows in the split), by source index."""
+        totals: dict[int, list[int]] = {}
+        for entry in self.shards:
+            for source, rows, tokens in entry.sources:
+                counts = totals.setdefault(source, [0, 0])
+                counts[0] += rows
+                counts[1] += tokens
+        return [{"source": source, "rows": rows, "tokens": tokens} for source, (rows, tokens) in sorted(totals.items())]
+
     def to_dict(self) -> dict[str, Any]:
-        shards = [vars(entry) for entry in self.shards]
-        totals = {"rows": self.rows, "tokens": self.tokens, "max_id": self.max_id}
+        shards = [{**vars(entry), "sources": [list(counts) for counts in entry.sources]} for entry in self.shards]
+        totals = {"rows": self.rows, "tokens": self.tokens, "max_id": self.max_id, "sources": self.sources}
         return {**self.stamp.to_dict(), **totals, "shards": shards}
 
     @classmethod
@@ -144,6 +161,8 @@ def _check_claims(manifest: Manifest, data: Mapping[str, Any]) -> None:
     for key, total in (("rows", manifest.rows), ("tokens", manifest.tokens)):
         if _field(data, key, int) != total:
             raise ValueError(f"{key} {data[key]} is not the sum of the shards' {key} ({total})")
+    if _field(data, "sources", list) != manifest.sources:
+        raise ValueError(f"sources {describe(data['sources'])} is not the sum of the shards' sources")
     if not -1 <= manifest.max_id < stamp.vocab_size:
         raise ValueError(f"max_id {manifest.max_id} is not an ID of the vocabulary of {stamp.vocab_size}")
     if (manifest.max_id == -1) != (manifest.tokens == 0):
@@ -174,15 +193,27 @@ def _shard_entry(data: Any, expected_name: str) -> ShardEntry:
     """One manifest entry; its file must be the shard's own name, never a path elsewhere."""
     if not isinstance(data, dict):
         raise ValueError(f"a shard entry must be a JSON object, got {type(data).__name__}")
-    if set(data) != {"file", "rows", "tokens", "sha256"}:
-        raise ValueError(f"a shard entry has keys {sorted(data)}, expected file, rows, tokens, sha256")
+    if set(data) != {"file", "rows", "tokens", "sha256", "sources"}:
+        raise ValueError(f"a shard entry has keys {sorted(data)}, expected file, rows, tokens, sha256, sources")
     if _field(data, "file", str) != expected_name:
         raise ValueError(f"shard file {describe(data['file'])} should be {expected_name!r}")
     entry = ShardEntry(file=expected_name, rows=_field(data, "rows", int), tokens=_field(data, "tokens", int),
-                       sha256=_field(data, "sha256", str))
+                       sha256=_field(data, "sha256", str), sources=_source_counts(data, expected_name))
     if entry.rows < 0 or entry.tokens < 0:
         raise ValueError(f"{expected_name}: negative rows or tokens")
+    if (sum(c[1] for c in entry.sources), sum(c[2] for c in entry.sources)) != (entry.rows, entry.tokens):
+        raise ValueError(f"{expected_name}: its sources' rows and tokens do not add up to its own")
     return entry
+
+
+def _source_counts(data: Mapping[str, Any], name: str) -> tuple[tuple[int, int, int], ...]:
+    """A shard entry's ``sources``: ``[source, rows, tokens]`` of non-negative integers, by increasing source."""
+    counts = _field(data, "sources", list)
+    if not all(isinstance(c, list) and len(c) == 3 and all(type(n) is int and n >= 0 for n in c) for c in counts):
+        raise ValueError(f"{name}: sources must be [source, rows, tokens] triples of non-negative integers")
+    if [c[0] for c in counts] != sorted({c[0] for c in counts}):
+        raise ValueError(f"{name}: sources must be listed once each, by increasing index")
+    return tuple(tuple(c) for c in counts)
 
 
 def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:

@@ -26,6 +26,7 @@ class SplitStats:
     text_bytes: int  # UTF-8 bytes the non-special tokens stand for
     top_tokens: list[tuple[int, int]]  # (ID, count), most frequent first
     document_lengths: np.ndarray  # tokens per document, specials included
+    sources: list[dict[str, int]]  # per source with rows in the split: its index, rows and tokens (the manifest's)
 
     @property
     def bytes_per_token(self) -> float:
@@ -59,11 +60,13 @@ def split_stats(shard_set: ShardSet, tokenizer: Tokenizer, *, top: int = 10) -> 
         text_bytes=text_bytes(shard_set, tokenizer, counts),
         top_tokens=[(int(i), int(counts[i])) for i in order if counts[i]],
         document_lengths=np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64),
+        sources=shard_set.manifest.sources,
     )
 
 
 def summary(stats: Sequence[SplitStats], tokenizer: Tokenizer) -> dict[str, Any]:
-    """What ``stats.json`` holds: the tokenizer's fingerprint, then per split its counts and top tokens."""
+    """What ``stats.json`` holds: the tokenizer's fingerprint, then per split its counts, top tokens and tokens
+    per source (the natural mixture, which training reproduces without weights)."""
     return {
         "tokenizer_fingerprint": tokenizer.fingerprint,
         "vocab_size": tokenizer.vocab_size,
@@ -75,6 +78,8 @@ def summary(stats: Sequence[SplitStats], tokenizer: Tokenizer) -> dict[str, Any]
                 "bytes_per_token": round(split.bytes_per_token, 6),
                 "top_tokens": [{"id": i, "count": count, "token": tokenizer.render_token(i)}
                                for i, count in split.top_tokens],
+                "sources": [{**source, "share": round(source["tokens"] / split.tokens, 6) if split.tokens else 0.0}
+                            for source in split.sources],
             }
             for split in stats
         },

@@ -13,6 +13,11 @@ batches in the same order whatever the number of workers, and no window is
 seen twice in an epoch. The last batches that would not give every rank the
 same number are dropped.
 
+With ``weights`` (``data.sources[i].weight`` of each source), each source's
+token stream is cut into windows on its own, and an epoch of as many windows
+as the set has holds each source's target share of them
+(:mod:`pipeline.shards.mixture`), shuffled and dealt the same way.
+
 Iterate with :meth:`ShardWindows.loader` and ``state_dict()`` says where the
 iteration stands (epoch and batches consumed); a new dataset given it with
 ``load_state_dict()`` continues with exactly the next batch. The shard set is
@@ -23,7 +28,7 @@ whose fingerprint differs from the shards'.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +37,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipeline.errors import ShardError
 from pipeline.shards.format import ShardSet
+from pipeline.shards.mixture import epoch_counts, source_streams, stream_windows, target_shares
 from pipeline.tokenizer import Tokenizer
 
 STATE_VERSION = 1
@@ -41,7 +47,8 @@ class ShardWindows(IterableDataset):
     """Shuffled ``(x, y)`` batches of token windows from one split of a shard set."""
 
     def __init__(self, directory: str | os.PathLike[str], split: str = "train", *, tokenizer: Tokenizer,
-                 context: int, batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1):
+                 context: int, batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 weights: Sequence[float] | None = None):
         if context < 1 or batch_size < 1:
             raise ValueError(f"context ({context}) and batch_size ({batch_size}) must be at least 1")
         if not 0 <= rank < world_size:
@@ -49,7 +56,20 @@ class ShardWindows(IterableDataset):
         self.shard_set = ShardSet.open(directory, split, tokenizer=tokenizer)
         self.context, self.batch_size, self.seed = context, batch_size, seed
         self.rank, self.world_size = rank, world_size
+        self.weights = None if weights is None else [float(weight) for weight in weights]
         self.windows = max(0, (self.shard_set.num_tokens - 1) // context)
+        if self.weights is not None:
+            self._streams = source_streams(self.shard_set)
+            self.shares = target_shares(self.shard_set, self.weights, self._streams)
+            self._source_windows = {s: (stream.tokens - 1) // context for s, stream in self._streams.items()}
+            short = [s for s, count in self._source_windows.items() if count == 0]
+            if short:
+                raise ShardError(f"data.sources[{short[0]}] has {self._streams[short[0]].tokens:,} tokens in split "
+                                 f"{split!r}, fewer than one window of {context + 1}")
+            self.windows = sum(self._source_windows.values())
+            self._per_epoch = epoch_counts(self.shares, self.windows)
+            self._order = sorted(self._source_windows)
+            self._first_code = np.cumsum([0] + [self._source_windows[s] for s in self._order])
         self.batches_per_rank = self.windows // batch_size // world_size
         if self.batches_per_rank == 0:
             raise ShardError(
@@ -96,18 +116,36 @@ class ShardWindows(IterableDataset):
 
     def _identity(self) -> dict[str, Any]:
         return {"shards": self.shard_set.fingerprint, "context": self.context, "batch_size": self.batch_size,
-                "seed": self.seed, "rank": self.rank, "world_size": self.world_size}
+                "seed": self.seed, "rank": self.rank, "world_size": self.world_size, "weights": self.weights}
 
     def _rank_batches(self, epoch: int) -> np.ndarray:
-        """This rank's batches of ``epoch``: rows of window indices."""
+        """This rank's batches of ``epoch``: rows of window indices (with weights, of window codes: the
+        source's first code plus the window's index in the source)."""
         per_epoch = self.batches_per_rank * self.world_size
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.windows)
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(self.windows) if self.weights is None else rng.permutation(self._epoch_codes(epoch))
         return order[: per_epoch * self.batch_size].reshape(per_epoch, self.batch_size)[self.rank :: self.world_size]
 
+    def _epoch_codes(self, epoch: int) -> np.ndarray:
+        """The windows of a weighted epoch: the next ``n_i`` of each source's endless sequence, as codes."""
+        codes = []
+        for code, source in zip(self._first_code, self._order):
+            count = self._per_epoch[source]
+            codes.append(code + stream_windows(self.seed, source, self._source_windows[source], epoch * count, count))
+        return np.concatenate(codes)
+
     def _windows(self, windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = np.stack([self._tokens(int(w) * self.context, self.context + 1) for w in windows])
+        rows = np.stack([self._window(int(w)) for w in windows])
         tokens = torch.from_numpy(rows.astype(np.int64))
         return tokens[:, :-1], tokens[:, 1:]
+
+    def _window(self, code: int) -> np.ndarray:
+        """Window ``code``'s ``context + 1`` tokens: of the whole stream, or with weights of its source's."""
+        if self.weights is None:
+            return self._tokens(code * self.context, self.context + 1)
+        index = int(np.searchsorted(self._first_code, code, side="right")) - 1
+        stream = self._streams[self._order[index]]
+        return stream.read(self.shard_set, (code - int(self._first_code[index])) * self.context, self.context + 1)
 
     def _tokens(self, start: int, count: int) -> np.ndarray:
         """``count`` tokens of the shard set's stream from ``start``, across shard boundaries."""

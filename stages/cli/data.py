@@ -1,4 +1,5 @@
-"""``lmprep export`` and ``lmprep stats``: run the ``export``/``stats`` stages (and what they need).
+"""``lmprep export`` and ``lmprep stats``: run the ``export``/``stats`` stages (and what they need);
+``lmprep locate``: where a token of the shards comes from.
 
 They are the stages the config declares (``export.output_dir``, ``stats.output_dir``);
 the options are shorthands for those keys, so the runner tracks the outputs like any other.
@@ -14,9 +15,11 @@ import click
 
 from pipeline.config import EXPORT_FORMATS, Config
 from pipeline.data.accounting import source_table, source_warnings
+from pipeline.data.documents import SPLITS
 from pipeline.data.prepare import STATS_FILE
 from pipeline.engine import storage
 from pipeline.errors import ConfigError
+from pipeline.shards.format import ShardSet
 from stages import stats as stats_stage
 from stages.cli.options import config_options
 from stages.cli.pipeline import make_pipeline, run_pipeline
@@ -60,14 +63,29 @@ def stats_command(top: int | None, output_dir: str | None, force: bool, config: 
     config = with_section(config, "stats", top=top, output_dir=config.output_value(output_dir) if output_dir else None)
     run_stage(config, "stats", force)
     summary = json.loads(storage.read_bytes(stats_stage.committed_path(config, stats_stage.SUMMARY_FILE)))
+    weights = [source.weight for source in config.data.sources]
     for split, figures in summary["splits"].items():
         click.echo(split_table(split, figures))
+        click.echo(source_shares(figures.get("sources", []), weights))
     prepared = json.loads(storage.read_bytes(storage.join(storage.committed(config.output_path(
         config.prepare.output_dir)), STATS_FILE)))
     click.echo("prepared documents per source:\n" + source_table(prepared["sources"]))
     for warning in source_warnings(prepared):
         click.echo(warning)
     click.echo(f"histogram of document lengths → {stats_stage.committed_path(config, stats_stage.PLOT_FILE)}")
+
+
+def source_shares(sources: list[dict[str, Any]], weights: list[float | None]) -> str:
+    """``  tokens per source: data.sources[0] 12,345 (61.2%, target 50.0%), …`` (targets when weights are set)."""
+    total = sum(weight for weight in weights if weight is not None)
+
+    def target(source: int) -> str:
+        weight = weights[source] if source < len(weights) else None
+        return f", target {weight / total:.1%}" if weight is not None else ""
+
+    return "  tokens per source: " + ", ".join(
+        f"data.sources[{row['source']}] {row['tokens']:,} ({row['share']:.1%}{target(row['source'])})"
+        for row in sources)
 
 
 def split_table(split: str, figures: dict[str, Any]) -> str:
@@ -79,3 +97,26 @@ def split_table(split: str, figures: dict[str, Any]) -> str:
         share = row["count"] / figures["tokens"]
         lines.append(f"  {row['id']:>7}  {row['count']:>12,}  {share:6.2%}  {row['token']}")
     return "\n".join(lines)
+
+
+@click.command(name="locate")
+@click.argument("split", type=click.Choice(SPLITS))
+@click.argument("token", type=click.IntRange(min=0))
+@click.option("--row", is_flag=True, help="TOKEN is a row (a document) of the split, not a token position.")
+@config_options
+def locate_command(split: str, token: int, row: bool, config: Config) -> None:
+    """Say where token TOKEN of SPLIT (its position in the split's token stream, as in the exported train.bin)
+    comes from: its shard and row, the source in data.sources and the document ID (the raw file, or the part of
+    it one task read, then # and the document's number there)."""
+    shard_set = ShardSet.open(config.output_path(config.encode.output_dir), split, verify=False)
+    try:
+        shard, index = shard_set.locate_row(token) if row else shard_set.locate(token)
+    except IndexError as exc:
+        raise ConfigError(str(exc)) from None
+    source = int(shard.sources[index])
+    sources = config.data.sources
+    named = f"data.sources[{source}]" + (f" {sources[source].glob}" if source < len(sources) else "")
+    start, end = int(shard.offsets[index]), int(shard.offsets[index + 1])
+    click.echo(f"{split} {'row' if row else 'token'} {token:,}: {shard.path} row {index:,} ({end - start:,} tokens)")
+    click.echo(f"source: {named}")
+    click.echo(f"document: {shard.document_id(index)}")

@@ -162,10 +162,11 @@ from stages.cli.tokenizer import tokenizer_group  # noqa: E402
 
 cli.add_command(tokenizer_group)
 
-from stages.cli.data import export_command, stats_command  # noqa: E402
+from stages.cli.data import export_command, locate_command, stats_command  # noqa: E402
 
 cli.add_command(export_command)
 cli.add_command(stats_command)
+cli.add_command(locate_command)
 
 from stages.cli.model import check, sample, stamp  # noqa: E402
 

@@ -64,7 +64,8 @@ def test_value_and_to_dict_are_json_able(tmp_path):
     config = load_config(write_config(tmp_path, "tokenizer: {vocab_size: 300}\n"))
     assert config.value("tokenizer.vocab_size") == 300
     assert config.value("tokenizer")["special_tokens"] == ["<|endoftext|>"]
-    assert config.value("train") == dataclasses.asdict(TrainConfig())
+    internal = {"mixture"}  # filled in from data.sources by the train stage, not a key of the section
+    assert config.value("train") == {k: v for k, v in dataclasses.asdict(TrainConfig()).items() if k not in internal}
     assert parse_config(config.to_dict()) == config
     assert parse_config(yaml.safe_load(dump_yaml(config))) == config
 

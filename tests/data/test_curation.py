@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import lmprep_in_cwd
 
-from pipeline.config.schema import ExactDedupStep, NearDedupStep, PrepareConfig, SourceConfig, StepConfig
+from pipeline.config.schema import ExactDedupStep, LanguageStep, NearDedupStep, PrepareConfig, SourceConfig, StepConfig
 from pipeline.data.documents import iter_documents, iter_records, iter_split_documents
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import expand_sources
@@ -167,3 +167,18 @@ def test_near_dedup_verifies_its_candidates_a_chunk_at_a_time_with_the_same_resu
     whole = prepare(raw, EXACT, NEAR)
     monkeypatch.setattr(near_dedup, "_GATHER_ROWS", 3)
     assert prepare(raw, EXACT, NEAR) == whole and whole["dropped"]["near_duplicate"] > 10
+
+
+def test_kept_parts_name_each_documents_source_and_id_and_its_language_when_identified(raw):
+    prepare(raw, EXACT)
+    rows = list(iter_records(raw / "prepared" / "train" / "part-00000.arrow"))
+    assert rows[:2] == [("Q: hi\nA: hello", 0, "raw/qa.txt#0"), ("Q: x\nA: y", 0, "raw/qa.txt#1")]
+    assert rows[-1] == ("file_4.py", 2, "raw/code.parquet#4")  # its field is the name column
+    # the language identified in the first round reaches the kept parts across the de-duplication round
+    language = StepConfig(language=LanguageStep(languages=(), min_score=0.0))
+    prepare(raw, language, EXACT)
+    rows = list(iter_records(raw / "prepared" / "train" / "part-00000.arrow"))
+    story = next(row for row in rows if row[0] == STORY)
+    assert story[1:4] == (0, "raw/qa.txt#4", "en") and 0.9 < story[4] <= 1.0
+    assert all(len(row) == 5 and isinstance(row[3], str) and row[3] for row in rows)
+    assert list(iter_documents(raw / "prepared" / "train" / "part-00000.arrow")) == [row[0] for row in rows]

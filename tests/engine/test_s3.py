@@ -144,12 +144,10 @@ def test_every_output_on_s3_holds_the_files_of_the_local_run(s3, tmp_path, monke
     local_project, remote_project = tmp_path / "local", tmp_path / "remote"
     local_project.mkdir()
     remote_project.mkdir()
-    (local_project / "raw").mkdir()  # raw files beside the outputs are refused: outputs would land among them
-    for index in range(3):
-        s3.fs.get_file(s3.url(f"raw/part-{index}.jsonl.gz"), str(local_project / "raw" / f"part-{index}.jsonl.gz"))
     outputs = {"prepared": "prepared", "tokenizer": "tokenizer/tokenizer.json", "shards": "shards", "ckpt": "ckpt",
                "export": "export", "stats": "stats"}
-    write_config(local_project, raw="raw/part-*.jsonl.gz", **{key: f"out/{name}" for key, name in outputs.items()})
+    # both read the same raw files, which every shard row names (the document IDs)
+    write_config(local_project, raw=s3.url("raw/*.jsonl.gz"), **{key: f"out/{name}" for key, name in outputs.items()})
     write_config(remote_project, raw=s3.url("raw/*.jsonl.gz"), **{key: s3.url(name) for key, name in outputs.items()})
     monkeypatch.chdir(local_project)
     first = lmprep("run")

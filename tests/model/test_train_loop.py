@@ -19,6 +19,7 @@ from pipeline.model import training
 from pipeline.model.checkpoint import read_checkpoint
 from pipeline.shards.format import ShardSet, ShardWriter
 from pipeline.shards.manifest import ShardStamp
+from pipeline.shards.origins import Origins
 
 TOKENIZER = FakeTokenizer(merges=[(97, 98), (256, 99)], special_tokens={"<|endoftext|>": 258})
 RETRAINED = FakeTokenizer(merges=[(98, 99), (97, 256)], special_tokens={"<|endoftext|>": 258})
@@ -36,7 +37,7 @@ def write_shards(directory, split, docs, *, tokenizer=TOKENIZER, vocab_size=None
     writer = ShardWriter(directory, stamp, shard_tokens=64)
     ids = np.array([i for doc in docs for i in doc], dtype=np.uint32)
     offsets = np.concatenate([[0], np.cumsum([len(doc) for doc in docs])]).astype(np.int64)
-    writer.write(ids, offsets)
+    writer.write(ids, offsets, Origins.numbered(len(docs)))
     writer.close()
     return ShardSet.open(directory, split)
 

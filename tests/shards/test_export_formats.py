@@ -16,6 +16,7 @@ from pipeline.errors import ConfigError
 from pipeline.shards import export, megatron
 from pipeline.shards.format import ShardSet, ShardWriter
 from pipeline.shards.manifest import ShardStamp
+from pipeline.shards.origins import Origins
 
 with warnings.catch_warnings():  # megatron-core (pinned in the test extra) warns that Transformer Engine is absent
     warnings.simplefilter("ignore")
@@ -33,7 +34,7 @@ def write_set(directory: Path, docs: list[list[int]], vocab_size: int, *, split:
                        special_ids={"bos": None, "eos": eos}, prepared_fingerprint="p" * 64)
     writer = ShardWriter(directory, stamp, shard_tokens=shard_tokens)
     for doc in docs:
-        writer.write(np.array([*doc, eos], np.uint32), np.array([0, len(doc) + 1]))
+        writer.write(np.array([*doc, eos], np.uint32), np.array([0, len(doc) + 1]), Origins.numbered(1))
     writer.close()
     return ShardSet.open(directory, split)
 

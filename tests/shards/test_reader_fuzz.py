@@ -206,13 +206,14 @@ def run_batch(reader: str, pristine: Path, batch: list[dict]) -> None:
 def shard_dir(tmp_path_factory) -> Path:
     from pipeline.shards.format import ShardWriter
     from pipeline.shards.manifest import ShardStamp
+    from pipeline.shards.origins import Origins
 
     directory = tmp_path_factory.mktemp("shards")
     stamp = ShardStamp(split="train", tokenizer_fingerprint="f" * 64, vocab_size=1000,
                        special_ids={"bos": None, "eos": 999}, prepared_fingerprint="p" * 64)
     writer = ShardWriter(directory, stamp, shard_tokens=40)
     docs = [list(range(start, start + 7)) for start in range(0, 70, 7)]
-    writer.write(np.array([i for doc in docs for i in doc], np.uint32), np.arange(0, 71, 7))
+    writer.write(np.array([i for doc in docs for i in doc], np.uint32), np.arange(0, 71, 7), Origins.numbered(10))
     assert len(writer.close().shards) == 2
     return directory
 

@@ -18,6 +18,7 @@ from pipeline.shards import format as shard_format
 from pipeline.shards import manifest as manifest_module
 from pipeline.shards.format import ShardSet, ShardWriter
 from pipeline.shards.manifest import ShardStamp
+from pipeline.shards.origins import Origins
 
 FINGERPRINT = "f" * 64
 
@@ -32,10 +33,10 @@ def stamp(*, vocab_size: int = 1000, split: str = "train", fingerprint: str = FI
     )
 
 
-def flat(docs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+def flat(docs: list[list[int]]) -> tuple[np.ndarray, np.ndarray, Origins]:
     ids = np.array([i for doc in docs for i in doc], dtype=np.uint32)
     offsets = np.concatenate([[0], np.cumsum([len(doc) for doc in docs])]).astype(np.int64)
-    return ids, offsets
+    return ids, offsets, Origins.numbered(len(docs))
 
 
 def write_set(directory: Path, docs: list[list[int]], *, shard_tokens: int = 8, batch: int = 3, **kw):
@@ -75,7 +76,7 @@ def test_manifest_and_metadata_record_the_provenance(tmp_path):
     write_set(tmp_path, DOCS)
     manifest = json.loads((tmp_path / "train.manifest.json").read_text())
     assert manifest["tokenizer_fingerprint"] == FINGERPRINT
-    assert (manifest["vocab_size"], manifest["dtype"], manifest["format_version"]) == (1000, "uint16", 1)
+    assert (manifest["vocab_size"], manifest["dtype"], manifest["format_version"]) == (1000, "uint16", 2)
     assert manifest["special_ids"] == {"bos": None, "eos": 999}
     assert manifest["rows"] == len(DOCS) and manifest["tokens"] == 21
     first = manifest["shards"][0]
@@ -169,7 +170,7 @@ def test_a_corrupted_shard_fails_its_checksum(tmp_path):
 def forge_shard(directory: Path, ids: list[int], metadata: dict[str, str], manifest_edits: dict) -> None:
     """Replace shard 0 with one written outside the writer, and point the manifest at it."""
     values, offsets = np.array(ids, np.uint16), np.array([0, len(ids)], np.int32)
-    digest = shard_format._write_shard(directory / "train-00000.arrow", values, offsets, metadata)
+    digest = shard_format._write_shard(directory / "train-00000.arrow", values, offsets, Origins.numbered(1), metadata)
     manifest_file = directory / "train.manifest.json"
     manifest = json.loads(manifest_file.read_text())
     manifest["shards"][0]["sha256"] = digest
@@ -374,7 +375,7 @@ def test_a_shard_stored_in_another_dtype_than_the_manifests_is_refused(tmp_path)
     write_set(tmp_path, [[1, 2]], shard_tokens=100)
     metadata = shard_format._shard_metadata(stamp(), rows=1, tokens=2)  # says uint16, as the manifest does
     digest = shard_format._write_shard(tmp_path / "train-00000.arrow", np.array([1, 2], np.uint32),
-                                 np.array([0, 2], np.int32), metadata)
+                                 np.array([0, 2], np.int32), Origins.numbered(1), metadata)
     edit_manifest(tmp_path, lambda m: m["shards"][0].update(sha256=digest))
     with pytest.raises(ShardError, match=r"train-00000.arrow: the token IDs are stored as uint32, but the "
                                          r"manifest's dtype is uint16;"):

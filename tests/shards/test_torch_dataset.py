@@ -10,6 +10,7 @@ import torch
 from pipeline.errors import ShardError, TokenizerMismatchError
 from pipeline.shards.format import ShardWriter
 from pipeline.shards.manifest import ShardStamp
+from pipeline.shards.origins import Origins
 from pipeline.shards.torch_dataset import ShardWindows
 from pipeline.tokenizer import Tokenizer
 
@@ -29,7 +30,7 @@ def project(tmp_path_factory):
                        special_ids={"bos": None, "eos": eos}, prepared_fingerprint="p" * 64)
     writer = ShardWriter(root / "shards", stamp, shard_tokens=300)
     writer.write(np.array([i for doc in docs for i in doc], dtype=np.uint32),
-                 np.cumsum([0] + [len(doc) for doc in docs], dtype=np.int64))
+                 np.cumsum([0] + [len(doc) for doc in docs], dtype=np.int64), Origins.numbered(len(docs)))
     writer.close()
     return root, tokenizer
 

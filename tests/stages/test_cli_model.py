@@ -14,6 +14,7 @@ from pipeline.config import TrainConfig
 from pipeline.model import training
 from pipeline.shards.format import ShardSet, ShardWriter
 from pipeline.shards.manifest import ShardStamp
+from pipeline.shards.origins import Origins
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 
@@ -39,7 +40,7 @@ def train_model(directory, tokenizer, texts, **settings):
                        prepared_fingerprint="p" * 64)
     writer = ShardWriter(directory / "shards", stamp, shard_tokens=10_000)
     writer.write(np.array([i for doc in docs for i in doc], dtype=np.uint32),
-                 np.cumsum([0] + [len(doc) for doc in docs], dtype=np.int64))
+                 np.cumsum([0] + [len(doc) for doc in docs], dtype=np.int64), Origins.numbered(len(docs)))
     writer.close()
     settings = dataclasses.replace(SETTINGS, output_dir=str(directory / "ckpt"), **settings)
     training.train_checkpoint_dir(settings, tokenizer=tokenizer, val_set=None,
