@@ -17,6 +17,8 @@
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <system_error>
+#include <thread>
 #include <new>
 #include <queue>
 #include <string>
@@ -196,113 +198,103 @@ struct EncoderObject {
     uint32_t unknown;                               // char kind: the ID of a character not in the alphabet
     ChunkTable *cache;
     std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
+    std::vector<PyObject *> *ints;  // the int of each ID up to the largest returned in a list (GIL held)
 };
 
-// What one encoding pass needs besides the encoder: reusable buffers, and where a text failed.
+// What one encoding pass (one thread's share of a call) needs besides the encoder: reusable buffers, the
+// chunks it merged that the encoder's cache did not hold, and where a text failed.
 struct Pass {
-    struct New {  // a chunk the cache did not hold: its key in new_keys, its IDs in the output
-        uint64_t hash;
-        size_t key_at, key_length, ids_at, ids_length;
-    };
     std::vector<size_t> ends;
     std::string key;
     std::vector<uint32_t> ids;
-    std::vector<New> new_chunks;
-    std::string new_keys;
+    ChunkTable fresh;              // the pass's new chunks, looked up after the cache; added to it at the end
     Py_ssize_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
 };
 
-constexpr size_t NEW_CHUNKS_HELD = 64;  // new chunks a pass holds before it adds them to the cache
-
-// Add the pass's new chunks to the cache. Called with the shared lock held; returns with it held, having
-// taken the exclusive lock meanwhile (so threads encoding with one encoder look chunks up in parallel
-// and take turns only to add). Never throws: out of memory, the cache starts over.
-void add_new_chunks(EncoderObject *self, Pass &pass, const std::vector<uint32_t> &out) {
-    if (pass.new_chunks.empty()) return;
-    self->lock->unlock_shared();
-    self->lock->lock();
+// Add a finished pass's new chunks to the encoder's cache, under the exclusive lock (taken once per call,
+// after every thread of the call has let go of the shared one). Never throws: out of memory, the cache
+// starts over.
+void add_new_chunks(EncoderObject *self, ChunkTable &fresh) {
+    if (fresh.count == 0) return;
+    std::unique_lock<std::shared_mutex> hold(*self->lock);
     try {
-        for (const Pass::New &chunk : pass.new_chunks) {
-            const char *key = pass.new_keys.data() + chunk.key_at;
-            size_t length;
-            if (!self->cache->find(chunk.hash, key, chunk.key_length, &length))  // another thread may have added it
-                self->cache->insert(chunk.hash, key, chunk.key_length, out.data() + chunk.ids_at, chunk.ids_length);
-        }
+        fresh.each([&](uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {
+            size_t held;
+            if (!self->cache->find(hash, key, key_length, &held))  // another call may have added it meanwhile
+                self->cache->insert(hash, key, key_length, ids, length);
+        });
     } catch (const std::bad_alloc &) {
         self->cache->clear();
     }
-    self->lock->unlock();
-    self->lock->lock_shared();
-    pass.new_chunks.clear();
-    pass.new_keys.clear();
+    fresh.clear();
 }
 
-// The shared lock on an encoder's cache for one call; the pass's new chunks go in before it is let go.
-class CacheHold {
-  public:
-    CacheHold(EncoderObject *self, Pass &pass, const std::vector<uint32_t> &out) : self_(self), pass_(pass), out_(out) {
-        self_->lock->lock_shared();
+// The key of chunk s[start..end): its code points as UTF-8; false (with pass.surrogate_at) if the byte
+// kind meets a lone surrogate.
+template <typename T>
+bool chunk_key(const EncoderObject *self, const T *s, size_t start, size_t end, bool ascii, Pass &pass) {
+    if (ascii) {
+        pass.key.assign(reinterpret_cast<const char *>(s + start), end - start);
+        return true;
     }
-    ~CacheHold() {
-        add_new_chunks(self_, pass_, out_);
-        self_->lock->unlock_shared();
+    pass.key.resize(4 * (end - start));
+    char *at = pass.key.data();
+    for (size_t i = start; i < end; i++) {
+        if (self->bytes_unit && is_surrogate(s[i])) {
+            pass.surrogate_at = static_cast<Py_ssize_t>(i);
+            return false;
+        }
+        at = write_utf8(at, s[i]);
     }
-    CacheHold(const CacheHold &) = delete;
-    CacheHold &operator=(const CacheHold &) = delete;
+    pass.key.resize(static_cast<size_t>(at - pass.key.data()));
+    return true;
+}
 
-  private:
-    EncoderObject *self_;
-    Pass &pass_;
-    const std::vector<uint32_t> &out_;
-};
+// The base IDs of chunk s[start..end) (whose key is in pass.key) into pass.ids.
+template <typename T>
+void base_ids(const EncoderObject *self, const T *s, size_t start, size_t end, Pass &pass) {
+    pass.ids.clear();
+    if (self->bytes_unit) {
+        pass.ids.resize(pass.key.size());
+        for (size_t b = 0; b < pass.key.size(); b++) pass.ids[b] = self->byte_ids[static_cast<unsigned char>(pass.key[b])];
+    } else {
+        for (size_t i = start; i < end; i++) {
+            const auto id = self->chars->find(s[i]);
+            pass.ids.push_back(id == self->chars->end() ? self->unknown : id->second);
+        }
+    }
+}
+
+inline void append_ids(std::vector<uint32_t> &out, const uint32_t *ids, size_t length) {
+    for (size_t k = 0; k < length; k++) out.push_back(ids[k]);  // chunks are a few IDs: no call to memmove
+}
 
 // Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
-// the byte kind meets a lone surrogate.
+// the byte kind meets a lone surrogate. The caller holds the cache's shared lock.
 template <typename T>
 bool encode_units(EncoderObject *self, const T *s, size_t n, bool ascii, Pass &pass, std::vector<uint32_t> &out) {
     const MergeTable &table = *reinterpret_cast<MergerObject *>(self->merger)->table;
     pass.ends.clear();
     split_ends(s, n, self->mode, pass.ends);
+    out.reserve(out.size() + n / 2);
     size_t start = 0;
     for (size_t end : pass.ends) {
-        if (ascii) {
-            pass.key.assign(reinterpret_cast<const char *>(s + start), end - start);
-        } else {
-            pass.key.clear();
-            for (size_t i = start; i < end; i++) {
-                if (self->bytes_unit && is_surrogate(s[i])) {
-                    pass.surrogate_at = static_cast<Py_ssize_t>(i);
-                    return false;
-                }
-                append_utf8(pass.key, s[i]);
-            }
-        }
+        if (!chunk_key(self, s, start, end, ascii, pass)) return false;
         const bool cacheable = end - start <= CACHE_MAX_CHUNK;
         const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key.size()) : 0;
         size_t length;
-        const uint32_t *found =
-            cacheable ? self->cache->find(hash, pass.key.data(), pass.key.size(), &length) : nullptr;
+        const uint32_t *found = nullptr;
+        if (cacheable) {
+            found = self->cache->find(hash, pass.key.data(), pass.key.size(), &length);
+            if (!found) found = pass.fresh.find(hash, pass.key.data(), pass.key.size(), &length);
+        }
         if (found) {
-            out.insert(out.end(), found, found + length);
+            append_ids(out, found, length);
         } else {
-            pass.ids.clear();
-            if (self->bytes_unit) {
-                for (unsigned char byte : pass.key) pass.ids.push_back(self->byte_ids[byte]);
-            } else {
-                for (size_t i = start; i < end; i++) {
-                    const auto id = self->chars->find(s[i]);
-                    pass.ids.push_back(id == self->chars->end() ? self->unknown : id->second);
-                }
-            }
+            base_ids(self, s, start, end, pass);
             const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), table);
-            const size_t ids_at = out.size();
-            out.insert(out.end(), pass.ids.begin(), pass.ids.begin() + static_cast<std::ptrdiff_t>(merged));
-            if (cacheable) {  // recorded once its IDs and key are stored, so that it never points past them
-                const size_t key_at = pass.new_keys.size();
-                pass.new_keys += pass.key;
-                pass.new_chunks.push_back(Pass::New{hash, key_at, pass.key.size(), ids_at, merged});
-                if (pass.new_chunks.size() >= NEW_CHUNKS_HELD) add_new_chunks(self, pass, out);
-            }
+            append_ids(out, pass.ids.data(), merged);
+            if (cacheable) pass.fresh.insert(hash, pass.key.data(), pass.key.size(), pass.ids.data(), merged);
         }
         start = end;
     }
@@ -371,6 +363,7 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
             std::copy(ids.begin(), ids.end(), self->byte_ids);
         }
         self->cache = new ChunkTable();
+        self->ints = new std::vector<PyObject *>();
         self->lock = new std::shared_mutex();
     } catch (const std::bad_alloc &) {
         PyErr_NoMemory();
@@ -388,6 +381,9 @@ void Encoder_dealloc(EncoderObject *self) {
     delete self->chars;
     delete self->cache;
     delete self->lock;
+    if (self->ints)
+        for (PyObject *value : *self->ints) Py_DECREF(value);
+    delete self->ints;
     Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
 }
 
@@ -407,74 +403,212 @@ void release(std::vector<PyObject *> &held, PyObject *fast) {
     Py_DECREF(fast);
 }
 
-// encode_flat(texts) -> (ids, offsets): every text's IDs one after another (uint32 bytes) and the
-// len(texts) + 1 offsets where each starts (int64 bytes). The texts are split and encoded without the GIL.
-PyObject *Encoder_encode_flat(EncoderObject *self, PyObject *texts) {
-    if (!check_encoder(self)) return nullptr;
-    PyObject *fast = PySequence_Fast(texts, "encode_flat takes a sequence of str");
-    if (!fast) return nullptr;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    std::vector<PyObject *> held;  // a reference to each text: another thread may change a list meanwhile
-    std::vector<Text> views;
+// ---- batches: many texts, encoded by one or more threads without the GIL --------------------------
+
+// What encoding some texts gave: their IDs one after another, where each text's start (and the end),
+// and the first text that failed, if any.
+struct Encoded {
     std::vector<uint32_t> ids;
-    std::vector<int64_t> offsets;
+    std::vector<int64_t> offsets{0};
+    Py_ssize_t failed = -1;        // the index (within these texts) of a text the byte kind refused
+    Py_ssize_t surrogate_at = -1;  // where in it
+    bool out_of_memory = false;
+    size_t sharing = 1;  // the threads of the call: each pass's new chunks may take this share of the bound
     Pass pass;
-    Py_ssize_t failed = -1;
-    PyObject *result = nullptr;
+};
+
+// Encode views[begin..end) into part, under the cache's shared lock; its new chunks stay in part.pass.fresh.
+// Runs without the GIL; never throws.
+void encode_range(EncoderObject *self, const std::vector<Text> &views, size_t begin, size_t end, Encoded &part) {
     try {
-        views.reserve(static_cast<size_t>(n));
-        held.reserve(static_cast<size_t>(n));
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *text = PySequence_Fast_GET_ITEM(fast, i);
-            if (!PyUnicode_Check(text)) {
-                PyErr_Format(PyExc_TypeError, "encode_flat takes str, got %.100s at position %zd",
-                             Py_TYPE(text)->tp_name, i);
-                break;
+        std::shared_lock<std::shared_mutex> hold(*self->lock);
+        part.pass.fresh.max_bytes = self->cache->max_bytes / part.sharing;
+        for (size_t i = begin; i < end; i++) {
+            if (!encode_text(self, views[i], part.pass, part.ids)) {
+                part.failed = static_cast<Py_ssize_t>(i - begin);
+                part.surrogate_at = part.pass.surrogate_at;
+                return;
             }
-            Py_INCREF(text);
-            held.push_back(text);
-            views.emplace_back(text);
+            part.offsets.push_back(static_cast<int64_t>(part.ids.size()));
         }
-        if (PyErr_Occurred()) {
-            release(held, fast);
-            return nullptr;
-        }
-        offsets.reserve(static_cast<size_t>(n) + 1);
-        offsets.push_back(0);
-        bool out_of_memory = false;
-        Py_BEGIN_ALLOW_THREADS
-        {
-            CacheHold hold(self, pass, ids);
-            try {
-                for (Py_ssize_t i = 0; i < n; i++) {
-                    if (!encode_text(self, views[static_cast<size_t>(i)], pass, ids)) {
-                        failed = i;
-                        break;
-                    }
-                    offsets.push_back(static_cast<int64_t>(ids.size()));
-                }
-            } catch (const std::bad_alloc &) {
-                out_of_memory = true;
-            }
-        }
-        Py_END_ALLOW_THREADS
-        if (out_of_memory) throw std::bad_alloc();
     } catch (const std::bad_alloc &) {
-        release(held, fast);
-        return PyErr_NoMemory();
+        part.out_of_memory = true;
     }
-    if (failed >= 0) {
-        surrogate_error(held[static_cast<size_t>(failed)], pass.surrogate_at);
-    } else {
-        PyObject *packed = packed_ids(ids);
-        PyObject *starts = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(offsets.data()),
-                                                     static_cast<Py_ssize_t>(offsets.size() * sizeof(int64_t)));
-        if (packed && starts) result = PyTuple_Pack(2, packed, starts);
-        Py_XDECREF(packed);
-        Py_XDECREF(starts);
+}
+
+// Where each of `threads` consecutive ranges of the texts starts (and the last ends), cut so that each
+// holds about the same number of characters.
+std::vector<size_t> balanced_bounds(const std::vector<Text> &views, size_t threads) {
+    size_t total = 0;
+    for (const Text &view : views) total += view.length + 1;
+    std::vector<size_t> bounds{0};
+    size_t seen = 0;
+    for (size_t i = 0; i < views.size() && bounds.size() < threads; i++) {
+        seen += views[i].length + 1;
+        if (seen * threads >= total * bounds.size()) bounds.push_back(i + 1);
+    }
+    bounds.push_back(views.size());
+    return bounds;
+}
+
+// Append part (the texts from `first` on) to out: its IDs, its offsets shifted, its failure.
+void append_part(Encoded &out, const Encoded &part, size_t first) {
+    const int64_t shift = static_cast<int64_t>(out.ids.size());
+    out.ids.insert(out.ids.end(), part.ids.begin(), part.ids.end());
+    for (size_t i = 1; i < part.offsets.size(); i++) out.offsets.push_back(part.offsets[i] + shift);
+    if (part.failed >= 0) {
+        out.failed = static_cast<Py_ssize_t>(first) + part.failed;
+        out.surrogate_at = part.surrogate_at;
+    }
+}
+
+// Encode all views into out with up to `threads` threads (the calling one among them), each taking one
+// range of consecutive texts; the result is the same whatever the number. Runs without the GIL.
+void encode_all(EncoderObject *self, const std::vector<Text> &views, size_t threads, Encoded &out) {
+    threads = std::max<size_t>(1, std::min(threads, views.size()));
+    if (threads == 1) {
+        encode_range(self, views, 0, views.size(), out);
+        add_new_chunks(self, out.pass.fresh);
+        return;
+    }
+    try {
+        const std::vector<size_t> bounds = balanced_bounds(views, threads);
+        const size_t ranges = bounds.size() - 1;
+        std::vector<Encoded> parts(ranges);
+        for (Encoded &part : parts) part.sharing = ranges;
+        std::vector<std::thread> workers;
+        workers.reserve(ranges);  // so that adding one never throws once others run
+        for (size_t r = 1; r < ranges; r++) {
+            try {
+                workers.emplace_back(encode_range, self, std::cref(views), bounds[r], bounds[r + 1], std::ref(parts[r]));
+            } catch (const std::system_error &) {  // no thread to be had: this one encodes the range
+                encode_range(self, views, bounds[r], bounds[r + 1], parts[r]);
+            }
+        }
+        encode_range(self, views, bounds[0], bounds[1], parts[0]);
+        for (std::thread &worker : workers) worker.join();
+        for (Encoded &part : parts) add_new_chunks(self, part.pass.fresh);
+        size_t ids = 0;
+        for (const Encoded &part : parts) ids += part.ids.size();
+        out.ids.reserve(ids);
+        out.offsets.reserve(views.size() + 1);
+        for (size_t r = 0; r < ranges && out.failed < 0; r++) {
+            out.out_of_memory |= parts[r].out_of_memory;
+            append_part(out, parts[r], bounds[r]);
+        }
+    } catch (const std::bad_alloc &) {
+        out.out_of_memory = true;
+    }
+}
+
+// A reference to each text of a sequence (another thread may change a list meanwhile) and its view.
+bool hold_texts(PyObject *fast, const char *method, std::vector<PyObject *> &held, std::vector<Text> &views) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    views.reserve(static_cast<size_t>(n));
+    held.reserve(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyUnicode_Check(text)) {
+            PyErr_Format(PyExc_TypeError, "%s takes str, got %.100s at position %zd", method, Py_TYPE(text)->tp_name, i);
+            return false;
+        }
+        Py_INCREF(text);
+        held.push_back(text);
+        views.emplace_back(text);
+    }
+    return true;
+}
+
+// Encode a sequence of str with `threads` threads into out; false with a Python error set if it failed.
+bool encode_batch(EncoderObject *self, PyObject *texts, Py_ssize_t threads, const char *method, Encoded &out) {
+    if (!check_encoder(self)) return false;
+    if (threads < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: threads must be at least 1, got %zd", method, threads);
+        return false;
+    }
+    PyObject *fast = PySequence_Fast(texts, "a batch is a sequence of str");
+    if (!fast) return false;
+    std::vector<PyObject *> held;
+    std::vector<Text> views;
+    bool held_all;
+    try {
+        held_all = hold_texts(fast, method, held, views);
+    } catch (const std::bad_alloc &) {
+        PyErr_NoMemory();
+        held_all = false;
+    }
+    if (held_all) {
+        Py_BEGIN_ALLOW_THREADS
+        encode_all(self, views, static_cast<size_t>(threads), out);
+        Py_END_ALLOW_THREADS
+        if (out.out_of_memory) PyErr_NoMemory();
+        else if (out.failed >= 0) surrogate_error(held[static_cast<size_t>(out.failed)], out.surrogate_at);
     }
     release(held, fast);
+    return held_all && !out.out_of_memory && out.failed < 0;
+}
+
+// encode_flat(texts, threads=1) -> (ids, offsets): every text's IDs one after another (uint32 bytes) and the
+// len(texts) + 1 offsets where each starts (int64 bytes).
+PyObject *Encoder_encode_flat(EncoderObject *self, PyObject *args, PyObject *kwargs) {
+    static const char *names[] = {"texts", "threads", nullptr};
+    PyObject *texts;
+    Py_ssize_t threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|n", const_cast<char **>(names), &texts, &threads)) return nullptr;
+    Encoded out;
+    if (!encode_batch(self, texts, threads, "encode_flat", out)) return nullptr;
+    PyObject *packed = packed_ids(out.ids);
+    PyObject *starts = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(out.offsets.data()),
+                                                 static_cast<Py_ssize_t>(out.offsets.size() * sizeof(int64_t)));
+    PyObject *result = packed && starts ? PyTuple_Pack(2, packed, starts) : nullptr;
+    Py_XDECREF(packed);
+    Py_XDECREF(starts);
     return result;
+}
+
+// The encoder's int objects for IDs 0..top (made once, then shared by every list it returns); GIL held.
+bool cache_ints(EncoderObject *self, uint32_t top) {
+    std::vector<PyObject *> &ints = *self->ints;
+    while (ints.size() <= top) {
+        PyObject *value = PyLong_FromSize_t(ints.size());
+        if (!value) return false;
+        ints.push_back(value);
+    }
+    return true;
+}
+
+// encode_lists(texts, threads=1) -> list[list[int]]: each text's IDs as a list, as tiktoken returns them.
+PyObject *Encoder_encode_lists(EncoderObject *self, PyObject *args, PyObject *kwargs) {
+    static const char *names[] = {"texts", "threads", nullptr};
+    PyObject *texts;
+    Py_ssize_t threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|n", const_cast<char **>(names), &texts, &threads)) return nullptr;
+    Encoded out;
+    if (!encode_batch(self, texts, threads, "encode_lists", out)) return nullptr;
+    const uint32_t top = out.ids.empty() ? 0 : *std::max_element(out.ids.begin(), out.ids.end());
+    try {
+        if (!cache_ints(self, top)) return nullptr;
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
+    }
+    PyObject *const *ints = self->ints->data();
+    const size_t count = out.offsets.size() - 1;
+    PyObject *lists = PyList_New(static_cast<Py_ssize_t>(count));
+    for (size_t t = 0; lists && t < count; t++) {
+        const int64_t start = out.offsets[t], end = out.offsets[t + 1];
+        PyObject *list = PyList_New(static_cast<Py_ssize_t>(end - start));
+        if (!list) {
+            Py_CLEAR(lists);
+            break;
+        }
+        for (int64_t i = start; i < end; i++) {
+            PyObject *value = ints[out.ids[static_cast<size_t>(i)]];
+            Py_INCREF(value);
+            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i - start), value);
+        }
+        PyList_SET_ITEM(lists, static_cast<Py_ssize_t>(t), list);
+    }
+    return lists;
 }
 
 // encode(text) -> the IDs of one text as uint32 bytes.
@@ -484,23 +618,18 @@ PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
         PyErr_Format(PyExc_TypeError, "encode takes str, got %.100s", Py_TYPE(text)->tp_name);
         return nullptr;
     }
-    const Text view(text);
-    std::vector<uint32_t> ids;
-    Pass pass;
-    bool encoded = false, out_of_memory = false;
-    Py_BEGIN_ALLOW_THREADS
-    {
-        CacheHold hold(self, pass, ids);
-        try {
-            encoded = encode_text(self, view, pass, ids);
-        } catch (const std::bad_alloc &) {
-            out_of_memory = true;
-        }
+    Encoded out;
+    try {
+        const std::vector<Text> views{Text(text)};
+        Py_BEGIN_ALLOW_THREADS
+        encode_all(self, views, 1, out);
+        Py_END_ALLOW_THREADS
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
     }
-    Py_END_ALLOW_THREADS
-    if (out_of_memory) return PyErr_NoMemory();
-    if (!encoded) return surrogate_error(text, pass.surrogate_at);
-    return packed_ids(ids);
+    if (out.out_of_memory) return PyErr_NoMemory();
+    if (out.failed >= 0) return surrogate_error(text, out.surrogate_at);
+    return packed_ids(out.ids);
 }
 
 PyObject *Encoder_get_max_bytes(EncoderObject *self, void *) {
@@ -539,8 +668,12 @@ Py_ssize_t Encoder_len(EncoderObject *self) {
 PyMethodDef Encoder_methods[] = {
     {"encode", reinterpret_cast<PyCFunction>(Encoder_encode), METH_O,
      "encode(text) -> bytes: the IDs of text as native uint32."},
-    {"encode_flat", reinterpret_cast<PyCFunction>(Encoder_encode_flat), METH_O,
-     "encode_flat(texts) -> (ids, offsets): all IDs as uint32 bytes, len(texts) + 1 offsets as int64 bytes."},
+    {"encode_flat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Encoder_encode_flat)),
+     METH_VARARGS | METH_KEYWORDS,
+     "encode_flat(texts, threads=1) -> (ids, offsets): all IDs as uint32 bytes, len(texts) + 1 offsets as int64 "
+     "bytes; threads > 1 encodes ranges of texts in parallel without the GIL (the same result)."},
+    {"encode_lists", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Encoder_encode_lists)),
+     METH_VARARGS | METH_KEYWORDS, "encode_lists(texts, threads=1) -> list[list[int]]: each text's IDs as a list."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -69,6 +69,14 @@ class ChunkTable {
         count++;
     }
 
+    // Calls visit(hash, key, key_length, ids, length) for each entry.
+    template <typename Visit>
+    void each(Visit &&visit) const {
+        for (const Slot &slot : slots_)
+            if (slot.key_length != 0)
+                visit(slot.hash, keys_.data() + slot.key_at, slot.key_length, ids_.data() + slot.ids_at, slot.ids_length);
+    }
+
     void clear() {
         std::vector<Slot>().swap(slots_);
         std::vector<char>().swap(keys_);
@@ -102,23 +110,25 @@ class ChunkTable {
     size_t mask_ = 0;
 };
 
-// Appends the UTF-8 of code point c (a surrogate too: the key only needs to be distinct).
-inline void append_utf8(std::string &out, uint32_t c) {
+// Writes the UTF-8 of code point c at `at` (a surrogate too: the key only needs to be distinct); returns
+// where it ends. The caller leaves room for four bytes.
+inline char *write_utf8(char *at, uint32_t c) {
     if (c < 0x80) {
-        out.push_back(static_cast<char>(c));
+        *at++ = static_cast<char>(c);
     } else if (c < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+        *at++ = static_cast<char>(0xC0 | (c >> 6));
+        *at++ = static_cast<char>(0x80 | (c & 0x3F));
     } else if (c < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+        *at++ = static_cast<char>(0xE0 | (c >> 12));
+        *at++ = static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        *at++ = static_cast<char>(0x80 | (c & 0x3F));
     } else {
-        out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+        *at++ = static_cast<char>(0xF0 | (c >> 18));
+        *at++ = static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+        *at++ = static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        *at++ = static_cast<char>(0x80 | (c & 0x3F));
     }
+    return at;
 }
 
 inline bool is_surrogate(uint32_t c) { return c >= 0xD800 && c <= 0xDFFF; }
