@@ -205,7 +205,8 @@ struct EncoderObject {
 // chunks it merged that the encoder's cache did not hold, and where a text failed.
 struct Pass {
     std::vector<size_t> ends;
-    std::string key;
+    std::vector<char> key;  // the chunk's UTF-8 in key[0..key_length); grows, never shrinks
+    size_t key_length = 0;
     std::vector<uint32_t> ids;
     ChunkTable fresh;              // the pass's new chunks, looked up after the cache; added to it at the end
     Py_ssize_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
@@ -217,6 +218,10 @@ struct Pass {
 void add_new_chunks(EncoderObject *self, ChunkTable &fresh) {
     if (fresh.count == 0) return;
     std::unique_lock<std::shared_mutex> hold(*self->lock);
+    if (self->cache->count == 0) {  // the first call of a cold cache
+        self->cache->take(fresh);
+        return;
+    }
     try {
         fresh.each([&](uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {
             size_t held;
@@ -233,20 +238,21 @@ void add_new_chunks(EncoderObject *self, ChunkTable &fresh) {
 // kind meets a lone surrogate.
 template <typename T>
 bool chunk_key(const EncoderObject *self, const T *s, size_t start, size_t end, bool ascii, Pass &pass) {
+    if (pass.key.size() < 4 * (end - start)) pass.key.resize(4 * (end - start));
+    char *at = pass.key.data();
     if (ascii) {
-        pass.key.assign(reinterpret_cast<const char *>(s + start), end - start);
+        std::memcpy(at, s + start, end - start);
+        pass.key_length = end - start;
         return true;
     }
-    pass.key.resize(4 * (end - start));
-    char *at = pass.key.data();
     for (size_t i = start; i < end; i++) {
-        if (self->bytes_unit && is_surrogate(s[i])) {
+        if (sizeof(T) > 1 && self->bytes_unit && is_surrogate(s[i])) {
             pass.surrogate_at = static_cast<Py_ssize_t>(i);
             return false;
         }
         at = write_utf8(at, s[i]);
     }
-    pass.key.resize(static_cast<size_t>(at - pass.key.data()));
+    pass.key_length = static_cast<size_t>(at - pass.key.data());
     return true;
 }
 
@@ -255,8 +261,8 @@ template <typename T>
 void base_ids(const EncoderObject *self, const T *s, size_t start, size_t end, Pass &pass) {
     pass.ids.clear();
     if (self->bytes_unit) {
-        pass.ids.resize(pass.key.size());
-        for (size_t b = 0; b < pass.key.size(); b++) pass.ids[b] = self->byte_ids[static_cast<unsigned char>(pass.key[b])];
+        pass.ids.resize(pass.key_length);
+        for (size_t b = 0; b < pass.key_length; b++) pass.ids[b] = self->byte_ids[static_cast<unsigned char>(pass.key[b])];
     } else {
         for (size_t i = start; i < end; i++) {
             const auto id = self->chars->find(s[i]);
@@ -276,17 +282,16 @@ bool encode_units(EncoderObject *self, const T *s, size_t n, bool ascii, Pass &p
     const MergeTable &table = *reinterpret_cast<MergerObject *>(self->merger)->table;
     pass.ends.clear();
     split_ends(s, n, self->mode, pass.ends);
-    out.reserve(out.size() + n / 2);
     size_t start = 0;
     for (size_t end : pass.ends) {
         if (!chunk_key(self, s, start, end, ascii, pass)) return false;
         const bool cacheable = end - start <= CACHE_MAX_CHUNK;
-        const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key.size()) : 0;
+        const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key_length) : 0;
         size_t length;
         const uint32_t *found = nullptr;
         if (cacheable) {
-            found = self->cache->find(hash, pass.key.data(), pass.key.size(), &length);
-            if (!found) found = pass.fresh.find(hash, pass.key.data(), pass.key.size(), &length);
+            found = self->cache->find(hash, pass.key.data(), pass.key_length, &length);
+            if (!found) found = pass.fresh.find(hash, pass.key.data(), pass.key_length, &length);
         }
         if (found) {
             append_ids(out, found, length);
@@ -294,7 +299,7 @@ bool encode_units(EncoderObject *self, const T *s, size_t n, bool ascii, Pass &p
             base_ids(self, s, start, end, pass);
             const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), table);
             append_ids(out, pass.ids.data(), merged);
-            if (cacheable) pass.fresh.insert(hash, pass.key.data(), pass.key.size(), pass.ids.data(), merged);
+            if (cacheable) pass.fresh.insert(hash, pass.key.data(), pass.key_length, pass.ids.data(), merged);
         }
         start = end;
     }

@@ -62,26 +62,27 @@ class MergeTable {
 };
 
 // Apply merges to ids[0..n) lowest rank first, the leftmost on ties; returns the new length. Short
-// chunks: the pairs' ranks in one small array, rescanned for the lowest after each merge.
+// chunks: the pairs' ranks in one small array, rescanned for the lowest after each merge (a branch-free
+// minimum, then its first position).
 inline size_t merge_short(uint32_t *ids, size_t n, const MergeTable &table) {
-    struct Pair {
-        uint32_t rank, made;
-    };
-    Pair pairs[SHORT_CHUNK];
-    size_t count = n < 2 ? 0 : n - 1;  // pairs[i] is (ids[i], ids[i + 1])
-    for (size_t i = 0; i < count; i++) pairs[i].rank = table.rank(ids[i], ids[i + 1], &pairs[i].made);
+    uint32_t ranks[SHORT_CHUNK];  // ranks[i]: of the pair (ids[i], ids[i + 1]); the scan for the lowest reads only these
+    uint32_t made = 0;
+    size_t count = n < 2 ? 0 : n - 1;
+    for (size_t i = 0; i < count; i++) ranks[i] = table.rank(ids[i], ids[i + 1], &made);
     while (count) {
+        uint32_t lowest = NO_RANK;
+        for (size_t i = 0; i < count; i++) lowest = ranks[i] < lowest ? ranks[i] : lowest;
+        if (lowest == NO_RANK) break;
         size_t best = 0;
-        for (size_t i = 1; i < count; i++)
-            if (pairs[i].rank < pairs[best].rank) best = i;
-        if (pairs[best].rank == NO_RANK) break;
-        ids[best] = pairs[best].made;
-        for (size_t i = best + 1; i + 1 < n; i++) ids[i] = ids[i + 1];
-        for (size_t i = best + 1; i + 1 < count; i++) pairs[i] = pairs[i + 1];
+        while (ranks[best] != lowest) best++;
+        table.rank(ids[best], ids[best + 1], &made);
+        ids[best] = made;
+        std::memmove(ids + best + 1, ids + best + 2, (n - best - 2) * sizeof(uint32_t));
+        if (best + 2 < count) std::memmove(ranks + best + 1, ranks + best + 2, (count - best - 2) * sizeof(uint32_t));
         n--;
         count--;
-        if (best > 0) pairs[best - 1].rank = table.rank(ids[best - 1], ids[best], &pairs[best - 1].made);
-        if (best < count) pairs[best].rank = table.rank(ids[best], ids[best + 1], &pairs[best].made);
+        if (best > 0) ranks[best - 1] = table.rank(ids[best - 1], ids[best], &made);
+        if (best < count) ranks[best] = table.rank(ids[best], ids[best + 1], &made);
     }
     return n;
 }

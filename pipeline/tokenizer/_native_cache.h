@@ -69,6 +69,17 @@ class ChunkTable {
         count++;
     }
 
+    // Take the entries of other (leaving it empty), keeping this table's bound: for an empty table, in
+    // place of inserting them one by one.
+    void take(ChunkTable &other) {
+        const size_t bound = max_bytes;
+        std::swap(*this, other);
+        other.clear();
+        other.max_bytes = max_bytes;
+        max_bytes = bound;
+        if (nbytes > max_bytes) clear();
+    }
+
     // Calls visit(hash, key, key_length, ids, length) for each entry.
     template <typename Visit>
     void each(Visit &&visit) const {
