@@ -6,6 +6,7 @@ import importlib
 import random
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from click.testing import CliRunner
 from conftest import needs_native_core
 
@@ -65,9 +66,10 @@ def test_named_and_empty_patterns_encode_natively_custom_ones_in_python():
 
 
 @needs_native
-def test_the_native_cache_keeps_its_byte_bound():
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_native_cache_keeps_its_byte_bound(threads):
     """Distinct 200-character documents with pattern none: the cache starts over, never passes its bound,
-    and the IDs never depend on it."""
+    and the IDs never depend on it, whatever the number of threads."""
     tokenizer = Tokenizer.from_merges(kind="char", pattern="", alphabet=list("abc"),
                                       merges=[(1, 2), (4, 3), (3, 3), (5, 1), (6, 6)])
     unbounded = Tokenizer.from_merges(kind="char", pattern="", alphabet=list("abc"),
@@ -77,7 +79,8 @@ def test_the_native_cache_keeps_its_byte_bound():
     rng = random.Random(3)
     for _ in range(10):
         texts = ["".join(rng.choice("abc") for _ in range(200)) for _ in range(30)]
-        assert tokenizer.encode_batch_flat(texts)[0].tolist() == unbounded.encode_batch_flat(texts)[0].tolist()
+        assert tokenizer.encode_batch_flat(texts, threads=threads)[0].tolist() == \
+            unbounded.encode_batch_flat(texts)[0].tolist()
         assert 0 < cache.nbytes <= 20_000 and 0 < len(cache) <= 20_000 // 200
     long_text = "ab" * 200  # longer than any cached chunk: encoded, never kept
     before = len(cache)
