@@ -24,8 +24,8 @@ thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_TH
 
 Each is timed ``--repeats`` times from a cold start (a freshly loaded tokenizer: lmprep's and HF's
 caches empty), best of the runs, in wall-clock seconds and in CPU seconds (all threads of the
-process, which a busy machine disturbs less); ``lmprep native, warm`` encodes a second time with the
-cache full (split and lookups, no merges). Then the encode stage end to end (prepared Arrow text →
+process, which a busy machine disturbs less); ``lmprep native, warm cache`` encodes a second time with
+the cache full (split and lookups, no merges). Then the encode stage end to end (prepared Arrow text →
 shards, ``encode_corpus`` over 1 and 2 worker processes) against nanoGPT's way (tiktoken
 ``encode_ordinary`` per document, EOT appended, numpy ``uint16``, one ``.bin``, in as many processes),
 CPU seconds of the processes included, token streams compared.
@@ -271,8 +271,9 @@ def encode_table(name: str, corpus: Path, tokenizer: Path, megabytes: float, arg
                     continue  # the Python path holds the GIL: one thread whatever it is told
                 rows.append((engine, api, threads, measure(engine, api, threads, corpus, tokenizer, args.repeats)))
         if engine == "lmprep native":
-            rows.append(("lmprep native, warm cache", "flat", 1,
-                         measure(engine, "flat", 1, corpus, tokenizer, args.repeats, warm=True)))
+            for threads in (1, 2):
+                rows.append(("lmprep native, warm cache", "flat", threads,
+                             measure(engine, "flat", threads, corpus, tokenizer, args.repeats, warm=True)))
     results = {(engine, api, threads): result for engine, api, threads, result in rows if result}
     reference = results[("tiktoken", "flat", 1)]
     print(f"\n{name}: best of {args.repeats}; × tiktoken: against tiktoken with the same API and threads")
@@ -337,8 +338,9 @@ def stage_run(which: str, workers: int, texts: list[str], tokenizer: Path, work:
     return time.perf_counter() - start, cpu_seconds() - start_cpu
 
 
-def stage_table(name: str, texts: list[str], tokenizer: Path, megabytes: float, args: argparse.Namespace) -> None:
-    work = DATA / f"native-stage-{name}"
+def stage_table(corpus: Path, texts: list[str], tokenizer: Path, megabytes: float, args: argparse.Namespace) -> None:
+    name = corpus.stem
+    work = DATA / f"stage-{name}"  # the prepared text of this corpus file, made once
     best: dict[tuple[str, int], tuple[float, float]] = {}
     for _ in range(args.repeats):
         for workers in (1, 2):
@@ -380,7 +382,7 @@ def main() -> None:
         print(f"\n{name}: {len(texts)} documents, {megabytes:.1f} MB; {scripts} scripts; letters: {mix}", flush=True)
         encode_table(name, corpus, tokenizer, megabytes, args)
         if not args.no_stage:
-            stage_table(name, texts, tokenizer, megabytes, args)
+            stage_table(corpus, texts, tokenizer, megabytes, args)
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
