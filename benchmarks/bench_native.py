@@ -338,9 +338,9 @@ def stage_run(which: str, workers: int, texts: list[str], tokenizer: Path, work:
     return time.perf_counter() - start, cpu_seconds() - start_cpu
 
 
-def stage_table(corpus: Path, texts: list[str], tokenizer: Path, megabytes: float, args: argparse.Namespace) -> None:
-    name = corpus.stem
-    work = DATA / f"stage-{name}"  # the prepared text of this corpus file, made once
+def stage_table(name: str, corpus: Path, texts: list[str], tokenizer: Path, megabytes: float,
+                args: argparse.Namespace) -> None:
+    work = DATA / f"stage-{corpus.stem}"  # the prepared text of this corpus file, made once
     best: dict[tuple[str, int], tuple[float, float]] = {}
     for _ in range(args.repeats):
         for workers in (1, 2):
@@ -382,7 +382,7 @@ def main() -> None:
         print(f"\n{name}: {len(texts)} documents, {megabytes:.1f} MB; {scripts} scripts; letters: {mix}", flush=True)
         encode_table(name, corpus, tokenizer, megabytes, args)
         if not args.no_stage:
-            stage_table(corpus, texts, tokenizer, megabytes, args)
+            stage_table(name, corpus, texts, tokenizer, megabytes, args)
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
