@@ -7,7 +7,8 @@
 // on text the caller keeps alive; any str is accepted, lone surrogates included.
 //
 // This file is the Python side (the Merger and Encoder types, split); the algorithms, free of the
-// Python API, are in _native_split.h (pre-tokenizers), _native_bpe.h (merges) and _native_cache.h.
+// Python API, are in _native_split.h (pre-tokenizers), _native_bpe.h (merges), _native_cache.h and
+// _native_encode.h (the encoding pass, and the threads of one call).
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -17,8 +18,6 @@
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
-#include <system_error>
-#include <thread>
 #include <new>
 #include <queue>
 #include <string>
@@ -28,6 +27,7 @@
 
 #include "_native_bpe.h"
 #include "_native_cache.h"
+#include "_native_encode.h"
 #include "_native_split.h"
 
 namespace {
@@ -36,22 +36,10 @@ using namespace lmprep_native;
 
 
 // A str's code points as the CPython object holds them (one, two or four bytes each).
-struct Text {
-    int kind;
-    bool ascii;
-    const void *data;
-    size_t length;
-
-    explicit Text(PyObject *str)
-        : kind(PyUnicode_KIND(str)), ascii(PyUnicode_IS_ASCII(str)), data(PyUnicode_DATA(str)),
-          length(static_cast<size_t>(PyUnicode_GET_LENGTH(str))) {}
-
-    void split(int mode, std::vector<size_t> &ends) const {
-        if (kind == PyUnicode_1BYTE_KIND) split_ends(static_cast<const Py_UCS1 *>(data), length, mode, ends);
-        else if (kind == PyUnicode_2BYTE_KIND) split_ends(static_cast<const Py_UCS2 *>(data), length, mode, ends);
-        else split_ends(static_cast<const Py_UCS4 *>(data), length, mode, ends);
-    }
-};
+TextView view_of(PyObject *str) {
+    return TextView{static_cast<int>(PyUnicode_KIND(str)), static_cast<bool>(PyUnicode_IS_ASCII(str)),
+                    PyUnicode_DATA(str), static_cast<size_t>(PyUnicode_GET_LENGTH(str))};
+}
 
 // ---- Merger: the merges of one tokenizer, for Python ----------------------------------------------
 
@@ -191,128 +179,9 @@ PyTypeObject MergerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 struct EncoderObject {
     PyObject_HEAD
     PyObject *merger;  // the Merger whose table this encoder uses (kept alive here)
-    int mode;
-    bool bytes_unit;                                // byte kind: base IDs per UTF-8 byte; else per character
-    uint32_t byte_ids[256];                         // byte kind: byte -> base ID
-    std::unordered_map<uint32_t, uint32_t> *chars;  // char kind: code point -> base ID
-    uint32_t unknown;                               // char kind: the ID of a character not in the alphabet
-    ChunkTable *cache;
-    std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
+    EncoderCore core;
     std::vector<PyObject *> *ints;  // the int of each ID up to the largest returned in a list (GIL held)
 };
-
-// What one encoding pass (one thread's share of a call) needs besides the encoder: reusable buffers, the
-// chunks it merged that the encoder's cache did not hold, and where a text failed.
-struct Pass {
-    std::vector<size_t> ends;
-    std::vector<char> key;  // the chunk's UTF-8 in key[0..key_length); grows, never shrinks
-    size_t key_length = 0;
-    std::vector<uint32_t> ids;
-    ChunkTable fresh;              // the pass's new chunks, looked up after the cache; added to it at the end
-    Py_ssize_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
-};
-
-// Add a finished pass's new chunks to the encoder's cache, under the exclusive lock (taken once per call,
-// after every thread of the call has let go of the shared one). Never throws: out of memory, the cache
-// starts over.
-void add_new_chunks(EncoderObject *self, ChunkTable &fresh) {
-    if (fresh.count == 0) return;
-    std::unique_lock<std::shared_mutex> hold(*self->lock);
-    if (self->cache->count == 0) {  // the first call of a cold cache
-        self->cache->take(fresh);
-        return;
-    }
-    try {
-        fresh.each([&](uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {
-            size_t held;
-            if (!self->cache->find(hash, key, key_length, &held))  // another call may have added it meanwhile
-                self->cache->insert(hash, key, key_length, ids, length);
-        });
-    } catch (const std::bad_alloc &) {
-        self->cache->clear();
-    }
-    fresh.clear();
-}
-
-// The key of chunk s[start..end): its code points as UTF-8; false (with pass.surrogate_at) if the byte
-// kind meets a lone surrogate.
-template <typename T>
-bool chunk_key(const EncoderObject *self, const T *s, size_t start, size_t end, bool ascii, Pass &pass) {
-    if (pass.key.size() < 4 * (end - start)) pass.key.resize(4 * (end - start));
-    char *at = pass.key.data();
-    if (ascii) {
-        std::memcpy(at, s + start, end - start);
-        pass.key_length = end - start;
-        return true;
-    }
-    for (size_t i = start; i < end; i++) {
-        if (sizeof(T) > 1 && self->bytes_unit && is_surrogate(s[i])) {
-            pass.surrogate_at = static_cast<Py_ssize_t>(i);
-            return false;
-        }
-        at = write_utf8(at, s[i]);
-    }
-    pass.key_length = static_cast<size_t>(at - pass.key.data());
-    return true;
-}
-
-// The base IDs of chunk s[start..end) (whose key is in pass.key) into pass.ids.
-template <typename T>
-void base_ids(const EncoderObject *self, const T *s, size_t start, size_t end, Pass &pass) {
-    pass.ids.clear();
-    if (self->bytes_unit) {
-        pass.ids.resize(pass.key_length);
-        for (size_t b = 0; b < pass.key_length; b++) pass.ids[b] = self->byte_ids[static_cast<unsigned char>(pass.key[b])];
-    } else {
-        for (size_t i = start; i < end; i++) {
-            const auto id = self->chars->find(s[i]);
-            pass.ids.push_back(id == self->chars->end() ? self->unknown : id->second);
-        }
-    }
-}
-
-inline void append_ids(std::vector<uint32_t> &out, const uint32_t *ids, size_t length) {
-    for (size_t k = 0; k < length; k++) out.push_back(ids[k]);  // chunks are a few IDs: no call to memmove
-}
-
-// Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
-// the byte kind meets a lone surrogate. The caller holds the cache's shared lock.
-template <typename T>
-bool encode_units(EncoderObject *self, const T *s, size_t n, bool ascii, Pass &pass, std::vector<uint32_t> &out) {
-    const MergeTable &table = *reinterpret_cast<MergerObject *>(self->merger)->table;
-    pass.ends.clear();
-    split_ends(s, n, self->mode, pass.ends);
-    size_t start = 0;
-    for (size_t end : pass.ends) {
-        if (!chunk_key(self, s, start, end, ascii, pass)) return false;
-        const bool cacheable = end - start <= CACHE_MAX_CHUNK;
-        const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key_length) : 0;
-        size_t length;
-        const uint32_t *found = nullptr;
-        if (cacheable) {
-            found = self->cache->find(hash, pass.key.data(), pass.key_length, &length);
-            if (!found) found = pass.fresh.find(hash, pass.key.data(), pass.key_length, &length);
-        }
-        if (found) {
-            append_ids(out, found, length);
-        } else {
-            base_ids(self, s, start, end, pass);
-            const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), table);
-            append_ids(out, pass.ids.data(), merged);
-            if (cacheable) pass.fresh.insert(hash, pass.key.data(), pass.key_length, pass.ids.data(), merged);
-        }
-        start = end;
-    }
-    return true;
-}
-
-bool encode_text(EncoderObject *self, const Text &text, Pass &pass, std::vector<uint32_t> &out) {
-    if (text.kind == PyUnicode_1BYTE_KIND)
-        return encode_units(self, static_cast<const Py_UCS1 *>(text.data), text.length, text.ascii, pass, out);
-    if (text.kind == PyUnicode_2BYTE_KIND)
-        return encode_units(self, static_cast<const Py_UCS2 *>(text.data), text.length, false, pass, out);
-    return encode_units(self, static_cast<const Py_UCS4 *>(text.data), text.length, false, pass, out);
-}
 
 PyObject *surrogate_error(PyObject *text, Py_ssize_t at) {
     PyObject *error = PyObject_CallFunction(PyExc_UnicodeEncodeError, "sOnns", "utf-8", text, at, at + 1,
@@ -337,15 +206,15 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
         PyErr_SetString(PyExc_ValueError, "Merger was not initialised");
         return -1;
     }
-    if (self->lock) {
+    if (self->core.lock) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is initialised once");
         return -1;
     }
     try {
         if (PyDict_Check(base)) {  // char kind: {character: base ID}
-            self->bytes_unit = false;
-            delete self->chars;
-            self->chars = new std::unordered_map<uint32_t, uint32_t>();
+            self->core.bytes_unit = false;
+            delete self->core.chars;
+            self->core.chars = new std::unordered_map<uint32_t, uint32_t>();
             PyObject *character, *id;
             Py_ssize_t at = 0;
             while (PyDict_Next(base, &at, &character, &id)) {
@@ -355,7 +224,7 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
                     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "the alphabet maps characters to IDs");
                     return -1;
                 }
-                (*self->chars)[PyUnicode_READ_CHAR(character, 0)] = static_cast<uint32_t>(value);
+                (*self->core.chars)[PyUnicode_READ_CHAR(character, 0)] = static_cast<uint32_t>(value);
             }
         } else {  // byte kind: 256 base IDs, by byte value
             std::vector<uint32_t> ids;
@@ -364,18 +233,19 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
                 PyErr_SetString(PyExc_ValueError, "the byte IDs must be a sequence of 256 IDs");
                 return -1;
             }
-            self->bytes_unit = true;
-            std::copy(ids.begin(), ids.end(), self->byte_ids);
+            self->core.bytes_unit = true;
+            std::copy(ids.begin(), ids.end(), self->core.byte_ids);
         }
-        self->cache = new ChunkTable();
+        self->core.cache = new ChunkTable();
         self->ints = new std::vector<PyObject *>();
-        self->lock = new std::shared_mutex();
+        self->core.lock = new std::shared_mutex();
     } catch (const std::bad_alloc &) {
         PyErr_NoMemory();
         return -1;
     }
-    self->mode = mode;
-    self->unknown = unknown;
+    self->core.table = reinterpret_cast<MergerObject *>(merger)->table;
+    self->core.mode = mode;
+    self->core.unknown = unknown;
     Py_INCREF(merger);
     self->merger = merger;
     return 0;
@@ -383,9 +253,9 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
 
 void Encoder_dealloc(EncoderObject *self) {
     Py_XDECREF(self->merger);
-    delete self->chars;
-    delete self->cache;
-    delete self->lock;
+    delete self->core.chars;
+    delete self->core.cache;
+    delete self->core.lock;
     if (self->ints)
         for (PyObject *value : *self->ints) Py_DECREF(value);
     delete self->ints;
@@ -393,8 +263,8 @@ void Encoder_dealloc(EncoderObject *self) {
 }
 
 bool check_encoder(EncoderObject *self) {
-    if (!self->lock) PyErr_SetString(PyExc_ValueError, "Encoder was not initialised");
-    return self->lock != nullptr;
+    if (!self->core.lock) PyErr_SetString(PyExc_ValueError, "Encoder was not initialised");
+    return self->core.lock != nullptr;
 }
 
 PyObject *packed_ids(const std::vector<uint32_t> &ids) {
@@ -410,116 +280,21 @@ void release(std::vector<PyObject *> &held, PyObject *fast) {
 
 // ---- batches: many texts, encoded by one or more threads without the GIL --------------------------
 
-// What encoding some texts gave: their IDs one after another, where each text's start (and the end),
-// and the first text that failed, if any.
-struct Encoded {
-    std::vector<uint32_t> ids;
-    std::vector<int64_t> offsets{0};
-    Py_ssize_t failed = -1;        // the index (within these texts) of a text the byte kind refused
-    Py_ssize_t surrogate_at = -1;  // where in it
-    bool out_of_memory = false;
-    size_t sharing = 1;  // the threads of the call: each pass's new chunks may take this share of the bound
-    Pass pass;
-};
-
-// Encode views[begin..end) into part, under the cache's shared lock; its new chunks stay in part.pass.fresh.
-// Runs without the GIL; never throws.
-void encode_range(EncoderObject *self, const std::vector<Text> &views, size_t begin, size_t end, Encoded &part) {
-    try {
-        std::shared_lock<std::shared_mutex> hold(*self->lock);
-        part.pass.fresh.max_bytes = self->cache->max_bytes / part.sharing;
-        for (size_t i = begin; i < end; i++) {
-            if (!encode_text(self, views[i], part.pass, part.ids)) {
-                part.failed = static_cast<Py_ssize_t>(i - begin);
-                part.surrogate_at = part.pass.surrogate_at;
-                return;
-            }
-            part.offsets.push_back(static_cast<int64_t>(part.ids.size()));
-        }
-    } catch (const std::bad_alloc &) {
-        part.out_of_memory = true;
-    }
-}
-
-// Where each of `threads` consecutive ranges of the texts starts (and the last ends), cut so that each
-// holds about the same number of characters.
-std::vector<size_t> balanced_bounds(const std::vector<Text> &views, size_t threads) {
-    size_t total = 0;
-    for (const Text &view : views) total += view.length + 1;
-    std::vector<size_t> bounds{0};
-    size_t seen = 0;
-    for (size_t i = 0; i < views.size() && bounds.size() < threads; i++) {
-        seen += views[i].length + 1;
-        if (seen * threads >= total * bounds.size()) bounds.push_back(i + 1);
-    }
-    bounds.push_back(views.size());
-    return bounds;
-}
-
-// Append part (the texts from `first` on) to out: its IDs, its offsets shifted, its failure.
-void append_part(Encoded &out, const Encoded &part, size_t first) {
-    const int64_t shift = static_cast<int64_t>(out.ids.size());
-    out.ids.insert(out.ids.end(), part.ids.begin(), part.ids.end());
-    for (size_t i = 1; i < part.offsets.size(); i++) out.offsets.push_back(part.offsets[i] + shift);
-    if (part.failed >= 0) {
-        out.failed = static_cast<Py_ssize_t>(first) + part.failed;
-        out.surrogate_at = part.surrogate_at;
-    }
-}
-
-// Encode all views into out with up to `threads` threads (the calling one among them), each taking one
-// range of consecutive texts; the result is the same whatever the number. Runs without the GIL.
-void encode_all(EncoderObject *self, const std::vector<Text> &views, size_t threads, Encoded &out) {
-    threads = std::max<size_t>(1, std::min(threads, views.size()));
-    if (threads == 1) {
-        encode_range(self, views, 0, views.size(), out);
-        add_new_chunks(self, out.pass.fresh);
-        return;
-    }
-    try {
-        const std::vector<size_t> bounds = balanced_bounds(views, threads);
-        const size_t ranges = bounds.size() - 1;
-        std::vector<Encoded> parts(ranges);
-        for (Encoded &part : parts) part.sharing = ranges;
-        std::vector<std::thread> workers;
-        workers.reserve(ranges);  // so that adding one never throws once others run
-        for (size_t r = 1; r < ranges; r++) {
-            try {
-                workers.emplace_back(encode_range, self, std::cref(views), bounds[r], bounds[r + 1], std::ref(parts[r]));
-            } catch (const std::system_error &) {  // no thread to be had: this one encodes the range
-                encode_range(self, views, bounds[r], bounds[r + 1], parts[r]);
-            }
-        }
-        encode_range(self, views, bounds[0], bounds[1], parts[0]);
-        for (std::thread &worker : workers) worker.join();
-        for (Encoded &part : parts) add_new_chunks(self, part.pass.fresh);
-        size_t ids = 0;
-        for (const Encoded &part : parts) ids += part.ids.size();
-        out.ids.reserve(ids);
-        out.offsets.reserve(views.size() + 1);
-        for (size_t r = 0; r < ranges && out.failed < 0; r++) {
-            out.out_of_memory |= parts[r].out_of_memory;
-            append_part(out, parts[r], bounds[r]);
-        }
-    } catch (const std::bad_alloc &) {
-        out.out_of_memory = true;
-    }
-}
-
 // A reference to each text of a sequence (another thread may change a list meanwhile) and its view.
-bool hold_texts(PyObject *fast, const char *method, std::vector<PyObject *> &held, std::vector<Text> &views) {
+bool hold_texts(PyObject *fast, const char *method, std::vector<PyObject *> &held, std::vector<TextView> &views) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
     views.reserve(static_cast<size_t>(n));
     held.reserve(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *text = PySequence_Fast_GET_ITEM(fast, i);
         if (!PyUnicode_Check(text)) {
-            PyErr_Format(PyExc_TypeError, "%s takes str, got %.100s at position %zd", method, Py_TYPE(text)->tp_name, i);
+            PyErr_Format(PyExc_TypeError, "%s takes str, got %.100s at position %zd", method, Py_TYPE(text)->tp_name,
+                         i);
             return false;
         }
         Py_INCREF(text);
         held.push_back(text);
-        views.emplace_back(text);
+        views.push_back(view_of(text));
     }
     return true;
 }
@@ -534,7 +309,7 @@ bool encode_batch(EncoderObject *self, PyObject *texts, Py_ssize_t threads, cons
     PyObject *fast = PySequence_Fast(texts, "a batch is a sequence of str");
     if (!fast) return false;
     std::vector<PyObject *> held;
-    std::vector<Text> views;
+    std::vector<TextView> views;
     bool held_all;
     try {
         held_all = hold_texts(fast, method, held, views);
@@ -544,7 +319,7 @@ bool encode_batch(EncoderObject *self, PyObject *texts, Py_ssize_t threads, cons
     }
     if (held_all) {
         Py_BEGIN_ALLOW_THREADS
-        encode_all(self, views, static_cast<size_t>(threads), out);
+        encode_all(&self->core, views, static_cast<size_t>(threads), out);
         Py_END_ALLOW_THREADS
         if (out.out_of_memory) PyErr_NoMemory();
         else if (out.failed >= 0) surrogate_error(held[static_cast<size_t>(out.failed)], out.surrogate_at);
@@ -625,9 +400,9 @@ PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
     }
     Encoded out;
     try {
-        const std::vector<Text> views{Text(text)};
+        const std::vector<TextView> views{view_of(text)};
         Py_BEGIN_ALLOW_THREADS
-        encode_all(self, views, 1, out);
+        encode_all(&self->core, views, 1, out);
         Py_END_ALLOW_THREADS
     } catch (const std::bad_alloc &) {
         return PyErr_NoMemory();
@@ -639,7 +414,7 @@ PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
 
 PyObject *Encoder_get_max_bytes(EncoderObject *self, void *) {
     if (!check_encoder(self)) return nullptr;
-    return PyLong_FromSize_t(self->cache->max_bytes);
+    return PyLong_FromSize_t(self->core.cache->max_bytes);
 }
 
 int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
@@ -652,9 +427,9 @@ int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
     if (bound == static_cast<size_t>(-1) && PyErr_Occurred()) return -1;
     Py_BEGIN_ALLOW_THREADS
     {
-        std::unique_lock<std::shared_mutex> hold(*self->lock);
-        self->cache->max_bytes = bound;
-        if (self->cache->nbytes > bound) self->cache->clear();
+        std::unique_lock<std::shared_mutex> hold(*self->core.lock);
+        self->core.cache->max_bytes = bound;
+        if (self->core.cache->nbytes > bound) self->core.cache->clear();
     }
     Py_END_ALLOW_THREADS
     return 0;
@@ -662,12 +437,12 @@ int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
 
 PyObject *Encoder_get_nbytes(EncoderObject *self, void *) {
     if (!check_encoder(self)) return nullptr;
-    return PyLong_FromSize_t(self->cache->nbytes);
+    return PyLong_FromSize_t(self->core.cache->nbytes);
 }
 
 Py_ssize_t Encoder_len(EncoderObject *self) {
     if (!check_encoder(self)) return -1;
-    return static_cast<Py_ssize_t>(self->cache->count);
+    return static_cast<Py_ssize_t>(self->core.cache->count);
 }
 
 PyMethodDef Encoder_methods[] = {
@@ -705,7 +480,7 @@ PyObject *native_split(PyObject *, PyObject *args) {
     }
     std::vector<size_t> ends;
     try {
-        Text(text).split(mode, ends);
+        view_of(text).split(mode, ends);
     } catch (const std::bad_alloc &) {
         return PyErr_NoMemory();
     }
