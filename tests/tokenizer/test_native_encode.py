@@ -92,6 +92,19 @@ def test_threads_and_lists_give_the_ids_of_one_text_at_a_time(twins, texts, thre
         assert [ids[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == want, fast
 
 
+def test_threads_with_thousands_of_new_chunks_each_give_the_ids_of_one_text_at_a_time(twins):
+    """Texts of thousands of distinct words each: every thread's table of new chunks grows many times over
+    before the call adds them all to the cache, and a second call reads them from it."""
+    rng = random.Random(5)
+    texts = [" ".join("".join(rng.choice("abcdefghij") for _ in range(rng.randint(3, 9))) for _ in range(3000))
+             for _ in range(6)]
+    for fast, python in twins:
+        want = python.encode_batch(texts)
+        for threads in (2, 3):
+            assert fast.encode_batch(texts, threads=threads) == want, (fast, threads)
+        assert fast.encode_batch(texts[::-1], threads=2) == want[::-1]  # from the cache the calls filled
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])
 def test_threads_name_the_first_text_that_cannot_be_encoded(byte_tokenizer, threads):
     texts = ["plain text"] * 9 + ["x\ud800"] + ["more"] * 5 + ["y \udfff"] + ["end"] * 9
