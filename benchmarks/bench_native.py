@@ -1,23 +1,39 @@
-"""Encoding throughput of the native core against the Python path and tiktoken (MB of UTF-8 per second).
+"""Encoding throughput of lmprep's native core beside every peer, in one run (MB of UTF-8 per second).
 
 Three corpora, built here from what is installed on the machine (no network), each with every
-repeated line dropped so that the chunk cache helps as little as it does on web text:
+repeated line dropped so that a chunk cache helps as little as it does on web text:
 
 - ``english``: the docstrings of the Python standard library;
 - ``multilingual``: the translated messages of the gettext catalogs (``*.mo``) under /usr/share, in
-  many scripts (the script mix is printed);
+  many scripts (the script mix and the number of scripts are printed);
 - ``code``: the Python standard library's sources.
 
-A byte tokenizer (GPT-4 pattern) is trained on each corpus once and kept in ``benchmarks/.data``;
-tiktoken (and riptoken, when installed) are built from its exported ranks and pattern, so all
-engines give the same IDs, which is checked. Each run starts with a fresh tokenizer (a cold cache)
-and encodes the whole corpus to one flat array (``encode_batch_flat``; tiktoken's batch + numpy);
-``lmprep native x2`` is two threads, each with its own tokenizer, on half the documents; ``warm
-cache`` encodes the corpus a second time (the floor of split and lookups, without merges). Best of
-``--repeats``, in wall-clock time and in CPU time (which a busy machine disturbs less). The split
-alone (native vs ``regex``) is timed too: it is the floor of the Python path.
+A byte tokenizer (GPT-4 pattern, ``<|endoftext|>`` as its one special token) is trained on each corpus
+once and kept in ``benchmarks/.data``. The engines, all from that one tokenizer: lmprep on the native
+core and on the Python path; tiktoken and riptoken built from its exported ranks and pattern; HF
+``tokenizers`` loading its ``tokenizer.json``. Every engine's IDs are checked identical to tiktoken's.
 
-    python benchmarks/bench_native.py [--megabytes 4] [--vocab-size 8192] [--repeats 3]
+Each measurement (engine, API, threads) runs in a fresh process, so that its peak RSS is its own and the
+thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_THREADS``) can be set:
+
+- ``flat``: the encode stage's path, every ID of the corpus in one ``uint32`` array
+  (``encode_batch_flat``; the peers' batch call, then numpy);
+- ``list``: one list of IDs per document (``encode_batch``; tiktoken ``encode_ordinary_batch``,
+  riptoken ``encode_ordinary_batch``, HF ``encode_batch_fast`` and ``.ids``);
+- 1 and 2 threads (lmprep: ``threads=``; tiktoken: ``num_threads=``; riptoken and HF: rayon).
+
+Each is timed ``--repeats`` times from a cold start (a freshly loaded tokenizer: lmprep's and HF's
+caches empty), best of the runs, in wall-clock seconds and in CPU seconds (all threads of the
+process, which a busy machine disturbs less); ``lmprep native, warm cache`` encodes a second time with
+the cache full (split and lookups, no merges). Then the encode stage end to end (prepared Arrow text →
+shards, ``encode_corpus`` over 1 and 2 worker processes) against nanoGPT's way (tiktoken
+``encode_ordinary`` per document, EOT appended, numpy ``uint16``, one ``.bin``, in as many processes),
+CPU seconds of the processes included, token streams compared.
+
+riptoken is not a dependency of lmprep; install it beside the others (it needs nothing they do not
+already bring) with ``pip install --no-deps riptoken==0.2.4``; without it its rows are left out.
+
+    python benchmarks/bench_native.py [--megabytes 2] [--vocab-size 8192] [--repeats 3] [--corpus english,...]
 """
 
 from __future__ import annotations
@@ -26,12 +42,18 @@ import argparse
 import ast
 import gettext
 import hashlib
+import json
+import multiprocessing
+import os
+import resource
+import subprocess
 import sys
 import sysconfig
 import time
 import unicodedata
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +61,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.tokenizer import Tokenizer, backend, patterns  # noqa: E402
+from pipeline.data import documents  # noqa: E402
+from pipeline.engine.executor import Tasks  # noqa: E402
+from pipeline.shards.corpus import encode_corpus  # noqa: E402
+from pipeline.shards.format import ShardSet  # noqa: E402
+from pipeline.tokenizer import Tokenizer  # noqa: E402
+from pipeline.tokenizer.tiktoken_export import mergeable_ranks, tiktoken_pattern  # noqa: E402
 
 DATA = ROOT / "benchmarks" / ".data"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 CATALOG_CHARS = 4000  # from each catalog: many languages, not a few large catalogs
+EOT = "<|endoftext|>"
+SCRIPT_SHARE = 0.001  # a script counts in the mix from this share of the letters
 
 
 def unique_lines(documents: list[str], megabytes: float) -> list[str]:
@@ -102,123 +131,259 @@ def code_documents() -> list[str]:
 CORPORA = {"english": english_documents, "multilingual": multilingual_documents, "code": code_documents}
 
 
-def script_mix(texts: list[str]) -> str:
-    """The share of letters in each script (the first word of the letter's Unicode name), largest first."""
+def script_mix(texts: list[str]) -> tuple[int, str]:
+    """How many scripts hold at least ``SCRIPT_SHARE`` of the letters, and the largest shares (the first
+    word of each letter's Unicode name)."""
     scripts = Counter()
     for text in texts:
         for char in text:
             if char.isalpha():
                 scripts[unicodedata.name(char, "UNKNOWN ?").split()[0]] += 1
     total = sum(scripts.values())
-    return ", ".join(f"{name.lower()} {count / total:.1%}" for name, count in scripts.most_common(12))
+    counted = sum(1 for count in scripts.values() if count >= SCRIPT_SHARE * total)
+    return counted, ", ".join(f"{name.lower()} {count / total:.1%}" for name, count in scripts.most_common(12))
 
 
-def trained_tokenizer(name: str, texts: list[str], vocab_size: int) -> Tokenizer:
-    path = DATA / f"native-{name}-{vocab_size}-{sum(map(len, texts))}.json"
+def corpus_file(name: str, megabytes: float) -> Path:
+    """The corpus as a JSON list of documents, built once."""
+    path = DATA / f"native-{name}-{megabytes:g}MB.json"
     if not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
-        Tokenizer.train(texts, vocab_size=vocab_size, workers=1).save(path)
-    return Tokenizer.load(path)
+        path.write_text(json.dumps(unique_lines(CORPORA[name](), megabytes)), encoding="utf-8")
+    return path
 
 
-def fresh(tokenizer: Tokenizer, native: bool) -> Tokenizer:
-    """The same tokenizer with an empty cache, on the native core or the Python path."""
-    saved = backend.native
-    if not native:
-        backend.native = None
-    try:
-        return Tokenizer.from_merges(kind=tokenizer.kind, pattern=tokenizer.pattern, merges=tokenizer.merges)
-    finally:
-        backend.native = saved
+def tokenizer_file(name: str, texts: list[str], vocab_size: int) -> Path:
+    path = DATA / f"native-{name}-{vocab_size}-{sum(map(len, texts))}-eot.json"
+    if not path.exists():
+        Tokenizer.train(texts, vocab_size=vocab_size, special_tokens=[EOT], workers=1).save(path)
+    return path
 
 
-def lmprep_flat(tokenizer: Tokenizer, native: bool, threads: int):
-    """A run on tokenizers built before the clock starts, so that each run begins with a cold cache."""
-    built = []
+# ---- the engines: each makes (fresh, encode) for one API and thread count -----------------------------
+# fresh() builds the engine before the clock starts (a cold cache); encode(engine, texts) is timed and
+# returns what the API returns (a flat array, or one list per text).
 
-    def prepare():
-        built[:] = [fresh(tokenizer, native) for _ in range(threads)]
-
-    def run(texts):
-        if threads == 1:
-            return built[0].encode_batch_flat(texts)[0]
-        parts = [texts[i::threads] for i in range(threads)]  # interleaved: each thread gets all kinds of text
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(lambda pair: pair[0].encode_batch_flat(pair[1]), zip(built, parts)))
-        return None
-    run.prepare = prepare
-    return run
+def flat(lists: list[list[int]]) -> np.ndarray:
+    return np.fromiter(chain.from_iterable(lists), dtype=np.uint32, count=sum(map(len, lists)))
 
 
-def tiktoken_flat(tokenizer: Tokenizer, threads: int):
+def lmprep_engine(path: Path, api: str, threads: int):
+    fresh = lambda: Tokenizer.load(path)  # noqa: E731
+    if api == "flat":
+        return fresh, lambda tok, texts: tok.encode_batch_flat(texts, threads=threads)[0]
+    return fresh, lambda tok, texts: tok.encode_batch(texts, threads=threads)
+
+
+def tiktoken_engine(path: Path, api: str, threads: int):
     import tiktoken
 
-    from pipeline.tokenizer.tiktoken_export import mergeable_ranks, tiktoken_pattern
-
-    encoding = tiktoken.Encoding("bench", pat_str=tiktoken_pattern(tokenizer),
-                                 mergeable_ranks=mergeable_ranks(tokenizer), special_tokens={})
-
-    def run(texts):
-        lists = encoding.encode_ordinary_batch(texts, num_threads=threads)
-        return np.fromiter((i for ids in lists for i in ids), dtype=np.uint32) if threads == 1 else None
-    return run
+    tokenizer = Tokenizer.load(path)
+    ranks, pattern = mergeable_ranks(tokenizer), tiktoken_pattern(tokenizer)
+    fresh = lambda: tiktoken.Encoding("bench", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})  # noqa: E731
+    lists = lambda enc, texts: enc.encode_ordinary_batch(texts, num_threads=threads)  # noqa: E731
+    return fresh, (lambda enc, texts: flat(lists(enc, texts))) if api == "flat" else lists
 
 
-def best_seconds(run, texts, repeats: int):
-    """The best wall-clock and CPU seconds (all threads of the process) of ``repeats`` runs, and the IDs."""
+def riptoken_engine(path: Path, api: str, threads: int):
+    import riptoken  # threads: RAYON_NUM_THREADS, set by the parent
+
+    tokenizer = Tokenizer.load(path)
+    ranks, pattern = mergeable_ranks(tokenizer), tiktoken_pattern(tokenizer)
+    fresh = lambda: riptoken.CoreBPE(ranks, {}, pattern)  # noqa: E731
+    lists = lambda enc, texts: enc.encode_ordinary_batch(texts)  # noqa: E731
+    return fresh, (lambda enc, texts: flat(lists(enc, texts))) if api == "flat" else lists
+
+
+def hf_engine(path: Path, api: str, threads: int):
+    import tokenizers  # threads: RAYON_NUM_THREADS, set by the parent
+
+    fresh = lambda: tokenizers.Tokenizer.from_file(str(path))  # noqa: E731
+    lists = lambda enc, texts: [e.ids for e in enc.encode_batch_fast(texts, add_special_tokens=False)]  # noqa: E731
+    return fresh, (lambda enc, texts: flat(lists(enc, texts))) if api == "flat" else lists
+
+
+ENGINES = {"lmprep native": lmprep_engine, "lmprep python": lmprep_engine, "tiktoken": tiktoken_engine,
+           "riptoken": riptoken_engine, "HF tokenizers": hf_engine}
+
+
+def ids_digest(result) -> str:
+    array = result if isinstance(result, np.ndarray) else flat(result)
+    return hashlib.sha256(np.ascontiguousarray(array, dtype=np.uint32).tobytes()).hexdigest()[:16]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory: ``VmHWM``, which starts afresh at exec (``ru_maxrss`` keeps the
+    parent's peak across it)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, repeats: int, warm: bool) -> None:
+    """One measurement, in this fresh process: prints a JSON line."""
+    texts = json.loads(corpus.read_text(encoding="utf-8"))
+    fresh, encode = ENGINES[engine](tokenizer, api, threads)
+    start_rss = peak_rss_mb()
     wall = cpu = float("inf")
-    result = None
     for _ in range(repeats):
-        if hasattr(run, "prepare"):
-            run.prepare()
+        built = fresh()
+        if warm:
+            encode(built, texts)
         start, start_cpu = time.perf_counter(), time.process_time()
-        result = run(texts)
+        result = encode(built, texts)
         wall, cpu = min(wall, time.perf_counter() - start), min(cpu, time.process_time() - start_cpu)
-    return wall, cpu, result
+    print(json.dumps({"wall": wall, "cpu": cpu, "digest": ids_digest(result), "start_rss": start_rss,
+                      "peak_rss": peak_rss_mb()}))
 
 
-def split_seconds(texts: list[str], repeats: int) -> dict[str, tuple[float, float]]:
-    compiled = patterns.compile_checked(patterns.GPT4)
-    python_split = lambda chunk_texts: [compiled.findall(t) for t in chunk_texts]  # noqa: E731
-    timings = {"regex findall": best_seconds(python_split, texts, repeats)[:2]}
-    if backend.native is not None:
-        native_split = lambda chunk_texts: [backend.native.split(0, t) for t in chunk_texts]  # noqa: E731
-        timings["native split (to str objects)"] = best_seconds(native_split, texts, repeats)[:2]
-    return timings
+def measure(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, repeats: int, warm: bool = False):
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT))
+    env["LMPREP_BACKEND"] = "python" if engine == "lmprep python" else "native"
+    command = [sys.executable, __file__, "--child", json.dumps([engine, api, threads, str(corpus), str(tokenizer),
+                                                                 repeats, warm])]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"  {engine} {api} x{threads}: failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def available(engine: str) -> bool:
+    module = {"tiktoken": "tiktoken", "riptoken": "riptoken", "HF tokenizers": "tokenizers"}.get(engine)
+    if module is None:
+        return True
+    try:
+        __import__(module)
+    except ImportError:
+        print(f"({engine} is not installed: its rows are left out)")
+        return False
+    return True
+
+
+def encode_table(name: str, corpus: Path, tokenizer: Path, megabytes: float, args: argparse.Namespace) -> None:
+    rows = []
+    for engine in filter(available, ENGINES):
+        for api in ("flat", "list"):
+            for threads in (1, 2):
+                if engine == "lmprep python" and threads == 2:
+                    continue  # the Python path holds the GIL: one thread whatever it is told
+                rows.append((engine, api, threads, measure(engine, api, threads, corpus, tokenizer, args.repeats)))
+        if engine == "lmprep native":
+            for threads in (1, 2):
+                rows.append(("lmprep native, warm cache", "flat", threads,
+                             measure(engine, "flat", threads, corpus, tokenizer, args.repeats, warm=True)))
+    results = {(engine, api, threads): result for engine, api, threads, result in rows if result}
+    reference = results[("tiktoken", "flat", 1)]
+    print(f"\n{name}: best of {args.repeats}; × tiktoken: against tiktoken with the same API and threads")
+    print("| engine | API | threads | MB/s | × tiktoken | MB per CPU s | × tiktoken | 1 → 2 threads (wall) "
+          "| peak RSS MB (at start) | same IDs |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (engine, api, threads), result in results.items():
+        peer = results.get(("tiktoken", api, threads), reference)
+        one = results.get((engine, api, 1))
+        scaling = f"{one['wall'] / result['wall']:.2f}×" if threads == 2 and one else ""
+        same = "yes" if result["digest"] == reference["digest"] else "NO"
+        print(f"| {engine} | {api} | {threads} | {megabytes / result['wall']:.1f} "
+              f"| {peer['wall'] / result['wall']:.2f} "
+              f"| {megabytes / result['cpu']:.1f} | {peer['cpu'] / result['cpu']:.2f} | {scaling} "
+              f"| {result['peak_rss']:.0f} ({result['start_rss']:.0f}) | {same} |", flush=True)
+
+
+# ---- the encode stage end to end, against nanoGPT's way -----------------------------------------------
+
+_NANOGPT_ENCODING = None
+
+
+def nanogpt_worker(tokenizer_path: Path) -> None:
+    """A nanoGPT worker's start: its tiktoken encoding, built once."""
+    import tiktoken
+
+    global _NANOGPT_ENCODING
+    tokenizer = Tokenizer.load(tokenizer_path)
+    _NANOGPT_ENCODING = tiktoken.Encoding("bench", pat_str=tiktoken_pattern(tokenizer),
+                                          mergeable_ranks=mergeable_ranks(tokenizer),
+                                          special_tokens=dict(tokenizer.special_tokens))
+
+
+def nanogpt_part(texts: list[str]) -> bytes:
+    """nanoGPT's prepare.py, one part: encode_ordinary per document, EOT appended, uint16."""
+    encoding = _NANOGPT_ENCODING
+    ids = [encoding.encode_ordinary(text) + [encoding.eot_token] for text in texts]
+    return np.concatenate([np.array(one, dtype=np.uint16) for one in ids]).tobytes()
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def stage_run(which: str, workers: int, texts: list[str], tokenizer: Path, work: Path) -> tuple[float, float]:
+    prepared = work / "prepared"
+    if not (prepared / documents.PARTS_FILE).exists():
+        size = -(-len(texts) // 8)
+        documents.write_prepared(prepared, {"train": [texts[i:i + size] for i in range(0, len(texts), size)]})
+    start, start_cpu = time.perf_counter(), cpu_seconds()
+    if which == "lmprep":
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            encode_corpus(prepared, work / "shards", tokenizer_path=tokenizer, tasks=Tasks(pool), splits=("train",),
+                          shard_tokens=1_000_000, eos_id=Tokenizer.load(tokenizer).special_tokens[EOT])
+    else:
+        parts = [documents.iter_documents(prepared / part.file) for part in documents.read_parts(prepared, "train")]
+        context = multiprocessing.get_context("fork")
+        with context.Pool(workers, nanogpt_worker, (tokenizer,)) as pool, open(work / "train.bin", "wb") as out:
+            for data in pool.imap(nanogpt_part, [list(part) for part in parts]):
+                out.write(data)
+    return time.perf_counter() - start, cpu_seconds() - start_cpu
+
+
+def stage_table(name: str, corpus: Path, texts: list[str], tokenizer: Path, megabytes: float,
+                args: argparse.Namespace) -> None:
+    work = DATA / f"stage-{corpus.stem}"  # the prepared text of this corpus file, made once
+    best: dict[tuple[str, int], tuple[float, float]] = {}
+    for _ in range(args.repeats):
+        for workers in (1, 2):
+            for which in ("lmprep", "nanoGPT"):
+                wall, cpu = stage_run(which, workers, texts, tokenizer, work)
+                old = best.get((which, workers), (float("inf"), float("inf")))
+                best[(which, workers)] = (min(old[0], wall), min(old[1], cpu))
+    stream = np.concatenate([shard.tokens for shard in ShardSet.open(work / "shards", "train").shards])
+    same = "yes" if np.array_equal(stream, np.fromfile(work / "train.bin", np.uint16)) else "NO"
+    print(f"\n{name}, the encode stage end to end ({len(stream):,} tokens; token streams identical: {same})")
+    print("| way | processes | MB/s | MB per CPU s | × nanoGPT's way (wall) |")
+    print("| --- | --- | --- | --- | --- |")
+    for (which, workers), (wall, cpu) in best.items():
+        theirs = best[("nanoGPT", workers)][0]
+        print(f"| {which} | {workers} | {megabytes / wall:.1f} | {megabytes / cpu:.1f} | {theirs / wall:.2f} |",
+              flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--megabytes", type=float, default=4.0)
+    parser.add_argument("--megabytes", type=float, default=2.0)
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--corpus", default=",".join(CORPORA))
+    parser.add_argument("--no-stage", action="store_true", help="leave out the encode stage end to end")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print(f"backend: {backend.name()}")
+    if args.child:
+        engine, api, threads, corpus, tokenizer, repeats, warm = json.loads(args.child)
+        child(engine, api, threads, Path(corpus), Path(tokenizer), repeats, warm)
+        return
+    print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the start")
     for name in args.corpus.split(","):
-        texts = unique_lines(CORPORA[name](), args.megabytes)
+        corpus = corpus_file(name, args.megabytes)
+        texts = json.loads(corpus.read_text(encoding="utf-8"))
         megabytes = sum(len(t.encode()) for t in texts) / 1e6
-        tokenizer = trained_tokenizer(name, texts, args.vocab_size)
-        print(f"\n{name}: {len(texts)} documents, {megabytes:.1f} MB; letters: {script_mix(texts)}")
-        engines = {"tiktoken": tiktoken_flat(tokenizer, 1), "tiktoken x2": tiktoken_flat(tokenizer, 2),
-                   "lmprep python": lmprep_flat(tokenizer, False, 1)}
-        if backend.native is not None:
-            warm = fresh(tokenizer, True)
-            warm.encode_batch_flat(texts)
-            engines |= {"lmprep native": lmprep_flat(tokenizer, True, 1),
-                        "lmprep native x2": lmprep_flat(tokenizer, True, 2),
-                        "lmprep native, warm cache": lambda texts, warm=warm: warm.encode_batch_flat(texts)[0]}
-        results = {engine: best_seconds(run, texts, args.repeats) for engine, run in engines.items()}
-        wall, cpu, reference = results["tiktoken"]
-        print("| engine | MB/s | vs tiktoken | MB per CPU second | vs tiktoken | same IDs |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        for engine, (seconds, cpu_seconds, ids) in results.items():
-            same = "-" if ids is None else ("yes" if np.array_equal(ids, reference) else "NO")
-            print(f"| {engine} | {megabytes / seconds:.1f} | {wall / seconds:.2f}x | {megabytes / cpu_seconds:.1f} "
-                  f"| {cpu / cpu_seconds:.2f}x | {same} |")
-        for what, (seconds, cpu_seconds) in split_seconds(texts, args.repeats).items():
-            print(f"split only, {what}: {megabytes / seconds:.1f} MB/s, "
-                  f"{megabytes / cpu_seconds:.1f} MB per CPU second")
+        tokenizer = tokenizer_file(name, texts, args.vocab_size)
+        scripts, mix = script_mix(texts)
+        print(f"\n{name}: {len(texts)} documents, {megabytes:.1f} MB; {scripts} scripts; letters: {mix}", flush=True)
+        encode_table(name, corpus, tokenizer, megabytes, args)
+        if not args.no_stage:
+            stage_table(name, corpus, texts, tokenizer, megabytes, args)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 // on text the caller keeps alive; any str is accepted, lone surrogates included.
 //
 // This file is the Python side (the Merger and Encoder types, split); the algorithms, free of the
-// Python API, are in _native_split.h (pre-tokenizers), _native_bpe.h (merges) and _native_cache.h.
+// Python API, are in _native_split.h (pre-tokenizers), _native_bpe.h (merges), _native_cache.h and
+// _native_encode.h (the encoding pass, and the threads of one call).
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,6 +27,7 @@
 
 #include "_native_bpe.h"
 #include "_native_cache.h"
+#include "_native_encode.h"
 #include "_native_split.h"
 #include "_native_train_py.h"
 
@@ -35,22 +37,10 @@ using namespace lmprep_native;
 
 
 // A str's code points as the CPython object holds them (one, two or four bytes each).
-struct Text {
-    int kind;
-    bool ascii;
-    const void *data;
-    size_t length;
-
-    explicit Text(PyObject *str)
-        : kind(PyUnicode_KIND(str)), ascii(PyUnicode_IS_ASCII(str)), data(PyUnicode_DATA(str)),
-          length(static_cast<size_t>(PyUnicode_GET_LENGTH(str))) {}
-
-    void split(int mode, std::vector<size_t> &ends) const {
-        if (kind == PyUnicode_1BYTE_KIND) split_ends(static_cast<const Py_UCS1 *>(data), length, mode, ends);
-        else if (kind == PyUnicode_2BYTE_KIND) split_ends(static_cast<const Py_UCS2 *>(data), length, mode, ends);
-        else split_ends(static_cast<const Py_UCS4 *>(data), length, mode, ends);
-    }
-};
+TextView view_of(PyObject *str) {
+    return TextView{static_cast<int>(PyUnicode_KIND(str)), static_cast<bool>(PyUnicode_IS_ASCII(str)),
+                    PyUnicode_DATA(str), static_cast<size_t>(PyUnicode_GET_LENGTH(str))};
+}
 
 // ---- Merger: the merges of one tokenizer, for Python ----------------------------------------------
 
@@ -190,133 +180,9 @@ PyTypeObject MergerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 struct EncoderObject {
     PyObject_HEAD
     PyObject *merger;  // the Merger whose table this encoder uses (kept alive here)
-    int mode;
-    bool bytes_unit;                                // byte kind: base IDs per UTF-8 byte; else per character
-    uint32_t byte_ids[256];                         // byte kind: byte -> base ID
-    std::unordered_map<uint32_t, uint32_t> *chars;  // char kind: code point -> base ID
-    uint32_t unknown;                               // char kind: the ID of a character not in the alphabet
-    ChunkTable *cache;
-    std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
+    EncoderCore core;
+    std::vector<PyObject *> *ints;  // the int of each ID up to the largest returned in a list (GIL held)
 };
-
-// What one encoding pass needs besides the encoder: reusable buffers, and where a text failed.
-struct Pass {
-    struct New {  // a chunk the cache did not hold: its key in new_keys, its IDs in the output
-        uint64_t hash;
-        size_t key_at, key_length, ids_at, ids_length;
-    };
-    std::vector<size_t> ends;
-    std::string key;
-    std::vector<uint32_t> ids;
-    std::vector<New> new_chunks;
-    std::string new_keys;
-    Py_ssize_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
-};
-
-constexpr size_t NEW_CHUNKS_HELD = 64;  // new chunks a pass holds before it adds them to the cache
-
-// Add the pass's new chunks to the cache. Called with the shared lock held; returns with it held, having
-// taken the exclusive lock meanwhile (so threads encoding with one encoder look chunks up in parallel
-// and take turns only to add). Never throws: out of memory, the cache starts over.
-void add_new_chunks(EncoderObject *self, Pass &pass, const std::vector<uint32_t> &out) {
-    if (pass.new_chunks.empty()) return;
-    self->lock->unlock_shared();
-    self->lock->lock();
-    try {
-        for (const Pass::New &chunk : pass.new_chunks) {
-            const char *key = pass.new_keys.data() + chunk.key_at;
-            size_t length;
-            if (!self->cache->find(chunk.hash, key, chunk.key_length, &length))  // another thread may have added it
-                self->cache->insert(chunk.hash, key, chunk.key_length, out.data() + chunk.ids_at, chunk.ids_length);
-        }
-    } catch (const std::bad_alloc &) {
-        self->cache->clear();
-    }
-    self->lock->unlock();
-    self->lock->lock_shared();
-    pass.new_chunks.clear();
-    pass.new_keys.clear();
-}
-
-// The shared lock on an encoder's cache for one call; the pass's new chunks go in before it is let go.
-class CacheHold {
-  public:
-    CacheHold(EncoderObject *self, Pass &pass, const std::vector<uint32_t> &out) : self_(self), pass_(pass), out_(out) {
-        self_->lock->lock_shared();
-    }
-    ~CacheHold() {
-        add_new_chunks(self_, pass_, out_);
-        self_->lock->unlock_shared();
-    }
-    CacheHold(const CacheHold &) = delete;
-    CacheHold &operator=(const CacheHold &) = delete;
-
-  private:
-    EncoderObject *self_;
-    Pass &pass_;
-    const std::vector<uint32_t> &out_;
-};
-
-// Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
-// the byte kind meets a lone surrogate.
-template <typename T>
-bool encode_units(EncoderObject *self, const T *s, size_t n, bool ascii, Pass &pass, std::vector<uint32_t> &out) {
-    const MergeTable &table = *reinterpret_cast<MergerObject *>(self->merger)->table;
-    pass.ends.clear();
-    split_ends(s, n, self->mode, pass.ends);
-    size_t start = 0;
-    for (size_t end : pass.ends) {
-        if (ascii) {
-            pass.key.assign(reinterpret_cast<const char *>(s + start), end - start);
-        } else {
-            pass.key.clear();
-            for (size_t i = start; i < end; i++) {
-                if (self->bytes_unit && is_surrogate(s[i])) {
-                    pass.surrogate_at = static_cast<Py_ssize_t>(i);
-                    return false;
-                }
-                append_utf8(pass.key, s[i]);
-            }
-        }
-        const bool cacheable = end - start <= CACHE_MAX_CHUNK;
-        const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key.size()) : 0;
-        size_t length;
-        const uint32_t *found =
-            cacheable ? self->cache->find(hash, pass.key.data(), pass.key.size(), &length) : nullptr;
-        if (found) {
-            out.insert(out.end(), found, found + length);
-        } else {
-            pass.ids.clear();
-            if (self->bytes_unit) {
-                for (unsigned char byte : pass.key) pass.ids.push_back(self->byte_ids[byte]);
-            } else {
-                for (size_t i = start; i < end; i++) {
-                    const auto id = self->chars->find(s[i]);
-                    pass.ids.push_back(id == self->chars->end() ? self->unknown : id->second);
-                }
-            }
-            const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), table);
-            const size_t ids_at = out.size();
-            out.insert(out.end(), pass.ids.begin(), pass.ids.begin() + static_cast<std::ptrdiff_t>(merged));
-            if (cacheable) {  // recorded once its IDs and key are stored, so that it never points past them
-                const size_t key_at = pass.new_keys.size();
-                pass.new_keys += pass.key;
-                pass.new_chunks.push_back(Pass::New{hash, key_at, pass.key.size(), ids_at, merged});
-                if (pass.new_chunks.size() >= NEW_CHUNKS_HELD) add_new_chunks(self, pass, out);
-            }
-        }
-        start = end;
-    }
-    return true;
-}
-
-bool encode_text(EncoderObject *self, const Text &text, Pass &pass, std::vector<uint32_t> &out) {
-    if (text.kind == PyUnicode_1BYTE_KIND)
-        return encode_units(self, static_cast<const Py_UCS1 *>(text.data), text.length, text.ascii, pass, out);
-    if (text.kind == PyUnicode_2BYTE_KIND)
-        return encode_units(self, static_cast<const Py_UCS2 *>(text.data), text.length, false, pass, out);
-    return encode_units(self, static_cast<const Py_UCS4 *>(text.data), text.length, false, pass, out);
-}
 
 PyObject *surrogate_error(PyObject *text, Py_ssize_t at) {
     PyObject *error = PyObject_CallFunction(PyExc_UnicodeEncodeError, "sOnns", "utf-8", text, at, at + 1,
@@ -341,15 +207,15 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
         PyErr_SetString(PyExc_ValueError, "Merger was not initialised");
         return -1;
     }
-    if (self->lock) {
+    if (self->core.lock) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is initialised once");
         return -1;
     }
     try {
         if (PyDict_Check(base)) {  // char kind: {character: base ID}
-            self->bytes_unit = false;
-            delete self->chars;
-            self->chars = new std::unordered_map<uint32_t, uint32_t>();
+            self->core.bytes_unit = false;
+            delete self->core.chars;
+            self->core.chars = new std::unordered_map<uint32_t, uint32_t>();
             PyObject *character, *id;
             Py_ssize_t at = 0;
             while (PyDict_Next(base, &at, &character, &id)) {
@@ -359,7 +225,7 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
                     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "the alphabet maps characters to IDs");
                     return -1;
                 }
-                (*self->chars)[PyUnicode_READ_CHAR(character, 0)] = static_cast<uint32_t>(value);
+                (*self->core.chars)[PyUnicode_READ_CHAR(character, 0)] = static_cast<uint32_t>(value);
             }
         } else {  // byte kind: 256 base IDs, by byte value
             std::vector<uint32_t> ids;
@@ -368,17 +234,19 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
                 PyErr_SetString(PyExc_ValueError, "the byte IDs must be a sequence of 256 IDs");
                 return -1;
             }
-            self->bytes_unit = true;
-            std::copy(ids.begin(), ids.end(), self->byte_ids);
+            self->core.bytes_unit = true;
+            std::copy(ids.begin(), ids.end(), self->core.byte_ids);
         }
-        self->cache = new ChunkTable();
-        self->lock = new std::shared_mutex();
+        self->core.cache = new ChunkTable();
+        self->ints = new std::vector<PyObject *>();
+        self->core.lock = new std::shared_mutex();
     } catch (const std::bad_alloc &) {
         PyErr_NoMemory();
         return -1;
     }
-    self->mode = mode;
-    self->unknown = unknown;
+    self->core.table = reinterpret_cast<MergerObject *>(merger)->table;
+    self->core.mode = mode;
+    self->core.unknown = unknown;
     Py_INCREF(merger);
     self->merger = merger;
     return 0;
@@ -386,15 +254,18 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
 
 void Encoder_dealloc(EncoderObject *self) {
     Py_XDECREF(self->merger);
-    delete self->chars;
-    delete self->cache;
-    delete self->lock;
+    delete self->core.chars;
+    delete self->core.cache;
+    delete self->core.lock;
+    if (self->ints)
+        for (PyObject *value : *self->ints) Py_DECREF(value);
+    delete self->ints;
     Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
 }
 
 bool check_encoder(EncoderObject *self) {
-    if (!self->lock) PyErr_SetString(PyExc_ValueError, "Encoder was not initialised");
-    return self->lock != nullptr;
+    if (!self->core.lock) PyErr_SetString(PyExc_ValueError, "Encoder was not initialised");
+    return self->core.lock != nullptr;
 }
 
 PyObject *packed_ids(const std::vector<uint32_t> &ids) {
@@ -408,74 +279,117 @@ void release(std::vector<PyObject *> &held, PyObject *fast) {
     Py_DECREF(fast);
 }
 
-// encode_flat(texts) -> (ids, offsets): every text's IDs one after another (uint32 bytes) and the
-// len(texts) + 1 offsets where each starts (int64 bytes). The texts are split and encoded without the GIL.
-PyObject *Encoder_encode_flat(EncoderObject *self, PyObject *texts) {
-    if (!check_encoder(self)) return nullptr;
-    PyObject *fast = PySequence_Fast(texts, "encode_flat takes a sequence of str");
-    if (!fast) return nullptr;
+// ---- batches: many texts, encoded by one or more threads without the GIL --------------------------
+
+// A reference to each text of a sequence (another thread may change a list meanwhile) and its view.
+bool hold_texts(PyObject *fast, const char *method, std::vector<PyObject *> &held, std::vector<TextView> &views) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    std::vector<PyObject *> held;  // a reference to each text: another thread may change a list meanwhile
-    std::vector<Text> views;
-    std::vector<uint32_t> ids;
-    std::vector<int64_t> offsets;
-    Pass pass;
-    Py_ssize_t failed = -1;
-    PyObject *result = nullptr;
-    try {
-        views.reserve(static_cast<size_t>(n));
-        held.reserve(static_cast<size_t>(n));
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *text = PySequence_Fast_GET_ITEM(fast, i);
-            if (!PyUnicode_Check(text)) {
-                PyErr_Format(PyExc_TypeError, "encode_flat takes str, got %.100s at position %zd",
-                             Py_TYPE(text)->tp_name, i);
-                break;
-            }
-            Py_INCREF(text);
-            held.push_back(text);
-            views.emplace_back(text);
+    views.reserve(static_cast<size_t>(n));
+    held.reserve(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyUnicode_Check(text)) {
+            PyErr_Format(PyExc_TypeError, "%s takes str, got %.100s at position %zd", method, Py_TYPE(text)->tp_name,
+                         i);
+            return false;
         }
-        if (PyErr_Occurred()) {
-            release(held, fast);
-            return nullptr;
-        }
-        offsets.reserve(static_cast<size_t>(n) + 1);
-        offsets.push_back(0);
-        bool out_of_memory = false;
-        Py_BEGIN_ALLOW_THREADS
-        {
-            CacheHold hold(self, pass, ids);
-            try {
-                for (Py_ssize_t i = 0; i < n; i++) {
-                    if (!encode_text(self, views[static_cast<size_t>(i)], pass, ids)) {
-                        failed = i;
-                        break;
-                    }
-                    offsets.push_back(static_cast<int64_t>(ids.size()));
-                }
-            } catch (const std::bad_alloc &) {
-                out_of_memory = true;
-            }
-        }
-        Py_END_ALLOW_THREADS
-        if (out_of_memory) throw std::bad_alloc();
-    } catch (const std::bad_alloc &) {
-        release(held, fast);
-        return PyErr_NoMemory();
+        Py_INCREF(text);
+        held.push_back(text);
+        views.push_back(view_of(text));
     }
-    if (failed >= 0) {
-        surrogate_error(held[static_cast<size_t>(failed)], pass.surrogate_at);
-    } else {
-        PyObject *packed = packed_ids(ids);
-        PyObject *starts = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(offsets.data()),
-                                                     static_cast<Py_ssize_t>(offsets.size() * sizeof(int64_t)));
-        if (packed && starts) result = PyTuple_Pack(2, packed, starts);
-        Py_XDECREF(packed);
-        Py_XDECREF(starts);
+    return true;
+}
+
+// Encode a sequence of str with `threads` threads into out; false with a Python error set if it failed.
+bool encode_batch(EncoderObject *self, PyObject *texts, Py_ssize_t threads, const char *method, Encoded &out) {
+    if (!check_encoder(self)) return false;
+    if (threads < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: threads must be at least 1, got %zd", method, threads);
+        return false;
+    }
+    PyObject *fast = PySequence_Fast(texts, "a batch is a sequence of str");
+    if (!fast) return false;
+    std::vector<PyObject *> held;
+    std::vector<TextView> views;
+    bool held_all;
+    try {
+        held_all = hold_texts(fast, method, held, views);
+    } catch (const std::bad_alloc &) {
+        PyErr_NoMemory();
+        held_all = false;
+    }
+    if (held_all) {
+        Py_BEGIN_ALLOW_THREADS
+        encode_all(&self->core, views, static_cast<size_t>(threads), out);
+        Py_END_ALLOW_THREADS
+        if (out.out_of_memory) PyErr_NoMemory();
+        else if (out.failed >= 0) surrogate_error(held[static_cast<size_t>(out.failed)], out.surrogate_at);
     }
     release(held, fast);
+    return held_all && !out.out_of_memory && out.failed < 0;
+}
+
+// encode_flat(texts, threads=1) -> (ids, offsets): every text's IDs one after another (uint32 bytes) and the
+// len(texts) + 1 offsets where each starts (int64 bytes).
+PyObject *Encoder_encode_flat(EncoderObject *self, PyObject *args, PyObject *kwargs) {
+    static const char *names[] = {"texts", "threads", nullptr};
+    PyObject *texts;
+    Py_ssize_t threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|n", const_cast<char **>(names), &texts, &threads)) return nullptr;
+    Encoded out;
+    if (!encode_batch(self, texts, threads, "encode_flat", out)) return nullptr;
+    PyObject *packed = packed_ids(out.ids);
+    PyObject *starts = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(out.offsets.data()),
+                                                 static_cast<Py_ssize_t>(out.offsets.size() * sizeof(int64_t)));
+    PyObject *result = packed && starts ? PyTuple_Pack(2, packed, starts) : nullptr;
+    Py_XDECREF(packed);
+    Py_XDECREF(starts);
     return result;
+}
+
+// The encoder's int objects for IDs 0..top (made once, then shared by every list it returns); GIL held.
+bool cache_ints(EncoderObject *self, uint32_t top) {
+    std::vector<PyObject *> &ints = *self->ints;
+    while (ints.size() <= top) {
+        PyObject *value = PyLong_FromSize_t(ints.size());
+        if (!value) return false;
+        ints.push_back(value);
+    }
+    return true;
+}
+
+// encode_lists(texts, threads=1) -> list[list[int]]: each text's IDs as a list, as tiktoken returns them.
+PyObject *Encoder_encode_lists(EncoderObject *self, PyObject *args, PyObject *kwargs) {
+    static const char *names[] = {"texts", "threads", nullptr};
+    PyObject *texts;
+    Py_ssize_t threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|n", const_cast<char **>(names), &texts, &threads)) return nullptr;
+    Encoded out;
+    if (!encode_batch(self, texts, threads, "encode_lists", out)) return nullptr;
+    const uint32_t top = out.ids.empty() ? 0 : *std::max_element(out.ids.begin(), out.ids.end());
+    try {
+        if (!cache_ints(self, top)) return nullptr;
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
+    }
+    PyObject *const *ints = self->ints->data();
+    const size_t count = out.offsets.size() - 1;
+    PyObject *lists = PyList_New(static_cast<Py_ssize_t>(count));
+    for (size_t t = 0; lists && t < count; t++) {
+        const int64_t start = out.offsets[t], end = out.offsets[t + 1];
+        PyObject *list = PyList_New(static_cast<Py_ssize_t>(end - start));
+        if (!list) {
+            Py_CLEAR(lists);
+            break;
+        }
+        for (int64_t i = start; i < end; i++) {
+            PyObject *value = ints[out.ids[static_cast<size_t>(i)]];
+            Py_INCREF(value);
+            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i - start), value);
+        }
+        PyList_SET_ITEM(lists, static_cast<Py_ssize_t>(t), list);
+    }
+    return lists;
 }
 
 // encode(text) -> the IDs of one text as uint32 bytes.
@@ -485,28 +399,23 @@ PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
         PyErr_Format(PyExc_TypeError, "encode takes str, got %.100s", Py_TYPE(text)->tp_name);
         return nullptr;
     }
-    const Text view(text);
-    std::vector<uint32_t> ids;
-    Pass pass;
-    bool encoded = false, out_of_memory = false;
-    Py_BEGIN_ALLOW_THREADS
-    {
-        CacheHold hold(self, pass, ids);
-        try {
-            encoded = encode_text(self, view, pass, ids);
-        } catch (const std::bad_alloc &) {
-            out_of_memory = true;
-        }
+    Encoded out;
+    try {
+        const std::vector<TextView> views{view_of(text)};
+        Py_BEGIN_ALLOW_THREADS
+        encode_all(&self->core, views, 1, out);
+        Py_END_ALLOW_THREADS
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
     }
-    Py_END_ALLOW_THREADS
-    if (out_of_memory) return PyErr_NoMemory();
-    if (!encoded) return surrogate_error(text, pass.surrogate_at);
-    return packed_ids(ids);
+    if (out.out_of_memory) return PyErr_NoMemory();
+    if (out.failed >= 0) return surrogate_error(text, out.surrogate_at);
+    return packed_ids(out.ids);
 }
 
 PyObject *Encoder_get_max_bytes(EncoderObject *self, void *) {
     if (!check_encoder(self)) return nullptr;
-    return PyLong_FromSize_t(self->cache->max_bytes);
+    return PyLong_FromSize_t(self->core.cache->max_bytes);
 }
 
 int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
@@ -519,9 +428,9 @@ int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
     if (bound == static_cast<size_t>(-1) && PyErr_Occurred()) return -1;
     Py_BEGIN_ALLOW_THREADS
     {
-        std::unique_lock<std::shared_mutex> hold(*self->lock);
-        self->cache->max_bytes = bound;
-        if (self->cache->nbytes > bound) self->cache->clear();
+        std::unique_lock<std::shared_mutex> hold(*self->core.lock);
+        self->core.cache->max_bytes = bound;
+        if (self->core.cache->nbytes > bound) self->core.cache->clear();
     }
     Py_END_ALLOW_THREADS
     return 0;
@@ -529,19 +438,23 @@ int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
 
 PyObject *Encoder_get_nbytes(EncoderObject *self, void *) {
     if (!check_encoder(self)) return nullptr;
-    return PyLong_FromSize_t(self->cache->nbytes);
+    return PyLong_FromSize_t(self->core.cache->nbytes);
 }
 
 Py_ssize_t Encoder_len(EncoderObject *self) {
     if (!check_encoder(self)) return -1;
-    return static_cast<Py_ssize_t>(self->cache->count);
+    return static_cast<Py_ssize_t>(self->core.cache->count);
 }
 
 PyMethodDef Encoder_methods[] = {
     {"encode", reinterpret_cast<PyCFunction>(Encoder_encode), METH_O,
      "encode(text) -> bytes: the IDs of text as native uint32."},
-    {"encode_flat", reinterpret_cast<PyCFunction>(Encoder_encode_flat), METH_O,
-     "encode_flat(texts) -> (ids, offsets): all IDs as uint32 bytes, len(texts) + 1 offsets as int64 bytes."},
+    {"encode_flat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Encoder_encode_flat)),
+     METH_VARARGS | METH_KEYWORDS,
+     "encode_flat(texts, threads=1) -> (ids, offsets): all IDs as uint32 bytes, len(texts) + 1 offsets as int64 "
+     "bytes; threads > 1 encodes ranges of texts in parallel without the GIL (the same result)."},
+    {"encode_lists", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Encoder_encode_lists)),
+     METH_VARARGS | METH_KEYWORDS, "encode_lists(texts, threads=1) -> list[list[int]]: each text's IDs as a list."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -568,7 +481,7 @@ PyObject *native_split(PyObject *, PyObject *args) {
     }
     std::vector<size_t> ends;
     try {
-        Text(text).split(mode, ends);
+        view_of(text).split(mode, ends);
     } catch (const std::bad_alloc &) {
         return PyErr_NoMemory();
     }

@@ -62,26 +62,32 @@ class MergeTable {
 };
 
 // Apply merges to ids[0..n) lowest rank first, the leftmost on ties; returns the new length. Short
-// chunks: the pairs' ranks in one small array, rescanned for the lowest after each merge.
+// chunks: each pair's rank and the ID it makes packed in one word, rank above, in one small array
+// rescanned for the lowest after each merge (a branch-free minimum, then its first position: one pair,
+// wherever it occurs, packs to one value, so the first is the leftmost).
 inline size_t merge_short(uint32_t *ids, size_t n, const MergeTable &table) {
-    struct Pair {
-        uint32_t rank, made;
+    constexpr uint64_t NONE = UINT64_MAX;  // the rank NO_RANK, packed
+    uint64_t pairs[SHORT_CHUNK];           // pairs[i]: of (ids[i], ids[i + 1])
+    const auto packed = [&](size_t i) {
+        uint32_t made = 0;
+        const uint32_t rank = table.rank(ids[i], ids[i + 1], &made);
+        return (static_cast<uint64_t>(rank) << 32) | made;
     };
-    Pair pairs[SHORT_CHUNK];
-    size_t count = n < 2 ? 0 : n - 1;  // pairs[i] is (ids[i], ids[i + 1])
-    for (size_t i = 0; i < count; i++) pairs[i].rank = table.rank(ids[i], ids[i + 1], &pairs[i].made);
+    size_t count = n < 2 ? 0 : n - 1;
+    for (size_t i = 0; i < count; i++) pairs[i] = packed(i);
     while (count) {
+        uint64_t lowest = NONE;
+        for (size_t i = 0; i < count; i++) lowest = pairs[i] < lowest ? pairs[i] : lowest;
+        if ((lowest >> 32) == NO_RANK) break;
         size_t best = 0;
-        for (size_t i = 1; i < count; i++)
-            if (pairs[i].rank < pairs[best].rank) best = i;
-        if (pairs[best].rank == NO_RANK) break;
-        ids[best] = pairs[best].made;
-        for (size_t i = best + 1; i + 1 < n; i++) ids[i] = ids[i + 1];
-        for (size_t i = best + 1; i + 1 < count; i++) pairs[i] = pairs[i + 1];
+        while (pairs[best] != lowest) best++;
+        ids[best] = static_cast<uint32_t>(lowest);
+        std::memmove(ids + best + 1, ids + best + 2, (n - best - 2) * sizeof(uint32_t));
+        if (best + 2 < count) std::memmove(pairs + best + 1, pairs + best + 2, (count - best - 2) * sizeof(uint64_t));
         n--;
         count--;
-        if (best > 0) pairs[best - 1].rank = table.rank(ids[best - 1], ids[best], &pairs[best - 1].made);
-        if (best < count) pairs[best].rank = table.rank(ids[best], ids[best + 1], &pairs[best].made);
+        if (best > 0) pairs[best - 1] = packed(best - 1);
+        if (best < count) pairs[best] = packed(best);
     }
     return n;
 }

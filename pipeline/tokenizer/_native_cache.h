@@ -34,6 +34,11 @@ inline uint64_t hash_bytes(const char *data, size_t n) {
 // chunk (its code points as UTF-8, surrogates written like any other code point) -> its IDs.
 // Bounded in bytes like encoder.ChunkCache: an entry that would take the total past max_bytes empties
 // the table first, so it starts over on endless streams.
+//
+// A lookup touches as little memory as it can, since on text that repeats little it waits on memory
+// more than it computes: a slot is 16 bytes and holds the key's first 8 bytes, so a short chunk (most
+// are) is told apart in its slot alone; its IDs, followed by the rest of a longer key, lie in one
+// arena of 32-bit words.
 class ChunkTable {
   public:
     size_t max_bytes = 256 * 1000 * 1000;
@@ -43,82 +48,135 @@ class ChunkTable {
     // The IDs of the chunk, or nullptr; *length gets how many.
     const uint32_t *find(uint64_t hash, const char *key, size_t key_length, size_t *length) const {
         if (slots_.empty()) return nullptr;
+        const uint64_t prefix = prefix_of(key, key_length);
         for (size_t at = hash & mask_;; at = (at + 1) & mask_) {
             const Slot &slot = slots_[at];
             if (slot.key_length == 0) return nullptr;
-            if (slot.hash == hash && slot.key_length == key_length &&
-                std::memcmp(keys_.data() + slot.key_at, key, key_length) == 0) {
+            if (slot.prefix == prefix && slot.key_length == key_length &&
+                (key_length <= PREFIX || std::memcmp(rest_of(slot), key + PREFIX, key_length - PREFIX) == 0)) {
                 *length = slot.ids_length;
-                return ids_.data() + slot.ids_at;
+                return arena_.data() + slot.at;
             }
         }
     }
 
     void insert(uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {
         const size_t entry = key_length + 4 * length + ENTRY_OVERHEAD;
-        if (nbytes + entry > max_bytes) clear();
+        if (key_length == 0 || key_length > UINT16_MAX || length > UINT16_MAX) return;  // not kept
+        const size_t words = length + (rest_length(key_length) + 3) / 4;
+        if (nbytes + entry > max_bytes || arena_.size() + words > UINT32_MAX) clear();
         if (entry > max_bytes) return;
         if (2 * (count + 1) > slots_.size()) grow();
         size_t at = hash & mask_;
         while (slots_[at].key_length != 0) at = (at + 1) & mask_;
-        slots_[at] = Slot{hash, keys_.size(), ids_.size(), static_cast<uint32_t>(key_length),
-                          static_cast<uint32_t>(length)};
-        keys_.insert(keys_.end(), key, key + key_length);
-        ids_.insert(ids_.end(), ids, ids + length);
+        slots_[at] = Slot{prefix_of(key, key_length), static_cast<uint32_t>(arena_.size()),
+                          static_cast<uint16_t>(key_length), static_cast<uint16_t>(length)};
+        arena_.insert(arena_.end(), ids, ids + length);
+        arena_.resize(arena_.size() + words - length);
+        if (key_length > PREFIX)
+            std::memcpy(arena_.data() + slots_[at].at + length, key + PREFIX, key_length - PREFIX);
         nbytes += entry;
         count++;
     }
 
+    // Take the entries of other (leaving it empty), keeping this table's bound: for an empty table, in
+    // place of inserting them one by one.
+    void take(ChunkTable &other) {
+        const size_t bound = max_bytes;
+        std::swap(*this, other);
+        other.clear();
+        other.max_bytes = max_bytes;
+        max_bytes = bound;
+        if (nbytes > max_bytes) clear();
+    }
+
+    // Calls visit(hash, key, key_length, ids, length) for each entry.
+    template <typename Visit>
+    void each(Visit &&visit) const {
+        char key[UINT16_MAX];
+        for (const Slot &slot : slots_)
+            if (slot.key_length != 0) {
+                const size_t key_length = key_of(slot, key);
+                visit(hash_bytes(key, key_length), key, key_length, arena_.data() + slot.at, size_t{slot.ids_length});
+            }
+    }
+
     void clear() {
         std::vector<Slot>().swap(slots_);
-        std::vector<char>().swap(keys_);
-        std::vector<uint32_t>().swap(ids_);
+        std::vector<uint32_t>().swap(arena_);
         mask_ = 0;
         nbytes = count = 0;
     }
 
   private:
+    static constexpr size_t PREFIX = 8;  // bytes of the key held in its slot
     struct Slot {
-        uint64_t hash;
-        size_t key_at, ids_at;
-        uint32_t key_length, ids_length;  // key_length 0: an empty slot (no chunk is empty)
+        uint64_t prefix;      // the key's first 8 bytes, zero-padded
+        uint32_t at;          // its IDs in the arena, then the key's bytes past the prefix
+        uint16_t key_length;  // 0: an empty slot (no chunk is empty)
+        uint16_t ids_length;
     };
 
+    static uint64_t prefix_of(const char *key, size_t key_length) {
+        uint64_t prefix = 0;
+        if (key_length >= PREFIX) {
+            std::memcpy(&prefix, key, PREFIX);
+        } else {
+            for (size_t i = 0; i < key_length; i++) prefix |= uint64_t{static_cast<unsigned char>(key[i])} << (8 * i);
+        }
+        return prefix;
+    }
+    static size_t rest_length(size_t key_length) { return key_length > PREFIX ? key_length - PREFIX : 0; }
+    const char *rest_of(const Slot &slot) const {
+        return reinterpret_cast<const char *>(arena_.data() + slot.at + slot.ids_length);
+    }
+    size_t key_of(const Slot &slot, char *key) const {  // the whole key into key; returns its length
+        if (slot.key_length >= PREFIX) {  // as prefix_of packs it
+            std::memcpy(key, &slot.prefix, PREFIX);
+        } else {
+            for (size_t i = 0; i < slot.key_length; i++) key[i] = static_cast<char>(slot.prefix >> (8 * i));
+        }
+        std::memcpy(key + std::min<size_t>(slot.key_length, PREFIX), rest_of(slot), rest_length(slot.key_length));
+        return slot.key_length;
+    }
+
     void grow() {
-        std::vector<Slot> old(std::max<size_t>(1024, 2 * slots_.size()), Slot{0, 0, 0, 0, 0});
+        std::vector<Slot> old(std::max<size_t>(1024, 2 * slots_.size()), Slot{0, 0, 0, 0});
         old.swap(slots_);
         mask_ = slots_.size() - 1;
+        char key[UINT16_MAX];
         for (const Slot &slot : old) {
             if (slot.key_length == 0) continue;
-            size_t at = slot.hash & mask_;
+            size_t at = hash_bytes(key, key_of(slot, key)) & mask_;
             while (slots_[at].key_length != 0) at = (at + 1) & mask_;
             slots_[at] = slot;
         }
     }
 
     std::vector<Slot> slots_;
-    std::vector<char> keys_;
-    std::vector<uint32_t> ids_;
+    std::vector<uint32_t> arena_;
     size_t mask_ = 0;
 };
 
-// Appends the UTF-8 of code point c (a surrogate too: the key only needs to be distinct).
-inline void append_utf8(std::string &out, uint32_t c) {
+// Writes the UTF-8 of code point c at `at` (a surrogate too: the key only needs to be distinct); returns
+// where it ends. The caller leaves room for four bytes.
+inline char *write_utf8(char *at, uint32_t c) {
     if (c < 0x80) {
-        out.push_back(static_cast<char>(c));
+        *at++ = static_cast<char>(c);
     } else if (c < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+        *at++ = static_cast<char>(0xC0 | (c >> 6));
+        *at++ = static_cast<char>(0x80 | (c & 0x3F));
     } else if (c < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+        *at++ = static_cast<char>(0xE0 | (c >> 12));
+        *at++ = static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        *at++ = static_cast<char>(0x80 | (c & 0x3F));
     } else {
-        out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+        *at++ = static_cast<char>(0xF0 | (c >> 18));
+        *at++ = static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+        *at++ = static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        *at++ = static_cast<char>(0x80 | (c & 0x3F));
     }
+    return at;
 }
 
 inline bool is_surrogate(uint32_t c) { return c >= 0xD800 && c <= 0xDFFF; }

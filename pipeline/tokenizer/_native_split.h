@@ -2,6 +2,7 @@
 // Part of the native tokenizer core (_native.cpp includes it); no Python API here.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstddef>
 #include <string>
@@ -20,6 +21,8 @@ constexpr uint32_t BLOCK = 1u << BLOCK_BITS;
 
 inline uint16_t block_of[CODE_POINTS >> BLOCK_BITS];  // code point >> 8 -> index of its block of classes
 inline std::vector<uint8_t> blocks;                  // distinct blocks of 256 classes, one after another
+constexpr uint32_t BMP = 0x10000;
+inline uint8_t bmp_classes[BMP];  // the classes of the Basic Multilingual Plane, one load each (64 KB)
 
 inline void build_class_table() {
     std::vector<uint8_t> classes(CODE_POINTS, 0);
@@ -40,9 +43,11 @@ inline void build_class_table() {
         }
         block_of[b] = found->second;
     }
+    std::copy(classes.begin(), classes.begin() + BMP, bmp_classes);
 }
 
 inline uint8_t class_of(uint32_t c) {
+    if (c < BMP) return bmp_classes[c];
     if (c >= CODE_POINTS) return 0;
     return blocks[(static_cast<size_t>(block_of[c >> BLOCK_BITS]) << BLOCK_BITS) | (c & (BLOCK - 1))];
 }

@@ -114,8 +114,10 @@ void count_units(const T *s, size_t n, bool ascii, int mode, CountScratch &scrat
         if (ascii) {
             scratch.key.assign(reinterpret_cast<const char *>(s + start), end - start);
         } else {
-            scratch.key.clear();
-            for (size_t i = start; i < end; i++) append_utf8(scratch.key, s[i]);
+            scratch.key.resize(4 * (end - start));
+            char *at = scratch.key.data();
+            for (size_t i = start; i < end; i++) at = write_utf8(at, s[i]);
+            scratch.key.resize(static_cast<size_t>(at - scratch.key.data()));
         }
         table.add(hash_bytes(scratch.key.data(), scratch.key.size()), scratch.key.data(), scratch.key.size(), 1);
         start = end;
@@ -171,7 +173,7 @@ inline void count_texts(const std::vector<Units> &texts, int mode, std::vector<C
 
 // ---- the byte kind's layout straight from the counts -----------------------------------------------
 
-// UTF-8 of a surrogate as append_utf8 writes it: ED A0..BF xx (valid UTF-8 has ED 80..9F only).
+// UTF-8 of a surrogate as write_utf8 writes it: ED A0..BF xx (valid UTF-8 has ED 80..9F only).
 inline bool holds_surrogate(const char *key, size_t length) {
     for (size_t i = 0; i + 1 < length; i++)
         if (static_cast<unsigned char>(key[i]) == 0xED && static_cast<unsigned char>(key[i + 1]) >= 0xA0) return true;

@@ -381,14 +381,21 @@ class ChunkEncoder:
     def ids(self, text: str) -> list[int]:
         return self.array(text).tolist()
 
-    def flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """All texts' IDs concatenated (``uint32``) and ``len(texts) + 1`` offsets (``int64``)."""
+    def flat(self, texts: Sequence[str], threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' IDs concatenated (``uint32``) and ``len(texts) + 1`` offsets (``int64``). One thread
+        whatever ``threads`` says: the Python path holds the GIL, so more would only take turns."""
         parts = [part for group in _groups(texts) for part in self._packed_group(group)]
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
         offsets //= 4
         ids = np.frombuffer(b"".join(parts), dtype=np.uint32)
         return ids, offsets
+
+    def lists(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        """Each text's IDs as a list: :meth:`flat`, split (the new chunks of all texts are merged together)."""
+        ids, offsets = self.flat(texts, threads)
+        flat, bounds = ids.tolist(), offsets.tolist()
+        return [flat[start:end] for start, end in zip(bounds, bounds[1:])]
 
     def _packed_group(self, texts: Sequence[str]) -> list[bytes]:
         chunk_lists = list(map(self._split, texts))
@@ -434,9 +441,12 @@ class NativeChunkEncoder:
     def ids(self, text: str) -> list[int]:
         return self.array(text).tolist()
 
-    def flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        ids, offsets = self._cache.encode_flat(texts)
+    def flat(self, texts: Sequence[str], threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        ids, offsets = self._cache.encode_flat(texts, threads)
         return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64).copy()
+
+    def lists(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        return self._cache.encode_lists(texts, threads)
 
 
 def native_encoder(pattern: str, base: Sequence[int] | Mapping[str, int], unknown: int | None, rank_of: MergeTable,

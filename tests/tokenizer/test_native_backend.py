@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import os
 import random
+import shutil
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import needs_native_core
 
@@ -65,9 +69,10 @@ def test_named_and_empty_patterns_encode_natively_custom_ones_in_python():
 
 
 @needs_native
-def test_the_native_cache_keeps_its_byte_bound():
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_native_cache_keeps_its_byte_bound(threads):
     """Distinct 200-character documents with pattern none: the cache starts over, never passes its bound,
-    and the IDs never depend on it."""
+    and the IDs never depend on it, whatever the number of threads."""
     tokenizer = Tokenizer.from_merges(kind="char", pattern="", alphabet=list("abc"),
                                       merges=[(1, 2), (4, 3), (3, 3), (5, 1), (6, 6)])
     unbounded = Tokenizer.from_merges(kind="char", pattern="", alphabet=list("abc"),
@@ -77,7 +82,8 @@ def test_the_native_cache_keeps_its_byte_bound():
     rng = random.Random(3)
     for _ in range(10):
         texts = ["".join(rng.choice("abc") for _ in range(200)) for _ in range(30)]
-        assert tokenizer.encode_batch_flat(texts)[0].tolist() == unbounded.encode_batch_flat(texts)[0].tolist()
+        assert tokenizer.encode_batch_flat(texts, threads=threads)[0].tolist() == \
+            unbounded.encode_batch_flat(texts)[0].tolist()
         assert 0 < cache.nbytes <= 20_000 and 0 < len(cache) <= 20_000 // 200
     long_text = "ab" * 200  # longer than any cached chunk: encoded, never kept
     before = len(cache)
@@ -94,3 +100,16 @@ def test_threads_sharing_one_tokenizer_get_the_ids_of_one_thread(tokenizer_corpu
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(fresh.encode_ordinary, texts * 4))
     assert got == want * 4
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None, reason="no C++ compiler: the core is optional")
+@pytest.mark.skipif(os.environ.get(backend.ENVIRONMENT_VARIABLE, "").strip().lower() == "python",
+                    reason="the Python path is forced")
+def test_where_a_compiler_is_the_core_is_built_from_the_current_sources():
+    """The build is optional, so a compile error only warns during the install and leaves the Python path
+    (or an older build) in place; where a compiler is at hand, that must fail here instead."""
+    assert backend.native is not None, "the native core did not build: run `pip install -e .` and read its errors"
+    built = Path(backend.native.__file__).stat().st_mtime
+    sources = Path(backend.__file__).parent.glob("_native*.[ch]*")
+    stale = [source.name for source in sources if source.stat().st_mtime > built and source.suffix in {".cpp", ".h"}]
+    assert not stale, f"the native core is older than {stale}: rebuild it with `pip install -e .`"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from array import array
+from functools import partial
 
 import numpy as np
 import pytest
@@ -73,6 +74,52 @@ def test_both_backends_give_the_same_flat_arrays(twins, texts):
             assert got == "refused"
         else:
             assert [a.tolist() for a in got] == [a.tolist() for a in want], fast
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(UNICODE_TEXTS, max_size=12), threads=st.integers(1, 5))
+def test_threads_and_lists_give_the_ids_of_one_text_at_a_time(twins, texts, threads):
+    for fast, python in twins:
+        want = [outcome(python.encode_ordinary, text) for text in texts]
+        lists = outcome(partial(fast.encode_batch, threads=threads), texts)
+        flat = outcome(partial(fast.encode_batch_flat, threads=threads), texts)
+        if "refused" in want:
+            assert lists == flat == "refused"
+            continue
+        assert lists == want, fast
+        assert all(type(i) is int for ids in lists for i in ids)
+        ids, offsets = flat
+        assert [ids[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == want, fast
+
+
+def test_threads_with_thousands_of_new_chunks_each_give_the_ids_of_one_text_at_a_time(twins):
+    """Texts of thousands of distinct words each: every thread's table of new chunks grows many times over
+    before the call adds them all to the cache, and a second call reads them from it."""
+    rng = random.Random(5)
+    texts = [" ".join("".join(rng.choice("abcdefghij") for _ in range(rng.randint(3, 9))) for _ in range(3000))
+             for _ in range(6)]
+    for fast, python in twins:
+        want = python.encode_batch(texts)
+        for threads in (2, 3):
+            assert fast.encode_batch(texts, threads=threads) == want, (fast, threads)
+        assert fast.encode_batch(texts[::-1], threads=2) == want[::-1]  # from the cache the calls filled
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_threads_name_the_first_text_that_cannot_be_encoded(byte_tokenizer, threads):
+    texts = ["plain text"] * 9 + ["x\ud800"] + ["more"] * 5 + ["y \udfff"] + ["end"] * 9
+    for call in (byte_tokenizer.encode_batch, byte_tokenizer.encode_batch_flat):
+        with pytest.raises(TokenizerError, match=r"'\\ud800' at character 1,"):
+            call(texts, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
+def test_threads_must_be_a_whole_number_of_at_least_one(twins, threads):
+    for fast, python in twins:
+        for tokenizer in (fast, python):
+            for call in (tokenizer.encode_batch, tokenizer.encode_batch_flat):
+                with pytest.raises(TokenizerError, match=f"threads must be .*got {threads!r}"):
+                    call(["abc"], threads=threads)
 
 
 def test_corpus_ids_match_across_backends(twins, tokenizer_corpus):

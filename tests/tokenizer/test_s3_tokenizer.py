@@ -38,14 +38,16 @@ class Folder:
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory) -> Path:
-    """The corpus ``put_corpus`` puts on s3, encoded with every path local: the project's directory."""
+    """The corpus ``put_corpus`` puts on s3, as files in ``raw/`` beside the project, encoded with every
+    path local: the project's directory."""
     root = tmp_path_factory.mktemp("local")
     corpus(Folder(root))
-    write_config(root, raw="raw/*.jsonl.gz")
+    (root / "local").mkdir()
+    write_config(root / "local", raw="../raw/*.jsonl.gz")
     with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
+        patch.chdir(root / "local")
         assert lmprep("run", "encode").exit_code == 0
-    return root
+    return root / "local"
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +67,14 @@ def error_lines(result) -> list[str]:
     return [line for line in result.output.splitlines() if line.startswith("error:")]
 
 
-def test_pipeline_with_the_tokenizer_on_s3_gives_the_files_of_the_local_run(s3, local_run, project,
+def test_pipeline_with_the_tokenizer_on_s3_gives_the_files_of_the_local_run(s3, local_run, tmp_path, monkeypatch,
                                                                            other_tokenizer):
-    corpus(s3)
+    # the same raw files, where the local run read them: every shard row names its document's file
+    project = local_run.parent / f"remote-{tmp_path.name}"
+    project.mkdir()
+    monkeypatch.chdir(project)
     tokenizer_url = s3.url("tok/tokenizer.json")
-    write_config(project, raw=s3.url("raw/*.jsonl.gz"), tokenizer=tokenizer_url)
+    write_config(project, raw="../raw/*.jsonl.gz", tokenizer=tokenizer_url)
     result = lmprep("run")
     assert result.exit_code == 0, result.output
 
@@ -104,7 +109,7 @@ def test_pipeline_with_the_tokenizer_on_s3_gives_the_files_of_the_local_run(s3, 
 
 def test_a_frozen_tokenizer_on_s3_is_copied_byte_for_byte(s3, local_run, project):
     frozen = s3.put("frozen/tokenizer.json", (local_run / "out" / "tokenizer.json").read_bytes())
-    write_config(project, raw=str(local_run / "raw" / "*.jsonl.gz"), tokenizer=s3.url("tok/tokenizer.json"))
+    write_config(project, raw=str(local_run.parent / "raw" / "*.jsonl.gz"), tokenizer=s3.url("tok/tokenizer.json"))
     result = lmprep("run", "tokenizer", "--set", f"tokenizer.path={frozen}")
     assert result.exit_code == 0, result.output
     for name in TOKENIZER_FILES:
@@ -127,7 +132,7 @@ def test_cli_tokenizer_commands_take_a_url_given_or_configured(s3, local_run, pr
     configured = lmprep("tokenizer", "encode", "what is 1?")
     assert configured.exit_code == 0, configured.output
     assert configured.output.split() == [str(i) for i in Tokenizer.load(local_file).encode("what is 1?")]
-    overwrite = lmprep("tokenizer", "train", str(local_run / "raw" / "*.jsonl.gz"))
+    overwrite = lmprep("tokenizer", "train", str(local_run.parent / "raw" / "*.jsonl.gz"))
     assert overwrite.exit_code == 2 and error_lines(overwrite) == [
         f"error: {url} is the output of the pipeline's 'tokenizer' stage; retrain it from the config with "
         "`lmprep run tokenizer`, write elsewhere with --out PATH, or pass --force to overwrite it"]
@@ -151,7 +156,7 @@ def test_encode_shares_a_remote_tokenizer_until_its_metadata_changes(s3, local_r
 ])
 def test_a_tokenizer_url_in_a_missing_bucket_is_one_line_with_exit_2(s3, local_run, project, arguments):
     (project / "frozen.json").write_bytes((local_run / "out" / "tokenizer.json").read_bytes())
-    write_config(project, raw=str(local_run / "raw" / "*.jsonl.gz"))
+    write_config(project, raw=str(local_run.parent / "raw" / "*.jsonl.gz"))
     result = lmprep(*arguments)
     assert result.exit_code == 2, result.output
     assert len(error_lines(result)) == 1 and "s3://no-such-bucket/tok.json" in error_lines(result)[0], result.output

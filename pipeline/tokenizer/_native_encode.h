@@ -1,0 +1,261 @@
+// The native encoder's pass over a batch of texts: split, chunk cache, merges of the misses, and the
+// threads of one call. Part of the native tokenizer core (_native.cpp includes it); no Python API here.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "_native_bpe.h"
+#include "_native_cache.h"
+#include "_native_split.h"
+
+namespace lmprep_native {
+
+// A text's code points as the caller holds them, one, two or four bytes each (a CPython str's layout).
+struct TextView {
+    int width;  // bytes per code point
+    bool ascii;
+    const void *data;
+    size_t length;
+
+    void split(int mode, std::vector<size_t> &ends) const {
+        if (width == 1) split_ends(static_cast<const uint8_t *>(data), length, mode, ends);
+        else if (width == 2) split_ends(static_cast<const uint16_t *>(data), length, mode, ends);
+        else split_ends(static_cast<const uint32_t *>(data), length, mode, ends);
+    }
+};
+
+// An encoder apart from Python: plain members, so that a Python object holding one starts zeroed.
+struct EncoderCore {
+    const MergeTable *table;                        // the merges (their Merger is kept alive by the owner)
+    int mode;
+    bool bytes_unit;                                // byte kind: base IDs per UTF-8 byte; else per character
+    uint32_t byte_ids[256];                         // byte kind: byte -> base ID
+    std::unordered_map<uint32_t, uint32_t> *chars;  // char kind: code point -> base ID
+    uint32_t unknown;                               // char kind: the ID of a character not in the alphabet
+    ChunkTable *cache;
+    std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
+};
+
+// What one encoding pass (one thread's share of a call) needs besides the encoder: reusable buffers, the
+// chunks it merged that the encoder's cache did not hold, and where a text failed.
+struct Pass {
+    std::vector<size_t> ends;
+    std::vector<char> key;  // the chunk's UTF-8 in key[0..key_length); grows, never shrinks
+    size_t key_length = 0;
+    std::vector<uint32_t> ids;
+    ChunkTable fresh;             // the pass's new chunks, looked up after the cache; added to it at the end
+    ptrdiff_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
+};
+
+// Add a finished pass's new chunks to the encoder's cache, under the exclusive lock (taken once per call,
+// after every thread of the call has let go of the shared one). Never throws: out of memory, the cache
+// starts over.
+inline void add_new_chunks(EncoderCore *self, ChunkTable &fresh) {
+    if (fresh.count == 0) return;
+    std::unique_lock<std::shared_mutex> hold(*self->lock);
+    if (self->cache->count == 0) {  // the first call of a cold cache
+        self->cache->take(fresh);
+        return;
+    }
+    try {
+        fresh.each([&](uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {
+            size_t held;
+            if (!self->cache->find(hash, key, key_length, &held))  // another call may have added it meanwhile
+                self->cache->insert(hash, key, key_length, ids, length);
+        });
+    } catch (const std::bad_alloc &) {
+        self->cache->clear();
+    }
+    fresh.clear();
+}
+
+// The key of chunk s[start..end): its code points as UTF-8; false (with pass.surrogate_at) if the byte
+// kind meets a lone surrogate.
+template <typename T>
+bool chunk_key(const EncoderCore *self, const T *s, size_t start, size_t end, bool ascii, Pass &pass) {
+    if (pass.key.size() < 4 * (end - start)) pass.key.resize(4 * (end - start));
+    char *at = pass.key.data();
+    if (ascii) {
+        std::memcpy(at, s + start, end - start);
+        pass.key_length = end - start;
+        return true;
+    }
+    for (size_t i = start; i < end; i++) {
+        if (sizeof(T) > 1 && self->bytes_unit && is_surrogate(s[i])) {
+            pass.surrogate_at = static_cast<ptrdiff_t>(i);
+            return false;
+        }
+        at = write_utf8(at, s[i]);
+    }
+    pass.key_length = static_cast<size_t>(at - pass.key.data());
+    return true;
+}
+
+// The base IDs of chunk s[start..end) (whose key is in pass.key) into pass.ids.
+template <typename T>
+void base_ids(const EncoderCore *self, const T *s, size_t start, size_t end, Pass &pass) {
+    pass.ids.clear();
+    if (self->bytes_unit) {
+        pass.ids.resize(pass.key_length);
+        for (size_t b = 0; b < pass.key_length; b++)
+            pass.ids[b] = self->byte_ids[static_cast<unsigned char>(pass.key[b])];
+    } else {
+        for (size_t i = start; i < end; i++) {
+            const auto id = self->chars->find(s[i]);
+            pass.ids.push_back(id == self->chars->end() ? self->unknown : id->second);
+        }
+    }
+}
+
+inline void append_ids(std::vector<uint32_t> &out, const uint32_t *ids, size_t length) {
+    for (size_t k = 0; k < length; k++) out.push_back(ids[k]);  // chunks are a few IDs: no call to memmove
+}
+
+// Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
+// the byte kind meets a lone surrogate. The caller holds the cache's shared lock.
+template <typename T>
+bool encode_units(EncoderCore *self, const T *s, size_t n, bool ascii, Pass &pass, std::vector<uint32_t> &out) {
+    const MergeTable &table = *self->table;
+    pass.ends.clear();
+    split_ends(s, n, self->mode, pass.ends);
+    size_t start = 0;
+    for (size_t end : pass.ends) {
+        if (!chunk_key(self, s, start, end, ascii, pass)) return false;
+        const bool cacheable = end - start <= CACHE_MAX_CHUNK;
+        const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key_length) : 0;
+        size_t length;
+        const uint32_t *found = nullptr;
+        if (cacheable) {
+            found = self->cache->find(hash, pass.key.data(), pass.key_length, &length);
+            if (!found) found = pass.fresh.find(hash, pass.key.data(), pass.key_length, &length);
+        }
+        if (found) {
+            append_ids(out, found, length);
+        } else {
+            base_ids(self, s, start, end, pass);
+            const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), table);
+            append_ids(out, pass.ids.data(), merged);
+            if (cacheable) pass.fresh.insert(hash, pass.key.data(), pass.key_length, pass.ids.data(), merged);
+        }
+        start = end;
+    }
+    return true;
+}
+
+inline bool encode_text(EncoderCore *self, const TextView &text, Pass &pass, std::vector<uint32_t> &out) {
+    if (text.width == 1)
+        return encode_units(self, static_cast<const uint8_t *>(text.data), text.length, text.ascii, pass, out);
+    if (text.width == 2)
+        return encode_units(self, static_cast<const uint16_t *>(text.data), text.length, false, pass, out);
+    return encode_units(self, static_cast<const uint32_t *>(text.data), text.length, false, pass, out);
+}
+
+// What encoding some texts gave: their IDs one after another, where each text's start (and the end),
+// and the first text that failed, if any.
+struct Encoded {
+    std::vector<uint32_t> ids;
+    std::vector<int64_t> offsets{0};
+    ptrdiff_t failed = -1;        // the index (within these texts) of a text the byte kind refused
+    ptrdiff_t surrogate_at = -1;  // where in it
+    bool out_of_memory = false;
+    size_t sharing = 1;  // the threads of the call: each pass's new chunks may take this share of the bound
+    Pass pass;
+};
+
+// Encode views[begin..end) into part, under the cache's shared lock; its new chunks stay in part.pass.fresh.
+// Runs without the GIL; never throws.
+inline void encode_range(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end,
+                         Encoded &part) {
+    try {
+        std::shared_lock<std::shared_mutex> hold(*self->lock);
+        part.pass.fresh.max_bytes = self->cache->max_bytes / part.sharing;
+        for (size_t i = begin; i < end; i++) {
+            if (!encode_text(self, views[i], part.pass, part.ids)) {
+                part.failed = static_cast<ptrdiff_t>(i - begin);
+                part.surrogate_at = part.pass.surrogate_at;
+                return;
+            }
+            part.offsets.push_back(static_cast<int64_t>(part.ids.size()));
+        }
+    } catch (const std::bad_alloc &) {
+        part.out_of_memory = true;
+    }
+}
+
+// Where each of `threads` consecutive ranges of the texts starts (and the last ends), cut so that each
+// holds about the same number of characters.
+inline std::vector<size_t> balanced_bounds(const std::vector<TextView> &views, size_t threads) {
+    size_t total = 0;
+    for (const TextView &view : views) total += view.length + 1;
+    std::vector<size_t> bounds{0};
+    size_t seen = 0;
+    for (size_t i = 0; i < views.size() && bounds.size() < threads; i++) {
+        seen += views[i].length + 1;
+        if (seen * threads >= total * bounds.size()) bounds.push_back(i + 1);
+    }
+    bounds.push_back(views.size());
+    return bounds;
+}
+
+// Append part (the texts from `first` on) to out: its IDs, its offsets shifted, its failure.
+inline void append_part(Encoded &out, const Encoded &part, size_t first) {
+    const int64_t shift = static_cast<int64_t>(out.ids.size());
+    out.ids.insert(out.ids.end(), part.ids.begin(), part.ids.end());
+    for (size_t i = 1; i < part.offsets.size(); i++) out.offsets.push_back(part.offsets[i] + shift);
+    if (part.failed >= 0) {
+        out.failed = static_cast<ptrdiff_t>(first) + part.failed;
+        out.surrogate_at = part.surrogate_at;
+    }
+}
+
+// Encode all views into out with up to `threads` threads (the calling one among them), each taking one
+// range of consecutive texts; the result is the same whatever the number. Runs without the GIL.
+inline void encode_all(EncoderCore *self, const std::vector<TextView> &views, size_t threads, Encoded &out) {
+    threads = std::max<size_t>(1, std::min(threads, views.size()));
+    if (threads == 1) {
+        encode_range(self, views, 0, views.size(), out);
+        add_new_chunks(self, out.pass.fresh);
+        return;
+    }
+    try {
+        const std::vector<size_t> bounds = balanced_bounds(views, threads);
+        const size_t ranges = bounds.size() - 1;
+        std::vector<Encoded> parts(ranges);
+        for (Encoded &part : parts) part.sharing = ranges;
+        std::vector<std::thread> workers;
+        workers.reserve(ranges);  // so that adding one never throws once others run
+        for (size_t r = 1; r < ranges; r++) {
+            try {
+                workers.emplace_back(encode_range, self, std::cref(views), bounds[r], bounds[r + 1],
+                                     std::ref(parts[r]));
+            } catch (const std::system_error &) {  // no thread to be had: this one encodes the range
+                encode_range(self, views, bounds[r], bounds[r + 1], parts[r]);
+            }
+        }
+        encode_range(self, views, bounds[0], bounds[1], parts[0]);
+        for (std::thread &worker : workers) worker.join();
+        for (Encoded &part : parts) add_new_chunks(self, part.pass.fresh);
+        size_t ids = 0;
+        for (const Encoded &part : parts) ids += part.ids.size();
+        out.ids.reserve(ids);
+        out.offsets.reserve(views.size() + 1);
+        for (size_t r = 0; r < ranges && out.failed < 0; r++) {
+            out.out_of_memory |= parts[r].out_of_memory;
+            append_part(out, parts[r], bounds[r]);
+        }
+    } catch (const std::bad_alloc &) {
+        out.out_of_memory = true;
+    }
+}
+
+}  // namespace lmprep_native
