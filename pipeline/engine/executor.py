@@ -107,7 +107,7 @@ class Tasks:
                     future.result()
                     bar.update(nbytes=size_of.get(future, 0))
         except BrokenProcessPool:
-            _stop(futures)
+            self._stop(futures)
             running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
             raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
                                 "memory?); the stage wrote nothing, run it again") from None
@@ -115,8 +115,14 @@ class Tasks:
             kill_workers(self._executor)
             raise
         except BaseException:
-            _stop(futures)
+            self._stop(futures)
             raise
+
+    def _stop(self, futures: Sequence[Future]) -> None:
+        """Cancel the tasks not started and wait for the running ones, which may still be writing files."""
+        for future in futures:
+            future.cancel()
+        wait(futures)
 
     def _completed(self, futures: Sequence[Future]) -> Iterable[Future]:
         """The futures as they finish."""
@@ -181,6 +187,13 @@ class DaskTasks(Tasks):
                 raise PipelineError(f"executor.address {self._address!r}: the Dask scheduler has had no worker for "
                                     f"{self._timeout:g} s (executor.timeout), with {len(pending)} of {total} "
                                     "partitions unfinished; start workers for it and run again")
+
+    def _stop(self, futures: Sequence[Future]) -> None:
+        """Cancel every task on the cluster, waiting at most ``timeout`` for them to end: a cluster that lost
+        its workers or its scheduler cannot say when a running one will."""
+        for future in futures:
+            future.cancel()
+        wait(futures, timeout=self._timeout)
 
     def _workers(self) -> int:
         """How many workers the scheduler has (a lost scheduler raises)."""
@@ -435,13 +448,6 @@ def _local_client(workers: int) -> Iterator[Any]:
         yield client
 
 
-def _stop(futures: Sequence[Future]) -> None:
-    """Cancel the tasks not started and wait for the running ones, which may still be writing files."""
-    for future in futures:
-        future.cancel()
-    wait(futures)
-
-
 def _status_of(future: Any) -> Future:
     """A ``concurrent.futures.Future`` that settles with a Dask future, without fetching its result."""
     return _DaskStatus(future)
@@ -453,13 +459,20 @@ class _DaskStatus(Future):
 
     Running from the start: a pending Future cancelled outside an executor is never counted done by
     ``concurrent.futures.wait``, which then waits for ever (a failed task of a map-reduce on Dask hung the
-    driver so). Cancelling one does nothing: the task runs to its end, as a running local task does.
+    driver so). Cancelling one cancels the Dask task, and the future settles when the task is cancelled.
     """
 
     def __init__(self, task: Any):
         super().__init__()
+        self._task = task
         self.set_running_or_notify_cancel()
         task.add_done_callback(self._settle)
+
+    def cancel(self) -> bool:
+        """Cancel the Dask task (it then settles this future); this future itself stays running until it does."""
+        with contextlib.suppress(Exception):  # a client without its scheduler: the task is lost already
+            self._task.cancel()
+        return False
 
     def _settle(self, done: Any) -> None:
         if self.done():

@@ -50,6 +50,16 @@ def hang(*args):
 hang.__module__, hang.__qualname__ = prepare._read_rows.__module__, prepare._read_rows.__qualname__
 prepare._read_rows = hang
 """
+# the same for the tokenizer's counting, a map-reduce
+HANG_COUNTING = """\
+import time
+import pipeline.data.chunk_counts as counting
+def hang(pattern, location):
+    time.sleep(120)
+hang.__module__, hang.__qualname__ = counting.count_part.__module__, counting.count_part.__qualname__
+counting.count_part = hang
+"""
+HANGING = {"prepare": HANG_PREPARE, "tokenizer": HANG_COUNTING}
 
 
 @pytest.fixture
@@ -172,20 +182,46 @@ def test_a_tls_address_without_tls_settings_is_refused_in_one_line(project, monk
                            "no distributed.comm.tls.ca-file"), line
 
 
+def test_a_tls_address_takes_its_certificates_from_dasks_config(project, tmp_path):
+    """The settings a Dask client reads (here as DASK_* variables) let the stage run on a TLS-only cluster."""
+    from distributed.security import Security
+
+    security = Security.temporary()
+    files = {}
+    for name in ("tls_ca_file", "tls_client_cert", "tls_client_key"):
+        files[name] = tmp_path / f"{name}.pem"
+        files[name].write_text(getattr(security, name))
+    settings = {"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": files["tls_ca_file"],
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": files["tls_client_cert"],
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": files["tls_client_key"]}
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tls://",
+                                  host="127.0.0.1", security=security, dashboard_address=None) as cluster:
+        assert cluster.scheduler_address.startswith("tls://")
+        result = subprocess.run([sys.executable, "-m", "stages", "run", "prepare", "--config", "lmprep.yaml",
+                                 *address_option(cluster.scheduler_address)], cwd=project, capture_output=True,
+                                text=True, timeout=DEADLINE,
+                                env={**environment(), **{key: str(value) for key, value in settings.items()}})
+    assert result.returncode == 0, result.stderr
+    assert (project / "out" / "prepared" / "stats.json").exists()
+
+
 # --------------------------------------------------------------------------- faults while a stage runs
 
 
 @contextlib.contextmanager
-def stage_running_on_a_worker(project: Path, tmp_path: Path) -> Iterator[tuple[subprocess.Popen, dict]]:
-    """``lmprep run prepare`` on a real scheduler and worker, its tasks hanging on the worker: yields the
+def stage_running_on_a_worker(project: Path, tmp_path: Path,
+                              stage: str = "prepare") -> Iterator[tuple[subprocess.Popen, dict]]:
+    """``lmprep run STAGE`` on a real scheduler and worker, its tasks hanging on the worker: yields the
     command (running) and the cluster's processes and address (``scheduler``, ``worker``, ``address``)."""
+    if stage != "prepare":
+        assert lmprep(project, "run", "prepare", "--executor", "local").returncode == 0
     with processes() as started:
         address, scheduler = start_scheduler(started, tmp_path)
         worker = start_worker(started, address)
         with distributed.Client(address, timeout=DEADLINE) as client:
             client.wait_for_workers(1, timeout=DEADLINE)
-            client.run(exec, HANG_PREPARE)
-            command = subprocess.Popen([sys.executable, "-m", "stages", "run", "prepare", "--config", "lmprep.yaml",
+            client.run(exec, HANGING[stage])
+            command = subprocess.Popen([sys.executable, "-m", "stages", "run", stage, "--config", "lmprep.yaml",
                                         *address_option(address)], cwd=project, env=environment(),
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                        start_new_session=True)
@@ -199,8 +235,9 @@ def finished(command: subprocess.Popen) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(command.args, command.returncode, stdout, stderr)
 
 
-def test_losing_every_worker_mid_stage_fails_within_the_timeout(project, tmp_path):
-    with stage_running_on_a_worker(project, tmp_path) as (command, cluster):
+@pytest.mark.parametrize("stage", ["prepare", "tokenizer"])  # a map, and a map-reduce
+def test_losing_every_worker_mid_stage_fails_within_the_timeout(project, tmp_path, stage):
+    with stage_running_on_a_worker(project, tmp_path, stage) as (command, cluster):
         cluster["worker"].kill()
         killed = time.monotonic()
         line = one_error_line(finished(command))
@@ -210,7 +247,7 @@ def test_losing_every_worker_mid_stage_fails_within_the_timeout(project, tmp_pat
                         r"for 1\.5 s \(executor\.timeout\), with \d+ of \d+ partitions unfinished; start workers "
                         r"for it and run again", line), line
     assert elapsed < TIMEOUT + 10
-    assert not (project / "out" / "prepared").exists()
+    assert not (project / "out" / ("prepared" if stage == "prepare" else "tokenizer.json")).exists()
 
 
 def test_losing_the_scheduler_mid_stage_is_one_line_without_a_traceback(project, tmp_path):
