@@ -31,6 +31,7 @@ import functools
 import logging
 import os
 import socket
+import sys
 import time
 import uuid
 from collections import Counter, deque
@@ -259,29 +260,38 @@ def _combine_done(combine: Callable[[Any, Any], Any], left: _Done, right: _Done)
 
 def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskContext | None = None) -> _Done:
     """Run one task under the driver's storage deadlines; a failure names the partition and the worker
-    (and keeps its type)."""
+    (and keeps its type).
+
+    A failure the user can fix is raised anew outside the handler, so that it carries no chain of causes
+    to the driver: once ``distributed`` is imported, tblib pickles an exception's whole chain, and a store
+    client's error in it (aiohttp's headers) cannot be pickled, which killed the pool's worker instead.
+    """
     context = context or _TaskContext.here()
     retries.configure(context.deadlines)
     before = retries.retried()
     try:
         value = function(item)
     except PipelineError as exc:
-        raise type(exc)(f"{exc} (partition {label}, on {worker_name()})") from None
+        failure: PipelineError = type(exc)(f"{exc} (partition {label}, on {worker_name()})")
     except FileNotFoundError as exc:
-        raise DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no such file; "
-                        f"{storage.SHARED_STORAGE_HINT}") from None
+        failure = DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no such file; "
+                            f"{storage.SHARED_STORAGE_HINT}")
     except Exception as exc:
         exc.add_note(f"partition {label}, on {worker_name()}")
         raise
-    return _Done(value, retries.since(before) if os.getpid() != context.driver else {})
+    else:
+        return _Done(value, retries.since(before) if os.getpid() != context.driver else {})
+    raise failure
 
 
 def worker_name() -> str:
-    """The Dask worker's address, or host and process ID."""
-    with contextlib.suppress(ImportError, ValueError):
-        from distributed import get_worker
+    """The Dask worker's address, or host and process ID (``distributed`` is imported only where it is
+    already: on a Dask worker)."""
+    if "distributed" in sys.modules:
+        with contextlib.suppress(ValueError):
+            from distributed import get_worker
 
-        return f"worker {get_worker().address}"
+            return f"worker {get_worker().address}"
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
