@@ -163,9 +163,11 @@ def _answer_kind(exc: BaseException) -> str | None:
         return None
     code = (response.get("Error") or {}).get("Code")
     status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-    if code in TRANSIENT_CODES or status in TRANSIENT_STATUSES:
-        return f"{code or 'error'} (HTTP {status})" if status else str(code)
-    return None
+    if code not in TRANSIENT_CODES and status not in TRANSIENT_STATUSES:
+        return None
+    if not status:
+        return str(code)
+    return f"HTTP {status}" if code in (None, "", str(status)) else f"{code} (HTTP {status})"  # HEAD: no body, no code
 
 
 def _exception_kind(exc: BaseException) -> str | None:

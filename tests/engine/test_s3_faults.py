@@ -235,6 +235,7 @@ def test_botocore_errors_are_classified_through_the_cause_s3fs_gives_them():
 
     assert retries.transient_kind(answer(503, "SlowDown")) == "SlowDown (HTTP 503)"
     assert retries.transient_kind(answer(500, "InternalError")) == "InternalError (HTTP 500)"
+    assert retries.transient_kind(answer(503, "503")) == "HTTP 503"  # the answer to a HEAD request has no body
     assert retries.transient_kind(answer(403, "AccessDenied")) is None
     assert retries.transient_kind(answer(404, "NoSuchBucket")) is None
     assert retries.transient_kind(ReadTimeoutError(endpoint_url="http://x")) == "read timeout"
