@@ -8,6 +8,7 @@ accepts connections and never answers.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import socket
@@ -246,3 +247,22 @@ def test_the_back_off_doubles_with_a_jitter_fixed_by_the_url():
     assert delays == [retries.delay("s3://b/k", attempt, 0.5) for attempt in (1, 2, 3)]
     assert all(0.5 * 2 ** (n - 1) * 0.5 <= value < 0.5 * 2 ** (n - 1) for n, value in enumerate(delays, 1))
     assert retries.delay("s3://b/other", 1, 0.5) != delays[0]
+
+
+def test_a_remote_stream_retries_a_read_at_the_same_position():
+    """fsspec moves a file's position only once bytes arrive, so a failed read is made again as it was."""
+
+    class Flaky(io.BytesIO):
+        failures = 1
+
+        def read(self, size=-1):
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionResetError(104, "Connection reset by peer")
+            return super().read(size)
+
+    before = retries.retried()
+    with io.BufferedReader(retries.RetryingReader("s3://b/k", Flaky(b"0123456789"))) as stream:
+        stream.seek(3)
+        assert stream.read(4) == b"3456"
+    assert retries.since(before) == {"connection reset": 1}
