@@ -3,7 +3,7 @@
     python benchmarks/fault_injection.py --cluster [--trials 2] [--copies 1] [--seed 0]
 
 Each scenario runs ``--trials`` times on a project of ``--copies`` generated corpora, with
-``executor.timeout: 2`` and ``storage: {timeout: 2, retries: 2, backoff: 0.1}``:
+``executor.timeout: 2`` and ``storage: {timeout: 2, retries: 3, backoff: 0.1}``:
 
 - Dask addresses that are no scheduler (a socket that never answers, an HTTP server), a scheduler
   with no worker, a ``tls://`` address without TLS settings;
@@ -11,12 +11,13 @@ Each scenario runs ``--trials`` times on a project of ``--copies`` generated cor
   processes (no nanny): the only worker killed, one of two workers killed, the scheduler killed, at a
   uniform random time from 2 s (the command's start-up) to 2 s plus the length of an undisturbed local run;
 - an object store (moto's S3 server) holding the raw files: frozen (a socket that never answers) for
-  ``status`` and ``run``, throttled (every third request answered 503 SlowDown, at most 20: the run
+  ``status`` and ``run``, throttled (every fourth request answered 503 SlowDown, at most 20: the run
   must succeed and count exactly those), denying access.
 
 For each command it checks: no hang (60 s), no traceback, no process left in the command's session,
 the exit status (0, or 2 with one ``error:`` line, the last), and that the outputs are byte-identical to those
-of an undisturbed run (a failed run keeps the previous ones, a run that succeeds writes the same).
+of an undisturbed run (a failed run keeps the previous ones, a run that succeeds writes the same),
+and again once a plain ``lmprep run`` after it has finished.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ prepare: {output_dir: out/prepared, partition_bytes: 100000}
 tokenizer: {output: out/tokenizer/tokenizer.json, vocab_size: 512}
 encode: {output_dir: out/shards, shard_tokens: 50000}
 executor: {timeout: 2}
-storage: {timeout: 2, retries: 2, backoff: 0.1}
+storage: {timeout: 2, retries: 3, backoff: 0.1}
 state_dir: state
 """
 STAGES = ("prepare", "tokenizer", "encode")
@@ -234,16 +235,32 @@ def store_scenarios(scratch: Path, copies: Path):
             with socket_server(None) as port:
                 result = command(project, *args, env={**store, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"})
             yield scenario, {**result, "identical": outputs(project) == reference}
-        layer.left, layer.every, layer.failed, layer.error = 20, 3, 0, (503, "SlowDown")
+        layer.left, layer.every, layer.failed, layer.error = 20, 4, 0, (503, "SlowDown")
         result = command(project, "run", *STAGES, "--force", env=store)
         counted = str(result["line"]).startswith(f"storage: {layer.failed} storage request")
-        yield "throttled store (every 3rd request 503 SlowDown)", {
+        yield "throttled store (every 4th request 503 SlowDown)", {
             **result, "identical": outputs(project) == reference, "injected": layer.failed,
             "clean_exit": result["returncode"] == 0 and counted}
         layer.left, layer.every, layer.error = 1000, 1, (403, "AccessDenied")
         result = command(project, "run", *STAGES, "--force", env=store)
         layer.left = 0
         yield "store denying access", {**result, "identical": outputs(project) == reference}
+
+
+def committed(project: Path) -> dict[str, str]:
+    return {name: digest for name, digest in outputs(project).items() if ".partial/" not in name}
+
+
+def recovery(project: Path, reference: dict[str, str]) -> dict[str, bool]:
+    """Whether the outputs are the undisturbed run's, and again after a plain ``lmprep run``. A failed
+    encode's finished parts, kept aside in ``<output_dir>.partial`` for the next encode to reuse, are no
+    output: they stay until an encode finishes or ``lmprep clean``."""
+    intact = committed(project) == reference
+    again = command(project, "run", *STAGES)
+    now = committed(project)
+    return {"identical": intact and again["returncode"] == 0 and now == reference,
+            "differ": sorted(name for name in {*now, *reference} if now.get(name) != reference.get(name))[:5],
+            "next_run": again["line"]}
 
 
 def main(trials: int, copies: int, seed: int) -> None:
@@ -263,7 +280,7 @@ def main(trials: int, copies: int, seed: int) -> None:
         results = []
         for _ in range(trials):
             for scenario, result in dask_scenarios(project, scratch, randomness, span):
-                results.append((scenario, {**result, "identical": outputs(project) == reference}))
+                results.append((scenario, {**result, **recovery(project, reference)}))
                 print(scenario, results[-1][1], flush=True)
             for scenario, result in store_scenarios(scratch / f"store-{len(results)}", raw):
                 results.append((scenario, result))
