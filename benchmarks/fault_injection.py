@@ -3,6 +3,7 @@ what the next run finds: no orphan process, no wait for a dead run, no traceback
 outputs once it has finished.
 
     python benchmarks/fault_injection.py [--trials 12] [--copies 6] [--seed 0]
+    python benchmarks/fault_injection.py --cluster [--trials 2] [--copies 1] [--seed 0]
 
 The corpus is ``--copies`` corpora like the shipped data/raw/, each generated with its own seed (so that
 de-duplication keeps them all), with partitions small enough that prepare and encode run several tasks
@@ -10,6 +11,10 @@ on two workers. A reference run gives the outputs' hashes and when
 each stage starts and ends; trial i then cleans the outputs, starts a run, kills it at a uniform random
 time within stage i mod 4 (prepare, tokenizer, encode, train), checks the kill, runs again to the end
 and compares every output with the reference. Everything happens in a temporary directory.
+
+With ``--cluster`` the faults are those of a Dask cluster and of an object store instead
+(benchmarks/cluster_faults.py): addresses that are no scheduler, a scheduler without workers, workers
+and the scheduler killed at random times of a run, a store that freezes, throttles or denies access.
 """
 
 from __future__ import annotations
@@ -134,7 +139,13 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--copies", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cluster", action="store_true", help="Dask and object-store faults instead of kills")
     options = parser.parse_args()
+    if options.cluster:
+        import cluster_faults
+
+        cluster_faults.main(options.trials, options.copies, options.seed)
+        return
     randomness = random.Random(options.seed)
     with tempfile.TemporaryDirectory(prefix="lmprep-faults-") as scratch:
         project = Path(scratch)

@@ -45,7 +45,7 @@ def run(config: Config) -> None:
     tokenizer = corpus.share_tokenizer(tokenizer_path)
     bos_id = special_id(tokenizer, settings.bos_token, key="encode.bos_token", path=tokenizer_path)
     eos_id = special_id(tokenizer, settings.eos_token, key="encode.eos_token", path=tokenizer_path)
-    with open_tasks(config.executor, workers=settings.workers) as tasks:
+    with open_tasks(config.executor, workers=settings.workers, writes=[output_dir]) as tasks:
         manifests = corpus.encode_corpus(
             config.output_path(config.prepare.output_dir), output_dir, tokenizer_path=tokenizer_path, tasks=tasks,
             shard_tokens=settings.shard_tokens, bos_id=bos_id, eos_id=eos_id,

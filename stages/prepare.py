@@ -70,7 +70,7 @@ def glob_base(pattern: str) -> str:
 
 
 def run(config: Config, files: Sequence[SourceFile]) -> None:
-    with open_tasks(config.executor) as tasks:
+    with open_tasks(config.executor, writes=[config.output_path(config.prepare.output_dir)]) as tasks:
         stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=tasks,
                                progress=PROGRESS, names_root=config.project_root,
                                source_names=[f"data.sources[{index}] {source.glob}"

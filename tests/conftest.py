@@ -25,6 +25,14 @@ def _in_tmp_path(tmp_path, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("LMPREP_CEILING_DIRECTORIES", str(tmp_path_factory.getbasetemp()))
 
 
+@pytest.fixture(autouse=True)
+def _default_storage_deadlines():
+    """Every test starts with the default storage deadlines: a command sets its config's for the process."""
+    from pipeline.engine import retries
+
+    retries.configure(retries.Deadlines())
+
+
 # --- model and checkpoint tests: a minimal stand-in for the tokenizer the guard reads
 
 
@@ -248,7 +256,7 @@ def fresh_bucket(s3_server, monkeypatch):
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem()
+    fs = s3fs.S3FileSystem(use_listings_cache=False)  # the tests observe the store as it is, never a cached listing
     bucket = next(_BUCKETS)
     fs.mkdir(bucket)
     yield Store(fs, bucket, counter)

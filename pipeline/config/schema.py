@@ -263,6 +263,17 @@ class ExecutorConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """Requests to object stores (``s3://`` and other URLs): the deadline of each connection and read, in
+    seconds, and how many times a transient failure is retried, after ``backoff`` seconds doubling each time
+    (docs/faults.md). Never changes an output."""
+
+    timeout: float = _bounded(15.0, low=0.1, high=3600.0)
+    retries: int = _bounded(3, low=0, high=20)
+    backoff: float = _bounded(0.5, low=0.0, high=60.0)
+
+
+@dataclass(frozen=True)
 class Config:
     data: DataConfig = DataConfig()
     prepare: PrepareConfig = PrepareConfig()
@@ -272,6 +283,7 @@ class Config:
     export: ExportConfig = ExportConfig()
     stats: StatsConfig = StatsConfig()
     executor: ExecutorConfig = ExecutorConfig()
+    storage: StorageConfig = StorageConfig()
     output_root: str = _path(".", "input")
     state_dir: str = _path(".lmprep", "output")
     run_cache_dir: str | None = _path(".lmprep/runs", "output")  # shared by the project's configs; null = none

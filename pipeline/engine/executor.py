@@ -16,27 +16,39 @@ Both backends offer the same two operations:
   move between workers, and only the final one reaches the driver).
 
 A failing task raises in the driver with the partition and the worker named.
+
+On Dask every wait has a deadline, ``executor.timeout``: connecting to the scheduler (its handshake
+included), the first worker to join, and any stretch of a stage during which the scheduler has no
+worker at all. Losing the scheduler fails the stage in one line, and so does a worker that cannot see
+the directory the stage writes into (probed before any task runs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import logging
 import os
 import socket
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, as_completed, wait
+import sys
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, as_completed, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
-from pipeline.engine import storage
+from pipeline.engine import retries, storage
 from pipeline.engine.pool import kill_workers, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
+WATCH_SECONDS = 1.0  # on Dask: how often the driver, while no task finishes, checks that the cluster has workers
+PROBE_PREFIX = ".lmprep-probe-"  # a file the driver writes for the Dask workers to find: is its output shared?
 
 
 class ExecutorSettings(Protocol):
@@ -59,10 +71,11 @@ class Tasks:
             sizes: Sequence[int] | None = None, desc: str = "", progress: bool = False) -> list[_R]:
         """``function`` applied to every item, results in item order; the largest ``sizes`` are started first."""
         futures: list[Future] = [None] * len(items)  # type: ignore[list-item]
+        context = _TaskContext.here()
         for index in largest_first(sizes) if sizes is not None else range(len(items)):
-            futures[index] = self._executor.submit(run_task, function, labels[index], items[index])
+            futures[index] = self._executor.submit(run_task, function, labels[index], items[index], context)
         self._wait(futures, labels, desc=desc, progress=progress, sizes=sizes)
-        return [future.result() for future in futures]
+        return [_received(future.result()) for future in futures]
 
     def map_reduce(self, function: Callable[[_T], _R], combine: Callable[[_R, _R], _R], items: Sequence[_T], *,
                    labels: Sequence[str], desc: str = "", progress: bool = False) -> _R:
@@ -71,12 +84,14 @@ class Tasks:
         Results are folded in item order as they arrive, so at most about log2(items) partial results
         are held at once.
         """
-        futures = [self._executor.submit(run_task, function, label, item) for label, item in zip(labels, items)]
+        context = _TaskContext.here()
+        futures = [self._executor.submit(run_task, function, label, item, context)
+                   for label, item in zip(labels, items)]
         self._wait(futures, labels, desc=desc, progress=progress)
         fold, pending = _TreeFold(combine), deque(futures)
         del futures
         while pending:
-            fold.add(pending.popleft().result())  # the future, and so its result, is dropped once folded
+            fold.add(_received(pending.popleft().result()))  # the future, and so its result, is dropped once folded
         return fold.result()
 
     def _wait(self, futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool,
@@ -89,11 +104,11 @@ class Tasks:
         size_of = dict(zip(futures, sizes)) if sizes is not None else {}
         try:
             with Progress(desc, total=len(futures), unit="parts", enabled=progress, leave=False) as bar:
-                for future in as_completed(futures):
+                for future in self._completed(futures):
                     future.result()
                     bar.update(nbytes=size_of.get(future, 0))
         except BrokenProcessPool:
-            _stop(futures)
+            self._stop(futures)
             running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
             raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
                                 "memory?); the stage wrote nothing, run it again") from None
@@ -101,31 +116,107 @@ class Tasks:
             kill_workers(self._executor)
             raise
         except BaseException:
-            _stop(futures)
+            self._stop(futures)
             raise
+
+    def _stop(self, futures: Sequence[Future]) -> None:
+        """Cancel the tasks not started and wait for the running ones, which may still be writing files."""
+        for future in futures:
+            future.cancel()
+        wait(futures)
+
+    def _completed(self, futures: Sequence[Future]) -> Iterable[Future]:
+        """The futures as they finish."""
+        return as_completed(futures)
 
 
 class DaskTasks(Tasks):
     """The same operations on a Dask ``Client``, reduced on the workers.
 
     A task whose worker dies is run again elsewhere by the scheduler (up to its
-    ``distributed.scheduler.allowed-failures``); a task that raises is not retried.
+    ``distributed.scheduler.allowed-failures``); a task that raises is not retried. While no task
+    finishes the driver watches the cluster: a scheduler without workers for ``timeout`` seconds, or a
+    lost scheduler, fails the stage in one line instead of a wait without end.
     """
 
-    def __init__(self, client: Any):
+    def __init__(self, client: Any, *, address: str, timeout: float):
         super().__init__(client.get_executor(pure=False))
-        self._client = client
+        self._client, self._address, self._timeout = client, address, timeout
 
     def map_reduce(self, function, combine, items, *, labels, desc="", progress=False):
         client = self._client
         submit = functools.partial(client.submit, pure=False)
-        leaves = [submit(run_task, function, label, item) for label, item in zip(labels, items)]
-        fold = _TreeFold(functools.partial(submit, combine))
+        context = _TaskContext.here()
+        leaves = [submit(run_task, function, label, item, context) for label, item in zip(labels, items)]
+        fold = _TreeFold(functools.partial(submit, _combine_done, combine))
         for leaf in leaves:
             fold.add(leaf)
         root = fold.result()
         self._wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
-        return root.result()
+        return _received(root.result())
+
+    def check_shared(self, directory: str | os.PathLike[str]) -> None:
+        """Raise unless every worker sees ``directory`` as the driver does: a file written there by the
+        driver must be found, with its content, by each worker. A worker with a directory of its own at
+        that path would write its part of the output where the driver never looks."""
+        directory = os.path.abspath(directory)
+        os.makedirs(directory, exist_ok=True)
+        token = uuid.uuid4().hex
+        probe = os.path.join(directory, f"{PROBE_PREFIX}{token}")
+        with open(probe, "w", encoding="ascii") as file:
+            file.write(token)
+        try:
+            seen = self._client.run(_holds_token, probe, token, on_error="return")
+        finally:
+            os.unlink(probe)
+        blind = sorted(worker for worker, answer in seen.items() if answer is not True)
+        if blind:
+            raise PipelineError(f"the Dask worker {blind[0]} cannot see {directory}, where this stage writes "
+                                f"({len(blind)} of {len(seen)} workers); {storage.SHARED_STORAGE_HINT}")
+
+    def _completed(self, futures: Sequence[Future]) -> Iterator[Future]:
+        """The futures as they finish; a lost scheduler or a cluster without workers for ``timeout`` s raises."""
+        pending, total, idle_since = set(futures), len(futures), None
+        while pending:
+            done, pending = wait(pending, timeout=WATCH_SECONDS, return_when=FIRST_COMPLETED)
+            for future in done:
+                if future.cancelled() or self._client.status != "running":
+                    raise self._lost(unfinished=len(pending) + 1, total=total)
+                yield future
+            idle_since = None if done or self._workers() else idle_since or time.monotonic()
+            if idle_since is not None and time.monotonic() - idle_since >= self._timeout:
+                raise PipelineError(f"executor.address {self._address!r}: the Dask scheduler has had no worker for "
+                                    f"{self._timeout:g} s (executor.timeout), with {len(pending)} of {total} "
+                                    "partitions unfinished; start workers for it and run again")
+
+    def _stop(self, futures: Sequence[Future]) -> None:
+        """Cancel every task on the cluster, waiting at most ``timeout`` for them to end: a cluster that lost
+        its workers or its scheduler cannot say when a running one will."""
+        for future in futures:
+            future.cancel()
+        wait(futures, timeout=self._timeout)
+
+    def _workers(self) -> int:
+        """How many workers the scheduler has (a lost scheduler raises)."""
+        if self._client.status != "running":
+            raise self._lost(unfinished=None, total=None)
+        with contextlib.suppress(TimeoutError, OSError):
+            return len(self._client.nthreads(callback_timeout=self._timeout))
+        raise self._lost(unfinished=None, total=None)
+
+    def _lost(self, *, unfinished: int | None, total: int | None) -> PipelineError:
+        counts = f", with {unfinished} of {total} partitions unfinished" if total is not None else ""
+        return PipelineError(f"executor.address {self._address!r}: lost the Dask scheduler{counts}; the stage did "
+                             "not finish, run it again once the scheduler is back")
+
+
+def _holds_token(path: str, token: str) -> bool:
+    """On a worker: whether ``path`` holds ``token`` (the driver's probe file)."""
+    try:
+        with open(path, encoding="ascii") as file:
+            return file.read() == token
+    except (OSError, ValueError):
+        return False
 
 
 def largest_first(sizes: Sequence[int]) -> list[int]:
@@ -137,26 +228,70 @@ def largest_first(sizes: Sequence[int]) -> list[int]:
     return sorted(range(len(sizes)), key=lambda index: -sizes[index])
 
 
-def run_task(function: Callable[[_T], _R], label: str, item: _T) -> _R:
-    """Run one task; a failure names the partition and the worker (and keeps its type)."""
+class _TaskContext(NamedTuple):
+    """What a task takes from its driver: the storage deadlines in force and the driver's process ID."""
+
+    deadlines: retries.Deadlines
+    driver: int
+
+    @classmethod
+    def here(cls) -> _TaskContext:
+        return cls(retries.current(), os.getpid())
+
+
+class _Done(NamedTuple):
+    """A task's result, with the storage retries its worker made for it (none when it ran in the driver,
+    which counted them already)."""
+
+    value: Any
+    retried: dict[str, int]
+
+
+def _received(done: _Done) -> Any:
+    """The result of a task, its worker's retries counted as the driver's."""
+    retries.add_retried(done.retried)
+    return done.value
+
+
+def _combine_done(combine: Callable[[Any, Any], Any], left: _Done, right: _Done) -> _Done:
+    """``combine`` of two task results, on a Dask worker, their retries added up."""
+    return _Done(combine(left.value, right.value), dict(Counter(left.retried) + Counter(right.retried)))
+
+
+def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskContext | None = None) -> _Done:
+    """Run one task under the driver's storage deadlines; a failure names the partition and the worker
+    (and keeps its type).
+
+    A failure the user can fix is raised anew outside the handler, so that it carries no chain of causes
+    to the driver: once ``distributed`` is imported, tblib pickles an exception's whole chain, and a store
+    client's error in it (aiohttp's headers) cannot be pickled, which killed the pool's worker instead.
+    """
+    context = context or _TaskContext.here()
+    retries.configure(context.deadlines)
+    before = retries.retried()
     try:
-        return function(item)
+        value = function(item)
     except PipelineError as exc:
-        raise type(exc)(f"{exc} (partition {label}, on {worker_name()})") from None
+        failure: PipelineError = type(exc)(f"{exc} (partition {label}, on {worker_name()})")
     except FileNotFoundError as exc:
-        raise DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no such file; "
-                        f"{storage.SHARED_STORAGE_HINT}") from None
+        failure = DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no such file; "
+                            f"{storage.SHARED_STORAGE_HINT}")
     except Exception as exc:
         exc.add_note(f"partition {label}, on {worker_name()}")
         raise
+    else:
+        return _Done(value, retries.since(before) if os.getpid() != context.driver else {})
+    raise failure
 
 
 def worker_name() -> str:
-    """The Dask worker's address, or host and process ID."""
-    with contextlib.suppress(ImportError, ValueError):
-        from distributed import get_worker
+    """The Dask worker's address, or host and process ID (``distributed`` is imported only where it is
+    already: on a Dask worker)."""
+    if "distributed" in sys.modules:
+        with contextlib.suppress(ValueError):
+            from distributed import get_worker
 
-        return f"worker {get_worker().address}"
+            return f"worker {get_worker().address}"
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
@@ -188,20 +323,30 @@ def share_local_cluster() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def open_tasks(settings: ExecutorSettings, *, workers: int = 0) -> Iterator[Tasks]:
-    """The configured backend; ``workers`` (a stage's own setting) overrides ``settings.workers`` locally."""
+def open_tasks(settings: ExecutorSettings, *, workers: int = 0,
+               writes: Sequence[str | os.PathLike[str]] = ()) -> Iterator[Tasks]:
+    """The configured backend; ``workers`` (a stage's own setting) overrides ``settings.workers`` locally.
+
+    ``writes``: the stage's outputs that its tasks write into; on Dask every worker must see the local
+    ones' directories (:meth:`DaskTasks.check_shared`), which is checked before any task runs.
+    """
     if settings.kind == "local":
         with process_pool(worker_count(workers or settings.workers)) as pool:
             yield Tasks(pool)
         return
     with _dask_client(settings) as client:
-        yield DaskTasks(client)
+        tasks = DaskTasks(client, address=client.scheduler.address if settings.address == "local"
+                          else settings.address, timeout=settings.timeout)
+        for output in writes:
+            if not storage.is_url(output):
+                tasks.check_shared(os.path.dirname(os.path.abspath(output)))
+        yield tasks
 
 
 @contextlib.contextmanager
 def _dask_client(settings: ExecutorSettings) -> Iterator[Any]:
     try:
-        from distributed import Client
+        import distributed  # noqa: F401
     except ImportError:
         raise ConfigError("executor.kind is 'dask' but Dask is not installed; pip install 'lmprep[dask]'") from None
     if settings.address is None:
@@ -217,13 +362,85 @@ def _dask_client(settings: ExecutorSettings) -> Iterator[Any]:
             _local_clients[count] = _run_clusters.enter_context(_local_client(count))
         yield _local_clients[count]
         return
-    try:
-        client = Client(settings.address, timeout=settings.timeout)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise ConfigError(f"executor.address {settings.address!r}: no Dask scheduler answered within "
-                          f"{settings.timeout:g} s ({' '.join(str(exc).split())})") from None
-    with client:
+    with _remote_client(settings.address, settings.timeout) as client:
         yield client
+
+
+@contextlib.contextmanager
+def _remote_client(address: str, timeout: float) -> Iterator[Any]:
+    """A Client of the scheduler at ``address`` that has a worker, each wait bounded by ``timeout``.
+
+    The Dask settings for TLS come from Dask's own config, as for any Dask client. distributed's log
+    lines (a lost connection, a failed reconnection) are held back while the client is open: the
+    stage's one error line says what happened.
+    """
+    from distributed import Client
+
+    security = _security(address)
+    _check_handshake(address, timeout, security)
+    try:
+        client = Client(address, timeout=timeout, security=security)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ConfigError(f"executor.address {address!r}: no Dask scheduler answered within "
+                          f"{timeout:g} s ({' '.join(str(exc).split())})") from None
+    with _quiet("distributed"), client:
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError:
+            raise PipelineError(f"executor.address {address!r}: the Dask scheduler has no worker (none joined "
+                                f"within {timeout:g} s, executor.timeout); start workers for it with "
+                                f"dask worker {address}") from None
+        yield client
+
+
+def _security(address: str) -> Any:
+    """The TLS settings of Dask's config (``distributed.comm.tls.*``), required for a ``tls://`` address."""
+    from distributed.security import Security
+
+    security = Security()
+    if address.lower().startswith("tls://") and not security.tls_ca_file:
+        raise ConfigError(f"executor.address {address!r} is a TLS address but Dask's config sets no "
+                          "distributed.comm.tls.ca-file (and client.cert, client.key); set them in "
+                          "~/.config/dask/distributed.yaml or as DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ...")
+    return security
+
+
+def _check_handshake(address: str, timeout: float, security: Any) -> None:
+    """Raise in one line unless a Dask scheduler at ``address`` completes distributed's handshake within
+    ``timeout`` seconds. distributed waits for the handshake without a deadline (a server that accepts
+    connections and never answers hung the driver for ever) and reads any first bytes as a frame's
+    length (an HTTP server's answer raised MemoryError)."""
+    from distributed.comm import connect
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=timeout, **security.get_connection_args("client")),
+                                      timeout)
+        await comm.close()
+
+    try:
+        asyncio.run(handshake())
+    except (OSError, TimeoutError) as exc:
+        detail = " ".join(str(exc).split()) or "no answer"
+        raise ConfigError(f"executor.address {address!r}: no Dask scheduler answered within {timeout:g} s "
+                          f"(executor.timeout; {detail})") from None
+    except (ValueError, TypeError, MemoryError, EOFError) as exc:
+        raise ConfigError(f"executor.address {address!r}: what answers there is not a Dask scheduler (its reply "
+                          f"does not follow Dask's protocol: {type(exc).__name__})") from None
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Hold back what a logger's handlers write, below CRITICAL, within the block; its child loggers (with
+    levels of their own, as distributed configures them) write through the same handlers."""
+    handlers = logging.getLogger(logger).handlers
+    levels = [handler.level for handler in handlers]
+    for handler in handlers:
+        handler.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for handler, level in zip(handlers, levels):
+            handler.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -233,21 +450,12 @@ def _local_client(workers: int) -> Iterator[Any]:
     The scheduler serves HTTP even without a dashboard, on port 8787 unless told otherwise, and warns
     when that port is taken (by another cluster); a free port of this host only, and no dashboard.
     """
-    import logging
-
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
         yield client
-
-
-def _stop(futures: Sequence[Future]) -> None:
-    """Cancel the tasks not started and wait for the running ones, which may still be writing files."""
-    for future in futures:
-        future.cancel()
-    wait(futures)
 
 
 def _status_of(future: Any) -> Future:
@@ -261,13 +469,20 @@ class _DaskStatus(Future):
 
     Running from the start: a pending Future cancelled outside an executor is never counted done by
     ``concurrent.futures.wait``, which then waits for ever (a failed task of a map-reduce on Dask hung the
-    driver so). Cancelling one does nothing: the task runs to its end, as a running local task does.
+    driver so). Cancelling one cancels the Dask task, and the future settles when the task is cancelled.
     """
 
     def __init__(self, task: Any):
         super().__init__()
+        self._task = task
         self.set_running_or_notify_cancel()
         task.add_done_callback(self._settle)
+
+    def cancel(self) -> bool:
+        """Cancel the Dask task (it then settles this future); this future itself stays running until it does."""
+        with contextlib.suppress(Exception):  # a client without its scheduler: the task is lost already
+            self._task.cancel()
+        return False
 
     def _settle(self, done: Any) -> None:
         if self.done():

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from pipeline.engine import atomic
+from pipeline.engine import atomic, retries
 from pipeline.errors import FileTooLargeError, StorageError, shorten
 
 SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
@@ -125,7 +125,7 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
         fs, protocol = _filesystem(pattern)
         with _named_errors(pattern):
             fs.invalidate_cache()  # a listing is fresh for each expansion, and reused by stamp()
-            found = fs.glob(pattern, detail=True)
+            found = retries.call(pattern, fs.glob, pattern, detail=True)
             if not found:
                 _check_container(fs, pattern)
         fixed = _fixed_parts(fs._strip_protocol(pattern))
@@ -167,7 +167,7 @@ def holds_anything(location: str) -> bool:
     """Whether any object lies at or under a remote location, committed or not."""
     fs, _ = _filesystem(location)
     with _named_errors(location):
-        return fs.exists(location)
+        return retries.call(location, fs.exists, location)
 
 
 def check_container(location: str) -> None:
@@ -192,7 +192,7 @@ def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str
     fs, _ = _filesystem(location)
     with _named_errors(location):
         try:
-            info = fs.info(location)
+            info = retries.call(location, fs.info, location)
         except FileNotFoundError:
             info = {}
     if info.get("type") == "file":
@@ -226,7 +226,7 @@ def stamp(location: str | os.PathLike[str]) -> dict[str, Any]:
         return listed
     fs, _ = _filesystem(location)
     with _named_errors(location):
-        info = fs.info(location)
+        info = retries.call(location, fs.info, location)
     if info.get("type") != "file":
         raise StorageError(f"{location}: not a file")
     return _identity(info)
@@ -246,7 +246,8 @@ def open_input(location: str | os.PathLike[str]) -> BinaryIO:
         return open(local(location), "rb", buffering=0)
     fs, _ = _filesystem(location)
     with _named_errors(location):
-        return fs.open(location, "rb", cache_type="none")
+        return retries.RetryingReader(os.fspath(location), retries.call(location, fs.open, location, "rb",
+                                                                         cache_type="none"))
 
 
 def read_bytes(location: str | os.PathLike[str]) -> bytes:
@@ -254,7 +255,7 @@ def read_bytes(location: str | os.PathLike[str]) -> bytes:
         return Path(local(location)).read_bytes()
     fs, _ = _filesystem(location)
     with _named_errors(location):
-        return fs.cat_file(location)
+        return retries.call(location, fs.cat_file, location)
 
 
 def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> bytes:
@@ -267,9 +268,8 @@ def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> 
     """
     if is_url(location):
         fs, _ = _filesystem(location)
-        with _named_errors(location), fs.open(location, "rb", cache_type="none") as remote:
-            _check_size(location, remote.size, limit, what)
-            data = remote.read(limit + 1)
+        with _named_errors(location):
+            data = retries.call(location, _read_remote_bounded, fs, location, limit, what)
     else:
         fd = os.open(local(location), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
@@ -286,6 +286,12 @@ def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> 
     return data
 
 
+def _read_remote_bounded(fs: Any, location: str, limit: int, what: str) -> bytes:
+    with fs.open(location, "rb", cache_type="none") as remote:
+        _check_size(location, remote.size, limit, what)
+        return remote.read(limit + 1)
+
+
 def _check_size(location: str | os.PathLike[str], size: int | None, limit: int, what: str) -> None:
     if size is not None and size > limit:
         mebibytes = f" ({limit >> 20:,} MiB)" if limit >= 1 << 20 else ""
@@ -300,7 +306,8 @@ def read_many(locations: Sequence[str], *, requests: int = 16) -> Iterator[bytes
 
     def fetch(location: str) -> bytes:
         with _named_errors(location):
-            return fs.cat_file(location, start=0)  # a range from 0 spares s3fs a HEAD request per object
+            # a range from 0 spares s3fs a HEAD request per object
+            return retries.call(location, fs.cat_file, location, start=0)
 
     with ThreadPoolExecutor(max_workers=min(requests, len(locations))) as pool:
         yield from pool.map(fetch, locations)
@@ -316,7 +323,7 @@ def local_copy(location: str | os.PathLike[str]) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:
         copy = Path(scratch) / name_of(location)
         with _named_errors(location):
-            fs.get_file(location, str(copy))
+            retries.call(location, fs.get_file, location, str(copy))
         yield copy
 
 
@@ -372,7 +379,7 @@ def download_dir(location: str | os.PathLike[str], directory: str | os.PathLike[
     for name in sorted(names):
         (target / name).parent.mkdir(parents=True, exist_ok=True)
         with _named_errors(join(source, name)):
-            fs.get_file(os.fspath(join(source, name)), str(target / name))
+            retries.call(join(source, name), fs.get_file, os.fspath(join(source, name)), str(target / name))
     return target
 
 
@@ -409,7 +416,7 @@ def write_bytes(location: str | os.PathLike[str], data: bytes) -> None:
         return
     fs, _ = _filesystem(location)
     with _named_errors(location):
-        fs.pipe_file(os.fspath(location), data)
+        retries.call(location, fs.pipe_file, os.fspath(location), data)
 
 
 def write_json(location: str | os.PathLike[str], obj: Any) -> None:
@@ -430,14 +437,14 @@ def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> No
         return
     fs, _ = _filesystem(source)
     with _named_errors(source):
-        fs.mv(os.fspath(source), os.fspath(target))
+        retries.call(source, fs.mv, os.fspath(source), os.fspath(target))
 
 
 def put_file(source: str | os.PathLike[str], location: str) -> None:
     """Upload a local file to a remote location: one PUT, so the object appears whole or not at all."""
     fs, _ = _filesystem(location)
     with _named_errors(location):
-        fs.put_file(os.fspath(source), location)
+        retries.call(location, fs.put_file, os.fspath(source), location)
 
 
 def remove(location: str | os.PathLike[str]) -> None:
@@ -453,7 +460,7 @@ def remove(location: str | os.PathLike[str]) -> None:
     fs, _ = _filesystem(location)
     for target in (join(location, COMMIT_FILE), location):
         with _named_errors(location), contextlib.suppress(FileNotFoundError):
-            fs.rm(os.fspath(target), recursive=True)
+            retries.call(target, fs.rm, os.fspath(target), recursive=True)
 
 
 def list_files(prefix: str) -> dict[str, dict[str, Any]]:
@@ -461,7 +468,7 @@ def list_files(prefix: str) -> dict[str, dict[str, Any]]:
     fs, protocol = _filesystem(prefix)
     root = fs._strip_protocol(prefix).rstrip("/")
     with _named_errors(prefix):
-        found = fs.find(prefix, detail=True)
+        found = retries.call(prefix, fs.find, prefix, detail=True)
     return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items())
             if entry.get("type") == "file"}
 
@@ -479,11 +486,11 @@ def _read_commit(url: str, commits: dict[str, Any] | None = None) -> dict[str, A
         try:
             if commits is not None:
                 fs.invalidate_cache(path)  # another process may have committed since this one listed
-                current = _identity(fs.info(path))
+                current = _identity(retries.call(path, fs.info, path))
                 kept = commits.get(path)
                 if kept is not None and kept[0] == current:
                     return kept[1]
-            record = json.loads(fs.cat_file(path))
+            record = json.loads(retries.call(path, fs.cat_file, path))
         except FileNotFoundError:
             return None
         except ValueError as exc:
@@ -501,7 +508,7 @@ def _remove_attempts(url: str, *, keep: str) -> None:
     since runs of one project hold its lock and an output belongs to one project."""
     fs, protocol = _filesystem(url)
     with _named_errors(url):
-        entries = fs.ls(url, detail=False, refresh=True)
+        entries = retries.call(url, fs.ls, url, detail=False, refresh=True)
     for entry in entries:
         name = entry.rstrip("/").rsplit("/", 1)[-1]
         if name.startswith(_ATTEMPT_PREFIX) and name != keep:
@@ -523,7 +530,8 @@ def _filesystem(location: str | os.PathLike[str]) -> tuple[Any, str]:
     try:
         import fsspec
 
-        return fsspec.filesystem(protocol), protocol
+        fs = fsspec.filesystem(protocol, **retries.filesystem_options(protocol))
+        return retries.without_own_retries(fs, protocol), protocol
     except ImportError as exc:
         raise StorageError(f"{text}: reading {protocol}:// URLs needs an fsspec backend that is not installed "
                            f"({exc}); for s3:// pip install 'lmprep[s3]'") from None
@@ -559,8 +567,22 @@ def _url(protocol: str, key: str) -> str:
 def _check_container(fs: Any, location: str) -> None:
     """Raise if the bucket (a URL's first component) does not exist: a listing of a missing one is empty."""
     container = fs._strip_protocol(location).split("/")[0]
-    if container and not fs.exists(container):
+    if container and not retries.call(location, _container_exists, fs, location, container):
         raise StorageError(f"{location}: no bucket {container!r} (or no access to it)")
+
+
+def _container_exists(fs: Any, location: str, container: str) -> bool:
+    """Whether a bucket exists: asked directly of S3, whose ``exists`` of a bucket answers False for any error
+    (a frozen store's timeouts included); a bucket that this user may not head is probed as s3fs does."""
+    if _URL.match(location).group(1).lower() not in retries.S3_PROTOCOLS:  # type: ignore[union-attr]
+        return bool(fs.exists(container))
+    try:
+        fs.call_s3("head_bucket", Bucket=container)
+    except FileNotFoundError:
+        return False
+    except PermissionError:
+        return bool(fs.exists(container))
+    return True
 
 
 def _fixed_parts(pattern: str) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from pipeline.config import Config, Origins, load_config_with_origins, parse_config
+from pipeline.engine import retries
 from pipeline.errors import ConfigError
 
 CONFIG_NAMES = ("config.yaml", os.path.join("configs", "default.yaml"))  # what `lmprep init` writes; this repository
@@ -29,7 +30,8 @@ def config_options(command: Command | None = None, *, optional: bool = False, wi
     ``optional``, no config found means the built-in defaults, so the command also works outside a
     project; a ``--config`` naming a missing file is still an error, and so is ``--set`` with no config
     file to override. With ``with_origins`` the command also gets ``origins: Origins``, where each
-    value came from.
+    value came from. The config's ``storage`` deadlines apply to the command's requests to object stores,
+    and the retries they needed are counted in one line on stderr once it succeeds.
     """
     if command is None:
         return functools.partial(config_options, optional=optional, with_origins=with_origins)
@@ -55,7 +57,12 @@ def config_options(command: Command | None = None, *, optional: bool = False, wi
                 click.echo(f"using config {config_path}", err=True)
         if with_origins:
             kwargs["origins"] = origins
-        return command(*args, config=config, **kwargs)
+        retries.configure(config.storage)
+        before = retries.retried()
+        result = command(*args, config=config, **kwargs)
+        if retried := retries.since(before):
+            click.echo(f"storage: {retries.summary(retried)}", err=True)
+        return result
 
     return wrapper
 

@@ -1,8 +1,12 @@
-"""Partition tasks on a local executor: result order and the order in which tasks start."""
+"""Partition tasks on a local executor: result order, the order in which tasks start, and failures."""
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.engine.executor import Tasks
+from pipeline.engine.pool import process_pool
+from pipeline.errors import StorageError
 
 
 def test_map_starts_the_largest_items_first_and_returns_results_in_item_order(start_order):
@@ -14,3 +18,26 @@ def test_map_starts_the_largest_items_first_and_returns_results_in_item_order(st
 def test_map_without_sizes_starts_items_in_order(start_order):
     assert Tasks(start_order).map(str.upper, ["a", "b"], labels=["0", "1"]) == ["A", "B"]
     assert start_order.labels == ["0", "1"]
+
+
+class Unpicklable:
+    """What a store client's error may hold (aiohttp's headers): no pickling."""
+
+    def __reduce__(self):
+        raise TypeError("can't pickle Unpicklable objects")
+
+
+def fail_with_an_unpicklable_cause(_item: int) -> None:
+    try:
+        raise ConnectionError(Unpicklable())
+    except ConnectionError:
+        raise StorageError("s3://bucket/key: the store said no") from None
+
+
+def test_a_failed_task_reaches_the_driver_without_the_unpicklable_causes_of_its_error():
+    """tblib (installed by importing distributed) pickles an exception's whole chain; the worker used to
+    die pickling it, and the stage said 'a worker process died (killed, or out of memory?)'."""
+    pytest.importorskip("tblib.pickling_support").install()
+    with process_pool(1) as pool, pytest.raises(StorageError) as failure:
+        Tasks(pool).map(fail_with_an_unpicklable_cause, [0], labels=["part-0"])
+    assert str(failure.value).startswith("s3://bucket/key: the store said no (partition part-0, on ")

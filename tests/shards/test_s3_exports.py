@@ -137,7 +137,8 @@ def test_status_over_unchanged_remote_outputs_reads_no_object_and_sees_a_new_com
 
 def test_clean_removes_the_remote_exports_and_stats_their_commits_first(s3, local_project, tmp_path, monkeypatch):
     moved_to_store(local_project, tmp_path / "project", monkeypatch, export=s3.url("export"), stats=s3.url("stats"))
-    remove = s3.fs.rm
+    fs, _ = storage._filesystem(s3.url("export"))  # lmprep's own client (its deadlines are options of its own)
+    remove = fs.rm
 
     def commits_only(path, **kwargs):
         if not path.endswith(storage.COMMIT_FILE):
@@ -145,7 +146,7 @@ def test_clean_removes_the_remote_exports_and_stats_their_commits_first(s3, loca
         remove(path, **kwargs)
 
     with monkeypatch.context() as patch:  # a clean cut short after deleting the first commit
-        patch.setattr(s3.fs, "rm", commits_only)
+        patch.setattr(fs, "rm", commits_only)
         assert lmprep("clean").output == "error: interrupted\n"
     assert f"output '{s3.url('export')}' is missing" in lmprep("status").output
     assert s3.fs.find(s3.url("export"))  # the files no commit lists any more
