@@ -394,6 +394,17 @@ def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> No
         fs.mv(os.fspath(source), os.fspath(target))
 
 
+def copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Give a file a second name in an output being written: a hard link locally (a copy where the file
+    system has none), a copy made by the store itself remotely (no byte passes through this machine)."""
+    if not is_url(source):
+        atomic.link_file(local(source), local(target))
+        return
+    fs, _ = _filesystem(source)
+    with _named_errors(source):
+        fs.copy(os.fspath(source), os.fspath(target))
+
+
 def put_file(source: str | os.PathLike[str], location: str) -> None:
     """Upload a local file to a remote location: one PUT, so the object appears whole or not at all."""
     fs, _ = _filesystem(location)
