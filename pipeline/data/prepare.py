@@ -154,8 +154,8 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
                                   dict(enumerate(result.piece_starts for result in results[0])))
         written = results[-1]
         parts = {split: [result.parts[split] for result in written] for split in (*SPLITS, REJECTED)}
-        for part in (part for split_parts in parts.values() for part in split_parts):
-            storage.copy_file(records.scratch.path(*part.file.split("/")), storage.join(staging, part.file))
+        storage.copy_files([(records.scratch.path(*part.file.split("/")), storage.join(staging, part.file))
+                            for split_parts in parts.values() for part in split_parts])
         documents.write_parts(staging, {split: parts[split] for split in SPLITS})
         stats = _stats(files, source_names, results, written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)

@@ -66,12 +66,13 @@ class PrepareRecords:
 
     def finished_round(self, round_: int, identities: Sequence[str]) -> dict[int, Any]:
         """Partition → the result its record kept, for the tasks of ``round_`` an earlier run finished."""
-        done = {index: found[0] for index, identity in enumerate(identities)
-                if (found := self.scratch.finished(round_record(round_, index), identity)) is not None}
+        found = self.scratch.finished_many([(round_record(round_, index), identity)
+                                            for index, identity in enumerate(identities)])
+        done = {index: record[0] for index, record in enumerate(found) if record is not None}
         if done:
             where = f" of round {round_ + 1} of {self._rounds}" if self._rounds > 1 else ""
             self._notify(f"reusing {len(done)} of {len(identities)} partitions{where} that an interrupted run "
-                         f"finished ({self.scratch.location})")
+                         f"finished ({self.scratch.shown})")
         return done
 
     def step_identity(self, round_: int, identities: Sequence[str]) -> str:

@@ -7,7 +7,9 @@ the inputs with their content stamps or checksums, the settings, the code versio
 file it wrote and what it returned to the driver. The next run takes a task's record only when it names the
 very job that run would start and every file still has its checksum, and runs the task otherwise; it
 removes the scratch once its output is in place. A record of other inputs or settings is never reused,
-and a damaged or missing file makes its task run again.
+and a damaged or missing file makes its task run again. A task that runs again overwrites its files (each
+is replaced atomically); what an unfinished task left and no record names is never read, and goes with the
+scratch.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from pipeline.errors import StorageError
 
 SUFFIX = ".partial"
 RECORD_VERSION = 1
+_CHECKS = 16  # records checked at a time
 
 
 def scratch_location(output: str | os.PathLike[str]) -> Path | str:
@@ -46,10 +50,11 @@ class Scratch:
     """The scratch location of one output (picklable: tasks write their files and records into it)."""
 
     location: Path | str
+    shown: str = ""  # as messages name it: the output as the user gave it, with the suffix
 
     @classmethod
     def of(cls, output: str | os.PathLike[str]) -> Scratch:
-        return cls(scratch_location(output))
+        return cls(scratch_location(output), os.fspath(output).rstrip("/") + SUFFIX)
 
     def path(self, *names: str) -> Path | str:
         return storage.join(self.location, *names)
@@ -59,18 +64,19 @@ class Scratch:
         inner = os.fspath(location)[len(os.fspath(self.location)):]
         return inner.replace(os.sep, "/").strip("/")
 
-    def place(self, name: str) -> Path | str:
-        """The empty directory a task writes its files into (what an unfinished task left there is removed)."""
-        place = self.path(name)
-        storage.remove(place)
-        storage.make_dir(place)
-        return place
-
     def save(self, name: str, identity: str, files: Mapping[str, str], result: Any = None) -> None:
         """Record that the job ``identity`` finished and wrote ``files`` (path relative to the scratch →
         sha256) and returned ``result`` (JSON); called last, in the task or, for a driver's step, the driver."""
         storage.write_json(self._record(name), {"version": RECORD_VERSION, "job": identity, "files": dict(files),
                                                "result": result})
+
+    def finished_many(self, jobs: Sequence[tuple[str, str]]) -> list[tuple[Any] | None]:
+        """:meth:`finished` for each ``(name, identity)``, several at a time: a remote store answers each
+        request after a round trip, and reading and hashing the files is most of the time of a check."""
+        if not jobs:
+            return []
+        with ThreadPoolExecutor(max_workers=min(_CHECKS, len(jobs))) as pool:
+            return list(pool.map(lambda job: self.finished(*job), jobs))
 
     def finished(self, name: str, identity: str) -> tuple[Any] | None:
         """``(result,)`` of the job ``identity`` when a record says it finished and its files still have their

@@ -394,15 +394,18 @@ def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> No
         fs.mv(os.fspath(source), os.fspath(target))
 
 
-def copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    """Give a file a second name in an output being written: a hard link locally (a copy where the file
-    system has none), a copy made by the store itself remotely (no byte passes through this machine)."""
-    if not is_url(source):
-        atomic.link_file(local(source), local(target))
-        return
-    fs, _ = _filesystem(source)
-    with _named_errors(source):
-        fs.copy(os.fspath(source), os.fspath(target))
+def copy_files(pairs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[str]]]) -> None:
+    """Give files second names (``(source, target)`` pairs) in an output being written: hard links locally
+    (copies where the file system has none), copies made by the store itself remotely, many at a time (no
+    byte passes through this machine)."""
+    remote = [(os.fspath(source), os.fspath(target)) for source, target in pairs if is_url(source)]
+    for source, target in pairs:
+        if not is_url(source):
+            atomic.link_file(local(source), local(target))
+    if remote:
+        fs, _ = _filesystem(remote[0][0])
+        with _named_errors(remote[0][0]):
+            fs.copy([source for source, _ in remote], [target for _, target in remote])
 
 
 def put_file(source: str | os.PathLike[str], location: str) -> None:

@@ -257,13 +257,11 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
 def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.PartialParts, *, tasks: Tasks,
                   progress: bool, notify: Callable[[str], None]) -> list[Manifest]:
     """Each job's manifest, in order: the parts an earlier run finished are taken, the others encoded."""
-    done = {index: manifest for index, job in enumerate(jobs)
-            if (manifest := partial.finished(job.prefix, job.identity, job.stamp)) is not None}
+    found = partial.finished([(job.prefix, job.identity, job.stamp) for job in jobs])
+    done = {index: manifest for index, manifest in enumerate(found) if manifest is not None}
     if done:
-        notify(f"reusing {len(done)} of {len(jobs)} parts that an interrupted run finished ({partial.directory})")
+        notify(f"reusing {len(done)} of {len(jobs)} parts that an interrupted run finished ({partial.scratch.shown})")
     todo = [index for index in range(len(jobs)) if index not in done]
-    for index in todo:
-        partial.place(jobs[index].prefix)
     encoded = tasks.map(encode_part, [jobs[i] for i in todo], sizes=[sizes[i] for i in todo], desc="encode",
                         labels=[f"{jobs[i].prefix} ({jobs[i].source})" for i in todo], progress=progress)
     results = {**done, **dict(zip(todo, encoded))}
@@ -274,12 +272,13 @@ def _gather_shards(partial: resume.PartialParts, staging: Path | str, stamp: Sha
                    parts: list[tuple[str, Manifest]]) -> Manifest:
     """The split's shards in the staging output under the set's names, ``{split}-00000.arrow``, … in part
     order (a hard link, or the store's copy, of each part's shard); their manifest."""
-    entries = []
+    entries, copies = [], []
     for prefix, manifest in parts:
         for entry in manifest.shards:
             name = shard_name(stamp.split, len(entries))
-            storage.copy_file(partial.shard(prefix, entry.file), storage.join(staging, name))
+            copies.append((partial.shard(prefix, entry.file), storage.join(staging, name)))
             entries.append(dataclasses.replace(entry, file=name))
+    storage.copy_files(copies)
     return dataclasses.replace(join_manifests(stamp, [manifest for _, manifest in parts]), shards=tuple(entries))
 
 

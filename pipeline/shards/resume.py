@@ -14,6 +14,7 @@ interrupted.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.engine import completion
@@ -28,22 +29,12 @@ class PartialParts:
 
     def __init__(self, output_dir: str | os.PathLike[str]):
         self.scratch = Scratch.of(output_dir)
-        self.directory = self.scratch.location
 
-    def place(self, prefix: str) -> None:
-        """Empty a part's place before its task runs (what an unfinished task left there goes)."""
-        self.scratch.place(prefix)
-
-    def finished(self, prefix: str, identity: str, stamp: ShardStamp) -> Manifest | None:
-        """The shards a finished task of this very job left, checked against their checksums; None otherwise."""
-        found = self.scratch.finished(prefix, identity)
-        if found is None:
-            return None
-        try:
-            entries = tuple(ShardEntry(**entry) for entry in found[0]["shards"])
-            return Manifest(stamp=stamp, shards=entries, max_id=int(found[0]["max_id"]))
-        except (KeyError, TypeError, ValueError):
-            return None
+    def finished(self, jobs: Sequence[tuple[str, str, ShardStamp]]) -> list[Manifest | None]:
+        """For each ``(prefix, identity, stamp)``, the shards a finished task of this very job left, checked
+        against their checksums; None where there are none."""
+        found = self.scratch.finished_many([(prefix, identity) for prefix, identity, _ in jobs])
+        return [None if record is None else _manifest(record[0], stamp) for record, (_, _, stamp) in zip(found, jobs)]
 
     def shard(self, prefix: str, file: str) -> Path | str:
         """Where a part's task wrote one of its shards."""
@@ -51,6 +42,14 @@ class PartialParts:
 
     def remove(self) -> None:
         self.scratch.remove()
+
+
+def _manifest(result: dict, stamp: ShardStamp) -> Manifest | None:
+    try:
+        return Manifest(stamp=stamp, shards=tuple(ShardEntry(**entry) for entry in result["shards"]),
+                        max_id=int(result["max_id"]))
+    except (KeyError, TypeError, ValueError):  # not a record this code wrote
+        return None
 
 
 def save_record(scratch: Scratch, prefix: str, identity: str, manifest: Manifest) -> None:
