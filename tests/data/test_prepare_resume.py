@@ -68,20 +68,27 @@ def reference(project) -> dict[str, bytes]:
     return files
 
 
-@pytest.mark.parametrize("method, expected", [
-    ("_write_candidates", [(11, 12, " of round 1 of 2")]),  # fails in the first round: the step never ran
-    ("_write_rejected", [(12, 12, " of round 1 of 2"), (11, 12, " of round 2 of 2")]),  # in the last round
-])
-def test_a_failed_prepare_redoes_only_the_unfinished_partitions(project, reference, monkeypatch, method, expected):
+def finished(project: Path, round_: int) -> int:
+    """The partitions of a round (counted from 0) whose completion record the scratch holds."""
+    return len(list((project / "out" / "prepared.partial").glob(f"r{round_}-0*.done.json")))
+
+
+@pytest.mark.parametrize("method, round_", [("_write_candidates", 0), ("_write_rejected", 1)])
+def test_a_failed_prepare_redoes_only_the_unfinished_partitions(project, reference, monkeypatch, method, round_):
+    """A task fails in the first round (the de-duplication step never ran) or in the last; the tasks
+    running beside it finish, those not started are cancelled."""
     with monkeypatch.context() as patch:
         fail_partition(patch, method)
         failed = lmprep("run", "prepare")
     assert failed.exit_code == 2 and "the disk went away" in failed.stderr, failed.output
     assert not (project / "out" / "prepared").exists()  # nothing was swapped in
+    kept = finished(project, round_)
+    assert 0 < kept < 12
     resumed = lmprep("run", "prepare")
     assert resumed.exit_code == 0, resumed.output
-    assert reused(resumed.stderr) == expected, resumed.stderr
-    assert ("reusing the marks of exact_dedup" in resumed.stderr) == (len(expected) == 2)
+    expected = [(12, 12, " of round 1 of 2")] if round_ else []
+    assert reused(resumed.stderr) == [*expected, (kept, 12, f" of round {round_ + 1} of 2")], resumed.stderr
+    assert ("reusing the marks of exact_dedup" in resumed.stderr) == (round_ == 1)
     assert prepared(project) == reference
     assert not (project / "out" / "prepared.partial").exists()
 
@@ -94,7 +101,7 @@ def test_an_edited_raw_file_redoes_its_partitions_and_every_round_after_the_dedu
     raw.write_text(raw.read_text().replace("it is 59.", "it is fifty-nine."))
     resumed = lmprep("run", "prepare")
     assert resumed.exit_code == 0, resumed.output
-    counts = reused(resumed.stderr)
+    counts = reused(resumed.stderr)  # b.txt's partitions are read again, a.txt's taken
     assert len(counts) == 1 and counts[0][2] == " of round 1 of 2" and 0 < counts[0][0] < 12, resumed.stderr
     assert "marks" not in resumed.stderr  # the step read b.txt's new keys
     edited = prepared(project)
@@ -122,11 +129,12 @@ def test_a_damaged_work_file_is_written_again(project, reference, monkeypatch):
     with monkeypatch.context() as patch:
         fail_partition(patch, "_write_candidates")
         assert lmprep("run", "prepare").exit_code == 2
+    kept = finished(project, 0)
     candidates = sorted((project / "out" / "prepared.partial" / "work").glob("r0-candidates-*.arrow"))[0]
     candidates.write_bytes(candidates.read_bytes()[:-10])
     resumed = lmprep("run", "prepare")
     assert resumed.exit_code == 0, resumed.output
-    assert reused(resumed.stderr) == [(10, 12, " of round 1 of 2")], resumed.stderr
+    assert reused(resumed.stderr) == [(kept - 1, 12, " of round 1 of 2")], resumed.stderr
     assert prepared(project) == reference
 
 

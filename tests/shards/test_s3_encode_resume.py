@@ -80,7 +80,7 @@ def test_a_failed_remote_encode_writes_only_the_missing_shards(s3, reference, mo
     resumed = lmprep("run", "encode", "--force")
     assert resumed.exit_code == 0, resumed.output
     done, parts = reused(resumed.stderr)
-    assert done == len(kept) == parts - 1
+    assert done == len(kept) < parts  # the tasks running beside the failed one finished, the others were cancelled
     assert committed_shards(s3) == reference
     assert not storage.holds_anything(s3.url("shards.partial"))
 
