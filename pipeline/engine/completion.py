@@ -72,25 +72,48 @@ class Scratch:
 
     def finished_many(self, jobs: Sequence[tuple[str, str]]) -> list[tuple[Any] | None]:
         """:meth:`finished` for each ``(name, identity)``, several at a time: a remote store answers each
-        request after a round trip, and reading and hashing the files is most of the time of a check."""
+        request after a round trip, and reading and hashing the files is most of the time of a check. A
+        remote scratch is listed first, once: a missing record or file then costs no request, and the
+        others are read without asking for their sizes."""
         if not jobs:
             return []
+        listed = self._listing()
         with ThreadPoolExecutor(max_workers=min(_CHECKS, len(jobs))) as pool:
-            return list(pool.map(lambda job: self.finished(*job), jobs))
+            return list(pool.map(lambda job: self.finished(*job, listed=listed), jobs))
 
-    def finished(self, name: str, identity: str) -> tuple[Any] | None:
+    def finished(self, name: str, identity: str, *,
+                 listed: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Any] | None:
         """``(result,)`` of the job ``identity`` when a record says it finished and its files still have their
-        checksums; None otherwise (no record, another job's, or a file missing or changed)."""
+        checksums; None otherwise (no record, another job's, or a file missing or changed). ``listed``: the
+        remote scratch's files with their stamps, as :func:`~pipeline.engine.storage.list_files` gives them."""
         try:
-            record = json.loads(storage.read_bytes(self._record(name)))
+            if listed is None:
+                record = json.loads(storage.read_bytes(self._record(name)))
+            elif f"{name}.done.json" in listed:
+                record = json.loads(storage.read_range(os.fspath(self._record(name)), 0,
+                                                       listed[f"{name}.done.json"]["size"]))
+            else:
+                return None
             if record["version"] != RECORD_VERSION or record["job"] != identity:
                 return None
-            if not all(hashing.sha256_location(self.path(*file.split("/"))) == digest
+            if listed is not None and not all(file in listed for file in record["files"]):
+                return None
+            if not all(hashing.sha256_location(self.path(*file.split("/")),
+                                               size=None if listed is None else listed[file]["size"]) == digest
                        for file, digest in record["files"].items()):
                 return None
             return (record["result"],)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, StorageError):  # none, or not one of ours
             return None
+
+    def _listing(self) -> dict[str, dict[str, Any]] | None:
+        """A remote scratch's files (none yet: empty); None for a local one."""
+        if not storage.is_url(self.location):
+            return None
+        try:
+            return storage.list_files(self.location)
+        except StorageError:
+            return {}
 
     def remove(self) -> None:
         if storage.is_url(self.location):

@@ -40,11 +40,16 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def sha256_location(location: str | os.PathLike[str]) -> str:
-    """sha256 of a file's bytes, local or remote (a remote one is read as a stream)."""
+def sha256_location(location: str | os.PathLike[str], *, size: int | None = None) -> str:
+    """sha256 of a file's bytes, local or remote: a remote one is read as a stream or, its ``size`` known
+    (from a listing), in ranges of a GET each, without the request that asks for its size."""
     if not storage.is_url(location):
         return sha256_file(storage.local(location))
     digest = hashlib.sha256()
+    if size is not None:
+        for start in range(0, size, _CHUNK):
+            digest.update(storage.read_range(os.fspath(location), start, min(start + _CHUNK, size)))
+        return digest.hexdigest()
     with storage.open_input(location) as handle:
         while block := handle.read(_CHUNK):
             digest.update(block)

@@ -246,6 +246,13 @@ def open_input(location: str | os.PathLike[str]) -> BinaryIO:
         return fs.open(location, "rb", cache_type="none")
 
 
+def read_range(location: str, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a remote file, in one GET (opening the file would first ask for its size)."""
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        return fs.cat_file(location, start=start, end=end)
+
+
 def read_bytes(location: str | os.PathLike[str]) -> bytes:
     if not is_url(location):
         return Path(local(location)).read_bytes()
@@ -436,9 +443,19 @@ def list_files(prefix: str) -> dict[str, dict[str, Any]]:
     fs, protocol = _filesystem(prefix)
     root = fs._strip_protocol(prefix).rstrip("/")
     with _named_errors(prefix):
+        _forget_listings(fs, root)  # other processes (the workers) may have written there since
         found = fs.find(prefix, detail=True)
+        _forget_listings(fs, root)  # and none stays cached: a worker forked later would trust it
     return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items())
             if entry.get("type") == "file"}
+
+
+def _forget_listings(fs: Any, root: str) -> None:
+    """Drop fsspec's cached listings of ``root`` and of every directory under it (``invalidate_cache``
+    drops those of a path and its parents only)."""
+    fs.invalidate_cache(root)
+    for key in [key for key in getattr(fs, "dircache", {}) if key.startswith(root + "/")]:
+        fs.dircache.pop(key, None)
 
 
 def _read_commit(url: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:
