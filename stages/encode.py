@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 from pipeline.config import Config
 from pipeline.data import documents
-from pipeline.engine import storage
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from pipeline.errors import ConfigError, counted
@@ -32,10 +31,9 @@ def build(config: Config) -> Stage:
     prepared = tuple(str(documents.split_dir(config.out(config.prepare.output_dir), split))
                      for split in documents.SPLITS)
     tokenizer, output = config.out(config.tokenizer.output), config.out(config.encode.output_dir)
-    partial = () if storage.is_url(output) else (output + resume.SUFFIX,)  # a killed run's finished parts
     return Stage(name="encode", deps=(*prepared, tokenizer),
                  outs=(output,), params=PARAMS, run=functools.partial(run, config),
-                 code_version=CODE_VERSION, reusable=True, scratch=partial,
+                 code_version=CODE_VERSION, reusable=True, scratch=(output + resume.SUFFIX,),  # finished parts
                  keys={tokenizer: "tokenizer.output", output: "encode.output_dir"})
 
 

@@ -19,10 +19,10 @@ from pipeline.config import Config
 from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources
-from pipeline.engine import storage
+from pipeline.engine import completion, storage
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
-from stages.console import PROGRESS
+from stages.console import PROGRESS, say
 
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
@@ -44,6 +44,7 @@ def build(config: Config) -> Stage:
         run=functools.partial(run, config, files),
         code_version=CODE_VERSION,
         reusable=True,
+        scratch=(output + completion.SUFFIX,),  # what a killed run finished
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
     )
@@ -72,7 +73,8 @@ def glob_base(pattern: str) -> str:
 def run(config: Config, files: Sequence[SourceFile]) -> None:
     with open_tasks(config.executor, writes=[config.output_path(config.prepare.output_dir)]) as tasks:
         stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=tasks,
-                               progress=PROGRESS, names_root=config.project_root,
+                               progress=PROGRESS, names_root=config.project_root, code_version=CODE_VERSION,
+                               notify=functools.partial(say, "prepare"),
                                source_names=[f"data.sources[{index}] {source.glob}"
                                              for index, source in enumerate(config.data.sources)])
     click.echo(stats.summary())

@@ -6,6 +6,11 @@ import contextlib
 import gzip
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -333,3 +338,105 @@ def reference_ids(tokenizer, text: str) -> list[int]:
 
     return reference.encode(text, kind=tokenizer.kind, pattern=tokenizer.pattern, merges=tokenizer.merges,
                             alphabet=tokenizer.alphabet)
+
+
+# --- a real ``lmprep`` process, stopped inside a task to be killed there
+
+REPO = Path(__file__).resolve().parents[1]
+DEADLINE = 10.0  # seconds for anything a killed run must do; a hang fails the test instead of blocking it
+
+HANG_WRAPPER = """\
+import importlib, os, sys, time
+
+module = importlib.import_module({module!r})
+
+real = getattr(module, {name!r})
+
+def hang(*args):
+    if not ({condition}):  # the other tasks run as usual
+        return real(*args)
+    print(f"task in pid {{os.getpid()}}", flush=True)
+    time.sleep(120)
+
+hang.__module__, hang.__qualname__ = {module!r}, {name!r}  # pickled by that name, found patched in the worker
+setattr(module, {name!r}, hang)
+sys.argv = ["lmprep", *sys.argv[1:]]
+from stages.__main__ import main
+main()
+"""
+
+
+def lmprep_environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def lmprep_process(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """``lmprep ARGS --config lmprep.yaml`` as a process of its own in ``project``."""
+    return subprocess.run([sys.executable, "-m", "stages", *args, "--config", "lmprep.yaml"], cwd=project,
+                          env=lmprep_environment(), capture_output=True, text=True, timeout=120)
+
+
+def files_under(directory: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(directory)): path.read_bytes() for path in directory.rglob("*") if path.is_file()}
+
+
+def workers_of(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def wait_until(condition, what: str) -> float:
+    """Seconds until ``condition()`` held; fails after DEADLINE."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < DEADLINE, f"{what} after {DEADLINE:g} s"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+class HangingRun:
+    """``lmprep ARGS`` in its own session, stopped inside the task function ``module.name`` when called with
+    ``args`` for which the Python expression ``condition`` holds (the other calls run as usual)."""
+
+    def __init__(self, project: Path, module: str, name: str, *args: str, condition: str = "True"):
+        (project / "hang.py").write_text(HANG_WRAPPER.format(module=module, name=name, condition=condition))
+        self.outputs_before = files_under(project / "out") if (project / "out").exists() else {}
+        self.process = subprocess.Popen([sys.executable, "hang.py", *args, "--config", "lmprep.yaml"],
+                                        cwd=project, env=lmprep_environment(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.output = self._read_until_a_task_runs()
+        self.workers = workers_of(self.process.pid)
+
+    def _read_until_a_task_runs(self) -> list[str]:
+        lines: list[str] = []
+        while not lines or not lines[-1].startswith("task in pid"):
+            line = self.process.stdout.readline()
+            assert line, f"the run ended before a task started: {lines} {self.process.stderr.read()}"
+            lines.append(line)
+        return lines
+
+    def kill(self) -> None:
+        """SIGKILL to the driver alone, as ``kill -9`` does; its workers die with it."""
+        self.process.send_signal(signal.SIGKILL)
+        assert self.process.wait(DEADLINE) == -signal.SIGKILL
+
+    def kill_group(self) -> None:
+        """Whatever is left of the run, its workers included (they stay in its process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(DEADLINE)
+        self.process.stdout.close()
+        self.process.stderr.close()
+
+
+@pytest.fixture
+def hanging_runs():
+    """``hanging_runs(project, module, name, *args, condition=...)``: a :class:`HangingRun`, killed at the end."""
+    runs: list[HangingRun] = []
+
+    def start(*args, **options) -> HangingRun:
+        runs.append(HangingRun(*args, **options))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.kill_group()

@@ -49,7 +49,11 @@ class ExactDedup:
                   desc="prepare: deduplicate", progress=progress)
 
     def marks(self, work: Path | str, round_: int, index: int) -> Marks:
-        return read_marks([storage.join(work, f"r{round_}-duplicates-{b:05d}.npy") for b in range(self.buckets)], index)
+        return read_marks(self.mark_files(work, round_), index)
+
+    def mark_files(self, work: Path | str, round_: int) -> list[Path | str]:
+        """What :meth:`resolve` writes and the next round reads."""
+        return [storage.join(work, f"r{round_}-duplicates-{b:05d}.npy") for b in range(self.buckets)]
 
 
 class DigestWriter:
@@ -58,6 +62,7 @@ class DigestWriter:
 
     def __init__(self, path: Path | str, buckets: int):
         self._path, self._buckets = path, buckets
+        self.paths = (path,)  # what close() writes
         self._digests: list[bytes] = []
         self._positions: list[int] = []
 

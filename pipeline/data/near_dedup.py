@@ -55,7 +55,15 @@ class NearDedup:
                   desc="prepare: near-duplicate clusters", progress=progress)
 
     def marks(self, work: Path | str, round_: int, index: int) -> Marks:
-        return read_marks([storage.join(work, f"r{round_}-near-marks.npy")], index)
+        return read_marks(self.mark_files(work, round_), index)
+
+    def mark_files(self, work: Path | str, round_: int) -> list[Path | str]:
+        """What :meth:`resolve` writes and the next round reads."""
+        return [_marks_file(work, round_)]
+
+
+def _marks_file(work: Path | str, round_: int) -> Path | str:
+    return storage.join(work, f"r{round_}-near-marks.npy")
 
 
 class SignatureWriter:
@@ -63,6 +71,7 @@ class SignatureWriter:
 
     def __init__(self, settings: NearDedupStep, signatures: Path | str, bands: Path | str):
         self._settings, self._signatures_path, self._bands_path = settings, signatures, bands
+        self.paths = (signatures, bands)  # what close() writes
         self._a, self._b = minhash.permutations(settings.hashes, settings.seed)
         self._signatures: list[np.ndarray] = []
         self._positions: list[int] = []
@@ -205,7 +214,7 @@ class _Clusters:
         firsts = np.array([root[node] for node in members.tolist()], dtype=np.int64)
         marks = np.stack([members >> _ROW_BITS, self._positions(members), firsts >> _ROW_BITS,
                           self._positions(firsts)], axis=1) if len(members) else np.zeros((0, 4), dtype=np.int64)
-        save_marks(storage.join(self.work, f"r{self.round_}-near-marks.npy"), marks)
+        save_marks(_marks_file(self.work, self.round_), marks)
 
     def _positions(self, nodes: np.ndarray) -> np.ndarray:
         """Each node's position in its partition's candidates, from the row of its signature."""

@@ -22,9 +22,11 @@ row groups its partition read, then ``#`` and its number there), ``step``, ``rul
 decoded (``on_decode_error: skip``) have no text: they are counted, not kept.
 
 Part names come from the partition index, so the output is byte-identical for any number of workers.
-Everything is built in a staging directory swapped in whole: an error (bad UTF-8, a bad JSON line, no
-document left for the train split) or an interrupt leaves the previous output untouched. The
-intermediate files of ``.work`` are not fsynced: a crash discards the staging directory.
+The tasks write into the scratch location ``<output_dir>.partial``, each finishing with a completion
+record, and the parts are then linked into a staging directory swapped in whole: an error (bad UTF-8, a
+bad JSON line, no document left for the train split) or an interrupt leaves the previous output untouched,
+and the next run redoes only the tasks without a record (:mod:`pipeline.data.resume`). The work files are
+not fsynced: a record holds their checksums, so a file a crash damaged is written again.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import bisect
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,18 +43,20 @@ import pyarrow as pa
 
 from pipeline.config import PrepareConfig
 from pipeline.data import documents
-from pipeline.data.accounting import PrepareStats, Tally, looks_like_a_name
+from pipeline.data.accounting import PrepareStats, SourceTally, Tally, looks_like_a_name
 from pipeline.data.cleaning import clean_text, split_of
 from pipeline.data.dedup import Marks
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart
+from pipeline.data.resume import PrepareRecords, partition_inputs, round_record
 from pipeline.data.sources import Partition, Piece, SourceFile, TextDecoder, plan_partitions, read_partition_pieces
-from pipeline.data.steps import DECODE_ERROR, READ_STEP, Segment, build_chain, identifies_language
+from pipeline.data.steps import DECODE_ERROR, READ_STEP, Dedup, Segment, build_chain, identifies_language
 from pipeline.engine import atomic, hashing, storage
+from pipeline.engine.completion import Scratch
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError
 
 STATS_FILE = "stats.json"
-WORK_DIR = ".work"
+WORK_DIR = "work"
 REJECTED = "rejected"
 _TEXT = pa.field("text", pa.large_string(), nullable=False)
 _SOURCE, _POSITION = pa.field("source", pa.int32()), pa.field("position", pa.int64())
@@ -69,10 +73,12 @@ UNIDENTIFIED = ("", 0.0)
 
 @dataclass(frozen=True)
 class Job:
-    """One partition task's input: the partition and the names its pieces go by in document IDs."""
+    """One partition task's input: the partition, the names its pieces go by in document IDs, and the
+    identity its completion record gives the task of the current round."""
 
     partition: Partition
     piece_names: tuple[str, ...]
+    identity: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,21 @@ class RoundResult:
     parts: dict[str, PreparedPart] | None = None  # last round: the train, val and rejected parts
     characters: dict[str, int] | None = None
     unsplit: tuple[tuple[str, str], ...] = ()  # first round: (separator, file) of files a literal never split
+
+    def to_json(self) -> dict:
+        """The result as a completion record keeps it."""
+        return {"tally": {str(source): dataclasses.asdict(counts) for source, counts in self.tally.sources.items()},
+                "piece_starts": list(self.piece_starts), "characters": self.characters,
+                "parts": None if self.parts is None else {split: dataclasses.asdict(part)
+                                                          for split, part in self.parts.items()},
+                "unsplit": [list(pair) for pair in self.unsplit]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> RoundResult:
+        tally = Tally({int(source): SourceTally(**counts) for source, counts in data["tally"].items()})
+        parts = data["parts"] and {split: PreparedPart(**part) for split, part in data["parts"].items()}
+        return cls(tally, tuple(data["piece_starts"]), parts, data["characters"],
+                   tuple(tuple(pair) for pair in data["unsplit"]))
 
 
 @dataclass(frozen=True)
@@ -100,44 +121,67 @@ class DocumentIds:
 
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
                    tasks: Tasks, progress: bool = False, source_names: Sequence[str] = (),
-                   names_root: str | os.PathLike[str] | None = None) -> PrepareStats:
+                   names_root: str | os.PathLike[str] | None = None, code_version: int = 0,
+                   notify: Callable[[str], None] = lambda message: None) -> PrepareStats:
     """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats.
 
     ``source_names`` name the entries of ``data.sources`` in the stats (``source <i>`` by default);
-    document IDs give local paths relative to ``names_root`` when set.
+    document IDs give local paths relative to ``names_root`` when set. The tasks an interrupted call with
+    the same files, settings and ``code_version`` finished are taken, not run again, and ``notify`` says so.
     """
     partitions = plan_partitions(files, settings.partition_bytes)
     jobs = [Job(_absolute(partition), tuple(_piece_name(piece, names_root) for piece in partition.pieces))
             for partition in partitions]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
     chain = build_chain(settings)
+    records = PrepareRecords(out_dir, settings, code_version, [partition_inputs(job.partition, job.piece_names)
+                                                               for job in jobs], notify, rounds=len(chain))
+    work = records.scratch.path(WORK_DIR)
+    for directory in (work, *(documents.split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
+        storage.make_dir(directory)
     with storage.output_dir(out_dir) as staging:
-        work = storage.join(staging, WORK_DIR)
-        storage.make_dir(work)
-        for split in (*SPLITS, REJECTED):
-            storage.make_dir(documents.split_dir(staging, split))
         results: list[list[RoundResult]] = []
         ids = None
         for index, segment in enumerate(chain):
-            last = index == len(chain) - 1
-            step = Round(settings, chain, index, work, staging, ids)
-            results.append(tasks.map(step, jobs, labels=labels, sizes=sizes, progress=progress,
-                                     desc="prepare: write" if last else f"prepare: round {index + 1}"))
+            step = Round(settings, chain, index, work, records.scratch, ids)
+            desc = "prepare: write" if index == len(chain) - 1 else f"prepare: round {index + 1}"
+            identities = records.identities(index)
+            results.append(_run_round(step, jobs, identities, records.finished_round(index, identities), tasks=tasks,
+                                      labels=labels, sizes=sizes, desc=desc, progress=progress))
             if segment.dedup is not None:
-                segment.dedup.resolve(tasks, work, index, len(jobs), progress=progress)
+                _resolve(segment.dedup, records, records.step_identity(index, identities), tasks=tasks, work=work,
+                         round_=index, partitions=len(jobs), progress=progress)
             if index == 0:
                 ids = DocumentIds(dict(enumerate(job.piece_names for job in jobs)),
                                   dict(enumerate(result.piece_starts for result in results[0])))
-        storage.remove(work)
-        if not storage.is_url(staging):  # uploads leave no temporaries
-            for split in (*SPLITS, REJECTED):
-                atomic.remove_temporaries_in(documents.split_dir(staging, split))
         written = results[-1]
-        documents.write_parts(staging, {split: [r.parts[split] for r in written] for split in SPLITS})
+        parts = {split: [result.parts[split] for result in written] for split in (*SPLITS, REJECTED)}
+        storage.copy_files([(records.scratch.path(*part.file.split("/")), storage.join(staging, part.file))
+                            for split_parts in parts.values() for part in split_parts])
+        documents.write_parts(staging, {split: parts[split] for split in SPLITS})
         stats = _stats(files, source_names, results, written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)
         storage.write_bytes(storage.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
+    records.scratch.remove()
     return stats
+
+
+def _run_round(step: Round, jobs: Sequence[Job], identities: Sequence[str], done: dict[int, dict], *, tasks: Tasks,
+               labels: Sequence[str], sizes: Sequence[int], desc: str, progress: bool) -> list[RoundResult]:
+    """Every partition's result of one round: from its record where an earlier run finished it, else run."""
+    todo = [index for index in range(len(jobs)) if index not in done]
+    ran = tasks.map(step, [dataclasses.replace(jobs[i], identity=identities[i]) for i in todo],
+                    labels=[labels[i] for i in todo], sizes=[sizes[i] for i in todo], progress=progress, desc=desc)
+    results = {**{index: RoundResult.from_json(result) for index, result in done.items()}, **dict(zip(todo, ran))}
+    return [results[index] for index in range(len(jobs))]
+
+
+def _resolve(dedup: Dedup, records: PrepareRecords, identity: str, *, tasks: Tasks, work: Path | str, round_: int,
+             partitions: int, progress: bool) -> None:
+    """Run a de-duplication step, unless an earlier run finished this very one; record it."""
+    if not records.step_finished(round_, dedup.name, identity):
+        dedup.resolve(tasks, work, round_, partitions, progress=progress)
+        records.save_step(round_, dedup.name, identity, dedup.mark_files(work, round_))
 
 
 def _refuse_empty_train_split(stats: PrepareStats, files: Sequence[SourceFile], val_fraction: float) -> None:
@@ -164,19 +208,29 @@ class Round:
 
     Only the live documents flow from round to round (``candidates``: text, source, position, language); each round
     writes the documents it rejects to its own ``rejected`` work file, and the last round gathers those
-    of every round, in round order, into the partition's rejected part.
+    of every round, in round order, into the partition's rejected part. Last, it writes its completion
+    record, naming every file it wrote with its checksum.
     """
 
     settings: PrepareConfig
     chain: tuple[Segment, ...]
     index: int
     work: Path | str
-    staging: Path | str
+    scratch: Scratch  # the last round's parts go there too
     ids: DocumentIds | None  # from the second round on
 
     def __call__(self, job: Job) -> RoundResult:
+        result, written = self._run(job)
+        files = {self.scratch.relative(path): hashing.sha256_location(path) for path in written}
+        files.update({part.file: part.sha256 for part in (result.parts or {}).values()})
+        self.scratch.save(round_record(self.index, job.partition.index), job.identity, files, result.to_json())
+        return result
+
+    def _run(self, job: Job) -> tuple[RoundResult, list[Path | str]]:
+        """The round's result and the work files it wrote."""
         index, tally, starts = job.partition.index, Tally(), []
         decoder = TextDecoder(self.settings.on_decode_error)
+        written = [self._work_file("rejected", self.index, index)]
         with contextlib.ExitStack() as stack:
             rejected = stack.enter_context(self._rejected_writer(index))
             if self.index == 0:
@@ -185,12 +239,12 @@ class Round:
                 rows = self._unmarked(index, tally, rejected)
             rows = _filtered(rows, self.chain[self.index], tally, rejected)
             if self.chain[self.index].dedup is not None:
-                self._write_candidates(index, rows)
-                return RoundResult(tally, tuple(starts), unsplit=tuple(decoder.unsplit))
+                written += self._write_candidates(index, rows)
+                return RoundResult(tally, tuple(starts), unsplit=tuple(decoder.unsplit)), written
             ids = self.ids or DocumentIds({index: job.piece_names}, {index: starts})
             parts, characters = self._write_splits(index, rows, tally, ids)
         parts[REJECTED], characters[REJECTED] = self._write_rejected(index, ids)
-        return RoundResult(tally, parts=parts, characters=characters, unsplit=tuple(decoder.unsplit))
+        return RoundResult(tally, parts=parts, characters=characters, unsplit=tuple(decoder.unsplit)), written
 
     def _work_file(self, kind: str, round_: int, index: int) -> Path | str:
         return storage.join(self.work, f"r{round_}-{kind}-{index:05d}.arrow")
@@ -215,16 +269,19 @@ class Round:
                 else:
                     yield row
 
-    def _write_candidates(self, index: int, rows: Iterator[Candidate]) -> None:
+    def _write_candidates(self, index: int, rows: Iterator[Candidate]) -> list[Path | str]:
+        """Write the live documents and the de-duplication step's keys; return the files written."""
         dedup = self.chain[self.index].dedup
         assert dedup is not None
         keys = dedup.keys(self.work, self.index, index)
-        with storage.output_file(self._work_file("candidates", self.index, index), durable=False) as tmp, \
+        candidates = self._work_file("candidates", self.index, index)
+        with storage.output_file(candidates, durable=False) as tmp, \
                 DocumentWriter(tmp, schema=CANDIDATE_SCHEMA) as writer:
             for row in rows:
                 writer.write(*row)
                 keys.add(row[2], row[0])
         keys.close()
+        return [candidates, *keys.paths]
 
     def _write_splits(self, index: int, rows: Iterator[Candidate], tally: Tally,
                       ids: DocumentIds) -> tuple[dict[str, PreparedPart], dict[str, int]]:
@@ -233,7 +290,7 @@ class Round:
         settings, language = self.settings, identifies_language(self.chain)
         kept: dict[int, list[int]] = {}  # source: documents, characters
         schema = documents.KEPT_LANGUAGE_SCHEMA if language else documents.KEPT_SCHEMA
-        with _Parts(self.staging, index, SPLITS, schema) as parts:
+        with _Parts(self.scratch.location, index, SPLITS, schema) as parts:
             for text, source, position, *identified in rows:
                 split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
                 parts.write(split, text, source, ids.of(index, position), *(identified if language else ()))
@@ -246,7 +303,7 @@ class Round:
 
     def _write_rejected(self, index: int, ids: DocumentIds) -> tuple[PreparedPart, int]:
         """Every round's rejections of the partition, with document IDs, as its rejected part."""
-        with _Parts(self.staging, index, (REJECTED,), REJECTED_SCHEMA) as parts:
+        with _Parts(self.scratch.location, index, (REJECTED,), REJECTED_SCHEMA) as parts:
             for round_ in range(self.index + 1):
                 with storage.local_copy(self._work_file("rejected", round_, index)) as path:
                     for text, source, position, step, rule, duplicate_of in documents.iter_records(path):
@@ -257,8 +314,8 @@ class Round:
 class _Parts:
     """One partition's part files of some splits, written atomically: their entries and characters on exit."""
 
-    def __init__(self, staging: Path | str, index: int, splits: Sequence[str], schema: pa.Schema):
-        self._staging, self._index, self._schema = staging, index, schema
+    def __init__(self, directory: Path | str, index: int, splits: Sequence[str], schema: pa.Schema):
+        self._directory, self._index, self._schema = directory, index, schema
         self._names = {split: documents.part_name(split, index) for split in splits}
         self._counts = {split: [0, 0, 0] for split in splits}  # documents, UTF-8 bytes, characters
         self._stack = contextlib.ExitStack()
@@ -266,7 +323,7 @@ class _Parts:
         self.characters: dict[str, int] = {}
 
     def __enter__(self) -> _Parts:
-        self._temporaries = {split: self._stack.enter_context(storage.output_file(storage.join(self._staging, name)))
+        self._temporaries = {split: self._stack.enter_context(storage.output_file(storage.join(self._directory, name)))
                              for split, name in self._names.items()}
         self._writing = contextlib.ExitStack()
         self._writers = {split: self._writing.enter_context(DocumentWriter(tmp, schema=self._schema))

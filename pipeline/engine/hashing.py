@@ -41,6 +41,35 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def sha256_location(location: str | os.PathLike[str], *, size: int | None = None) -> str:
+    """sha256 of a file's bytes, local or remote: a remote one is read as a stream or, its ``size`` known
+    (from a listing), in ranges of a GET each, without the request that asks for its size."""
+    if not storage.is_url(location):
+        return sha256_file(storage.local(location))
+    digest = hashlib.sha256()
+    if size is not None:
+        for start in range(0, size, _CHUNK):
+            digest.update(storage.read_range(os.fspath(location), start, min(start + _CHUNK, size)))
+        return digest.hexdigest()
+    with storage.open_input(location) as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def content_stamp(location: str | os.PathLike[str]) -> Any:
+    """What stands for a file's content without reading it: locally the stat fields the hash cache trusts
+    (size, mtime, ctime, inode), remotely the store's size and content identity."""
+    if storage.is_url(location):
+        return storage.stamp(location)
+    return _stat_stamp(storage.local(location))
+
+
+def _stat_stamp(path: str | os.PathLike[str]) -> list[int]:
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
 class HashCache:
     """Memoises file hashes on disk, keyed by path and validated by stat.
 
@@ -55,9 +84,8 @@ class HashCache:
         self._dirty = False
 
     def file_hash(self, path: str | os.PathLike[str]) -> str:
-        st = os.stat(path)
         key = os.path.abspath(path)
-        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        stamp = _stat_stamp(path)
         cached = self._entries.get(key)
         if cached is not None and cached[:-1] == stamp:
             return cached[-1]

@@ -38,15 +38,25 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from pipeline.engine import atomic, retries
+from pipeline.engine.locations import URL as _URL
+from pipeline.engine.locations import (  # noqa: F401  (the path rules, named through this module)
+    absolute,
+    is_container,
+    is_url,
+    join,
+    local,
+    name_of,
+    normalize_url,
+    parent,
+)
 from pipeline.errors import FileTooLargeError, StorageError, shorten
 
 SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
                        "mounted at the same path on every machine, or fsspec URLs)")
-_URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 # what identifies a remote object's content, as fsspec backends name it in ``info()``
 _IDENTITY_KEYS = ("ETag", "VersionId", "md5Hash", "crc32c", "generation", "checksum")
 _TIME_KEYS = ("LastModified", "mtime", "created", "updated")  # only for stores that give no identity
@@ -59,59 +69,6 @@ _ATTEMPT_PREFIX = ".attempt-"
 _LISTED: dict[str, dict[str, Any]] = {}
 _FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
                stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
-
-
-def is_url(location: str | os.PathLike[str]) -> bool:
-    """Whether ``location`` is a remote URL (``file://`` is local)."""
-    match = _URL.match(os.fspath(location))
-    return match is not None and match.group(1).lower() != "file"
-
-
-def local(location: str | os.PathLike[str]) -> str | os.PathLike[str]:
-    """``location`` with a ``file://`` prefix removed; other locations as they are."""
-    text = os.fspath(location)
-    return text[len("file://"):] if text.lower().startswith("file://") else location
-
-
-def normalize_url(location: str) -> str:
-    """A ``file://`` URL as the local path it names; any other URL with its scheme in lower case."""
-    match = _URL.match(location)
-    if match is None:
-        return location
-    if match.group(1).lower() == "file":
-        return os.fspath(local(location))
-    return match.group(1).lower() + location[len(match.group(1)):]
-
-
-def is_container(location: str) -> bool:
-    """Whether a URL names a whole bucket (``s3://bucket`` or ``s3://bucket/``), not a key or prefix in one."""
-    return "/" not in os.fspath(location).partition("://")[2].strip("/")
-
-
-def absolute(location: str | os.PathLike[str]) -> Path | str:
-    """The location as every task names it, independent of the task's working directory."""
-    if is_url(location):
-        return os.fspath(location)
-    return Path(os.path.abspath(local(location)))
-
-
-def join(location: str | os.PathLike[str], *names: str) -> Path | str:
-    """``location`` joined with relative ``names`` (``/`` in a URL, the OS's separator locally)."""
-    if is_url(location):
-        return "/".join([os.fspath(location).rstrip("/"), *names])
-    return Path(local(location)).joinpath(*names)
-
-
-def parent(location: str | os.PathLike[str]) -> Path | str:
-    """The directory holding ``location``: ``s3://bucket/a`` of ``s3://bucket/a/b.json``."""
-    if is_url(location):
-        return os.fspath(location).rstrip("/").rsplit("/", 1)[0]
-    return Path(local(location)).parent
-
-
-def name_of(location: str | os.PathLike[str]) -> str:
-    """The last component of ``location``: ``b.jsonl.gz`` of ``s3://bucket/a/b.jsonl.gz``."""
-    return PurePosixPath(os.fspath(location)).name if is_url(location) else Path(local(location)).name
 
 
 def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
@@ -248,6 +205,13 @@ def open_input(location: str | os.PathLike[str]) -> BinaryIO:
     with _named_errors(location):
         return retries.RetryingReader(os.fspath(location), retries.call(location, fs.open, location, "rb",
                                                                          cache_type="none"))
+
+
+def read_range(location: str, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a remote file, in one GET (opening the file would first ask for its size)."""
+    fs, _ = _filesystem(location)
+    with _named_errors(location):
+        return fs.cat_file(location, start=start, end=end)
 
 
 def read_bytes(location: str | os.PathLike[str]) -> bytes:
@@ -440,6 +404,20 @@ def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> No
         retries.call(source, fs.mv, os.fspath(source), os.fspath(target))
 
 
+def copy_files(pairs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[str]]]) -> None:
+    """Give files second names (``(source, target)`` pairs) in an output being written: hard links locally
+    (copies where the file system has none), copies made by the store itself remotely, many at a time (no
+    byte passes through this machine)."""
+    remote = [(os.fspath(source), os.fspath(target)) for source, target in pairs if is_url(source)]
+    for source, target in pairs:
+        if not is_url(source):
+            atomic.link_file(local(source), local(target))
+    if remote:
+        fs, _ = _filesystem(remote[0][0])
+        with _named_errors(remote[0][0]):
+            fs.copy([source for source, _ in remote], [target for _, target in remote])
+
+
 def put_file(source: str | os.PathLike[str], location: str) -> None:
     """Upload a local file to a remote location: one PUT, so the object appears whole or not at all."""
     fs, _ = _filesystem(location)
@@ -468,9 +446,19 @@ def list_files(prefix: str) -> dict[str, dict[str, Any]]:
     fs, protocol = _filesystem(prefix)
     root = fs._strip_protocol(prefix).rstrip("/")
     with _named_errors(prefix):
+        _forget_listings(fs, root)  # other processes (the workers) may have written there since
         found = retries.call(prefix, fs.find, prefix, detail=True)
+        _forget_listings(fs, root)  # and none stays cached: a worker forked later would trust it
     return {key[len(root) + 1:]: _identity(entry) for key, entry in sorted(found.items())
             if entry.get("type") == "file"}
+
+
+def _forget_listings(fs: Any, root: str) -> None:
+    """Drop fsspec's cached listings of ``root`` and of every directory under it (``invalidate_cache``
+    drops those of a path and its parents only)."""
+    fs.invalidate_cache(root)
+    for key in [key for key in getattr(fs, "dircache", {}) if key.startswith(root + "/")]:
+        fs.dircache.pop(key, None)
 
 
 def _read_commit(url: str, commits: dict[str, Any] | None = None) -> dict[str, Any] | None:

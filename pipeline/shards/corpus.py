@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.data import documents
-from pipeline.engine import atomic, hashing, storage
+from pipeline.engine import completion, hashing, storage
+from pipeline.engine.completion import Scratch
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
 from pipeline.shards import resume
@@ -180,7 +181,7 @@ class PartJob:
     """What one encode task needs: small and picklable."""
 
     source: Path | str
-    out_dir: Path | str
+    scratch: Scratch  # its shards go to its place there, then its completion record
     stamp: ShardStamp
     prefix: str
     sha256: str
@@ -190,8 +191,13 @@ class PartJob:
     eos_id: int | None
     task_bytes: int
     cache_bytes: int
-    record: Path | None = None  # where to record, once its shards are complete, that the job is done
-    identity: str = ""  # what the record says was encoded (resume.job_identity)
+    code_version: int
+
+    @property
+    def identity(self) -> str:
+        """What the completion record says was encoded: everything that shapes the part's shards."""
+        return completion.job_identity(self.code_version, os.fspath(self.source), self.sha256, self.stamp.to_dict(),
+                                       self.shard_tokens, self.bos_id, self.eos_id, self.task_bytes)
 
 
 def encode_part(job: PartJob) -> Manifest:
@@ -201,14 +207,14 @@ def encode_part(job: PartJob) -> Manifest:
             raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
                             f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
         tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
-        writer = ShardWriter(job.out_dir, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
+        writer = ShardWriter(job.scratch.path(job.prefix), job.stamp, shard_tokens=job.shard_tokens,
+                             prefix=job.prefix)
         for task in iter_tasks(source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
                                task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
             batch = encode_task(task)
             writer.write(batch.ids, batch.offsets, batch.origins)
     manifest = writer.finish()
-    if job.record is not None:
-        resume.save_record(job.record, job.identity, manifest)
+    resume.save_record(job.scratch, job.prefix, job.identity, manifest)
     return manifest
 
 
@@ -220,16 +226,16 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
                   notify: Callable[[str], None] = lambda message: None) -> list[Manifest]:
     """Encode every split into a fresh shard directory swapped in atomically; return the manifests.
 
-    An exception or a kill mid-way leaves the previous ``output_dir`` intact, and for a local output the
-    parts its tasks finished (:mod:`pipeline.shards.resume`): the next call with the same inputs, settings
-    and ``code_version`` encodes only the others, and says so through ``notify``. ``cache_bytes`` bounds
+    An exception or a kill mid-way leaves the previous ``output_dir`` intact, and the parts its tasks
+    finished (:mod:`pipeline.shards.resume`): the next call with the same inputs, settings and
+    ``code_version`` encodes only the others, and says so through ``notify``. ``cache_bytes`` bounds
     each task's chunk cache (see :class:`~pipeline.tokenizer.encoder.ChunkCache`).
     """
     path = str(storage.absolute(tokenizer_path))
     tokenizer = share_tokenizer(path)
     _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
     prepared = storage.committed(prepared_dir)
-    partial = None if storage.is_url(output_dir) else resume.PartialParts(output_dir)
+    partial = resume.PartialParts(output_dir)
     with storage.output_dir(output_dir) as staging:
         jobs: list[PartJob] = []
         sizes: list[int] = []
@@ -239,64 +245,48 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
             stamps[split] = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
                                        vocab_size=tokenizer.vocab_size, special_ids={"bos": bos_id, "eos": eos_id},
                                        prepared_fingerprint=documents.split_fingerprint(parts))
-            jobs += [PartJob(storage.join(prepared, part.file), staging, stamps[split], f"{split}-{part.index:05d}",
-                             part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes)
+            jobs += [PartJob(storage.join(prepared, part.file), partial.scratch, stamps[split],
+                             f"{split}-{part.index:05d}", part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes,
+                             cache_bytes, code_version)
                      for part in parts if part.documents]
             sizes += [part.bytes for part in parts if part.documents]
-        if partial is not None:
-            jobs = [_resumable(job, partial, code_version) for job in jobs]
-        results = _encode_parts(jobs, sizes, partial, staging, tasks=tasks, progress=progress, notify=notify)
-        if not storage.is_url(staging):  # uploads leave no temporaries
-            atomic.remove_temporaries_in(staging)
+        results = _encode_parts(jobs, sizes, partial, tasks=tasks, progress=progress, notify=notify)
         manifests = []
         for split, stamp in stamps.items():
-            parts = [result for job, result in zip(jobs, results) if job.stamp.split == split]
-            manifest = _number_shards(staging, join_manifests(stamp, parts))
+            parts = [(job.prefix, result) for job, result in zip(jobs, results) if job.stamp.split == split]
+            manifest = _gather_shards(partial, staging, stamp, parts)
             write_manifest(staging, manifest)
             manifests.append(manifest)
-    if partial is not None:
-        partial.remove()
+    partial.remove()
     return manifests
 
 
-def _resumable(job: PartJob, partial: resume.PartialParts, code_version: int) -> PartJob:
-    """``job`` writing into its place in the partial directory, and recording there when it is done (absolute
-    paths: a Dask worker runs in a directory of its own)."""
-    identity = resume.job_identity(code_version, os.fspath(job.source), job.sha256, job.stamp.to_dict(),
-                                   job.shard_tokens, job.bos_id, job.eos_id, job.task_bytes)
-    return dataclasses.replace(job, out_dir=storage.absolute(partial.directory / job.prefix),
-                               record=storage.absolute(partial.record_path(job.prefix)), identity=identity)
-
-
-def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.PartialParts | None, staging: Path | str, *,
-                  tasks: Tasks, progress: bool, notify: Callable[[str], None]) -> list[Manifest]:
-    """Each job's manifest, in order: the parts an earlier run finished are taken, the others encoded; with a
-    partial directory, the shards are then linked into ``staging``."""
-    done = {} if partial is None else {
-        index: manifest for index, job in enumerate(jobs)
-        if (manifest := partial.finished(job.prefix, job.identity, job.stamp)) is not None}
+def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.PartialParts, *, tasks: Tasks,
+                  progress: bool, notify: Callable[[str], None]) -> list[Manifest]:
+    """Each job's manifest, in order: the parts an earlier run finished are taken, the others encoded."""
+    found = partial.finished([(job.prefix, job.identity, job.stamp) for job in jobs])
+    done = {index: manifest for index, manifest in enumerate(found) if manifest is not None}
     if done:
-        notify(f"reusing {len(done)} of {len(jobs)} parts that an interrupted run finished ({partial.directory})")
+        notify(f"reusing {len(done)} of {len(jobs)} parts that an interrupted run finished ({partial.scratch.shown})")
     todo = [index for index in range(len(jobs)) if index not in done]
-    for index in todo if partial is not None else ():
-        partial.place(jobs[index].prefix)
     encoded = tasks.map(encode_part, [jobs[i] for i in todo], sizes=[sizes[i] for i in todo], desc="encode",
                         labels=[f"{jobs[i].prefix} ({jobs[i].source})" for i in todo], progress=progress)
     results = {**done, **dict(zip(todo, encoded))}
-    if partial is not None:
-        for index, job in enumerate(jobs):
-            partial.link_into(job.prefix, results[index], Path(staging))
     return [results[index] for index in range(len(jobs))]
 
 
-def _number_shards(directory: Path | str, manifest: Manifest) -> Manifest:
-    """Rename the tasks' part-named shards to the set's names, ``{split}-00000.arrow``, … in part order."""
-    entries = []
-    for index, entry in enumerate(manifest.shards):
-        name = shard_name(manifest.stamp.split, index)
-        storage.rename(storage.join(directory, entry.file), storage.join(directory, name))
-        entries.append(dataclasses.replace(entry, file=name))
-    return dataclasses.replace(manifest, shards=tuple(entries))
+def _gather_shards(partial: resume.PartialParts, staging: Path | str, stamp: ShardStamp,
+                   parts: list[tuple[str, Manifest]]) -> Manifest:
+    """The split's shards in the staging output under the set's names, ``{split}-00000.arrow``, … in part
+    order (a hard link, or the store's copy, of each part's shard); their manifest."""
+    entries, copies = [], []
+    for prefix, manifest in parts:
+        for entry in manifest.shards:
+            name = shard_name(stamp.split, len(entries))
+            copies.append((partial.shard(prefix, entry.file), storage.join(staging, name)))
+            entries.append(dataclasses.replace(entry, file=name))
+    storage.copy_files(copies)
+    return dataclasses.replace(join_manifests(stamp, [manifest for _, manifest in parts]), shards=tuple(entries))
 
 
 def _check_special_ids(tokenizer: Tokenizer, path: str, *, bos_id: int | None, eos_id: int | None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -215,7 +216,7 @@ def test_an_output_in_a_missing_bucket_is_refused_before_its_stage_runs(s3, tmp_
                                      "(or no access to it)"), result.stderr
 
 
-def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_files(s3, tmp_path, monkeypatch):
+def test_an_interrupted_stage_leaves_the_commit_and_its_finished_tasks_for_the_next_run(s3, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     corpus(s3)
     write_config(tmp_path, raw=s3.url("raw/*.jsonl*"), prepared=s3.url("prepared"))
@@ -229,16 +230,23 @@ def test_an_interrupted_stage_leaves_the_commit_and_the_next_run_removes_its_fil
     failed = lmprep("run", "prepare")
     assert failed.exit_code == 2 and "bad JSON line" in failed.output
     assert storage.committed(s3.url("prepared")) == first and storage.list_files(first) == listed
-    attempts = {path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.url("prepared"))}
-    assert len(attempts) == 3  # the commit, its attempt and the failed one's files
+    s3.fs.invalidate_cache()
+    assert {path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.url("prepared"))} == {  # the failed run's attempt is empty
+        first.rsplit("/", 1)[-1], storage.COMMIT_FILE}
+    records = {name for name in storage.list_files(s3.url("prepared.partial")) if name.endswith(".done.json")}
+    assert {"r0-00000.done.json", "r0-00001.done.json", "r0-00002.done.json"} <= records  # the good files' tasks
 
     s3.put("raw/zz-broken.jsonl", b'{"text": "fine"}\n')
-    assert lmprep("run", "prepare").exit_code == 0
+    resumed = lmprep("run", "prepare")
+    assert resumed.exit_code == 0, resumed.output
+    found = re.search(r"prepare: reusing (\d+) of (\d+) partitions of round 1 of 2", resumed.stderr)
+    assert found and 3 <= int(found[1]) < int(found[2]), resumed.stderr  # the edited file's partitions are redone
     current = storage.committed(s3.url("prepared"))
     assert current != first
     s3.fs.invalidate_cache()
     assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.url("prepared"))) == [
         current.rsplit("/", 1)[-1], storage.COMMIT_FILE]
+    assert not storage.holds_anything(s3.url("prepared.partial"))
     assert "kept" not in lmprep("run", "prepare").output  # up to date: the lock points at this commit
 
 

@@ -7,19 +7,15 @@ function by one that says its process ID and sleeps, then starts the CLI as ``lm
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import make_project, running
-
-REPO = Path(__file__).resolve().parents[2]
+from conftest import DEADLINE, files_under, make_project, running, wait_until
+from conftest import lmprep_process as lmprep
 
 CONFIG = """\
 data:
@@ -36,50 +32,11 @@ state_dir: state
 HANGING_TASKS = {"prepare": ("pipeline.data.prepare", "_read_rows"),
                  "encode": ("pipeline.shards.corpus", "encode_part")}
 
-WRAPPER = """\
-import importlib, os, sys, time
-
-module = importlib.import_module({module!r})
-
-real = getattr(module, {name!r})
-
-def hang(*args):
-    if {only!r} and args[-1].prefix != {only!r}:  # the other parts run as usual
-        return real(*args)
-    print(f"task in pid {{os.getpid()}}", flush=True)
-    time.sleep(120)
-
-hang.__module__, hang.__qualname__ = {module!r}, {name!r}  # pickled by that name, found patched in the worker
-setattr(module, {name!r}, hang)
-sys.argv = ["lmprep", *sys.argv[1:]]
-from stages.__main__ import main
-main()
-"""
-
-DEADLINE = 10.0  # seconds for anything here to happen; a hang fails the test instead of blocking it
-
 
 @pytest.fixture
 def project(tmp_path) -> Path:
     make_project(tmp_path, CONFIG)
     return tmp_path
-
-
-def environment() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def lmprep(project: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stages", *args, "--config", "lmprep.yaml"], cwd=project,
-                          env=environment(), capture_output=True, text=True, timeout=60)
-
-
-def workers_of(pid: int) -> list[int]:
-    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def files_under(directory: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(directory)): path.read_bytes() for path in directory.rglob("*") if path.is_file()}
 
 
 def closes_within(stream, seconds: float) -> bool:
@@ -91,59 +48,22 @@ def closes_within(stream, seconds: float) -> bool:
     return False
 
 
-class HangingRun:
-    """``lmprep run STAGE`` in its own session, stopped inside one of STAGE's tasks."""
-
-    def __init__(self, project: Path, stage: str, only: str = ""):
-        module, name = HANGING_TASKS[stage]
-        (project / "hang.py").write_text(WRAPPER.format(module=module, name=name, only=only))
-        self.outputs_before = files_under(project / "out")
-        self.process = subprocess.Popen([sys.executable, "hang.py", "run", stage, "--config", "lmprep.yaml"],
-                                        cwd=project, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True, start_new_session=True)
-        self.output = self._read_until_a_task_runs()
-        self.workers = workers_of(self.process.pid)
-
-    def _read_until_a_task_runs(self) -> list[str]:
-        lines: list[str] = []
-        while not lines or not lines[-1].startswith("task in pid"):
-            line = self.process.stdout.readline()
-            assert line, f"the run ended before a task started: {lines} {self.process.stderr.read()}"
-            lines.append(line)
-        return lines
-
-    def kill_group(self) -> None:
-        """Whatever is left of the run, its workers included (they stay in its process group)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(DEADLINE)
-        self.process.stdout.close()
-        self.process.stderr.close()
+def outputs_under(directory: Path) -> dict[str, bytes]:
+    """The files of the outputs, without the finished tasks' scratch (``<output>.partial``), which a stopped
+    run keeps for the next one."""
+    return {name: data for name, data in files_under(directory).items() if ".partial/" not in name}
 
 
 @pytest.fixture
-def hanging_run(project):
-    runs: list[HangingRun] = []
-
-    def start(stage: str, only: str = "") -> HangingRun:
+def hanging_run(project, hanging_runs):
+    def start(stage: str, only: str = ""):
         if stage == "encode":
             done = lmprep(project, "run", "tokenizer")
             assert done.returncode == 0, done.stderr
-        runs.append(HangingRun(project, stage, only))
-        return runs[-1]
+        condition = f"args[-1].prefix == {only!r}" if only else "True"
+        return hanging_runs(project, *HANGING_TASKS[stage], "run", stage, condition=condition)
 
-    yield start
-    for run in runs:
-        run.kill_group()
-
-
-def wait_until(condition, what: str) -> float:
-    """Seconds until ``condition()`` held; fails after DEADLINE."""
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < DEADLINE, f"{what} after {DEADLINE:g} s"
-        time.sleep(0.05)
-    return time.monotonic() - start
+    return start
 
 
 @pytest.mark.parametrize("stage", ["prepare", "encode"])
@@ -167,7 +87,7 @@ def test_ctrl_c_is_one_line_and_exit_130_from_every_process(project, hanging_run
     assert run.process.stderr.read() == "interrupted; the previous outputs are intact\n"
     assert "Traceback" not in run.process.stdout.read()
     wait_until(lambda: not any(running(pid) for pid in run.workers), "worker processes still run")
-    assert files_under(project / "out") == run.outputs_before  # and the staging output is gone
+    assert outputs_under(project / "out") == run.outputs_before  # and the staging output is gone
 
 
 SEVERAL_PARTS = CONFIG.replace("separator: blank_line", "separator: line").replace(

@@ -1,0 +1,92 @@
+"""What a prepare that was killed or failed had finished, so that the next one redoes only the rest.
+
+Prepare keeps its work in ``<prepare.output_dir>.partial`` (beside the output, in the same store for a
+remote one): the rounds' work files under ``work/``, the last round's part files under ``train/``,
+``val/`` and ``rejected/``, and a completion record (:mod:`pipeline.engine.completion`) per finished task:
+``r<round>-<partition>.done.json`` for a partition's round, ``r<round>-<step>.done.json`` for a
+de-duplication step. The driver links the parts into the staging output at the end and removes the
+scratch once the new output is in place.
+
+Which tasks can be taken from a record is decided by its identity, a chain that follows the data:
+
+- a partition's first round reads only its own files: its identity is the prepare settings, the code
+  version and the partition's pieces, each with its file's stamp (size, mtime, ctime and inode, or the
+  store's size and ETag), so an edited raw file redoes its partitions and no other;
+- a de-duplication step reads the keys of every partition: its identity is that of the whole round
+  before it (every partition's), and it is taken or redone as a whole;
+- a later round reads its partition's candidates *and the step's marks*, which depend on every
+  partition: its identity is that of the step before it. Once any partition of an earlier round is
+  other than before (an edited file, another setting), the step and every later round are redone
+  for every partition; a run killed during a later round redoes only that round's unfinished
+  partitions.
+
+Every task is deterministic, so what a record names is exactly what the task would write again, and the
+output is byte-identical to that of a run never interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pipeline.config import PrepareConfig
+from pipeline.data.sources import Partition
+from pipeline.engine import completion, hashing
+from pipeline.engine.completion import Scratch
+
+
+def round_record(round_: int, index: int) -> str:
+    return f"r{round_}-{index:05d}"
+
+
+def partition_inputs(partition: Partition, piece_names: Sequence[str]) -> list[Any]:
+    """What a partition's first round reads: its pieces, how they are read, and their files' stamps."""
+    return [[os.fspath(piece.file.path), piece.start, piece.end, piece.file.format, piece.file.separator,
+             piece.file.field, piece.file.source, hashing.content_stamp(piece.file.path), name]
+            for piece, name in zip(partition.pieces, piece_names)]
+
+
+class PrepareRecords:
+    """The identities of one prepare's tasks, round after round, and which of them a record says are done."""
+
+    def __init__(self, output_dir: str | os.PathLike[str], settings: PrepareConfig, code_version: int,
+                 inputs: Sequence[list[Any]], notify: Callable[[str], None], rounds: int):
+        self.scratch = Scratch.of(output_dir)
+        self._base = completion.job_identity("prepare", code_version, dataclasses.asdict(settings))
+        self._inputs = inputs
+        self._notify, self._rounds = notify, rounds
+        self._before: str | None = None  # the identity of the step the current round reads the marks of
+
+    def identities(self, round_: int) -> list[str]:
+        """The identity of each partition's task of ``round_`` (rounds are asked for in order)."""
+        return [completion.job_identity(self._base, round_, index, self._inputs[index] if round_ == 0 else self._before)
+                for index in range(len(self._inputs))]
+
+    def finished_round(self, round_: int, identities: Sequence[str]) -> dict[int, Any]:
+        """Partition → the result its record kept, for the tasks of ``round_`` an earlier run finished."""
+        found = self.scratch.finished_many([(round_record(round_, index), identity)
+                                            for index, identity in enumerate(identities)])
+        done = {index: record[0] for index, record in enumerate(found) if record is not None}
+        if done:
+            where = f" of round {round_ + 1} of {self._rounds}" if self._rounds > 1 else ""
+            self._notify(f"reusing {len(done)} of {len(identities)} partitions{where} that an interrupted run "
+                         f"finished ({self.scratch.shown})")
+        return done
+
+    def step_identity(self, round_: int, identities: Sequence[str]) -> str:
+        """The de-duplication step after ``round_``: what every partition's task of that round was. Later
+        rounds read its marks, so their identities follow from it."""
+        self._before = completion.job_identity(self._base, "step", round_, list(identities))
+        return self._before
+
+    def step_finished(self, round_: int, name: str, identity: str) -> bool:
+        if self.scratch.finished(f"r{round_}-{name}", identity) is None:
+            return False
+        self._notify(f"reusing the marks of {name} that an interrupted run finished")
+        return True
+
+    def save_step(self, round_: int, name: str, identity: str, files: Sequence[Any]) -> None:
+        self.scratch.save(f"r{round_}-{name}", identity,
+                          {self.scratch.relative(file): hashing.sha256_location(file) for file in files})

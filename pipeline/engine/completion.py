@@ -1,0 +1,127 @@
+"""Completion records: what lets a stage that was killed or failed redo only the tasks it had not finished.
+
+As datatrove's completion markers do, a task writes its files into the stage's scratch location beside its
+output, ``<output>.partial`` (a directory, or a prefix of the same object store), and then, once they are
+complete, a record ``<name>.done.json``: the identity of its job (a hash of everything that shapes the files:
+the inputs with their content stamps or checksums, the settings, the code version), the checksum of each
+file it wrote and what it returned to the driver. The next run takes a task's record only when it names the
+very job that run would start and every file still has its checksum, and runs the task otherwise; it
+removes the scratch once its output is in place. A record of other inputs or settings is never reused,
+and a damaged or missing file makes its task run again. A task that runs again overwrites its files (each
+is replaced atomically); what an unfinished task left and no record names is never read, and goes with the
+scratch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.engine import hashing, storage
+from pipeline.errors import StorageError
+
+SUFFIX = ".partial"
+RECORD_VERSION = 1
+MAX_RECORD_BYTES = 16 << 20  # a record lists its task's files, a few hundred bytes each; a larger one is not ours
+_CHECKS = 16  # records checked at a time
+
+
+def scratch_location(output: str | os.PathLike[str]) -> Path | str:
+    """Where a stage keeps its finished tasks' files: ``<output>.partial``, beside the output."""
+    if storage.is_url(output):
+        return os.fspath(output).rstrip("/") + SUFFIX
+    path = Path(os.path.abspath(storage.local(output)))
+    return path.with_name(path.name + SUFFIX)
+
+
+def job_identity(*fields: Any) -> str:
+    """What makes a task's files what they are, as one hash."""
+    return hashing.canonical_hash([RECORD_VERSION, *fields])
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """The scratch location of one output (picklable: tasks write their files and records into it)."""
+
+    location: Path | str
+    shown: str = ""  # as messages name it: the output as the user gave it, with the suffix
+
+    @classmethod
+    def of(cls, output: str | os.PathLike[str]) -> Scratch:
+        return cls(scratch_location(output), os.fspath(output).rstrip("/") + SUFFIX)
+
+    def path(self, *names: str) -> Path | str:
+        return storage.join(self.location, *names)
+
+    def relative(self, location: str | os.PathLike[str]) -> str:
+        """A location under the scratch as its records name it: relative, with ``/`` separators."""
+        inner = os.fspath(location)[len(os.fspath(self.location)):]
+        return inner.replace(os.sep, "/").strip("/")
+
+    def save(self, name: str, identity: str, files: Mapping[str, str], result: Any = None) -> None:
+        """Record that the job ``identity`` finished and wrote ``files`` (path relative to the scratch →
+        sha256) and returned ``result`` (JSON); called last, in the task or, for a driver's step, the driver."""
+        storage.write_json(self._record(name), {"version": RECORD_VERSION, "job": identity, "files": dict(files),
+                                               "result": result})
+
+    def finished_many(self, jobs: Sequence[tuple[str, str]]) -> list[tuple[Any] | None]:
+        """:meth:`finished` for each ``(name, identity)``, several at a time: a remote store answers each
+        request after a round trip, and reading and hashing the files is most of the time of a check. A
+        remote scratch is listed first, once: a missing record or file then costs no request, and the
+        others are read without asking for their sizes."""
+        if not jobs:
+            return []
+        listed = self._listing()
+        with ThreadPoolExecutor(max_workers=min(_CHECKS, len(jobs))) as pool:
+            return list(pool.map(lambda job: self.finished(*job, listed=listed), jobs))
+
+    def finished(self, name: str, identity: str, *,
+                 listed: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Any] | None:
+        """``(result,)`` of the job ``identity`` when a record says it finished and its files still have their
+        checksums; None otherwise (no record, another job's, or a file missing or changed). ``listed``: the
+        remote scratch's files with their stamps, as :func:`~pipeline.engine.storage.list_files` gives them."""
+        try:
+            if listed is None:
+                record = json.loads(storage.read_bounded(self._record(name), MAX_RECORD_BYTES, what="record"))
+            elif listed.get(f"{name}.done.json", {}).get("size", MAX_RECORD_BYTES + 1) <= MAX_RECORD_BYTES:
+                record = json.loads(storage.read_range(os.fspath(self._record(name)), 0,
+                                                       listed[f"{name}.done.json"]["size"]))
+            else:
+                return None
+            if record["version"] != RECORD_VERSION or record["job"] != identity:
+                return None
+            if listed is not None and not all(file in listed for file in record["files"]):
+                return None
+            if not all(hashing.sha256_location(self.path(*file.split("/")),
+                                               size=None if listed is None else listed[file]["size"]) == digest
+                       for file, digest in record["files"].items()):
+                return None
+            return (record["result"],)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, StorageError):  # none, or not one of ours
+            return None
+
+    def _listing(self) -> dict[str, dict[str, Any]] | None:
+        """A remote scratch's files (none yet: empty); None for a local one."""
+        if not storage.is_url(self.location):
+            return None
+        try:
+            return storage.list_files(self.location)
+        except StorageError:
+            return {}
+
+    def remove(self) -> None:
+        if storage.is_url(self.location):
+            storage.remove(self.location)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(self.location)
+
+    def _record(self, name: str) -> Path | str:
+        return self.path(f"{name}.done.json")

@@ -1,0 +1,65 @@
+"""Locations as names: local paths, ``file://`` URLs and fsspec URLs, joined, split and made absolute
+without touching a file system. :mod:`pipeline.engine.storage` names these functions too; it is the one
+module that reads and writes what they name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path, PurePosixPath
+
+URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+def is_url(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` is a remote URL (``file://`` is local)."""
+    match = URL.match(os.fspath(location))
+    return match is not None and match.group(1).lower() != "file"
+
+
+def local(location: str | os.PathLike[str]) -> str | os.PathLike[str]:
+    """``location`` with a ``file://`` prefix removed; other locations as they are."""
+    text = os.fspath(location)
+    return text[len("file://"):] if text.lower().startswith("file://") else location
+
+
+def normalize_url(location: str) -> str:
+    """A ``file://`` URL as the local path it names; any other URL with its scheme in lower case."""
+    match = URL.match(location)
+    if match is None:
+        return location
+    if match.group(1).lower() == "file":
+        return os.fspath(local(location))
+    return match.group(1).lower() + location[len(match.group(1)):]
+
+
+def is_container(location: str) -> bool:
+    """Whether a URL names a whole bucket (``s3://bucket`` or ``s3://bucket/``), not a key or prefix in one."""
+    return "/" not in os.fspath(location).partition("://")[2].strip("/")
+
+
+def absolute(location: str | os.PathLike[str]) -> Path | str:
+    """The location as every task names it, independent of the task's working directory."""
+    if is_url(location):
+        return os.fspath(location)
+    return Path(os.path.abspath(local(location)))
+
+
+def join(location: str | os.PathLike[str], *names: str) -> Path | str:
+    """``location`` joined with relative ``names`` (``/`` in a URL, the OS's separator locally)."""
+    if is_url(location):
+        return "/".join([os.fspath(location).rstrip("/"), *names])
+    return Path(local(location)).joinpath(*names)
+
+
+def parent(location: str | os.PathLike[str]) -> Path | str:
+    """The directory holding ``location``: ``s3://bucket/a`` of ``s3://bucket/a/b.json``."""
+    if is_url(location):
+        return os.fspath(location).rstrip("/").rsplit("/", 1)[0]
+    return Path(local(location)).parent
+
+
+def name_of(location: str | os.PathLike[str]) -> str:
+    """The last component of ``location``: ``b.jsonl.gz`` of ``s3://bucket/a/b.jsonl.gz``."""
+    return PurePosixPath(os.fspath(location)).name if is_url(location) else Path(local(location)).name
