@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import multiprocessing
+import multiprocessing.synchronize
 import os
 import signal
 import subprocess
@@ -73,16 +75,23 @@ def test_encode_starts_no_more_processes_than_cores(monkeypatch):
     assert started == [2]
 
 
-def _sigint_handler(_: object) -> object:
+_both_workers: multiprocessing.synchronize.Barrier | None = None  # inherited by the forked workers
+
+
+def _sigint_handler_once_both_run(_: object) -> object:
+    """The worker's SIGINT handler, once the other worker runs this too: so both have started."""
+    assert _both_workers is not None
+    _both_workers.wait(timeout=60)
     return signal.getsignal(signal.SIGINT)
 
 
-def test_pool_workers_ignore_ctrl_c_and_do_not_hold_the_drivers_lock(tmp_path):
+def test_pool_workers_ignore_ctrl_c_and_do_not_hold_the_drivers_lock(tmp_path, monkeypatch):
     """The driver handles Ctrl-C alone, and a lock it registered ends with its own descriptor."""
+    monkeypatch.setattr(sys.modules[__name__], "_both_workers", multiprocessing.Barrier(2))
     fd = os.open(tmp_path / "run.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
     with keep_from_workers(fd), process_pool(2) as pool:
-        assert list(pool.map(_sigint_handler, range(2))) == [signal.SIG_IGN] * 2
+        assert list(pool.map(_sigint_handler_once_both_run, range(2))) == [signal.SIG_IGN] * 2
         os.close(fd)  # the workers still run: the lock must be free all the same
         with open(tmp_path / "run.lock") as again:
             fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
