@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, counted
 
 LOGS_DIR = "logs"  # under the state dir
 TRACEBACK_ATTRIBUTE = "task_traceback"  # a failed task's exception carries its worker's formatted traceback so
@@ -47,7 +47,7 @@ class StageLog:
         self.tasks += 1
         self.retried += retried
         details = [summary] if summary else []
-        details += [f"{retried:,} storage requests retried"] if retried else []
+        details += [f"{counted(retried, 'storage request')} retried"] if retried else []
         self.write(f"task {label}: done on {worker} in {seconds:.2f} s" + "".join(f"; {d}" for d in details))
 
     def task_failed(self, label: str, failure: BaseException) -> None:
@@ -58,7 +58,8 @@ class StageLog:
             self.write(f"    {line}")
 
     def close(self, ending: str) -> None:
-        counts = f"{self.tasks:,} tasks done, {self.failed:,} failed, {self.retried:,} storage requests retried"
+        counts = (f"{counted(self.tasks, 'task')} done, {self.failed:,} failed, "
+                  f"{counted(self.retried, 'storage request')} retried")
         self.write(f"{ending} after {time.monotonic() - self._started:.1f} s ({counts})")
         if self._file is not None:
             with contextlib.suppress(OSError):
