@@ -22,17 +22,24 @@ from typing import Any, TextIO
 from pipeline.errors import PipelineError, counted
 
 LOGS_DIR = "logs"  # under the state dir
-TRACEBACK_ATTRIBUTE = "task_traceback"  # a failed task's exception carries its worker's formatted traceback so
+TRACEBACK_ATTRIBUTE = "task_traceback"  # the attribute of a failed task's error that holds its worker's traceback
 
 
 class StageLog:
-    """The lines of one stage's run; a log without a file (:data:`NO_LOG`) takes them and writes nothing."""
+    """The lines of one stage's run, written to ``path`` (replaced); a log without a path (:data:`NO_LOG`) takes
+    them and writes nothing."""
 
-    def __init__(self, file: TextIO | None = None, *, path: Path | None = None,
-                 warn: Callable[[str], None] = lambda message: None):
-        self.path, self._file, self._warn = path, file, warn
+    def __init__(self, path: Path | None = None, *, warn: Callable[[str], None] = lambda message: None):
+        self.path, self._warn = path, warn
+        self._file: TextIO | None = None
         self.tasks = self.failed = self.retried = 0
         self._started = time.monotonic()
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(path, "w", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115 (closed by close)
+            except OSError as exc:
+                self._give_up(exc)
 
     def write(self, line: str) -> None:
         if self._file is None:
@@ -99,7 +106,7 @@ def recording(path: Path, *, stage: str, header: Mapping[str, str],
     log in its ``details``, which the CLI shows after its one line.
     """
     global _current
-    log = StageLog(_open(path, warn), path=path, warn=warn)
+    log = StageLog(path, warn=warn)
     log.write(f"# lmprep: stage '{stage}', started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     for key, value in header.items():
         log.write(f"{key}: {value}")
@@ -112,7 +119,7 @@ def recording(path: Path, *, stage: str, header: Mapping[str, str],
     except BaseException as exc:
         log.write(f"error: {_one_line(exc)}")
         log.close("failed")
-        if log.failed and isinstance(exc, PipelineError) and log.path is not None:
+        if log.failed and isinstance(exc, PipelineError):
             exc.details = f"details in {shown(log.path)}"
         raise
     else:
@@ -127,15 +134,6 @@ def shown(path: Path) -> str:
     return os.path.abspath(path) if relative.startswith(os.pardir) else relative
 
 
-def _open(path: Path, warn: Callable[[str], None]) -> TextIO | None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "w", encoding="utf-8", errors="backslashreplace")
-    except OSError as exc:
-        StageLog(path=path, warn=warn)._give_up(exc)
-        return None
-
-
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -147,9 +145,10 @@ def with_traceback(failure: BaseException, raised: BaseException) -> BaseExcepti
 
 
 def describe_result(value: Any) -> str:
-    """A task result's summary for its log line: its own ``task_summary()``, a count of entries, or nothing."""
+    """A task result's summary for its log line: its own ``task_summary()``, a mapping's count of entries (the
+    tokenizer's chunk counts), or nothing."""
     if hasattr(value, "task_summary"):
         return value.task_summary()
-    if isinstance(value, (dict, list, tuple, set)):
+    if isinstance(value, Mapping):
         return f"{len(value):,} entries"
     return ""
