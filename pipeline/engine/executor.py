@@ -32,10 +32,8 @@ import contextlib
 import functools
 import logging
 import os
-import signal
 import socket
 import sys
-import threading
 import time
 import uuid
 from collections import Counter, deque
@@ -45,7 +43,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pipeline.engine import retries, stage_log, storage
-from pipeline.engine.pool import kill_workers, process_pool, worker_count
+from pipeline.engine.pool import ctrl_c_held, kill_workers, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
 
@@ -493,13 +491,13 @@ def _local_client(workers: int) -> Iterator[Any]:
     The scheduler serves HTTP even without a dashboard, on port 8787 unless told otherwise, and warns
     when that port is taken (by another cluster); a free port of this host only, and no dashboard.
 
-    Ctrl-C is held back while the cluster starts (:func:`_ctrl_c_held`), so that a half-started cluster is
-    never closed (distributed then failed an assertion, with a traceback); the held Ctrl-C is raised once
-    the cluster runs, which closes it. A worker that dies as it starts is one line.
+    Ctrl-C is held back while the cluster starts (:func:`pipeline.engine.pool.ctrl_c_held`), so that a
+    half-started cluster is never closed (distributed then failed an assertion, with a traceback); the held
+    Ctrl-C is raised once the cluster runs, which closes it. A worker that dies as it starts is one line.
     """
     from distributed import Client, LocalCluster
 
-    with _ctrl_c_held() as release:
+    with ctrl_c_held() as release:
         try:
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                    dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
@@ -510,35 +508,6 @@ def _local_client(workers: int) -> Iterator[Any]:
         with cluster, Client(cluster) as client:
             release()  # a Ctrl-C held back is raised here, and closes both
             yield client
-
-
-@contextlib.contextmanager
-def _ctrl_c_held() -> Iterator[Callable[[], None]]:
-    """Hold back Ctrl-C until the returned ``release`` is called or the block ends, and raise it then.
-
-    Python runs a signal handler in the main thread between two bytecodes wherever that is, so a
-    KeyboardInterrupt could land inside distributed's start-up; within this block the handler only
-    notes the Ctrl-C. Only the main thread may set a handler: elsewhere nothing is held back.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: None
-        return
-    pressed: list[int] = []
-    handler = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
-    released = False
-
-    def release() -> None:
-        nonlocal released
-        if not released:
-            released = True
-            signal.signal(signal.SIGINT, handler)
-            if pressed:
-                raise KeyboardInterrupt
-
-    try:
-        yield release
-    finally:
-        release()
 
 
 def _causes(exc: BaseException) -> str:

@@ -211,8 +211,9 @@ class Pipeline:
             if reused is None:
                 (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
             else:
-                self._log(f"'{stage.name}' reused from {reused}: the same inputs, settings and code version ran "
-                          "there")
+                reuse = f"'{stage.name}' reused from {reused}: the same inputs, settings and code version ran there"
+                self._log(reuse)
+                stage_log.note(reuse)
         outs = self._record(stage, deps, cache)
         if key is not None:
             self._runs.remember(key, outs)
