@@ -32,6 +32,7 @@ class StageLog:
     def __init__(self, path: Path | None = None, *, warn: Callable[[str], None] = lambda message: None):
         self.path, self._warn = path, warn
         self._file: TextIO | None = None
+        self.kept = path is not None  # every line written so far (False once a write failed)
         self.tasks = self.failed = self.retried = 0
         self._started = time.monotonic()
         if path is not None:
@@ -74,7 +75,7 @@ class StageLog:
             self._file = None
 
     def _give_up(self, exc: OSError) -> None:
-        self._file = None
+        self._file, self.kept = None, False
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         self._warn(f"warning: could not write the stage log {self.path} ({reason}); the stage goes on without it")
 
@@ -119,7 +120,7 @@ def recording(path: Path, *, stage: str, header: Mapping[str, str],
     except BaseException as exc:
         log.write(f"error: {_one_line(exc)}")
         log.close("failed")
-        if log.failed and isinstance(exc, PipelineError):
+        if log.failed and log.kept and isinstance(exc, PipelineError):
             exc.details = f"details in {shown(log.path)}"
         raise
     else:

@@ -106,3 +106,15 @@ def test_on_dask_a_map_reduce_logs_every_partition_and_a_failed_task_its_traceba
                for line in counted), counted
     break_a_file(project)
     assert_traceback_in_the_log_only(project, lmprep("prepare", *dask))
+
+
+def test_a_log_that_cannot_be_written_is_a_warning_and_the_stage_goes_on(project):
+    (project / "state").mkdir()
+    (project / "state" / "logs").write_text("a file where the logs' directory belongs")
+    break_a_file(project)
+    result = lmprep("prepare")
+    assert result.exit_code == 2 and "details in" not in result.stderr, result.stderr
+    assert "warning: could not write the stage log state/logs/prepare.log (" in result.stdout, result.stdout
+    (project / "raw" / "c.txt").unlink()
+    result = lmprep("prepare")
+    assert result.exit_code == 0 and "warning: could not write the stage log" in result.stdout, result.output
