@@ -13,7 +13,10 @@ from typing import Any
 
 
 class PipelineError(Exception):
-    """Root of every error a user can cause and fix."""
+    """Root of every error a user can cause and fix. ``details`` says where to read more (a stage's log
+    file, when a task failed); the CLI shows it after the message."""
+
+    details: str | None = None
 
 
 class ConfigError(PipelineError):

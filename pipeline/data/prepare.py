@@ -97,6 +97,12 @@ class RoundResult:
                                                           for split, part in self.parts.items()},
                 "unsplit": [list(pair) for pair in self.unsplit]}
 
+    def task_summary(self) -> str:
+        """For the stage's log: the partition's documents read and, in the last round, kept."""
+        sources = self.tally.sources.values()
+        read = f"read {sum(t.read for t in sources):,} documents"
+        return read if self.parts is None else f"{read}, kept {sum(t.kept for t in sources):,}"
+
     @classmethod
     def from_json(cls, data: dict) -> RoundResult:
         tally = Tally({int(source): SourceTally(**counts) for source, counts in data["tally"].items()})

@@ -15,7 +15,9 @@ Both backends offer the same two operations:
 - :meth:`Tasks.map_reduce`: the results folded pairwise as a tree (on a cluster the partial results
   move between workers, and only the final one reaches the driver).
 
-A failing task raises in the driver with the partition and the worker named.
+A failing task raises in the driver with the partition and the worker named, carrying the traceback its
+worker formatted; each finished task's partition, worker, seconds and result summary, and each failed
+task's traceback, go to the stage's log (:mod:`pipeline.engine.stage_log`).
 
 On Dask every wait has a deadline, ``executor.timeout``: connecting to the scheduler (its handshake
 included), the first worker to join, and any stretch of a stage during which the scheduler has no
@@ -40,8 +42,8 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, as_completed, 
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from pipeline.engine import retries, storage
-from pipeline.engine.pool import kill_workers, process_pool, worker_count
+from pipeline.engine import retries, stage_log, storage
+from pipeline.engine.pool import ctrl_c_held, kill_workers, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
 
@@ -102,10 +104,13 @@ class Tasks:
         the stage's staging output is deleted; Dask tasks end with the client.
         """
         size_of = dict(zip(futures, sizes)) if sizes is not None else {}
+        log = stage_log.current()
         try:
             with Progress(desc, total=len(futures), unit="parts", enabled=progress, leave=False) as bar:
-                for future in self._completed(futures):
-                    future.result()
+                for future, label in self._completed(futures, labels):
+                    done = self._done(future)
+                    log.task_done(label, worker=done.worker, seconds=done.seconds, summary=done.summary,
+                                  retried=sum(done.retried.values()))
                     bar.update(nbytes=size_of.get(future, 0))
         except BrokenProcessPool:
             self._stop(futures)
@@ -117,7 +122,12 @@ class Tasks:
             raise
         except BaseException:
             self._stop(futures)
+            _log_failures(log, futures, labels)
             raise
+
+    def _done(self, future: Future) -> _Done:
+        """A finished task's :class:`_Done` (its failure raises)."""
+        return future.result()
 
     def _stop(self, futures: Sequence[Future]) -> None:
         """Cancel the tasks not started and wait for the running ones, which may still be writing files."""
@@ -125,9 +135,10 @@ class Tasks:
             future.cancel()
         wait(futures)
 
-    def _completed(self, futures: Sequence[Future]) -> Iterable[Future]:
-        """The futures as they finish."""
-        return as_completed(futures)
+    def _completed(self, futures: Sequence[Future], labels: Sequence[str]) -> Iterable[tuple[Future, str]]:
+        """The futures as they finish, with their labels."""
+        label_of = dict(zip(futures, labels))
+        return ((future, label_of[future]) for future in as_completed(futures))
 
 
 class DaskTasks(Tasks):
@@ -152,8 +163,14 @@ class DaskTasks(Tasks):
         for leaf in leaves:
             fold.add(leaf)
         root = fold.result()
-        self._wait([_status_of(leaf) for leaf in leaves], labels, desc=desc, progress=progress)
+        self._wait([_DaskStatus(leaf, report=submit(_report, leaf)) for leaf in leaves], labels, desc=desc,
+                   progress=progress)
         return _received(root.result())
+
+    def _done(self, future: Future) -> _Done:
+        """A leaf of a map-reduce stays on its worker: its report (its result left out) comes instead."""
+        future.result()
+        return future.report.result() if isinstance(future, _DaskStatus) else future.result()
 
     def check_shared(self, directory: str | os.PathLike[str]) -> None:
         """Raise unless every worker sees ``directory`` as the driver does: a file written there by the
@@ -174,15 +191,17 @@ class DaskTasks(Tasks):
             raise PipelineError(f"the Dask worker {blind[0]} cannot see {directory}, where this stage writes "
                                 f"({len(blind)} of {len(seen)} workers); {storage.SHARED_STORAGE_HINT}")
 
-    def _completed(self, futures: Sequence[Future]) -> Iterator[Future]:
-        """The futures as they finish; a lost scheduler or a cluster without workers for ``timeout`` s raises."""
+    def _completed(self, futures: Sequence[Future], labels: Sequence[str]) -> Iterator[tuple[Future, str]]:
+        """The futures as they finish, with their labels; a lost scheduler or a cluster without workers for
+        ``timeout`` s raises."""
+        label_of = dict(zip(futures, labels))
         pending, total, idle_since = set(futures), len(futures), None
         while pending:
             done, pending = wait(pending, timeout=WATCH_SECONDS, return_when=FIRST_COMPLETED)
             for future in done:
                 if future.cancelled() or self._client.status != "running":
                     raise self._lost(unfinished=len(pending) + 1, total=total)
-                yield future
+                yield future, label_of[future]
             idle_since = None if done or self._workers() else idle_since or time.monotonic()
             if idle_since is not None and time.monotonic() - idle_since >= self._timeout:
                 raise PipelineError(f"executor.address {self._address!r}: the Dask scheduler has had no worker for "
@@ -241,10 +260,27 @@ class _TaskContext(NamedTuple):
 
 class _Done(NamedTuple):
     """A task's result, with the storage retries its worker made for it (none when it ran in the driver,
-    which counted them already)."""
+    which counted them already), and for the stage's log its worker, seconds and result's summary."""
 
     value: Any
     retried: dict[str, int]
+    worker: str = ""
+    seconds: float = 0.0
+    summary: str = ""
+
+
+def _log_failures(log: stage_log.StageLog, futures: Sequence[Future], labels: Sequence[str]) -> None:
+    """Each task that raised (a failure that :func:`run_task` formatted), with its worker's traceback."""
+    for future, label in zip(futures, labels):
+        if future.done() and not future.cancelled():
+            failure = future.exception()
+            if failure is not None and hasattr(failure, stage_log.TRACEBACK_ATTRIBUTE):
+                log.task_failed(label, failure)
+
+
+def _report(done: _Done) -> _Done:
+    """On a Dask worker: a leaf's :class:`_Done` without its result, for the stage's log."""
+    return done._replace(value=None)
 
 
 def _received(done: _Done) -> Any:
@@ -268,19 +304,21 @@ def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskC
     """
     context = context or _TaskContext.here()
     retries.configure(context.deadlines)
-    before = retries.retried()
+    before, started = retries.retried(), time.monotonic()
     try:
         value = function(item)
     except PipelineError as exc:
-        failure: PipelineError = type(exc)(f"{exc} (partition {label}, on {worker_name()})")
+        failure = stage_log.with_traceback(type(exc)(f"{exc} (partition {label}, on {worker_name()})"), exc)
     except FileNotFoundError as exc:
-        failure = DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no such file; "
-                            f"{storage.SHARED_STORAGE_HINT}")
+        failure = stage_log.with_traceback(DataError(f"partition {label}, on {worker_name()}: {exc.filename}: no "
+                                                     f"such file; {storage.SHARED_STORAGE_HINT}"), exc)
     except Exception as exc:
         exc.add_note(f"partition {label}, on {worker_name()}")
+        stage_log.with_traceback(exc, exc)
         raise
     else:
-        return _Done(value, retries.since(before) if os.getpid() != context.driver else {})
+        return _Done(value, retries.since(before) if os.getpid() != context.driver else {}, worker_name(),
+                     time.monotonic() - started, stage_log.describe_result(value))
     raise failure
 
 
@@ -331,12 +369,15 @@ def open_tasks(settings: ExecutorSettings, *, workers: int = 0,
     ones' directories (:meth:`DaskTasks.check_shared`), which is checked before any task runs.
     """
     if settings.kind == "local":
-        with process_pool(worker_count(workers or settings.workers)) as pool:
+        count = worker_count(workers or settings.workers)
+        stage_log.note(f"executor: local process pool of {count} workers")
+        with process_pool(count) as pool:
             yield Tasks(pool)
         return
     with _dask_client(settings) as client:
-        tasks = DaskTasks(client, address=client.scheduler.address if settings.address == "local"
-                          else settings.address, timeout=settings.timeout)
+        address = client.scheduler.address if settings.address == "local" else settings.address
+        tasks = DaskTasks(client, address=address, timeout=settings.timeout)
+        stage_log.note(f"executor: Dask scheduler {address} with {len(client.nthreads())} workers")
         for output in writes:
             if not storage.is_url(output):
                 tasks.check_shared(os.path.dirname(os.path.abspath(output)))
@@ -449,18 +490,34 @@ def _local_client(workers: int) -> Iterator[Any]:
 
     The scheduler serves HTTP even without a dashboard, on port 8787 unless told otherwise, and warns
     when that port is taken (by another cluster); a free port of this host only, and no dashboard.
+
+    Ctrl-C is held back while the cluster starts (:func:`pipeline.engine.pool.ctrl_c_held`), so that a
+    half-started cluster is never closed (distributed then failed an assertion, with a traceback); the held
+    Ctrl-C is raised once the cluster runs, which closes it. A worker that dies as it starts is one line.
     """
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                      scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR) as cluster, \
-            Client(cluster) as client:
-        yield client
+    with ctrl_c_held() as release:
+        try:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
+                                   silence_logs=logging.ERROR)
+        except RuntimeError as exc:  # LocalCluster closes what it started before raising
+            raise PipelineError(f"executor.address 'local': a worker of the Dask LocalCluster died as it started "
+                                f"({_causes(exc)}); run again, or run with executor.kind: local") from None
+        with cluster, Client(cluster) as client:
+            release()  # a Ctrl-C held back is raised here, and closes both
+            yield client
 
 
-def _status_of(future: Any) -> Future:
-    """A ``concurrent.futures.Future`` that settles with a Dask future, without fetching its result."""
-    return _DaskStatus(future)
+def _causes(exc: BaseException) -> str:
+    """``exc``'s message and its causes', on one line: distributed's "Nanny failed to start." says why in its
+    cause."""
+    texts = []
+    while exc is not None:
+        texts.append(" ".join(str(exc).split()).rstrip(".") or type(exc).__name__)
+        exc = exc.__cause__
+    return ": ".join(texts)
 
 
 class _DaskStatus(Future):
@@ -470,17 +527,19 @@ class _DaskStatus(Future):
     Running from the start: a pending Future cancelled outside an executor is never counted done by
     ``concurrent.futures.wait``, which then waits for ever (a failed task of a map-reduce on Dask hung the
     driver so). Cancelling one cancels the Dask task, and the future settles when the task is cancelled.
+    ``report`` is the Dask future of the task's :func:`_report`, for the stage's log.
     """
 
-    def __init__(self, task: Any):
+    def __init__(self, task: Any, *, report: Any):
         super().__init__()
-        self._task = task
+        self._task, self.report = task, report
         self.set_running_or_notify_cancel()
         task.add_done_callback(self._settle)
 
     def cancel(self) -> bool:
         """Cancel the Dask task (it then settles this future); this future itself stays running until it does."""
         with contextlib.suppress(Exception):  # a client without its scheduler: the task is lost already
+            self.report.cancel()
             self._task.cancel()
         return False
 

@@ -74,6 +74,35 @@ def kill_workers(executor: Executor) -> None:
             process.join(KILL_SECONDS)
 
 
+@contextlib.contextmanager
+def ctrl_c_held() -> Iterator[Callable[[], None]]:
+    """Hold back Ctrl-C until the returned ``release`` is called or the block ends, and raise it then.
+
+    Python runs a signal handler in the main thread between two bytecodes wherever that is, so a
+    KeyboardInterrupt could land inside distributed's start-up; within this block the handler only
+    notes the Ctrl-C. Only the main thread may set a handler: elsewhere nothing is held back.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    pressed: list[int] = []
+    handler = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            signal.signal(signal.SIGINT, handler)
+            if pressed:
+                raise KeyboardInterrupt
+
+    try:
+        yield release
+    finally:
+        release()
+
+
 def _start_workers(pool: ProcessPoolExecutor) -> None:
     """Fork the workers now, with Ctrl-C held back until they run.
 

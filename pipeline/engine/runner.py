@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, stage_log, storage
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.pool import keep_from_workers
 from pipeline.engine.reasons import code_version_changes, param_changes
@@ -106,16 +106,17 @@ class Pipeline:
                  state_dir: str | os.PathLike[str], root: str | os.PathLike[str] = ".",
                  guarded: Mapping[str, str | os.PathLike[str]] | None = None,
                  run_cache: str | os.PathLike[str] | None = None,
-                 log: Callable[[str], None] = lambda message: None):
+                 log: Callable[[str], None] = lambda message: None, log_header: Mapping[str, str] | None = None):
         """``root`` is the project root, the directory relative paths start from; ``guarded``
         maps a description to a path that no output may overlap (the config file); ``run_cache`` is the
-        directory of the project's run cache (:mod:`pipeline.engine.run_cache`), None for none."""
+        directory of the project's run cache (:mod:`pipeline.engine.run_cache`), None for none;
+        ``log_header``: lines (key: value) that head each stage's log (:mod:`pipeline.engine.stage_log`)."""
         self.stages = list(stages)
         self.root = Path(root)
         self.state_dir = self.root / state_dir
         self._runs = None if run_cache is None else RunCache(self.root / run_cache, self.root)
         self._param_value = param_value
-        self._log = log
+        self._log, self._log_header = log, dict(log_header or {})
         self._upstream = _upstream_map(self.stages)
         self._cache_warned = False
         kept = {f"the state dir {os.fspath(state_dir)!r}": self.state_dir,
@@ -204,11 +205,15 @@ class Pipeline:
         deps = {dep: cache.tree_hash(self._where(dep)) for dep in stage.deps}
         key = self._runs.key(stage, self._params(stage), deps, self.stages) if self._runs and stage.reusable else None
         self._claim(stage)
-        reused = self._runs.reuse(key, stage, cache) if key is not None and not forced else None
-        if reused is None:
-            (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
-        else:
-            self._log(f"'{stage.name}' reused from {reused}: the same inputs, settings and code version ran there")
+        with stage_log.recording(stage_log.log_path(self.state_dir, stage.name), stage=stage.name, warn=self._log,
+                                 header={**self._log_header, "reason": "; ".join(reasons)}):
+            reused = self._runs.reuse(key, stage, cache) if key is not None and not forced else None
+            if reused is None:
+                (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
+            else:
+                reuse = f"'{stage.name}' reused from {reused}: the same inputs, settings and code version ran there"
+                self._log(reuse)
+                stage_log.note(reuse)
         outs = self._record(stage, deps, cache)
         if key is not None:
             self._runs.remember(key, outs)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.engine import atomic, storage
-from pipeline.errors import FileTooLargeError, ShardError, describe, json_error_reason
+from pipeline.errors import FileTooLargeError, ShardError, counted, describe, json_error_reason
 
 FORMAT_VERSION = 2  # 2: the source, file and document columns, and the counts per source
 UINT16_VOCAB_LIMIT = 1 << 16
@@ -107,6 +107,11 @@ class Manifest:
     @property
     def tokens(self) -> int:
         return sum(entry.tokens for entry in self.shards)
+
+    def task_summary(self) -> str:
+        """For the stage's log: ``120 documents, 5,010 tokens, 2 shards``."""
+        shards = counted(len(self.shards), "shard")
+        return f"{counted(self.rows, 'document')}, {counted(self.tokens, 'token')}, {shards}"
 
     @property
     def sources(self) -> list[dict[str, int]]:

@@ -114,7 +114,8 @@ class LmprepGroup(click.Group):
             try:
                 return super().invoke(ctx)
             except PipelineError as exc:
-                raise UserError(" ".join(str(exc).split())) from None
+                details = f" ({exc.details})" if exc.details else ""
+                raise UserError(" ".join(str(exc).split()) + details) from None
             except KeyboardInterrupt:
                 raise Interrupted() from None
             except OSError as exc:

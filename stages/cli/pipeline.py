@@ -24,7 +24,8 @@ def make_pipeline(config: Config) -> Pipeline:
     guarded = {f"the config file {path!r}": os.path.abspath(path)} if path is not None else {}
     runs = None if config.run_cache_dir is None else config.out(config.run_cache_dir)
     return Pipeline(build_stages(config), param_value=config.value, state_dir=config.out(config.state_dir),
-                    root=config.project_root, guarded=guarded, run_cache=runs, log=click.echo)
+                    root=config.project_root, guarded=guarded, run_cache=runs, log=click.echo,
+                    log_header={"config": path or "built-in defaults", "executor.kind": config.executor.kind})
 
 
 def run_pipeline(pipeline: Pipeline, targets: list[str] | None, *, force: bool, wait: bool = True) -> None:

@@ -220,5 +220,5 @@ def test_a_failed_task_of_a_map_reduce_fails_the_stage_in_one_line_without_hangi
         client.run(exec, RESTORE_COUNTING)
     failed = result["run"]
     assert failed.exit_code == 2, failed.output
-    assert re.fullmatch(r"error: the disk went away \(partition \S+part-\d+\.arrow, on worker tcp://127\.0\.0\.1:\d+\)\n",
-                        failed.stderr), failed.stderr
+    assert re.fullmatch(r"error: the disk went away \(partition \S+part-\d+\.arrow, on worker tcp://127\.0\.0\.1:\d+\) "
+                        r"\(details in \.lmprep/logs/tokenizer\.log\)\n", failed.stderr), failed.stderr

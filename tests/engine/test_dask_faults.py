@@ -281,3 +281,42 @@ def test_a_worker_that_cannot_see_the_output_directory_fails_before_any_task(pro
                         r"where this stage writes \(1 of 1 workers\); every worker must see the input and output "
                         r"paths .*", line), line
     assert not list((project / "out").iterdir())  # the probe is gone, nothing was written
+
+
+# --------------------------------------------------------------------------- a LocalCluster's start
+
+
+def start_up_preload(tmp_path: Path, code: str) -> dict[str, str]:
+    """The environment of a command whose LocalCluster workers run ``code`` as they start (a Dask preload)."""
+    preload = tmp_path / "preload.py"
+    preload.write_text(code)
+    return {**environment(), "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(preload)])}
+
+
+def test_a_local_cluster_worker_that_dies_as_it_starts_is_one_line(project, tmp_path):
+    """It used to be distributed's "Nanny failed to start." traceback, exit 1."""
+    result = subprocess.run([sys.executable, "-m", "stages", "run", "prepare", "--config", "lmprep.yaml",
+                             *address_option("local")], cwd=project, capture_output=True, text=True,
+                            env=start_up_preload(tmp_path, "import os\nos._exit(1)\n"), timeout=DEADLINE)
+    line = one_error_line(result)
+    assert line.startswith("error: executor.address 'local': a worker of the Dask LocalCluster died as it started "
+                           "(Nanny failed to start"), line
+    assert not (project / "out" / "prepared").exists()
+
+
+def test_ctrl_c_while_the_local_cluster_starts_is_the_interrupted_line_and_130(project, tmp_path):
+    """The driver's Ctrl-C used to land inside distributed's start-up, which then closed a half-started cluster
+    and failed an assertion (a traceback) as the interpreter exited."""
+    command = subprocess.Popen([sys.executable, "-m", "stages", "run", "prepare", "--config", "lmprep.yaml",
+                                *address_option("local")], cwd=project, stderr=subprocess.PIPE, text=True,
+                               env=start_up_preload(tmp_path, "import time\ntime.sleep(3)\n"))
+    try:
+        wait_until(lambda: subprocess.run(["pgrep", "-P", str(command.pid)], capture_output=True).stdout,
+                   "the cluster's first worker process")
+        time.sleep(0.5)
+        command.send_signal(signal.SIGINT)
+        _, stderr = command.communicate(timeout=DEADLINE)
+    finally:
+        command.kill()
+    assert command.returncode == 130, stderr
+    assert stderr == "interrupted; the previous outputs are intact\n"
