@@ -3,7 +3,7 @@
 
 Three differences from datatrove, each a setting:
 
-- IPv6 addresses are redacted too (datatrove matches IPv4 only);
+- IPv6 addresses are redacted too (``ipv6``; datatrove matches IPv4 only);
 - addresses at example domains (RFC 2606 and 6761: ``example.com``/``.net``/``.org`` and the ``.example``,
   ``.test``, ``.invalid`` and ``.localhost`` names) are kept (``keep_example_emails``), as are private,
   loopback, link-local and documentation IP ranges (``public_ips_only``, as datatrove's
@@ -51,13 +51,14 @@ class Redaction:
 class Redactor:
     """Replaces e-mail and IP addresses; each kind can be turned off."""
 
-    def __init__(self, *, emails: bool = True, ips: bool = True, public_ips_only: bool = True,
+    def __init__(self, *, emails: bool = True, ips: bool = True, ipv6: bool = True, public_ips_only: bool = True,
                  keep_example_emails: bool = True):
         self.replacers: list[tuple[re.Pattern[str], Callable[[str], str | None]]] = []
         if emails:
             self.replacers.append((EMAIL, lambda found: _email_placeholder(found, keep_example_emails)))
         if ips:
             self.replacers.append((IPV4, lambda found: _ip_placeholder(found, public_ips_only, IP_PLACEHOLDERS)))
+        if ips and ipv6:
             self.replacers.append((IPV6, lambda found: _ip_placeholder(found, public_ips_only, IPV6_PLACEHOLDERS)))
 
     def redact(self, text: str) -> Redaction:

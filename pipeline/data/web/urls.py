@@ -56,9 +56,9 @@ def read_list(path: str | os.PathLike[str], *, what: str) -> list[str]:
 
 
 def normal_domain(entry: str) -> str:
-    """A domain entry as it is looked up: ``https://www.x.org/path``, ``*.x.org`` and ``.x.org`` are all
-    ``x.org`` or ``www.x.org`` as written, without scheme, path, port or leading wildcard."""
-    entry = entry.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+    """A domain entry as it is looked up: lower case, without scheme, path, port or leading ``*.`` or ``.``
+    (``https://www.X.org/path`` is ``www.x.org``, ``*.x.org`` is ``x.org``)."""
+    entry = entry.lower().split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
     return entry.removeprefix("*.").strip(".")
 
 
@@ -104,7 +104,7 @@ def _domain_match(host: str, domains: set[str]) -> str | None:
 
 def _substrings(entries: Iterable[str]) -> re.Pattern[str] | None:
     """One alternation of the entries, longest first (so the entry named is the most specific one)."""
-    unique = sorted(set(entries), key=lambda entry: (-len(entry), entry))
+    unique = sorted({entry.lower() for entry in entries}, key=lambda entry: (-len(entry), entry))
     return re.compile("|".join(map(re.escape, unique))) if unique else None
 
 
