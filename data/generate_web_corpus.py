@@ -161,7 +161,7 @@ def plant_evaluation(rng: random.Random, pages: list[Page], articles: Articles, 
                        "question": f"Which {noun} did {name} {rng.choice(ROOTS)} near the {place} of {city} "
                                    f"before the {rng.choice(ADJECTIVES)} festival began?",
                        "answer": f"{name} chose the {rng.choice(ADJECTIVES)} {noun} from the {place}."})
-    stories = [" ".join(articles.sentence() for _ in range(4)) for _ in range(30)]
+    stories = [" ".join(articles.writer.story().split()) for _ in range(30)]  # templates no article uses
     (out / "eval").mkdir(parents=True, exist_ok=True)
     (out / "eval" / "trivia.jsonl").write_text("".join(json.dumps(item) + "\n" for item in trivia))
     (out / "eval" / "stories.txt").write_text("\n".join(stories) + "\n")

@@ -53,7 +53,8 @@ def ngram_hashes(words: Sequence[str], n: int) -> np.ndarray:
     """The hash of each ``n``-word window of ``words``, in order (empty when there are fewer than ``n``)."""
     if len(words) < n:
         return np.empty(0, dtype=np.uint64)
-    word_hashes = np.fromiter((xxhash.xxh64_intdigest(word) for word in words), dtype=np.uint64, count=len(words))
+    word_hashes = np.fromiter((xxhash.xxh64_intdigest(word.encode("utf-8", "surrogatepass")) for word in words),
+                              dtype=np.uint64, count=len(words))
     windows = len(words) - n + 1
     combined = np.zeros(windows, dtype=np.uint64)
     with np.errstate(over="ignore"):
