@@ -201,13 +201,16 @@ class Archive:
     def __init__(self, rng: random.Random, version: str):
         self.rng, self.version, self.members = rng, version, []
 
-    def add(self, kind: str, block: bytes, content_type: str, url: str | None = None) -> None:
+    def add(self, kind: str, block: bytes, content_type: str, url: str | None = None,
+            payload_type: str | None = None) -> None:
         record_id = uuid.UUID(int=self.rng.getrandbits(128), version=4)
         headers = {"WARC-Type": kind, "WARC-Record-ID": f"<urn:uuid:{record_id}>",
                    "WARC-Date": DATE.format(day=self.rng.randint(1, 28), hour=self.rng.randint(0, 23),
                                             minute=self.rng.randint(0, 59))}
         if url is not None:
             headers["WARC-Target-URI"] = url
+        if payload_type is not None:  # what the crawler's own sniffing found, as Common Crawl records it
+            headers["WARC-Identified-Payload-Type"] = payload_type
         headers["Content-Type"] = content_type
         self.members.append(gzip.compress(warc_record(self.version, headers, block), mtime=0))
 
@@ -216,7 +219,7 @@ class Archive:
         self.add("request", f"GET /{page.url.split('/', 3)[-1]} HTTP/1.1\r\nHost: {page.url.split('/')[2]}\r\n\r\n"
                  .encode("ascii"), "application/http; msgtype=request", page.url)
         self.add("response", http_response(page.html.encode(page.encoding, "xmlcharrefreplace"), f"text/html{charset}"),
-                 "application/http; msgtype=response", page.url)
+                 "application/http; msgtype=response", page.url, "text/html")
 
     def write(self, path: Path) -> None:
         path.write_bytes(b"".join(self.members))
@@ -227,12 +230,12 @@ def skipped_records(archive: Archive, orphan: bool) -> None:
     target URI, on which warcio 1.8.1 raises AttributeError)."""
     archive.add("metadata", b"fetchTimeMs: 120\r\n", "application/warc-fields", "https://eastport-makers.com/")
     archive.add("response", http_response(b"User-agent: *\nDisallow:\n", "text/plain"),
-                "application/http; msgtype=response", "https://eastport-makers.com/robots.txt")
+                "application/http; msgtype=response", "https://eastport-makers.com/robots.txt", "text/plain")
     archive.add("response", http_response(b"\x89PNG\r\n\x1a\n" + bytes(64), "image/png"),
-                "application/http; msgtype=response", "https://eastport-makers.com/logo.png")
+                "application/http; msgtype=response", "https://eastport-makers.com/logo.png", "image/png")
     if orphan:
         archive.add("response", http_response(b"<html><body><p>An orphan page.</p></body></html>", "text/html"),
-                    "application/http; msgtype=response")  # no WARC-Target-URI
+                    "application/http; msgtype=response", payload_type="text/html")  # no WARC-Target-URI
     archive.add("revisit", b"HTTP/1.1 304 Not Modified\r\n\r\n", "application/http; msgtype=response",
                 "https://brightwater-gazette.org/")
 
