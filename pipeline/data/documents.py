@@ -88,6 +88,8 @@ def _column(kind: pa.DataType, values: list) -> pa.Array:
     """One column of a record batch, built from buffers (see :func:`text_column`)."""
     if kind == pa.large_string():
         return text_column(values)
+    if kind == pa.bool_():
+        return pa.array(values, type=kind)  # bit-packed: not a numpy buffer
     data = np.array(values, dtype=kind.to_pandas_dtype())
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(data)])
 
