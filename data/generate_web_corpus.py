@@ -14,6 +14,7 @@ footer, so an extractor has boilerplate to drop. Planted in them, for the web st
 - e-mail addresses and public IPv4/IPv6 addresses, beside private ones and example addresses;
 - a few evaluation items copied verbatim into articles (13-word overlaps);
 - pages in windows-1252 or ISO-8859-1 declared in the HTTP header, in a meta tag, wrongly, or not at all;
+- thin pages the quality rules drop (a placeholder, a list of headlines, a script notice);
 - records a reader skips: warcinfo, requests, metadata, a revisit, non-HTML responses, a response
   without a target URI.
 
@@ -31,7 +32,22 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from generate_corpus import ADJECTIVES, CITIES, NAMES, NOUNS, PLACES, ROOTS, Writer, article, past, plural
+from generate_corpus import (
+    ADJECTIVES,
+    ADVERBS,
+    CITIES,
+    COLORS,
+    FOODS,
+    NAMES,
+    NOUNS,
+    PLACES,
+    ROOTS,
+    WEEKDAYS,
+    Writer,
+    article,
+    past,
+    plural,
+)
 
 SITES = {
     "brightwater-gazette.org": ("Brightwater Gazette", ["News", "Sport", "Weather", "Letters", "Archive"]),
@@ -60,23 +76,41 @@ class Articles:
         self.rng = rng
         self.writer = Writer(rng)
 
-    def sentence(self) -> str:
+    def sentences(self) -> list[str]:
+        """One sentence of each template, shuffled: an article repeats no template, so no 5-gram repeats
+        often enough for Gopher's repetition rules."""
         r, pick = self.rng, self.rng.choice
-        name, noun, place = pick(NAMES), pick(NOUNS), pick(PLACES)
-        return pick([
-            f"On the way to the {place}, {name} {past(pick(ROOTS))} {article(noun)} {noun} that had been left "
-            f"by the {pick(ADJECTIVES)} {pick(NOUNS)}.",
-            f"The people of {pick(CITIES)} say that the {noun} was {pick(ADJECTIVES)} and that it could "
-            f"{pick(ROOTS)} with the {plural(pick(NOUNS))}.",
-            f"{name} told us that {r.randint(3, 90)} {plural(noun)} were counted at the {place} this year, "
-            f"which is more than {r.randint(2, 40)} last year.",
-            f"It is not easy to {pick(ROOTS)} {article(noun)} {noun}, but {name} has a plan for the {place}.",
+        name, other, noun, place, city = pick(NAMES), pick(NAMES), pick(NOUNS), pick(PLACES), pick(CITIES)
+        found = [
+            f"On the way to the {place}, {name} {past(pick(ROOTS))} {article(noun)} {noun} left by a "
+            f"{pick(ADJECTIVES)} {pick(NOUNS)}.",
+            f"People in {city} say the {pick(NOUNS)} was {pick(ADJECTIVES)} and could {pick(ROOTS)} with "
+            f"{plural(pick(NOUNS))}.",
+            f"{other} counted {r.randint(3, 90)} {plural(noun)} at the {pick(PLACES)} this year, more than "
+            f"{r.randint(2, 40)} last spring.",
+            f"It is not easy to {pick(ROOTS)} {article(noun)} {noun}, but {pick(NAMES)} has a plan.",
+            f"Nobody expected the {pick(ADJECTIVES)} {pick(NOUNS)} to {pick(ROOTS)} so {pick(ADVERBS)}.",
+            f"By {pick(WEEKDAYS)} morning the {pick(NOUNS)} near the {pick(PLACES)} had turned {pick(COLORS)}.",
+            f"\"We will {pick(ROOTS)} it again next week,\" {other} said at the {pick(PLACES)}.",
+            f"Visitors from {pick(CITIES)} brought {pick(FOODS)} for the {plural(pick(NOUNS))} of {city}.",
+            f"Why would anyone {pick(ROOTS)} {article(place)} {place} twice in one {pick(['day', 'week', 'month'])}?",
+            f"The old {pick(NOUNS)} of {pick(CITIES)} still stands beside the {pick(ADJECTIVES)} {pick(NOUNS)}.",
+            f"{name} and {other} {past(pick(ROOTS))} together until the {pick(NOUNS)} was {pick(ADJECTIVES)}.",
+            f"Most of the {plural(pick(NOUNS))} here are {pick(ADJECTIVES)}, and some are {pick(ADJECTIVES)} too.",
+            f"After {r.randint(2, 12)} hours of work, {pick(NAMES)} {past(pick(ROOTS))} the last {pick(NOUNS)}.",
             self.writer.fact(),
-        ])
+            self.writer.fact(),
+        ]
+        r.shuffle(found)
+        return found
+
+    def sentence(self) -> str:
+        return self.sentences()[0]
 
     def paragraphs(self) -> list[str]:
-        return [" ".join(self.sentence() for _ in range(self.rng.randint(3, 6)))
-                for _ in range(self.rng.randint(4, 8))]
+        found = self.sentences()
+        cuts = sorted(self.rng.sample(range(2, len(found) - 1), self.rng.randint(2, 4)))
+        return [" ".join(found[start:end]) for start, end in zip([0, *cuts], [*cuts, len(found)])]
 
     def title(self) -> str:
         pick = self.rng.choice
@@ -150,6 +184,16 @@ def blocked_pages(rng: random.Random, articles: Articles) -> list[Page]:
             "https://cedarvale-library.net/local-history/affiliate/the-old-casino.html"]  # the last one is allowed
     return [Page(url, page_html(url.split("/")[2].removeprefix("www.").removeprefix("promo."), articles.title(),
                                 articles.paragraphs())) for url in urls]
+
+
+def thin_pages(articles: Articles) -> list[Page]:
+    """Pages the quality steps drop: a placeholder, a list of headlines, a page that is mostly a script notice."""
+    lorem = ["Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt."] * 3
+    headlines = [articles.title() for _ in range(12)]
+    script = ["Please enable JavaScript to view this page.", "This site needs JavaScript.", "Loading..."]
+    return [Page(f"https://eastport-makers.com/{slug}.html", page_html("eastport-makers.com", title, paragraphs))
+            for slug, title, paragraphs in (("draft", "Coming soon", lorem), ("tags/all", "All tags", headlines),
+                                            ("app", "Members area", script))]
 
 
 def plant_evaluation(rng: random.Random, pages: list[Page], articles: Articles, out: Path) -> None:
@@ -247,6 +291,7 @@ def generate(out: Path, seed: int, pages: int, orphan: bool = True) -> None:
     plant_pii(rng, corpus)
     plant_evaluation(rng, corpus, articles, out)
     corpus += plant_duplicates(rng, corpus, articles) + blocked_pages(rng, articles) + charset_pages(articles)
+    corpus += thin_pages(articles)
     rng.shuffle(corpus)
     out.mkdir(parents=True, exist_ok=True)
     half = len(corpus) // 2
