@@ -426,14 +426,18 @@ def _read_documents(job: Job, decoder: TextDecoder, normalize: str, tally: Tally
     for (piece, records), name in zip(read_partition_pieces(job.partition, decoder), job.piece_names):
         starts.append(position)
         source, skipped, first, characters, name_like = piece.file.source, decoder.skipped, position, 0, 0
+        passed = dict(decoder.passed)
         for raw, metadata in records:
             text = clean_text(raw, normalize=normalize)
             characters += len(raw)
             name_like += looks_like_a_name(text)
             yield Document(text, source, f"{name}#{position - first}", metadata or {}, position)
             position += 1
-        tally.read(source, position - first + decoder.skipped - skipped, characters, name_like)
+        passed = {rule: count - passed.get(rule, 0) for rule, count in decoder.passed.items()}
+        tally.read(source, position - first + decoder.skipped - skipped + sum(passed.values()), characters, name_like)
         tally.drop(source, READ_STEP, DECODE_ERROR, decoder.skipped - skipped)
+        for rule, count in passed.items():
+            tally.drop(source, READ_STEP, rule, count)
 
 
 def _filtered(docs: Iterator[Document], segment: Segment, tally: Tally, rejected: Rejections) -> Iterator[Document]:

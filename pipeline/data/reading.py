@@ -53,6 +53,13 @@ class TextDecoder:
         self.advice = advice
         self.skipped = 0
         self.unsplit: list[tuple[str, str]] = []
+        self.passed: dict[str, int] = {}  # records a reader read but gave no document for, by why
+
+    def pass_over(self, rule: str, count: int = 1) -> None:
+        """Count records a reader reads but yields no document for (a WARC request, an image): prepare's
+        stats show them as read and dropped by ``read/<rule>``, so that none is lost without a number."""
+        if count:
+            self.passed[rule] = self.passed.get(rule, 0) + count
 
     def decode(self, data: bytes, *, path: Path | str, offset: int) -> str | None:
         """Decode one document's bytes found at ``offset`` in ``path``; None if skipped."""

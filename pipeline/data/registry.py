@@ -16,6 +16,8 @@ from pipeline.data.quality import C4, FineWeb, GopherQuality, GopherRepetition
 from pipeline.data.readers import JsonlReader, ParquetReader, TxtReader, UserReader
 from pipeline.data.reading import Reader
 from pipeline.data.record import DedupStep, FilterStep
+from pipeline.data.web.readers import HtmlReader, WarcReader
+from pipeline.data.web.steps import Decontaminate, HtmlExtract, Pii, UrlFiltering
 
 StepClass = type[FilterStep] | type[DedupStep]
 
@@ -27,6 +29,10 @@ STEPS: dict[str, StepClass] = {step.name: step for step in (
     C4,
     FineWeb,
     LanguageFilter,
+    HtmlExtract,
+    UrlFiltering,
+    Pii,
+    Decontaminate,
     Custom,
 )}
 
@@ -34,5 +40,7 @@ READERS: dict[str, Reader] = {reader.name: reader for reader in (
     TxtReader(),
     JsonlReader(),
     ParquetReader(),
+    WarcReader(),
+    HtmlReader(),
     UserReader(),
 )}

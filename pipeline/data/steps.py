@@ -103,7 +103,7 @@ def _step(item: StepConfig, key: str, settings: PrepareConfig, root: str) -> Fil
     """The step an item of ``prepare.steps`` names, with its settings (the step's defaults where none were given)."""
     cls = STEPS[item.name]
     step_settings = item.settings if item.settings is not None else cls.Settings()
-    if item.name == "custom":
+    if item.name == "custom" or getattr(cls, "reads_files", False):  # files relative to the config's directory
         return cls(step_settings, root=root, key=key)  # type: ignore[call-arg]
     return cls(step_settings)
 

@@ -17,6 +17,7 @@ A document is never dropped; :meth:`Redactor.redact` says how many lines and cha
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import zlib
@@ -55,11 +56,13 @@ class Redactor:
                  keep_example_emails: bool = True):
         self.replacers: list[tuple[re.Pattern[str], Callable[[str], str | None]]] = []
         if emails:
-            self.replacers.append((EMAIL, lambda found: _email_placeholder(found, keep_example_emails)))
-        if ips:
-            self.replacers.append((IPV4, lambda found: _ip_placeholder(found, public_ips_only, IP_PLACEHOLDERS)))
+            self.replacers.append((EMAIL, functools.partial(_email_placeholder, keep_examples=keep_example_emails)))
+        if ips:  # partials of module functions, not lambdas: a step is pickled to the worker processes
+            self.replacers.append((IPV4, functools.partial(_ip_placeholder, public_only=public_ips_only,
+                                                           placeholders=IP_PLACEHOLDERS)))
         if ips and ipv6:
-            self.replacers.append((IPV6, lambda found: _ip_placeholder(found, public_ips_only, IPV6_PLACEHOLDERS)))
+            self.replacers.append((IPV6, functools.partial(_ip_placeholder, public_only=public_ips_only,
+                                                           placeholders=IPV6_PLACEHOLDERS)))
 
     def redact(self, text: str) -> Redaction:
         original, characters = text, 0
