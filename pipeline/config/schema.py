@@ -284,6 +284,8 @@ def path_kind(parts: list[str]) -> str | None:
     cls: Any = Config
     spec = None
     for part in parts:
+        if cls is StepConfig:
+            return None  # a step's settings hold no config path (a custom step's file is relative to the config)
         if sequence_item_type(cls) is not None:
             cls = sequence_item_type(cls)
             continue
