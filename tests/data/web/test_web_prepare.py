@@ -154,3 +154,33 @@ def test_bad_input_is_one_line_and_exit_2(project, change, message):
     assert "Traceback" not in result.output
     assert re.search(message, result.output), result.output
     assert not (project / "out" / "prepared" / "stats.json").exists()
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def test_the_web_chain_gives_the_same_bytes_on_a_local_dask_cluster(project):
+    lmprep("run", "prepare")
+    config = (project / "lmprep.yaml").read_text()
+    (project / "lmprep.yaml").write_text(config.replace("out/prepared", "out/dask").replace(
+        "state_dir: state", "state_dir: dask\nexecutor: {kind: dask, address: local, workers: 2}"))
+    lmprep("run", "prepare")
+    assert tree(project / "out" / "dask") == tree(project / "out" / "prepared")
+
+
+def test_the_shipped_recipe_prepares_the_shipped_corpus(tmp_path):
+    repo = WEB.parents[1]
+    shutil.copytree(WEB, tmp_path / "data" / "web")
+    (tmp_path / "configs").mkdir()
+    for name in ("web.yaml", "default.yaml"):
+        shutil.copy(repo / "configs" / name, tmp_path / "configs" / name)
+    result = CliRunner().invoke(cli, ["run", "prepare", "--config", str(tmp_path / "configs" / "web.yaml")])
+    assert result.exit_code == 0, result.output
+    stats = json.loads((tmp_path / "data" / "web-out" / "prepared" / "stats.json").read_text())
+    dropped = stats["sources"][0]["dropped"]
+    assert stats["documents_kept"] > 200
+    for rule in ("url_filter/blocked_domain", "url_filter/blocked_word", "exact_dedup/duplicate",
+                 "near_dedup/near_duplicate", "decontaminate/overlap:trivia", "decontaminate/overlap:stories"):
+        assert dropped.get(rule), rule
+    assert stats["sources"][0]["lines_removed"]["pii/lines_redacted"] > 0
