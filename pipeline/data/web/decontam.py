@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from pipeline.errors import DataError, describe, json_error_reason, shorten
+from pipeline.errors import DataError, counted, describe, json_error_reason, shorten
 
 WORD = re.compile(r"[^\W_]+")
 """A word: a run of letters and digits (GPT-3's normalisation: lower case, punctuation removed)."""
@@ -73,8 +73,9 @@ def words_of(text: str) -> list[re.Match[str]]:
     return list(WORD.finditer(text))
 
 
-def _hashes_of(words: list[re.Match[str]], n: int) -> np.ndarray:
-    return ngram_hashes([found.group(0).lower() for found in words], n)
+def _hashes_of(text: str, n: int) -> np.ndarray:
+    """The hashes of the n-grams of ``text``'s words, each word lower-cased."""
+    return ngram_hashes([word.lower() for word in WORD.findall(text)], n)
 
 
 @dataclass
@@ -122,20 +123,19 @@ class Decontaminator:
         report, chunks = SetReport(), []
         for item in read_items(eval_set):
             report.items += 1
-            hashes = _hashes_of(words_of(item), self.n)
+            hashes = _hashes_of(item, self.n)
             report.too_short += not len(hashes)
             chunks.append(hashes)
         unique = np.unique(np.concatenate(chunks)) if chunks else np.empty(0, dtype=np.uint64)
         if not len(unique):
             raise DataError(f"{eval_set.path}: evaluation set {eval_set.name!r} has no item of {self.n} words or "
-                            f"more ({counted_items(report.items)}), so nothing could match it")
+                            f"more ({counted(report.items, 'item')}), so nothing could match it")
         report.ngrams = len(unique)
         return unique, report
 
     def check(self, document_id: str, text: str) -> Verdict:
         """Look ``text``'s n-grams up in every set; count the document in the sets it overlaps."""
-        words = words_of(text)
-        hashes = _hashes_of(words, self.n)
+        hashes = _hashes_of(text, self.n)
         matches, hit = {}, np.zeros(len(hashes), dtype=bool)
         for name, table in self.hashes.items():
             found = _members(hashes, table)
@@ -147,11 +147,7 @@ class Decontaminator:
             return Verdict({}, text)
         if self.mode == "drop":
             return Verdict(matches, None)
-        return Verdict(matches, _cut(text, words, hit, self.n))
-
-
-def counted_items(count: int) -> str:
-    return f"{count:,} item" if count == 1 else f"{count:,} items"
+        return Verdict(matches, _cut(text, words_of(text), hit, self.n))
 
 
 def _members(hashes: np.ndarray, table: np.ndarray) -> np.ndarray:
