@@ -7,6 +7,7 @@ per-document rules and the seeded split), ``documents`` (prepared Arrow part fil
 step as rounds of partition tasks), ``steps`` (its chain, from ``prepare.steps``), ``dedup`` and
 ``near_dedup`` with ``minhash`` (exact and near-duplicate removal), ``quality`` and ``language`` (the filter
 steps), ``accounting`` (what was read, kept and dropped per source and step), ``chunk_counts`` (BPE training's
-counting pass over prepared parts, as tasks) and ``scaffold`` (``lmprep init``). May import the engine, the
+counting pass over prepared parts, as tasks), ``scaffold`` (``lmprep init``) and ``web`` (WARC and HTML
+readers, HTML extraction, the URL filter, PII redaction, decontamination). May import the engine, the
 tokenizer and the config.
 """
