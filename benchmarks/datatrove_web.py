@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import re
 import resource
 import tempfile
 import time
@@ -35,8 +36,12 @@ from datatrove.pipeline.formatters import PIIFormatter
 from datatrove.pipeline.readers import WarcReader
 from datatrove.utils.word_tokenizers import WordTokenizer
 
+SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
+
 
 class Whitespace(WordTokenizer):
+    """Words split at whitespace, sentences ending at runs of ``.``, ``!`` or ``?`` (lmprep's reading of both)."""
+
     def __init__(self):
         super().__init__("en")
 
@@ -44,10 +49,11 @@ class Whitespace(WordTokenizer):
         return text.split()
 
     def sent_tokenize(self, text: str) -> list[str]:
-        return [line for line in text.split(".") if line.strip()]
+        return [text[start:end] for start, end in self.span_tokenize(text)]
 
     def span_tokenize(self, text: str) -> list[tuple[int, int]]:
-        return [(0, len(text))]
+        ends = [match.end() for match in SENTENCE_END.finditer(text)][:-1]  # the last sentence ends the text
+        return list(zip([0, *ends], [*ends, len(text)]))
 
 
 KEPT: list[str] = []  # the executor runs a copy of each step: the copy appends here (one task, this process)
