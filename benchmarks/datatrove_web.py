@@ -3,8 +3,9 @@
 ``WarcReader`` → ``URLFilter`` (the recipe's blocklists only: ``use_integrated_lists=False``) → ``Trafilatura``
 (its defaults: ``favour_precision``, a 1 s timeout in its sandbox process) → ``GopherRepetitionFilter`` →
 ``GopherQualityFilter`` → ``C4QualityFilter`` → ``FineWebQualityFilter`` → ``PIIFormatter``, the filters with
-their defaults but a whitespace word tokenizer (datatrove's English one is spaCy's, slower: this favours
-datatrove). tldextract is given no suffix-list URL, so it uses its bundled snapshot instead of the network.
+their defaults but lmprep's words and sentences (whitespace, and runs of ``.!?``; datatrove's English
+tokenizer is spaCy's, slower: this favours datatrove). tldextract is given no suffix-list URL, so it uses
+its bundled snapshot instead of the network.
 Prints one JSON line: the documents kept and the CPU seconds of the run, imports excluded (this process and
 its children).
 
