@@ -48,12 +48,13 @@ def run(config: Config) -> None:
 
 def write_report(config: Config, path: str, origin: Callable[[str], str] | None = None) -> Written:
     """Gather the run's outputs and write the page to ``path`` (atomically; a URL in one request)."""
-    from stages.registry import STAGE_NAMES
+    from stages.registry import STAGES, declared
 
-    declared = [name for name in STAGE_NAMES if name != "report"]
-    data = gather(config, declared, origin=origin)
-    generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    page = render(data, title=f"lmprep report: {os.path.basename(os.path.abspath(config.project_root))}", generated=generated)
+    data = gather(config, [spec.name for spec in STAGES if spec.name != "report" and declared(spec, config)],
+                  origin=origin)
+    generated = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    project = os.path.basename(os.path.abspath(config.project_root))
+    page = render(data, title=f"lmprep report: {project}", generated=generated)
     encoded = page.encode("utf-8")
     if not storage.is_url(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -14,7 +14,7 @@ The room sits above ``pipeline.shards`` and never imports ``pipeline.model`` (to
 from ``metrics.jsonl`` as JSON. The page needs no server and no network: its style, script and data are inline.
 """
 
-from pipeline.report.sections import gather
 from pipeline.report.page import MAX_PAGE_BYTES, render
+from pipeline.report.sections import gather
 
 __all__ = ["MAX_PAGE_BYTES", "gather", "render"]

@@ -5,7 +5,7 @@
 cleanly. :data:`SCRIPT` makes the tables sortable, opens a rejected document (its text, its duplicate side by
 side with the differences marked, its raw file), filters the sample by a search box, and reads the same
 actions from the URL's hash: ``#open=<step/rule>:<n>``, ``#doc=<document ID>``, ``#search=<text>``,
-``#sort=<table id>:<column>`` (joined by ``&``), so a link can point at a document.
+``#sort=<table id>:<column>``, ``#only=<section id>`` (joined by ``&``), so a link can point at a document.
 """
 
 ERRORS_SCRIPT = """
@@ -64,7 +64,10 @@ SCRIPT = """
     [['rule', item.reason], ['source', item.source_name], ['raw file', item.file],
      ['length', item.chars.toLocaleString('en-US') + ' characters' +
        (item.chars > item.text.length ? ' (the first ' + item.text.length.toLocaleString('en-US') + ' shown)' : '')]]
-      .forEach(function (pair) { facts.appendChild(node('dt', '', pair[0])); facts.appendChild(node('dd', '', pair[1])); });
+      .forEach(function (pair) {
+        facts.appendChild(node('dt', '', pair[0]));
+        facts.appendChild(node('dd', '', pair[1]));
+      });
     if (item.duplicate_of) {
       facts.appendChild(node('dt', '', 'duplicate of'));
       facts.appendChild(node('dd', '', item.duplicate_of));
@@ -76,16 +79,20 @@ SCRIPT = """
         : 'Differences marked: removed from the original, added in the duplicate.'));
       var pair = node('div', 'sides');
       pair.appendChild(side('kept: ' + item.duplicate_of, item.diff, 1, 'del'));
-      pair.appendChild(side('dropped: ' + item.document, item.diff, 2, 'ins'));
+      var dropped = side('dropped: ' + item.document, item.diff, 2, 'ins');
+      dropped.querySelector('pre').id = 'detail-text';
+      pair.appendChild(dropped);
       detail.appendChild(pair);
-    } else if (item.duplicate_of) {
-      detail.appendChild(node('p', 'note', 'The document it repeats was not found among the parts.'));
+    } else {
+      if (item.duplicate_of) {
+        detail.appendChild(node('p', 'note', 'The document it repeats was not found among the parts.'));
+      }
+      var text = node('pre', 'doc-text', item.text);
+      text.id = 'detail-text';
+      if (!item.text) text.appendChild(node('em', '', '(empty text)'));
+      detail.appendChild(node('h4', '', 'text'));
+      detail.appendChild(text);
     }
-    var text = node('pre', 'doc-text', item.text);
-    text.id = 'detail-text';
-    if (!item.text) text.appendChild(node('em', '', '(empty text)'));
-    detail.appendChild(node('h4', '', 'text'));
-    detail.appendChild(text);
     detail.hidden = false;
     return true;
   }
@@ -150,6 +157,10 @@ SCRIPT = """
       } else if (key === 'search' && search) {
         search.value = value;
         filter(value);
+      } else if (key === 'only') {
+        document.querySelectorAll('main > section').forEach(function (section) {
+          section.hidden = section.id !== value;
+        });
       } else if (key === 'sort') {
         var split = value.lastIndexOf(':');
         var table = document.getElementById(value.slice(0, split));
@@ -158,7 +169,7 @@ SCRIPT = """
       }
       if (target) {
         target.click();
-        detail.scrollIntoView();
+        if (location.hash.indexOf('only=') < 0) detail.scrollIntoView();
       }
     });
   }
@@ -185,7 +196,8 @@ h4 { font-size: 13px; margin: 8px 0 4px; color: var(--muted); }
 .missing li { margin: 2px 0; }
 table { border-collapse: collapse; margin: 6px 0 10px; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: right; vertical-align: top; }
-th { background: var(--soft); font-weight: 600; }
+th { background: var(--soft); font-weight: 600; font-size: 12.5px; }
+td small { color: var(--muted); }
 td.text, th.text { text-align: left; }
 table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th::after { content: ' \\2195'; color: #aab; }

@@ -1,8 +1,8 @@
 """The corpus as the report shows it: document lengths, bytes per token, scripts, the tokenizer's pieces.
 
-Lengths go into fixed logarithmic bins (:data:`BINS` of them, four per doubling: 0, 1, 2, 3, 4, 5, 6–7, 8–9, …), per split and source, from
-one streamed pass over the prepared parts (characters, from Arrow's offsets and ``utf8_length``) and the shards'
-row offsets (tokens); nothing holds one number per document. Bytes per token per source are exact: the kept
+Lengths go into fixed logarithmic bins (:data:`BINS` of them, four per doubling: 0, 1, 2, 3, 4, 5, 6–7, 8–9, …),
+per split and source, from one streamed pass over the prepared parts (characters, from ``utf8_length``) and the
+shards' row offsets (tokens); nothing holds one number per document. Bytes per token per source are exact: the kept
 documents' UTF-8 bytes over their tokens less the special tokens encode adds to each row. Bytes per token per
 script come from a bounded sample (the first :data:`SCRIPT_SAMPLE` documents of each source, each cut to
 :data:`SCRIPT_CHARS` characters), each document counted under its main script (or ``code``), plus a few fixed

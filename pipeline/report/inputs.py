@@ -130,5 +130,4 @@ def _lines(path: Path) -> Iterator[str]:
         with open(path, "rb") as file:
             file.seek(-(1 << 16), os.SEEK_END)
             data = data[: MAX_LOG_BYTES - (1 << 16)] + b"\n" + file.read()
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        yield line
+    yield from data.decode("utf-8", errors="replace").splitlines()

@@ -92,7 +92,8 @@ def _cell(value: Any, text: str | None = None, *, left: bool = False) -> str:
 
 def _table(table_id: str, headers: Sequence[str], rows: Sequence[str], *, sortable: bool = True,
            left: int = 1) -> str:
-    head = "".join(f'<th{" class=text" if i < left else ""}>{escape(h)}</th>' for i, h in enumerate(headers))
+    head = "".join(f'<th{" class=text" if i < left else ""}>{escape(h).replace(" / ", "<br>")}</th>'
+                   for i, h in enumerate(headers))
     return (f'<div class="scroll"><table id="{table_id}"{" class=sortable" if sortable else ""}><thead><tr>{head}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
@@ -142,11 +143,13 @@ def _sources(section: dict[str, Any]) -> str:
                              ("documents kept", _number(totals.get("documents_kept"))),
                              ("characters read", _number(totals.get("characters_read")))]))
     token_splits = [key for key in ("tokens train", "tokens val") if any(key in row for row in rows)]
-    headers = ["source", "read", "kept", *[f"dropped {r}" for r in reasons], "characters read", "characters kept",
+    headers = ["source", "read", "kept", *[f"dropped / {r}" for r in reasons], "characters read", "characters kept",
                *token_splits, "bytes per token", "target share", "natural share (train)", "reached share (training)"]
     body = []
     for row in rows:
-        cells = [_cell(row["source"], left=True), _cell(row.get("read")), _cell(row.get("kept"))]
+        name, _, glob = row["source"].partition(" ")
+        cells = [_cell(row["source"], f"{escape(name)}<br><small>{escape(glob)}</small>", left=True),
+                 _cell(row.get("read")), _cell(row.get("kept"))]
         cells += [_cell(row.get(f"dropped {r}")) for r in reasons]
         cells += [_cell(row.get("chars_read")), _cell(row.get("chars_kept"))]
         cells += [_cell(row.get(key)) for key in token_splits]
@@ -173,7 +176,8 @@ def _dropped(section: dict[str, Any]) -> str:
     lists = []
     for reason, items in sample.items():
         entries = "".join(
-            f'<li class="rej" data-reason="{escape(reason)}" data-index="{i}" data-document="{escape(item["document"])}" '
+            f'<li class="rej" data-reason="{escape(reason)}" data-index="{i}" '
+            f'data-document="{escape(item["document"])}" '
             f'title="{escape(item["document"])}"><code>{escape(item["document"])}</code>'
             f'{escape(_snippet(item["text"]))}</li>' for i, item in enumerate(items))
         lists.append(f"<h3>{escape(reason)} <span class=muted>({counts.get(reason, 0):,} dropped, "

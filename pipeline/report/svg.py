@@ -62,8 +62,9 @@ def histogram(name: str, labels: Sequence[str], series: Mapping[str, Sequence[in
                          f'fill="{colour(series_index)}" data-count="{count}"><title>{escape(label)}: {count:,} '
                          f'documents of {escape(labels[index])} {unit}</title></rect>')
         if len(shown) <= 12 or column % 2 == 0:
-            parts.append(f'<text class="tick" x="{x + bar / 2:.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="end" '
-                         f'transform="rotate(-35 {x + bar / 2:.1f} {HEIGHT - BOTTOM + 14})">{escape(labels[index])}</text>')
+            middle, below = x + bar / 2, HEIGHT - BOTTOM + 14
+            parts.append(f'<text class="tick" x="{middle:.1f}" y="{below}" text-anchor="end" '
+                         f'transform="rotate(-35 {middle:.1f} {below})">{escape(labels[index])}</text>')
     parts.append(f'<text class="axis" x="{WIDTH - RIGHT}" y="{HEIGHT - 2}" text-anchor="end">{escape(unit)} per '
                  "document</text></svg>")
     return "".join(parts)
@@ -87,7 +88,8 @@ def lines(name: str, series: Mapping[str, Sequence[Sequence[float]]], *, x_label
     for tick in _ticks(y_high - y_low):
         y = TOP + plot_h - tick / span * plot_h
         parts.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                     f'<text class="tick" x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end">{_number(y_low + tick)}</text>')
+                     f'<text class="tick" x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end">'
+                     f"{_number(y_low + tick)}</text>")
     for tick in _ticks(x_high):
         x = LEFT + tick / x_high * plot_w
         parts.append(f'<text class="tick" x="{x:.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle">'
@@ -131,8 +133,9 @@ def bars(name: str, rows: Sequence[tuple[str, float, str]]) -> str:
 
 
 def legend(labels: Sequence[str]) -> str:
-    return '<div class="legend">' + "".join(
-        f'<span><i style="background:{colour(i)}"></i>{escape(label)}</span>' for i, label in enumerate(labels)) + "</div>"
+    keys = "".join(f'<span><i style="background:{colour(i)}"></i>{escape(label)}</span>'
+                   for i, label in enumerate(labels))
+    return f'<div class="legend">{keys}</div>'
 
 
 def _frame(name: str, kind: str, total: int, label: str) -> str:

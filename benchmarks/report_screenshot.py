@@ -1,0 +1,45 @@
+"""The README's screenshots of ``lmprep report``, taken by headless Chromium on the shipped project.
+
+    python benchmarks/report_screenshot.py          # after `make`; writes docs/report.png, docs/report-dropped.png
+
+It runs what is stale of ``configs/default.yaml`` (nothing after ``make``), writes the report to a temporary
+directory and has Chromium (Debian's package, ``apt-get install chromium``) photograph it twice: the top of
+the page, and the "What was dropped" section with a duplicate open beside the document it repeats (the page
+opens it from the URL's hash). It prints the page's size.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LMPREP = [sys.executable, "-m", "stages"]
+SHOTS = {"report.png": ("", 1500), "report-dropped.png": ("#only=dropped&open=exact_dedup/duplicate:0", 1000)}
+WIDTH = 1280
+
+
+def main() -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        sys.exit("chromium is not installed (apt-get install -y chromium)")
+    subprocess.run([*LMPREP, "run", "--config", "configs/default.yaml"], cwd=ROOT, check=True)
+    with tempfile.TemporaryDirectory() as temporary:
+        page = Path(temporary) / "report.html"
+        subprocess.run([*LMPREP, "report", "--config", "configs/default.yaml", "--out", str(page)], cwd=ROOT,
+                       check=True)
+        print(f"report.html: {page.stat().st_size:,} bytes")
+        for name, (fragment, height) in SHOTS.items():
+            target = ROOT / "docs" / name
+            subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                            "--no-first-run", f"--user-data-dir={temporary}/profile", "--virtual-time-budget=5000",
+                            f"--window-size={WIDTH},{height}", f"--screenshot={target}", page.as_uri() + fragment],
+                           check=True, capture_output=True)
+            print(f"{target.relative_to(ROOT)}: {target.stat().st_size:,} bytes")
+
+
+if __name__ == "__main__":
+    main()
