@@ -72,6 +72,11 @@ SCRIPT = """
       facts.appendChild(node('dt', '', 'duplicate of'));
       facts.appendChild(node('dd', '', item.duplicate_of));
     }
+    if (item.file_uri) {
+      var link = node('a', '', 'open the raw file');
+      link.href = item.file_uri;
+      facts.children[5].append(' (', link, ')');
+    }
     detail.appendChild(facts);
     if (item.diff) {
       var same = item.diff.every(function (op) { return op[0] === '='; });

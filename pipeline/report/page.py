@@ -219,6 +219,11 @@ def _documents(section: dict[str, Any]) -> str:
         parts.append("<h3>Splits (stats.json)</h3>" + _table("splits-table", ["split", "documents", "tokens",
                                                                                 "bytes per token", "most frequent"],
                                                                rows, left=1))
+    per_source = [(name, value, f"{value:.2f}") for name, value in section.get("bytes_per_token", [])
+                  if value is not None]
+    if per_source:
+        parts.append("<h3>Bytes per token by source</h3><p class=note>The kept documents' UTF-8 bytes over their "
+                     "tokens (special tokens left out), both splits.</p>" + svg.bars("bytes-per-source", per_source))
     if prepared and prepared.get("scripts"):
         scripts = prepared["scripts"]
         parts.append("<h3>Bytes per token by script</h3><p class=note>From the first documents of each source "

@@ -144,6 +144,7 @@ def _documents(config: Config, tokenizer: Tokenizer | None, section: dict[str, A
     section["bins"] = [corpus.bin_label(i) for i in range(corpus.BINS)]
     section["sources"] = [_source_name(config, i) for i in range(len(config.data.sources))]
     section |= figures
+    section["bytes_per_token"] = [[name, _bytes_per_token(i, figures)] for i, name in enumerate(section["sources"])]
     return figures
 
 
@@ -230,6 +231,11 @@ def _dropped(config: Config, prepared: dict[str, Any] | None, section: dict[str,
     attach_originals(sample, [*kept, *parts])
     names = [_source_name(config, i) for i in range(len(config.data.sources))]
     section |= sample.to_dict(names)
+    for items in section["sample"].values():  # a link to each local raw file (IDs are relative to the project root)
+        for item in items:
+            if not storage.is_url(item["file"]):
+                raw = Path(config.project_root, item["file"]).absolute()
+                item["file_uri"] = raw.as_uri() if raw.is_file() else None
     section["recorded"] = prepared.get("dropped", {})
     section["sample_size"] = config.report.sample
 

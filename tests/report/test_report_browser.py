@@ -169,7 +169,7 @@ def test_the_page_loads_without_a_console_error_and_shows_the_runs_numbers(proje
     assert number(attribute(dom, 'data-series="train"', "data-points")) == len(metrics)
     assert float(attribute(dom, 'data-series="val"', "data-last")) == pytest.approx(
         [m["val_loss"] for m in metrics if "val_loss" in m][-1], abs=1e-4)
-    for chart in ("bytes-per-script", "bytes-per-probe", "tokens-seen"):
+    for chart in ("bytes-per-source", "bytes-per-script", "bytes-per-probe", "tokens-seen"):
         assert f'data-chart="{chart}"' in dom
     assert 'class="tokens"' in dom and "Cyrillic" in dom
 
@@ -183,6 +183,7 @@ def test_clicking_a_rejected_document_shows_its_text_and_its_duplicate(project, 
     shown = detail_text(dom)
     assert shown == by_id[document]["text"] and shown
     assert by_id[document]["duplicate_of"] in dom
+    assert (project / by_id[document]["document"].partition("#")[0]).resolve().as_uri() in dom  # the raw file
 
     dom, _ = open_in_chromium(page, tmp_path / "profile", "#open=" + "near_dedup/near_duplicate:0")
     document = attribute(dom, 'li class="rej selected"', "data-document")
