@@ -28,7 +28,10 @@ class Missing(Exception):  # noqa: N818 (not an error: a section's reason to be 
 
 
 def output_location(directory: str) -> Path | str:
-    """Where an output directory's committed files are read (a URL's committed attempt)."""
+    """Where an output directory's committed files are read: the directory as given locally (messages name it as
+    the user wrote it), a URL's committed attempt."""
+    if not storage.is_url(directory):
+        return directory
     try:
         return storage.committed(directory)
     except PipelineError as exc:
@@ -42,12 +45,27 @@ def exists(location: str | os.PathLike[str]) -> bool:
         return False
 
 
-def read_json(location: str | os.PathLike[str], what: str, writer: str) -> Any:
-    """The parsed JSON of ``location``; :class:`Missing` saying that ``writer`` writes it when it is absent."""
+def read_json(location: str | os.PathLike[str], what: str, writer: str,
+              shape: dict[str, type] | None = None) -> Any:
+    """The parsed JSON of ``location``; :class:`Missing` saying that ``writer`` writes it when it is absent. With
+    ``shape``, the document must be an object whose keys ``shape`` names hold values of those types."""
     if not exists(location):
         raise Missing(f"{os.fspath(location)} is missing ({what}: {writer} writes it)")
     data = storage.read_bounded(location, MAX_JSON_BYTES, what=what)
-    return parse_json(location, data, what)
+    document = parse_json(location, data, what)
+    if shape is not None:
+        check_shape(location, document, what, shape)
+    return document
+
+
+def check_shape(location: str | os.PathLike[str], document: Any, what: str, shape: dict[str, type]) -> None:
+    if not isinstance(document, dict):
+        raise ReportError(f"{os.fspath(location)}: the {what} is not a JSON object; run the stage that writes it "
+                          "again (lmprep run --force STAGE)")
+    for key, kind in shape.items():
+        if not isinstance(document.get(key), kind):
+            raise ReportError(f"{os.fspath(location)}: the {what} has no {kind.__name__} {key!r}; run the stage "
+                              "that writes it again (lmprep run --force STAGE)")
 
 
 def parse_json(location: str | os.PathLike[str], data: bytes, what: str) -> Any:
@@ -66,7 +84,9 @@ def read_jsonl(location: str | os.PathLike[str], what: str, writer: str) -> list
     records = []
     for number, line in enumerate(data.splitlines(), 1):
         if line.strip():
-            records.append(parse_json(f"{os.fspath(location)} line {number}", line, what))
+            record = parse_json(f"{os.fspath(location)} line {number}", line, what)
+            check_shape(f"{os.fspath(location)} line {number}", record, what, {"step": int})
+            records.append(record)
     return records
 
 

@@ -8,16 +8,17 @@ rest. The figures are the stages' own where they recorded them (``stats.json``, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pipeline.config import Config
 from pipeline.data import documents
 from pipeline.engine import stage_log, storage
-from pipeline.errors import PipelineError, ReportError
+from pipeline.errors import PipelineError, ReportError, shorten
 from pipeline.report import corpus, inputs
 from pipeline.report.inputs import Missing
 from pipeline.report.rejected import attach_originals, sample_rejected
@@ -37,31 +38,49 @@ def gather(config: Config, stages: Sequence[str], *, origin: Callable[[str], str
     sections: dict[str, dict[str, Any]] = {name: {"missing": []} for name in SECTIONS}
     tokenizer = _tokenizer(config, sections)
     _overview(config, stages, origin, tokenizer, sections["overview"])
+    prepared_path = storage.join(config.output_path(config.prepare.output_dir), PREPARE_STATS)
     prepared = _read(sections["sources"], lambda: inputs.read_json(
         storage.join(inputs.output_location(config.output_path(config.prepare.output_dir)), PREPARE_STATS),
-        "prepare stats", "the prepare stage"))
-    stats = None
+        "prepare stats", "the prepare stage", {"sources": list, "dropped": dict, "rejected": list, "splits": dict}))
+    stats, stats_path = None, storage.join(config.output_path(config.stats.output_dir or "."), STATS_FILE)
     if config.stats.output_dir is None:
         sections["sources"]["missing"].append("no stats stage in this config (set stats.output_dir): tokens per "
                                               "source come from the shards' manifests")
     else:
         stats = _read(sections["sources"], lambda: inputs.read_json(
             storage.join(inputs.output_location(config.output_path(config.stats.output_dir)), STATS_FILE),
-            "stats summary", "the stats stage"))
+            "stats summary", "the stats stage", {"splits": dict}))
+    metrics_path = storage.join(config.output_path(config.train.output_dir), METRICS_FILE)
     metrics = _read(sections["training"], lambda: inputs.read_jsonl(
         storage.join(inputs.output_location(config.output_path(config.train.output_dir)), METRICS_FILE),
         "training metrics", "the train stage"))
     figures = _documents(config, tokenizer, sections["documents"])
-    _sources(config, prepared, stats, figures, metrics, sections["sources"])
-    _dropped(config, prepared, sections["dropped"])
-    _training(config, metrics, sections["training"])
+    with _as_written(prepared_path):
+        _dropped(config, prepared, sections["dropped"])
+    with _as_written(prepared_path, *([stats_path] if stats else []), *([metrics_path] if metrics else [])):
+        _sources(config, prepared, stats, figures, metrics, sections["sources"])
+    with _as_written(metrics_path):
+        _training(config, metrics, sections["training"])
     if "tokenizer" in sections["overview"]:
         sections["documents"]["tokenizer"] = sections["overview"]["tokenizer"]
     if stats is not None:
-        sections["documents"]["stats_splits"] = {
-            split: {key: values[key] for key in ("documents", "tokens", "bytes_per_token", "top_tokens")}
-            for split, values in stats.get("splits", {}).items()}
+        with _as_written(stats_path):
+            sections["documents"]["stats_splits"] = {
+                split: {key: values[key] for key in ("documents", "tokens", "bytes_per_token", "top_tokens")}
+                for split, values in stats["splits"].items()}
     return {"sections": sections, "titles": SECTIONS}
+
+
+@contextlib.contextmanager
+def _as_written(*paths: str | os.PathLike[str]) -> Iterator[None]:
+    """A value of the wrong type or a key missing deep inside a JSON file (one that parsed) as a ReportError naming
+    the files read (``a or b`` where more than one could hold it)."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        named = " or ".join(os.fspath(path) for path in paths)
+        raise ReportError(f"{named}: not as the stages write it ({type(exc).__name__}: {shorten(str(exc))}); "
+                          "run the stage that writes it again (lmprep run --force STAGE)") from None
 
 
 def _read(section: dict[str, Any], read: Callable[[], Any]) -> Any:
@@ -88,7 +107,8 @@ def _overview(config: Config, stages: Sequence[str], origin: Callable[[str], str
               tokenizer: Tokenizer | None, section: dict[str, Any]) -> None:
     section["config"] = [[key, value, origin(key) if origin else None] for key, value in _leaves(config.to_dict())]
     state = Path(config.output_path(config.state_dir))
-    lock = _read(section, lambda: inputs.read_json(state / "lock.json", "pipeline lock", "every stage's run"))
+    lock = _read(section, lambda: inputs.read_json(state / "lock.json", "pipeline lock", "every stage's run",
+                                                   {"stages": dict}))
     entries = (lock or {}).get("stages", {}) if isinstance(lock, dict) else {}
     rows = []
     for name in stages:
