@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import importlib.metadata
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pipeline.config import Config
 from pipeline.engine import storage
 from pipeline.engine.runner import Stage
 from pipeline.report import gather, render
+from pipeline.tokenizer import backend
 from stages.console import say
 
 CODE_VERSION = 1
@@ -52,7 +54,8 @@ def write_report(config: Config, path: str, origin: Callable[[str], str] | None 
 
     data = gather(config, [spec.name for spec in STAGES if spec.name != "report" and declared(spec, config)],
                   origin=origin)
-    generated = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    generated = (f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC by lmprep {_version()} "
+                 f"({backend.name()} tokenizer core)")
     project = os.path.basename(os.path.abspath(config.project_root))
     page = render(data, title=f"lmprep report: {project}", generated=generated)
     encoded = page.encode("utf-8")
@@ -61,6 +64,13 @@ def write_report(config: Config, path: str, origin: Callable[[str], str] | None 
     storage.write_bytes(path, encoded)
     missing = tuple(data["titles"][name] for name, section in data["sections"].items() if section["missing"])
     return Written(os.fspath(path), len(encoded), missing)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("lmprep")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def describe(written: Written) -> str:

@@ -243,6 +243,7 @@ input#search { padding: 4px 8px; width: 280px; border: 1px solid var(--line); bo
 .tokens { font: 13px/1.9 ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap; word-break: break-word;
           border: 1px solid var(--line); border-radius: 4px; padding: 6px 8px; }
 .tokens span { border-radius: 2px; }
+.tokens span.shared { text-decoration: underline dotted; }
 .t0 { background: #dbe8f7; } .t1 { background: #fde3c8; } .t2 { background: #d8eed5; }
 .t3 { background: #f7d5d6; } .t4 { background: #e6dcef; } .t5 { background: #f6efc4; }
 details summary { cursor: pointer; color: var(--accent); margin: 6px 0; }

@@ -86,17 +86,28 @@ def script_of(text: str) -> str:
 
 
 def token_view(tokenizer: Tokenizer, text: str) -> list[list[Any]]:
-    """``[[piece, id], ...]``: ``text`` token by token, each token's bytes as text (a token that holds part of a
-    character shows its bytes as ``<e2 80>``)."""
-    pieces = []
+    """``[[piece, [id, ...]], ...]``: ``text`` token by token, each token's bytes as text. Tokens that each hold
+    part of a character (bytes of a Cyrillic letter, say) are one piece with all their IDs, showing the characters
+    they make together; bytes that never make a character show as ``<e2 80>``."""
+    pieces: list[list[Any]] = []
+    pending, ids = b"", []
     for token in tokenizer.encode_ordinary(text):
-        raw = tokenizer.token_bytes(token)
+        pending += tokenizer.token_bytes(token)
+        ids.append(token)
         try:
-            piece = raw.decode("utf-8")
+            pieces.append([pending.decode("utf-8"), ids])
         except UnicodeDecodeError:
-            piece = "<" + " ".join(f"{b:02x}" for b in raw) + ">"
-        pieces.append([piece, token])
+            if len(pending) < 16:
+                continue
+            pieces.append([_hex(pending), ids])
+        pending, ids = b"", []
+    if ids:
+        pieces.append([_hex(pending), ids])
     return pieces
+
+
+def _hex(raw: bytes) -> str:
+    return "<" + " ".join(f"{b:02x}" for b in raw) + ">"
 
 
 def prepared_figures(directory: str, sources: int, tokenizer: Tokenizer | None) -> dict[str, Any]:
@@ -183,8 +194,9 @@ def tokenizer_figures(tokenizer: Tokenizer) -> dict[str, Any]:
     for name, text in PROBES.items():
         view = token_view(tokenizer, text)
         raw = len(text.encode("utf-8"))
-        probes[name] = {"text": text, "view": view, "bytes": raw, "tokens": len(view),
-                        "bytes_per_token": raw / len(view) if view else 0.0}
+        tokens = sum(len(ids) for _, ids in view)
+        probes[name] = {"text": text, "view": view, "bytes": raw, "tokens": tokens,
+                        "bytes_per_token": raw / tokens if tokens else 0.0}
     return {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, "kind": tokenizer.kind,
             "merges": len(tokenizer.merges), "special_tokens": dict(tokenizer.special_tokens),
             "longest": [{"id": i, "bytes": width, "token": tokenizer.render_token(i)} for width, i in longest],

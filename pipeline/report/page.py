@@ -244,8 +244,10 @@ def _documents(section: dict[str, Any]) -> str:
         if prepared:
             views += [(f"corpus, {name}", v["view"]) for name, v in prepared.get("scripts", {}).items() if v["view"]]
         views += [(f"probe, {name}", p["view"]) for name, p in probes.items()]
-        parts.append("<h3>Token by token</h3><p class=note>Each coloured span is one token; hover for its ID.</p>")
-        parts += [f"<h4>{escape(label)} ({len(view):,} tokens)</h4>{_token_view(view)}" for label, view in views]
+        parts.append("<h3>Token by token</h3><p class=note>Each coloured span is one token; hover for its ID. An "
+                     "underlined span is several tokens that each hold part of one character.</p>")
+        parts += [f"<h4>{escape(label)} ({sum(len(ids) for _, ids in view):,} tokens)</h4>{_token_view(view)}"
+                  for label, view in views]
     return _section("documents", "Documents and tokens", section, "".join(parts))
 
 
@@ -256,9 +258,13 @@ def _histogram(name: str, caption: str, bins: Sequence[str], rows: dict[str, lis
 
 
 def _token_view(view: list[list[Any]]) -> str:
-    spans = "".join(f'<span class="t{i % 6}" title="ID {token}">{escape(piece)}</span>'
-                    for i, (piece, token) in enumerate(view))
-    return f'<div class="tokens">{spans}</div>'
+    """Coloured spans, one per token; a span of several tokens (the bytes of one character) is underlined."""
+    spans = []
+    for i, (piece, ids) in enumerate(view):
+        title = f"ID {ids[0]}" if len(ids) == 1 else f"{len(ids)} tokens, IDs {' '.join(map(str, ids))}"
+        shared = " shared" if len(ids) > 1 else ""
+        spans.append(f'<span class="t{i % 6}{shared}" title="{title}">{escape(piece)}</span>')
+    return f'<div class="tokens">{"".join(spans)}</div>'
 
 
 def _training(section: dict[str, Any]) -> str:
