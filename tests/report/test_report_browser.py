@@ -20,7 +20,10 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
+from pipeline.report import MAX_PAGE_BYTES
 from stages.cli.main import cli
+
+REPO = Path(__file__).resolve().parents[2]
 
 CONFIG = """\
 data:
@@ -110,9 +113,9 @@ def number(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def rejected_rows(project: Path) -> list[dict]:
+def rejected_rows(prepared_dir: Path) -> list[dict]:
     rows = []
-    for part in sorted((project / "out" / "prepared" / "rejected").glob("*.arrow")):
+    for part in sorted((prepared_dir / "rejected").glob("*.arrow")):
         with pa.OSFile(str(part), "rb") as file:
             rows += pa.ipc.open_stream(file).read_all().to_pylist()
     return rows
@@ -134,23 +137,36 @@ def test_the_report_stage_writes_the_page_with_the_run(project):
     assert 'id="sources-table"' in text
 
 
-def test_the_page_loads_without_a_console_error_and_shows_the_runs_numbers(project, tmp_path, monkeypatch):
-    monkeypatch.chdir(project)
-    dom, log = open_in_chromium(project / "out" / "report.html", tmp_path / "profile")
+def test_the_page_loads_without_a_console_error_and_shows_the_runs_numbers(project, tmp_path):
+    dom = open_cleanly(project / "out" / "report.html", tmp_path / "profile")
+    check_the_runs_numbers(dom, project / "out" / "prepared", project / "out" / "stats", project / "out" / "ckpt")
+    dropped = {row[0] for row in table_rows(dom, "dropped-table")}
+    assert {"exact_dedup/duplicate", "near_dedup/near_duplicate", "length/empty"} <= dropped
+    assert 'class="tokens"' in dom and "Cyrillic" in dom
+
+
+def open_cleanly(page: Path, profile: Path, fragment: str = "") -> str:
+    """The DOM of ``page``, which must have run its script to the end without an error or a console message."""
+    dom, log = open_in_chromium(page, profile, fragment)
     assert 'data-ready="1"' in dom, "the page's script did not finish"
     assert attribute(dom, "body", "data-errors") == "0", re.search(r'id="page-errors"[^>]*>(.*?)<', dom)[1]
     assert console_messages(log) == []
+    return dom
 
-    prepared = json.loads((project / "out" / "prepared" / "stats.json").read_text())
-    stats = json.loads((project / "out" / "stats" / "stats.json").read_text())
+
+def check_the_runs_numbers(dom: str, prepared_dir: Path, stats_dir: Path, train_dir: Path) -> None:
+    """The sources and dropped tables and the charts against stats.json (prepare's and the stats stage's) and
+    metrics.jsonl."""
+    prepared = json.loads((prepared_dir / "stats.json").read_text())
+    stats = json.loads((stats_dir / "stats.json").read_text())
     sources = table_rows(dom, "sources-table")
-    assert len(sources) == 2
+    assert len(sources) == len(prepared["sources"])
     for row, recorded in zip(sources, prepared["sources"], strict=True):
         assert number(row[1]) == recorded["documents_read"] and number(row[2]) == recorded["documents_kept"]
     tokens = {row["source"]: row["tokens"] for row in stats["splits"]["train"]["sources"]}
     headers = re.findall(r"<th[^>]*>(.*?)</th>", re.search(r'<table id="sources-table".*?</thead>', dom, re.S)[0])
     column = headers.index("tokens train")
-    assert [number(row[column]) for row in sources] == [tokens[0], tokens[1]]
+    assert [number(row[column]) for row in sources] == [tokens.get(i, 0) for i in range(len(sources))]
 
     dropped = {row[0]: number(row[1]) for row in table_rows(dom, "dropped-table")}
     by_rule = {}
@@ -158,25 +174,43 @@ def test_the_page_loads_without_a_console_error_and_shows_the_runs_numbers(proje
         for reason, count in recorded["dropped"].items():
             by_rule[reason] = by_rule.get(reason, 0) + count
     assert dropped == by_rule
-    assert {"exact_dedup/duplicate", "near_dedup/near_duplicate", "length/empty"} <= set(dropped)
 
     splits = stats["splits"]
     for split in ("train", "val"):
         assert number(attribute(dom, f'data-chart="tokens-{split}"', "data-total")) == splits[split]["documents"]
         assert number(attribute(dom, f'data-chart="chars-{split}"', "data-total")) == prepared["splits"][split][
             "documents"]
-    metrics = [json.loads(line) for line in (project / "out" / "ckpt" / "metrics.jsonl").read_text().splitlines()]
+    metrics = [json.loads(line) for line in (train_dir / "metrics.jsonl").read_text().splitlines()]
     assert number(attribute(dom, 'data-series="train"', "data-points")) == len(metrics)
     assert float(attribute(dom, 'data-series="val"', "data-last")) == pytest.approx(
         [m["val_loss"] for m in metrics if "val_loss" in m][-1], abs=1e-4)
     for chart in ("bytes-per-source", "bytes-per-script", "bytes-per-probe", "tokens-seen"):
         assert f'data-chart="{chart}"' in dom
-    assert 'class="tokens"' in dom and "Cyrillic" in dom
+
+
+def test_the_shipped_projects_page_opens_with_its_numbers_and_stays_small(tmp_path, monkeypatch):
+    """The README's page: the shipped configs and raw data, as a fresh clone has them, run once."""
+    listing = subprocess.run(["git", "ls-files", "-z", "configs", "data/raw"], cwd=REPO, capture_output=True,
+                             check=True).stdout
+    for name in filter(None, listing.decode().split("\0")):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    for command in (["run"], ["report", "--out", "report.html"]):
+        result = CliRunner().invoke(cli, [*command, "--config", "configs/default.yaml"])
+        assert result.exit_code == 0, result.output
+    assert len((tmp_path / "report.html").read_bytes()) <= MAX_PAGE_BYTES
+    dom = open_cleanly(tmp_path / "report.html", tmp_path / "profile", "#open=exact_dedup/duplicate:0")
+    check_the_runs_numbers(dom, tmp_path / "data" / "prepared", tmp_path / "data" / "stats",
+                           tmp_path / "checkpoints" / "default")
+    document = attribute(dom, 'li class="rej selected"', "data-document")
+    by_id = {row["document"]: row for row in rejected_rows(tmp_path / "data" / "prepared")}
+    assert detail_text(dom) == by_id[document]["text"]
 
 
 def test_clicking_a_rejected_document_shows_its_text_and_its_duplicate(project, tmp_path):
     page = project / "out" / "report.html"
-    by_id = {row["document"]: row for row in rejected_rows(project)}
+    by_id = {row["document"]: row for row in rejected_rows(project / "out" / "prepared")}
     dom, log = open_in_chromium(page, tmp_path / "profile", "#open=" + "exact_dedup/duplicate:0")
     assert attribute(dom, "body", "data-errors") == "0" and console_messages(log) == []
     document = attribute(dom, 'li class="rej selected"', "data-document")
@@ -198,7 +232,7 @@ def test_the_search_box_and_the_sortable_table_work_from_the_hash(project, tmp_p
     dom, _ = open_in_chromium(page, tmp_path / "profile", "#search=zulu&sort=sources-table:1")
     items = re.findall(r'<li class="rej"[^>]*>', dom)
     shown = [html.unescape(re.search(r'data-document="([^"]*)"', item)[1]) for item in items if " hidden" not in item]
-    texts = {row["document"]: row["text"] for row in rejected_rows(project)}
+    texts = {row["document"]: row["text"] for row in rejected_rows(project / "out" / "prepared")}
     assert shown and len(shown) < len(items) and all("zulu" in texts[document] for document in shown)
     assert "1 shown" in dom or f"{len(shown)} shown" in dom
     assert re.search(r'<th[^>]*aria-sort="ascending"[^>]*>read</th>', dom)
