@@ -11,6 +11,7 @@ probe texts that say what the tokenizer does to scripts the corpus may not have.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections import Counter
@@ -110,9 +111,10 @@ def _hex(raw: bytes) -> str:
     return "<" + " ".join(f"{b:02x}" for b in raw) + ">"
 
 
-def prepared_figures(directory: str, sources: int, tokenizer: Tokenizer | None) -> dict[str, Any]:
-    """Per split: character-length histograms, documents and UTF-8 bytes per source; the script sample."""
-    location = storage.committed(directory)
+def prepared_figures(directory: str | os.PathLike[str], sources: int, tokenizer: Tokenizer | None) -> dict[str, Any]:
+    """Per split: character-length histograms, documents and UTF-8 bytes per source; the script sample. ``directory``
+    is where the prepared output's committed files are (a URL's committed attempt)."""
+    location = directory
     splits: dict[str, Any] = {}
     scripts: dict[str, dict[str, Any]] = {}
     taken: Counter[int] = Counter()

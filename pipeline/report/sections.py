@@ -145,12 +145,10 @@ def _leaves(node: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 def _documents(config: Config, tokenizer: Tokenizer | None, section: dict[str, Any]) -> dict[str, Any]:
     figures: dict[str, Any] = {"prepared": None, "shards": None}
     prepared = config.output_path(config.prepare.output_dir)
-    if inputs.exists(storage.join(prepared, documents.PARTS_FILE)) or storage.is_url(prepared):
-        try:
-            figures["prepared"] = corpus.prepared_figures(prepared, len(config.data.sources), tokenizer)
-        except Missing as exc:
-            section["missing"].append(str(exc))
-    else:
+    location = _read(section, lambda: inputs.output_location(prepared))
+    if location is not None and inputs.exists(storage.join(location, documents.PARTS_FILE)):
+        figures["prepared"] = corpus.prepared_figures(location, len(config.data.sources), tokenizer)
+    elif location is not None:
         section["missing"].append(f"{storage.join(prepared, documents.PARTS_FILE)} is missing (the prepared "
                                   "documents: the prepare stage writes them)")
     shards = config.output_path(config.encode.output_dir)
@@ -161,6 +159,12 @@ def _documents(config: Config, tokenizer: Tokenizer | None, section: dict[str, A
         if split not in present:
             section["missing"].append(f"{storage.join(shards, f'{split}.manifest.json')} is missing (the {split} "
                                       "shards: the encode stage writes them)")
+    stale = {values["fingerprint"] for values in (figures["shards"] or {}).values()} - (
+        {tokenizer.fingerprint} if tokenizer is not None else set())
+    if tokenizer is not None and stale:
+        section["missing"].append(f"the shards were encoded with tokenizer {sorted(stale)[0][:12]}, not with "
+                                  f"{config.output_path(config.tokenizer.output)} ({tokenizer.fingerprint[:12]}): "
+                                  "their figures are not this tokenizer's (lmprep run encode)")
     section["bins"] = [corpus.bin_label(i) for i in range(corpus.BINS)]
     section["sources"] = [_source_name(config, i) for i in range(len(config.data.sources))]
     section |= figures
@@ -237,7 +241,9 @@ def _dropped(config: Config, prepared: dict[str, Any] | None, section: dict[str,
     if prepared is None:
         section["missing"].append("the prepare stats are missing (see Sources), so the rejected parts are unknown")
         return
-    location = inputs.output_location(config.output_path(config.prepare.output_dir))
+    location = _read(section, lambda: inputs.output_location(config.output_path(config.prepare.output_dir)))
+    if location is None:
+        return
     parts = [storage.join(location, part["file"]) for part in prepared.get("rejected", [])]
     absent = [part for part in parts if not inputs.exists(part)]
     if absent:

@@ -142,3 +142,13 @@ def test_the_report_stage_is_declared_by_report_output_and_runs_last(small):
     assert list(stages)[-1] == "report"
     again = CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml"])
     assert "'report' is up to date" in again.output
+
+
+def test_shards_of_another_tokenizer_are_said_to_be_so(small):
+    retrain = ["run", "tokenizer", "--config", "lmprep.yaml", "--set", "tokenizer.vocab_size=270"]
+    result = CliRunner().invoke(cli, retrain)
+    assert result.exit_code == 0, result.output
+    code, lines = report()
+    assert code == 0 and "incomplete: Documents and tokens" in lines[0]
+    page = (small / "report.html").read_text("utf-8")
+    assert "the shards were encoded with tokenizer " in page and "not with out/tokenizer.json" in page
