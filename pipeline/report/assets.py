@@ -104,6 +104,7 @@ SCRIPT = """
 
   document.querySelectorAll('li.rej').forEach(function (li) {
     li.addEventListener('click', function () { show(li.dataset.reason, Number(li.dataset.index)); });
+    li.addEventListener('keydown', function (event) { if (event.key === 'Enter') li.click(); });
   });
 
   var search = document.getElementById('search');

@@ -123,6 +123,11 @@ def _overview(section: dict[str, Any]) -> str:
     parts.append("<h3>Stages</h3>" + _table("stages", ["stage", "last ran", "ended", "wall s", "tasks",
                                                        "task s (sum over workers)", "workers", "code version",
                                                        "executor", "log"], rows, left=1))
+    timed = [(row["stage"], row["wall_seconds"], f"{row['wall_seconds']:,.1f} s") for row in section.get("stages", [])
+             if row.get("wall_seconds") is not None]
+    if timed:
+        parts.append("<h3>Where the time went</h3><p class=note>Each stage's last run, from its log.</p>"
+                     + svg.bars("stage-seconds", timed))
     config = section.get("config", [])
     config_rows = [f"<tr>{_cell(key, left=True)}{_cell(json.dumps(value, ensure_ascii=False), left=True)}"
                    f"{_cell(origin or 'not recorded', left=True)}</tr>" for key, value, origin in config]
@@ -176,7 +181,7 @@ def _dropped(section: dict[str, Any]) -> str:
     lists = []
     for reason, items in sample.items():
         entries = "".join(
-            f'<li class="rej" data-reason="{escape(reason)}" data-index="{i}" '
+            f'<li class="rej" tabindex="0" data-reason="{escape(reason)}" data-index="{i}" '
             f'data-document="{escape(item["document"])}" '
             f'title="{escape(item["document"])}"><code>{escape(item["document"])}</code>'
             f'{escape(_snippet(item["text"]))}</li>' for i, item in enumerate(items))
