@@ -45,27 +45,21 @@ sys.path.insert(0, str(ROOT))
 from bench_dedup import corpus_index, jaccard, originals, scores, variant  # noqa: E402
 from bench_scale import sample_tree  # noqa: E402
 
-from pipeline.config.schema import (  # noqa: E402
-    ExactDedupStep,
-    ExecutorConfig,
-    GopherQualityStep,
-    GopherRepetitionStep,
-    NearDedupStep,
-    PrepareConfig,
-    SourceConfig,
-    StepConfig,
-)
+from pipeline.config.schema import ExecutorConfig, PrepareConfig, SourceConfig, StepConfig  # noqa: E402
+from pipeline.data.dedup import ExactDedupStep  # noqa: E402
 from pipeline.data.documents import iter_records  # noqa: E402
+from pipeline.data.near_dedup import NearDedupStep  # noqa: E402
 from pipeline.data.prepare import prepare_corpus  # noqa: E402
+from pipeline.data.quality import GopherQualityStep, GopherRepetitionStep  # noqa: E402
 from pipeline.data.sources import expand_sources  # noqa: E402
 from pipeline.engine.executor import Tasks, open_tasks  # noqa: E402
 
 DATATROVE_VENV = ROOT / "benchmarks" / ".venv-datatrove" / "bin" / "python"
-EXACT = StepConfig(exact_dedup=ExactDedupStep())
+EXACT = StepConfig("exact_dedup", ExactDedupStep())
 CHAINS = {
-    "near": (EXACT, StepConfig(near_dedup=NearDedupStep())),
-    "quality": (EXACT, StepConfig(gopher_repetition=GopherRepetitionStep()),
-                StepConfig(gopher_quality=GopherQualityStep())),
+    "near": (EXACT, StepConfig("near_dedup", NearDedupStep())),
+    "quality": (EXACT, StepConfig("gopher_repetition", GopherRepetitionStep()),
+                StepConfig("gopher_quality", GopherQualityStep())),
 }
 
 
@@ -131,7 +125,7 @@ class _TracedBuckets(ThreadPoolExecutor):
 
 def memory_child(raw: Path, out: Path, buckets: int) -> None:
     files = expand_sources([SourceConfig("*.jsonl")], root=raw)
-    settings = PrepareConfig(steps=(StepConfig(near_dedup=NearDedupStep(buckets=buckets)),), val_fraction=0.0)
+    settings = PrepareConfig(steps=(StepConfig("near_dedup", NearDedupStep(buckets=buckets)),), val_fraction=0.0)
     with _TracedBuckets() as pool:
         stats = prepare_corpus(files, settings, out, tasks=Tasks(pool), names_root=raw)
     print(json.dumps({"documents": stats.documents_read, "bucket_task_peak_mb": pool.peak / 1e6}))

@@ -35,19 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config.schema import (  # noqa: E402
-    C4Step,
-    ExactDedupStep,
-    GopherQualityStep,
-    GopherRepetitionStep,
-    NearDedupStep,
-    PrepareConfig,
-    SourceConfig,
-    StepConfig,
-)
+from pipeline.config.schema import PrepareConfig, SourceConfig, StepConfig  # noqa: E402
 from pipeline.data import minhash  # noqa: E402
+from pipeline.data.dedup import ExactDedupStep  # noqa: E402
 from pipeline.data.documents import iter_records  # noqa: E402
+from pipeline.data.near_dedup import NearDedupStep  # noqa: E402
 from pipeline.data.prepare import prepare_corpus  # noqa: E402
+from pipeline.data.quality import C4Step, GopherQualityStep, GopherRepetitionStep  # noqa: E402
 from pipeline.data.sources import expand_sources  # noqa: E402
 from pipeline.engine.executor import Tasks  # noqa: E402
 
@@ -202,12 +196,12 @@ def main() -> None:
         raw.mkdir()
         (raw / "corpus.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
         megabytes = (raw / "corpus.jsonl").stat().st_size / 1e6
-        exact = (StepConfig(exact_dedup=ExactDedupStep()),)
+        exact = (StepConfig("exact_dedup", ExactDedupStep()),)
         exact_seconds, exact_cpu, _ = run_prepare(raw, Path(tmp) / "exact", exact, args.workers, args.repeat)
-        near_seconds, near_cpu, stats = run_prepare(raw, Path(tmp) / "near", (*exact, StepConfig(near_dedup=near)),
+        near_seconds, near_cpu, stats = run_prepare(raw, Path(tmp) / "near", (*exact, StepConfig("near_dedup", near)),
                                                     args.workers, args.repeat)
-        quality = (*exact, StepConfig(gopher_quality=GopherQualityStep()),
-                   StepConfig(gopher_repetition=GopherRepetitionStep()), StepConfig(c4=C4Step()))
+        quality = (*exact, StepConfig("gopher_quality", GopherQualityStep()),
+                   StepConfig("gopher_repetition", GopherRepetitionStep()), StepConfig("c4", C4Step()))
         quality_seconds, quality_cpu, quality_stats = run_prepare(raw, Path(tmp) / "quality", quality, args.workers,
                                                                   args.repeat)
         data = (raw / "corpus.jsonl").read_bytes()

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.config import ExecutorConfig, PrepareConfig, SourceConfig  # noqa: E402
 from pipeline.data import documents  # noqa: E402
+from pipeline.data.dedup import ExactDedupStep  # noqa: E402
 from pipeline.data.prepare import prepare_corpus  # noqa: E402
 from pipeline.data.sources import expand_sources  # noqa: E402
 from pipeline.engine.executor import Tasks, open_tasks  # noqa: E402
@@ -158,7 +159,7 @@ def run_datatrove(workers: int, files: int) -> dict:
     """datatrove's prepare in its own environment; CPU seconds sampled over its whole process tree."""
     command = [str(DATATROVE_PYTHON), str(ROOT / "benchmarks" / "datatrove_prepare.py"), str(raw_files(files, 1)),
                str(WORK / f"out-datatrove-{workers}"), "--tasks", str(files), "--workers", str(workers),
-               "--buckets", str(PrepareConfig().dedup_buckets)]
+               "--buckets", str(ExactDedupStep().buckets)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     cpu, _ = sample_tree(process)
     stdout, _ = process.communicate()

@@ -19,6 +19,7 @@ from pipeline.config import Config
 from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources
+from pipeline.data.steps import Chain, build_chain
 from pipeline.engine import completion, storage
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
@@ -27,21 +28,23 @@ from stages.console import PROGRESS, say
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 5  # 5: kept parts carry source, document (and language) columns beside text
+CODE_VERSION = 6  # 6: rejected/ keeps each document as read (and what rewrites left) and the metadata columns
 
 
 def build(config: Config) -> Stage:
     files = expand_sources(config.data.sources, root=config.here("."))
+    chain = build_chain(config.prepare, config.data.sources, root=config.here("."))
+    code = sorted({*chain.code_files, *(file.code.file for file in files if file.code is not None)})
     bases = {config.input(glob_base(source.glob)): f"data.sources[{index}].glob"
              for index, source in enumerate(config.data.sources)}
     output = config.out(config.prepare.output_dir)
     return Stage(
         name="prepare",
         deps=tuple(file.path if storage.is_url(file.path) else os.path.relpath(file.path, config.project_root)
-                   for file in files),
+                   for file in files) + tuple(os.path.relpath(path, config.project_root) for path in code),
         outs=(output,),
         params=(*source_params(config), "prepare"),
-        run=functools.partial(run, config, files),
+        run=functools.partial(run, config, files, chain),
         code_version=CODE_VERSION,
         reusable=True,
         scratch=(output + completion.SUFFIX,),  # what a killed run finished
@@ -70,11 +73,20 @@ def glob_base(pattern: str) -> str:
     return os.path.join(*parts) if parts else "."
 
 
-def run(config: Config, files: Sequence[SourceFile]) -> None:
+def run(config: Config, files: Sequence[SourceFile], chain: Chain) -> None:
+    if config.prepare.dedup_buckets is not None:
+        say("prepare", f"prepare.dedup_buckets is deprecated: it sets the buckets of each exact_dedup step that "
+                       f"sets none ({config.prepare.dedup_buckets}); write prepare.steps[i].exact_dedup.buckets")
     with open_tasks(config.executor, writes=[config.output_path(config.prepare.output_dir)]) as tasks:
         stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=tasks,
                                progress=PROGRESS, names_root=config.project_root, code_version=CODE_VERSION,
-                               notify=functools.partial(say, "prepare"),
-                               source_names=[f"data.sources[{index}] {source.glob}"
+                               notify=functools.partial(say, "prepare"), chain=chain,
+                               source_names=[source_label(index, source)
                                              for index, source in enumerate(config.data.sources)])
     click.echo(stats.summary())
+
+
+def source_label(index: int, source: SourceConfig) -> str:
+    """A source as the stats name it: ``data.sources[1] prose (raw/*.txt)``, or without a name its glob alone."""
+    label = f"data.sources[{index}]"
+    return f"{label} {source.name} ({source.glob})" if source.name else f"{label} {source.glob}"

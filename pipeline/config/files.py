@@ -17,6 +17,7 @@ import yaml
 
 from pipeline.config.schema import (
     Config,
+    StepConfig,
     as_directory_if,
     field_types,
     is_dataclass_type,
@@ -275,6 +276,8 @@ def _check_key_path(parts: list[str]) -> None:
                 raise ConfigError(f"--set: {where} is a list; address an item by index, e.g. {where}.0")
             cls = sequence_item_type(cls)
             continue
+        if cls is StepConfig:
+            return  # a step's keys are its registered Settings': the validation checks them
         if not is_dataclass_type(cls):
             raise ConfigError(f"--set: {where} is a value, it has no key {part!r}")
         names = [f.name for f in schema_fields(cls)]

@@ -41,7 +41,7 @@ def _path(default: Any, kind: str) -> Any:
     return field(default=default, metadata={PATH: kind})
 
 
-def _bounded(default: Any, *, low: float | None = None, high: float | None = None,
+def bounded(default: Any, *, low: float | None = None, high: float | None = None,
              high_inclusive: bool = True, low_inclusive: bool = True) -> Any:
     """A field with a default and an allowed range, checked at load time."""
     return field(default=default, metadata={"low": low, "high": high, "high_inclusive": high_inclusive,
@@ -50,17 +50,20 @@ def _bounded(default: Any, *, low: float | None = None, high: float | None = Non
 
 @dataclass(frozen=True)
 class SourceConfig:
-    """One glob of raw files. ``separator`` applies to .txt files: ``document``
-    (a file is one document), ``blank_line``, ``line``, or any other string,
+    """One glob of raw files (docs/extending.md for ``metadata`` and ``reader``). ``separator`` applies to
+    .txt files: ``document`` (a file is one document), ``blank_line``, ``line``, or any other string,
     which is used literally (for example ``<|endoftext|>``). ``weight`` is the source's target share of
     the training tokens, relative to the other sources' (docs/curation.md); with no weight anywhere,
     training samples the natural proportions. It only shapes sampling: prepare and encode ignore it."""
 
     glob: str = field(metadata={PATH: "input"})
-    format: Literal["auto", "txt", "jsonl", "parquet"] = "auto"
+    format: str = "auto"  # "auto" (from the extension) or a reader of pipeline.data.registry: txt, jsonl, parquet, …
     separator: str = "document"
     field: str = "text"
-    weight: float | None = _bounded(None, low=0.0, low_inclusive=False)
+    weight: float | None = bounded(None, low=0.0, low_inclusive=False)
+    name: str | None = None  # what a step's only:/except: and the stats call the source
+    metadata: tuple[str, ...] = ()  # fields or columns kept with each document: "name" (a string) or "name:type"
+    reader: str | None = None  # a function of the user's reading each file: "path/to/file.py:name" or "module:name"
 
 
 SAMPLING_KEYS = ("weight",)
@@ -73,119 +76,33 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
-class ExactDedupStep:
-    """Drop a document whose cleaned text equals an earlier one's; the first copy in corpus order stays.
-    It has no parameters: its tasks are ``prepare.dedup_buckets``."""
-
-
-@dataclass(frozen=True)
-class NearDedupStep:
-    """Drop a document whose MinHash-estimated Jaccard similarity with an earlier one is at least
-    ``threshold`` (docs/curation.md): ``bands`` × ``rows`` of the ``hashes`` signature values find the
-    candidate pairs, all ``hashes`` values verify them."""
-
-    shingle: Literal["words", "chars"] = "words"
-    shingle_size: int = _bounded(5, low=1, high=1024)
-    hashes: int = _bounded(256, low=1, high=4096)
-    bands: int = _bounded(16, low=1)
-    rows: int = _bounded(4, low=1)
-    threshold: float = _bounded(0.8, low=0.0, high=1.0)
-    seed: int = _bounded(0, low=0, high=2**32 - 1)
-    buckets: int = _bounded(16, low=1, high=MAX_BUCKETS)
-
-
-@dataclass(frozen=True)
-class GopherQualityStep:
-    """Gopher's quality rules (Rae et al. 2021, A.1.1): drop a document outside these bounds."""
-
-    min_words: int = _bounded(50, low=0)
-    max_words: int = _bounded(100_000, low=0)
-    min_mean_word_length: float = _bounded(3.0, low=0.0)
-    max_mean_word_length: float = _bounded(10.0, low=0.0)
-    max_symbol_word_ratio: float = _bounded(0.1, low=0.0)  # "#" per word, and "..." per word
-    max_bullet_lines: float = _bounded(0.9, low=0.0, high=1.0)
-    max_ellipsis_lines: float = _bounded(0.3, low=0.0, high=1.0)
-    min_alphabetic_words: float = _bounded(0.8, low=0.0, high=1.0)
-    min_stop_words: int = _bounded(2, low=0)
-    stop_words: tuple[str, ...] = ("the", "be", "to", "of", "and", "that", "have", "with")
-
-
-@dataclass(frozen=True)
-class GopherRepetitionStep:
-    """Gopher's repetition rules (Rae et al. 2021, table A1): drop a document that repeats itself more."""
-
-    max_duplicate_lines: float = _bounded(0.3, low=0.0, high=1.0)
-    max_duplicate_paragraphs: float = _bounded(0.3, low=0.0, high=1.0)
-    max_duplicate_line_chars: float = _bounded(0.2, low=0.0, high=1.0)
-    max_duplicate_paragraph_chars: float = _bounded(0.2, low=0.0, high=1.0)
-    max_top_ngram_chars: tuple[float, ...] = (0.20, 0.18, 0.16)  # the n-grams of 2, 3, 4 words
-    max_duplicate_ngram_chars: tuple[float, ...] = (0.15, 0.14, 0.13, 0.12, 0.11, 0.10)  # of 5 to 10 words
-
-
-@dataclass(frozen=True)
-class C4Step:
-    """C4's rules (Raffel et al. 2020, section 2.2): lines kept only when they end in terminal punctuation,
-    have ``min_words_per_line`` words and mention neither JavaScript nor a cookie or terms policy; pages
-    dropped with fewer than ``min_sentences`` sentences left, "lorem ipsum" or a curly bracket."""
-
-    min_words_per_line: int = _bounded(3, low=0)
-    min_sentences: int = _bounded(5, low=0)
-    max_word_length: int = _bounded(1000, low=1)
-    terminal_punctuation: bool = True
-    javascript_lines: bool = True  # drop the lines that mention javascript
-    policy_lines: bool = True  # drop the lines that mention terms of use, privacy or cookie policies
-    lorem_ipsum: bool = True  # drop the pages with "lorem ipsum"
-    curly_bracket: bool = True  # drop the pages with "{" (code)
-    citations: bool = True  # remove citation markers such as [1] and [citation needed] from lines
-
-
-@dataclass(frozen=True)
-class FineWebStep:
-    """FineWeb's own rules (Penedo et al. 2024, section 3.4): drop a document when at most
-    ``min_punctuated_lines`` of its lines end in punctuation, at least ``max_duplicate_line_chars`` of its
-    characters are in repeated lines, or at least ``max_short_lines`` of its lines are shorter than
-    ``short_line_chars``."""
-
-    min_punctuated_lines: float = _bounded(0.12, low=0.0, high=1.0)
-    max_duplicate_line_chars: float = _bounded(0.1, low=0.0, high=1.0)
-    max_short_lines: float = _bounded(0.67, low=0.0, high=1.0)
-    short_line_chars: int = _bounded(30, low=0)
-
-
-@dataclass(frozen=True)
-class LanguageStep:
-    """Keep documents whose language (identified by py3langid on the first ``sample_chars`` characters)
-    is one of ``languages`` (any when empty) with a probability of at least ``min_score``."""
-
-    languages: tuple[str, ...] = ("en",)
-    min_score: float = _bounded(0.5, low=0.0, high=1.0)
-    sample_chars: int = _bounded(2000, low=1)
-
-
-@dataclass(frozen=True)
 class StepConfig:
-    """One step of prepare's chain: exactly one of these keys, mapping to the step's parameters."""
+    """One item of ``prepare.steps``: the step's registered name (:mod:`pipeline.data.registry`) as its one
+    key, mapping to its parameters (``settings``, the step's own ``Settings`` dataclass), and optionally
+    ``only:`` or ``except:``, the names of the sources (``data.sources[i].name``) it applies to or skips."""
 
-    exact_dedup: ExactDedupStep | None = None
-    near_dedup: NearDedupStep | None = None
-    gopher_quality: GopherQualityStep | None = None
-    gopher_repetition: GopherRepetitionStep | None = None
-    c4: C4Step | None = None
-    fineweb: FineWebStep | None = None
-    language: LanguageStep | None = None
+    name: str
+    settings: Any = None  # None: the step's defaults (the validation fills them in)
+    only: tuple[str, ...] = ()
+    except_: tuple[str, ...] = ()
+
+    def plain(self) -> dict[str, Any]:
+        """The item as a config file writes it."""
+        scope = {key: list(names) for key, names in (("only", self.only), ("except", self.except_)) if names}
+        return {self.name: _plain(self.settings), **scope}
 
 
 @dataclass(frozen=True)
 class PrepareConfig:
     normalize: Literal["NFC", "NFKC", "none"] = "NFC"
-    min_chars: int = _bounded(1, low=0)
-    max_chars: int | None = _bounded(None, low=1)
+    min_chars: int = bounded(1, low=0)
+    max_chars: int | None = bounded(None, low=1)
     on_decode_error: Literal["error", "replace", "skip"] = "error"
-    steps: tuple[StepConfig, ...] = (StepConfig(exact_dedup=ExactDedupStep()),)
-    val_fraction: float = _bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
-    seed: int = _bounded(0, low=0, high=MAX_SEED)
-    partition_bytes: int = _bounded(64_000_000, low=1)
-    dedup_buckets: int = _bounded(16, low=1, high=MAX_BUCKETS)
+    steps: tuple[StepConfig, ...] = (StepConfig("exact_dedup"),)
+    val_fraction: float = bounded(0.05, low=0.0, high=1.0, high_inclusive=False)
+    seed: int = bounded(0, low=0, high=MAX_SEED)
+    partition_bytes: int = bounded(64_000_000, low=1)
+    dedup_buckets: int | None = bounded(None, low=1, high=MAX_BUCKETS)  # deprecated: exact_dedup's own buckets
     output_dir: str = _path("data/prepared", "output")
 
 
@@ -193,15 +110,15 @@ class PrepareConfig:
 class TokenizerConfig:
     path: str | None = _path(None, "input")
     kind: Literal["byte", "char", "word"] = "byte"
-    vocab_size: int | None = _bounded(2048, low=1)  # or set merges instead (and this to null); see _one_size_key
-    merges: int | None = _bounded(None, low=0)
+    vocab_size: int | None = bounded(2048, low=1)  # or set merges instead (and this to null); see _one_size_key
+    merges: int | None = bounded(None, low=0)
     pattern: str | None = None
     merge_newlines: bool | None = None
-    min_frequency: int = _bounded(2, low=1)
-    character_coverage: float = _bounded(1.0, low=0.0, high=1.0)  # char kind: share of the text its characters cover
+    min_frequency: int = bounded(2, low=1)
+    character_coverage: float = bounded(1.0, low=0.0, high=1.0)  # char kind: share of the text its characters cover
     special_tokens: tuple[str, ...] = ("<|endoftext|>",)
-    workers: int = _bounded(0, low=0, high=MAX_WORKERS)
-    model_max_length: int = _bounded(1024, low=1)  # tokenizer_config.json's: where transformers' truncation cuts
+    workers: int = bounded(0, low=0, high=MAX_WORKERS)
+    model_max_length: int = bounded(1024, low=1)  # tokenizer_config.json's: where transformers' truncation cuts
     output: str = _path("data/tokenizer/tokenizer.json", "output")
 
 
@@ -209,26 +126,26 @@ class TokenizerConfig:
 class EncodeConfig:
     eos_token: str | None = "<|endoftext|>"
     bos_token: str | None = None
-    shard_tokens: int = _bounded(1_000_000, low=1)
-    workers: int = _bounded(0, low=0, high=MAX_WORKERS)
-    chunk_cache_mb: int = _bounded(256, low=0)
+    shard_tokens: int = bounded(1_000_000, low=1)
+    workers: int = bounded(0, low=0, high=MAX_WORKERS)
+    chunk_cache_mb: int = bounded(256, low=0)
     output_dir: str = _path("data/shards", "output")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    dim: int = _bounded(64, low=1, high=MAX_DIM)
+    dim: int = bounded(64, low=1, high=MAX_DIM)
     tie_weights: bool = False
-    pad_vocab_to: int | None = _bounded(None, low=1, high=MAX_DIM)  # model vocab rounded up to a multiple of it
-    context: int = _bounded(64, low=1, high=MAX_POSITIONS)
-    batch_size: int = _bounded(32, low=1, high=MAX_POSITIONS)
-    steps: int = _bounded(300, low=0)
-    lr: float = _bounded(1e-2, low=0.0)
-    weight_decay: float = _bounded(0.0, low=0.0)
-    eval_every: int = _bounded(100, low=1)
-    eval_batches: int = _bounded(8, low=1)
-    checkpoint_every: int | None = _bounded(None, low=1)  # also save a checkpoint every N steps (resumable)
-    seed: int = _bounded(1337, low=0, high=MAX_SEED)
+    pad_vocab_to: int | None = bounded(None, low=1, high=MAX_DIM)  # model vocab rounded up to a multiple of it
+    context: int = bounded(64, low=1, high=MAX_POSITIONS)
+    batch_size: int = bounded(32, low=1, high=MAX_POSITIONS)
+    steps: int = bounded(300, low=0)
+    lr: float = bounded(1e-2, low=0.0)
+    weight_decay: float = bounded(0.0, low=0.0)
+    eval_every: int = bounded(100, low=1)
+    eval_batches: int = bounded(8, low=1)
+    checkpoint_every: int | None = bounded(None, low=1)  # also save a checkpoint every N steps (resumable)
+    seed: int = bounded(1337, low=0, high=MAX_SEED)
     output_dir: str = _path("checkpoints/default", "output")
     mixture: tuple[float, ...] | None = field(default=None, metadata={INTERNAL: True})
     """``data.sources[i].weight`` of every source, when they are set (the train stage fills it in): not a key
@@ -247,7 +164,7 @@ class ExportConfig:
 class StatsConfig:
     """The optional ``stats`` stage: present when ``output_dir`` is set."""
 
-    top: int = _bounded(10, low=0)
+    top: int = bounded(10, low=0)
     output_dir: str | None = _path(None, "output")
 
 
@@ -267,8 +184,8 @@ class ExecutorConfig:
 
     kind: Literal["local", "dask"] = "local"
     address: str | None = None
-    workers: int = _bounded(0, low=0)
-    timeout: float = _bounded(10.0, low=0.0)
+    workers: int = bounded(0, low=0)
+    timeout: float = bounded(10.0, low=0.0)
 
 
 @dataclass(frozen=True)
@@ -277,9 +194,9 @@ class StorageConfig:
     seconds, and how many times a transient failure is retried, after ``backoff`` seconds doubling each time
     (docs/faults.md). Never changes an output."""
 
-    timeout: float = _bounded(15.0, low=0.1, high=3600.0)
-    retries: int = _bounded(3, low=0, high=20)
-    backoff: float = _bounded(0.5, low=0.0, high=60.0)
+    timeout: float = bounded(15.0, low=0.1, high=3600.0)
+    retries: int = bounded(3, low=0, high=20)
+    backoff: float = bounded(0.5, low=0.0, high=60.0)
 
 
 @dataclass(frozen=True)
@@ -377,6 +294,8 @@ def path_kind(parts: list[str]) -> str | None:
     cls: Any = Config
     spec = None
     for part in parts:
+        if cls is StepConfig:
+            return None  # a step's settings hold no config path (a custom step's file is relative to the config)
         if sequence_item_type(cls) is not None:
             cls = sequence_item_type(cls)
             continue
@@ -456,6 +375,8 @@ def join_key(prefix: str, name: str) -> str:
 
 def _plain(value: Any) -> Any:
     """JSON-able data; an optional section left unset (such as a step of ``prepare.steps``) is left out."""
+    if isinstance(value, StepConfig):
+        return value.plain()
     if dataclasses.is_dataclass(value):
         hints = field_types(type(value))
         return {f.name: _plain(getattr(value, f.name)) for f in schema_fields(type(value))

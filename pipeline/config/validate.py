@@ -12,7 +12,6 @@ import dataclasses
 import difflib
 import math
 import typing
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.config.export_formats import EXPORT_FORMATS, check_export_ids
@@ -47,6 +46,7 @@ def config_from(raw: dict[str, Any], origins: Origins, *, root: str = ".") -> Co
 
     config = with_frozen_tokenizer(dataclasses.replace(_build(Config, _one_size_key(raw), "", origins), root=root),
                                    origins)
+    config = dataclasses.replace(config, prepare=_with_step_defaults(config.prepare, raw))
     _check_consistency(config, origins)
     return config
 
@@ -74,6 +74,10 @@ def _build(cls: type, raw: Any, path: str, origin: Origins) -> Any:
 
 def _convert(hint: Any, value: Any, key: str, origin: Origins, spec: dataclasses.Field | None = None) -> Any:
     """Check ``value`` against the type ``hint`` and the field's bounds; return the typed value."""
+    if hint is StepConfig:
+        return _convert_step(value, key, origin)
+    if typing.get_origin(hint) is dict:
+        return _convert_mapping(value, key, origin)
     section = section_type(hint)
     if section is not None and not (value is None and section is not hint):
         return _build(section, value, key, origin)
@@ -91,6 +95,61 @@ def _convert(hint: Any, value: Any, key: str, origin: Origins, spec: dataclasses
     converted = _convert_scalar(scalar, value, key, origin, _describe_type(hint, spec))
     _check_bounds(converted, key, origin, spec, _describe_type(hint, spec))
     return converted
+
+
+def _convert_step(value: Any, key: str, origin: Origins) -> StepConfig:
+    """An item of ``prepare.steps``: one registered step's name mapping to its parameters, and ``only``/``except``.
+    The steps and their parameters are the data layer's registry (the one import of this module from above it)."""
+    from pipeline.data.registry import STEPS
+
+    if not isinstance(value, dict):
+        raise ConfigError(f"{origin(key)}: {key} must be a mapping naming one step, e.g. {{c4: {{}}}}; "
+                          f"got {kind_of(value)} {describe(value)}")
+    names = [name for name in value if name not in _SCOPE_KEYS]
+    if len(names) != 1:
+        raise ConfigError(f"{origin(key)}: {key} must name exactly one step among {', '.join(STEPS)}, "
+                          f"got {names or 'none'}")
+    name = str(names[0])
+    if name not in STEPS:
+        raise ConfigError(unknown_key_message(join_key(key, name), name, list(STEPS), origin(key)).replace(
+            "unknown key", "unknown step"))
+    settings = _build(STEPS[name].Settings, value[name], join_key(key, name), origin)
+    problem = settings.problem() if hasattr(settings, "problem") else None
+    if problem:
+        raise ConfigError(f"{origin(join_key(key, name))}: {join_key(key, name)} {problem}")
+    if "only" in value and "except" in value:
+        raise ConfigError(f"{origin(key)}: {key} has both only: and except:; give one of them")
+    scope = {field: _convert(tuple[str, ...], value.get(given, []), join_key(key, given), origin)
+             for field, given in (("only", "only"), ("except_", "except"))}
+    return StepConfig(name, settings, **scope)
+
+
+_SCOPE_KEYS = ("only", "except")
+
+
+def _with_step_defaults(prepare: Any, raw: dict[str, Any]) -> Any:
+    """``prepare`` with each step's settings filled in (the defaults of a step the config does not list) and the
+    deprecated ``prepare.dedup_buckets`` given to each ``exact_dedup`` step that sets no ``buckets`` of its own."""
+    from pipeline.data.registry import STEPS
+
+    written = (raw.get("prepare") or {}).get("steps") or []
+    steps = []
+    for index, step in enumerate(prepare.steps):
+        settings = step.settings if step.settings is not None else STEPS[step.name].Settings()
+        item = written[index] if index < len(written) and isinstance(written[index], dict) else {}
+        if step.name == "exact_dedup" and prepare.dedup_buckets is not None and \
+                "buckets" not in (item.get("exact_dedup") or {}):
+            settings = dataclasses.replace(settings, buckets=prepare.dedup_buckets)
+        steps.append(dataclasses.replace(step, settings=settings))
+    return dataclasses.replace(prepare, steps=tuple(steps))
+
+
+def _convert_mapping(value: Any, key: str, origin: Origins) -> dict[str, Any]:
+    """A mapping of names to any YAML values (a user step's ``params``)."""
+    if not isinstance(value, dict) or not all(isinstance(name, str) for name in value):
+        raise ConfigError(f"{origin(key)}: {key} must be a mapping of names to values, got {kind_of(value)} "
+                          f"{describe(value)}")
+    return dict(value)
 
 
 def _convert_sequence(item_type: Any, value: Any, key: str, origin: Origins) -> tuple:
@@ -141,7 +200,7 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     """Rules that involve more than one key."""
     _check_places(config, origin)
     prepare = config.prepare
-    _check_steps(prepare.steps, origin)
+    _check_step_scopes(config, origin)
     if prepare.max_chars is not None and prepare.max_chars < prepare.min_chars:
         raise ConfigError(f"{origin('prepare.max_chars')}: prepare.max_chars ({prepare.max_chars}) is below "
                           f"prepare.min_chars ({prepare.min_chars})")
@@ -158,19 +217,19 @@ def _check_consistency(config: Config, origin: Origins) -> None:
     _check_document_tokens(config, origin)
 
 
-def _check_steps(steps: Sequence[StepConfig], origin: Origins) -> None:
-    """Each item of ``prepare.steps`` names exactly one step, and a near_dedup's bands fit in its hashes."""
-    names = [f.name for f in schema_fields(StepConfig)]
-    for index, step in enumerate(steps):
-        key = f"prepare.steps[{index}]"
-        given = [name for name in names if getattr(step, name) is not None]
-        if len(given) != 1:
-            raise ConfigError(f"{origin(f'prepare.steps.{index}')}: {key} must name exactly one step among "
-                              f"{', '.join(names)}, got {given or 'none'}")
-        near = step.near_dedup
-        if near is not None and near.bands * near.rows > near.hashes:
-            raise ConfigError(f"{origin(f'prepare.steps.{index}.near_dedup')}: {key}.near_dedup bands × rows "
-                              f"({near.bands} × {near.rows}) exceeds hashes ({near.hashes})")
+def _check_step_scopes(config: Config, origin: Origins) -> None:
+    """A step's ``only:``/``except:`` names sources that exist, by their ``name:``, each source named once."""
+    names = [source.name for source in config.data.sources if source.name is not None]
+    if len(set(names)) != len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise ConfigError(f"{origin('data.sources')}: two sources are named {twice!r}; give each its own name")
+    for index, step in enumerate(config.prepare.steps):
+        for which, given in (("only", step.only), ("except", step.except_)):
+            unknown = [name for name in given if name not in names]
+            if unknown:
+                key = f"prepare.steps[{index}].{which}"
+                raise ConfigError(f"{origin(key)}: {key}: no source is named {unknown[0]!r} (named sources: "
+                                  f"{', '.join(names) or 'none; give a source a name: key'})")
 
 
 def _check_character_coverage(tok: TokenizerConfig, origin: Origins) -> None:

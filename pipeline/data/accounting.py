@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.data.documents import SPLITS
-from pipeline.data.sources import unsplit_warning
+from pipeline.data.readers import unsplit_warning
 from pipeline.errors import counted
 
 NAME_LIKE_CHARS = 64

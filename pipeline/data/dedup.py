@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.config.schema import MAX_BUCKETS, bounded
+from pipeline.data.record import DedupStep
 from pipeline.engine import storage
 from pipeline.engine.executor import Tasks
 
@@ -35,10 +37,18 @@ Marks = dict[int, tuple[int, int]]
 
 
 @dataclass(frozen=True)
-class ExactDedup:
-    buckets: int
-    name: str = "exact_dedup"
-    rule: str = "duplicate"
+class ExactDedupStep:
+    """Drop a document whose cleaned text equals an earlier one's; the first copy in corpus order stays.
+    ``buckets`` is its number of tasks, as near_dedup's (``prepare.dedup_buckets``, deprecated, sets it where
+    a step does not)."""
+
+    buckets: int = bounded(16, low=1, high=MAX_BUCKETS)
+
+
+class ExactDedup(DedupStep):
+    name = "exact_dedup"
+    Settings = ExactDedupStep
+    rule = "duplicate"
 
     def keys(self, work: Path | str, round_: int, index: int) -> DigestWriter:
         return DigestWriter(storage.join(work, f"r{round_}-digests-{index:05d}.npz"), self.buckets)
@@ -52,7 +62,6 @@ class ExactDedup:
         return read_marks(self.mark_files(work, round_), index)
 
     def mark_files(self, work: Path | str, round_: int) -> list[Path | str]:
-        """What :meth:`resolve` writes and the next round reads."""
         return [storage.join(work, f"r{round_}-duplicates-{b:05d}.npy") for b in range(self.buckets)]
 
 

@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -88,6 +89,8 @@ def _column(kind: pa.DataType, values: list) -> pa.Array:
     """One column of a record batch, built from buffers (see :func:`text_column`)."""
     if kind == pa.large_string():
         return text_column(values)
+    if kind == pa.bool_():
+        return pa.array(values, type=kind)  # bit-packed: not a numpy buffer
     data = np.array(values, dtype=kind.to_pandas_dtype())
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(data)])
 
@@ -275,3 +278,20 @@ def iter_split_document_pieces(directory: str | os.PathLike[str], split: str) ->
     for part in read_parts(directory, split):
         with storage.local_copy(storage.join(directory, part.file)) as path:
             yield from iter_document_pieces(path)
+
+
+def document_metadata(directory: str | os.PathLike[str], split: str, document: str) -> dict[str, Any] | None:
+    """The metadata columns (those after ``text``, ``source`` and ``document``) of the kept document whose ID is
+    ``document``, or None when no part of the split holds it; reads the ``document`` column of each part in turn."""
+    directory = storage.committed(directory)
+    for part in read_parts(directory, split):
+        with storage.local_copy(storage.join(directory, part.file)) as path:
+            for batch in _record_batches(path):
+                if "document" not in batch.schema.names:
+                    return None
+                found = batch.column("document").to_pylist()
+                if document in found:
+                    row = found.index(document)
+                    fixed = {field.name for field in KEPT_SCHEMA}
+                    return {name: batch.column(name)[row].as_py() for name in batch.schema.names if name not in fixed}
+    return None

@@ -23,12 +23,14 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from pipeline.config.schema import NearDedupStep
+from pipeline.config.schema import MAX_BUCKETS, bounded
 from pipeline.data import minhash
 from pipeline.data.dedup import Marks, load_arrays, read_marks, save_arrays, save_marks
+from pipeline.data.record import DedupStep
 from pipeline.engine import storage
 from pipeline.engine.executor import Tasks
 
@@ -37,10 +39,31 @@ _GATHER_ROWS = 65_536  # signatures verified at a time: 64 MB at 256 hashes, wha
 
 
 @dataclass(frozen=True)
-class NearDedup:
-    settings: NearDedupStep
-    name: str = "near_dedup"
-    rule: str = "near_duplicate"
+class NearDedupStep:
+    """Drop a document whose MinHash-estimated Jaccard similarity with an earlier one is at least
+    ``threshold`` (docs/curation.md): ``bands`` × ``rows`` of the ``hashes`` signature values find the
+    candidate pairs, all ``hashes`` values verify them."""
+
+    shingle: Literal["words", "chars"] = "words"
+    shingle_size: int = bounded(5, low=1, high=1024)
+    hashes: int = bounded(256, low=1, high=4096)
+    bands: int = bounded(16, low=1)
+    rows: int = bounded(4, low=1)
+    threshold: float = bounded(0.8, low=0.0, high=1.0)
+    seed: int = bounded(0, low=0, high=2**32 - 1)
+    buckets: int = bounded(16, low=1, high=MAX_BUCKETS)
+
+    def problem(self) -> str | None:
+        """What makes these settings impossible, or None."""
+        if self.bands * self.rows > self.hashes:
+            return f"bands × rows ({self.bands} × {self.rows}) exceeds hashes ({self.hashes})"
+        return None
+
+
+class NearDedup(DedupStep):
+    name = "near_dedup"
+    Settings = NearDedupStep
+    rule = "near_duplicate"
 
     def keys(self, work: Path | str, round_: int, index: int) -> SignatureWriter:
         return SignatureWriter(self.settings, storage.join(work, f"r{round_}-signatures-{index:05d}.npy"),
@@ -58,7 +81,6 @@ class NearDedup:
         return read_marks(self.mark_files(work, round_), index)
 
     def mark_files(self, work: Path | str, round_: int) -> list[Path | str]:
-        """What :meth:`resolve` writes and the next round reads."""
         return [_marks_file(work, round_)]
 
 

@@ -38,6 +38,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -45,11 +46,11 @@ from pipeline.config import PrepareConfig
 from pipeline.data import documents
 from pipeline.data.accounting import PrepareStats, SourceTally, Tally, looks_like_a_name
 from pipeline.data.cleaning import clean_text, split_of
-from pipeline.data.dedup import Marks
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart
+from pipeline.data.record import DedupStep, Document, Drop, MetadataField, Rewrite
 from pipeline.data.resume import PrepareRecords, partition_inputs, round_record
 from pipeline.data.sources import Partition, Piece, SourceFile, TextDecoder, plan_partitions, read_partition_pieces
-from pipeline.data.steps import DECODE_ERROR, READ_STEP, Dedup, Segment, build_chain, identifies_language
+from pipeline.data.steps import DECODE_ERROR, READ_STEP, Chain, Segment, build_chain
 from pipeline.engine import atomic, hashing, storage
 from pipeline.engine.completion import Scratch
 from pipeline.engine.executor import Tasks
@@ -62,13 +63,48 @@ _TEXT = pa.field("text", pa.large_string(), nullable=False)
 _SOURCE, _POSITION = pa.field("source", pa.int32()), pa.field("position", pa.int64())
 _REASON = [pa.field("step", pa.large_string()), pa.field("rule", pa.large_string()),
            pa.field("duplicate_of", pa.large_string())]
-CANDIDATE_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION, *documents.LANGUAGE_FIELDS])
-REJECTION_SCHEMA = pa.schema([_TEXT, _SOURCE, _POSITION, *_REASON])
-REJECTED_SCHEMA = pa.schema([_TEXT, _SOURCE, pa.field("document", pa.large_string()), *_REASON])
-Candidate = tuple[str, int, int, str, float]
-"""A live document as the rounds pass it on: its text, source, position in its partition, and its language and
-that language's probability (``""`` and 0 until a ``language`` step identifies it)."""
-UNIDENTIFIED = ("", 0.0)
+_READ = pa.field("read", pa.large_string(), nullable=False)  # a candidate's text as read, once rewritten
+_REWRITTEN = pa.field("rewritten", pa.large_string(), nullable=False)
+
+
+@dataclass(frozen=True)
+class Schemas:
+    """The columns of the work files and parts, from the chain: the metadata fields after the fixed columns,
+    and, when a step may rewrite, the text as read beside what the rewrites left."""
+
+    fields: tuple[MetadataField, ...]
+    rewrites: bool
+
+    @classmethod
+    def of(cls, chain: Chain) -> Schemas:
+        return cls(chain.fields, chain.rewrites)
+
+    @property
+    def _metadata(self) -> list[pa.Field]:
+        return [field.arrow for field in self.fields]
+
+    @property
+    def candidates(self) -> pa.Schema:
+        return pa.schema([_TEXT, _SOURCE, _POSITION, *([_READ] if self.rewrites else []), *self._metadata])
+
+    @property
+    def rejection(self) -> pa.Schema:
+        return pa.schema([_TEXT, _SOURCE, _POSITION, *_REASON, *([_REWRITTEN] if self.rewrites else []),
+                          *self._metadata])
+
+    @property
+    def rejected(self) -> pa.Schema:
+        return pa.schema([_TEXT, _SOURCE, pa.field("document", pa.large_string()), *_REASON,
+                          *([_REWRITTEN] if self.rewrites else []), *self._metadata])
+
+    @property
+    def kept(self) -> pa.Schema:
+        return pa.schema([*documents.KEPT_SCHEMA, *self._metadata])
+
+    def values(self, document: Document) -> list[Any]:
+        """The document's metadata in column order, the field's zero where it has none."""
+        metadata = document.metadata
+        return [metadata.get(field.name, field.zero) for field in self.fields]
 
 
 @dataclass(frozen=True)
@@ -128,34 +164,37 @@ class DocumentIds:
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
                    tasks: Tasks, progress: bool = False, source_names: Sequence[str] = (),
                    names_root: str | os.PathLike[str] | None = None, code_version: int = 0,
-                   notify: Callable[[str], None] = lambda message: None) -> PrepareStats:
+                   notify: Callable[[str], None] = lambda message: None, chain: Chain | None = None) -> PrepareStats:
     """Write ``out_dir``'s part files, ``parts.json`` and ``stats.json`` from ``files``; return the stats.
 
     ``source_names`` name the entries of ``data.sources`` in the stats (``source <i>`` by default);
-    document IDs give local paths relative to ``names_root`` when set. The tasks an interrupted call with
-    the same files, settings and ``code_version`` finished are taken, not run again, and ``notify`` says so.
+    document IDs give local paths relative to ``names_root`` when set. ``chain`` is the chain of steps
+    (:func:`~pipeline.data.steps.build_chain`; by default that of ``settings`` alone, without per-source
+    scopes or metadata). The tasks an interrupted call with the same files, settings and ``code_version``
+    finished are taken, not run again, and ``notify`` says so.
     """
     partitions = plan_partitions(files, settings.partition_bytes)
     jobs = [Job(_absolute(partition), tuple(_piece_name(piece, names_root) for piece in partition.pieces))
             for partition in partitions]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
-    chain = build_chain(settings)
+    chain = chain or build_chain(settings)
+    chain.load()
     records = PrepareRecords(out_dir, settings, code_version, [partition_inputs(job.partition, job.piece_names)
-                                                               for job in jobs], notify, rounds=len(chain))
+                                                               for job in jobs], notify, rounds=len(chain.segments))
     work = records.scratch.path(WORK_DIR)
     for directory in (work, *(documents.split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
         storage.make_dir(directory)
     with storage.output_dir(out_dir) as staging:
         results: list[list[RoundResult]] = []
         ids = None
-        for index, segment in enumerate(chain):
-            step = Round(settings, chain, index, work, records.scratch, ids)
-            desc = "prepare: write" if index == len(chain) - 1 else f"prepare: round {index + 1}"
+        for index, segment in enumerate(chain.segments):
+            step = Round(settings, chain.segments, Schemas.of(chain), index, work, records.scratch, ids)
+            desc = "prepare: write" if index == len(chain.segments) - 1 else f"prepare: round {index + 1}"
             identities = records.identities(index)
             results.append(_run_round(step, jobs, identities, records.finished_round(index, identities), tasks=tasks,
                                       labels=labels, sizes=sizes, desc=desc, progress=progress))
             if segment.dedup is not None:
-                _resolve(segment.dedup, records, records.step_identity(index, identities), tasks=tasks, work=work,
+                _resolve(segment.dedup.step, records, records.step_identity(index, identities), tasks=tasks, work=work,
                          round_=index, partitions=len(jobs), progress=progress)
             if index == 0:
                 ids = DocumentIds(dict(enumerate(job.piece_names for job in jobs)),
@@ -182,7 +221,7 @@ def _run_round(step: Round, jobs: Sequence[Job], identities: Sequence[str], done
     return [results[index] for index in range(len(jobs))]
 
 
-def _resolve(dedup: Dedup, records: PrepareRecords, identity: str, *, tasks: Tasks, work: Path | str, round_: int,
+def _resolve(dedup: DedupStep, records: PrepareRecords, identity: str, *, tasks: Tasks, work: Path | str, round_: int,
              partitions: int, progress: bool) -> None:
     """Run a de-duplication step, unless an earlier run finished this very one; record it."""
     if not records.step_finished(round_, dedup.name, identity):
@@ -212,14 +251,15 @@ def _name_files(files: Sequence[SourceFile], shown: int = 3) -> str:
 class Round:
     """Task: one round of the chain over one partition (see the module's docstring).
 
-    Only the live documents flow from round to round (``candidates``: text, source, position, language); each round
-    writes the documents it rejects to its own ``rejected`` work file, and the last round gathers those
-    of every round, in round order, into the partition's rejected part. Last, it writes its completion
-    record, naming every file it wrote with its checksum.
+    Only the live documents flow from round to round (``candidates``: text, source, position, the text as read
+    when a step may rewrite, metadata); each round writes the documents it rejects to its own ``rejected`` work
+    file, and the last round gathers those of every round, in round order, into the partition's rejected part.
+    Last, it writes its completion record, naming every file it wrote with its checksum.
     """
 
     settings: PrepareConfig
     chain: tuple[Segment, ...]
+    schemas: Schemas
     index: int
     work: Path | str
     scratch: Scratch  # the last round's parts go there too
@@ -240,15 +280,15 @@ class Round:
         with contextlib.ExitStack() as stack:
             rejected = stack.enter_context(self._rejected_writer(index))
             if self.index == 0:
-                rows = _read_rows(job, decoder, self.settings.normalize, tally, starts)
+                docs = _read_documents(job, decoder, self.settings.normalize, tally, starts)
             else:
-                rows = self._unmarked(index, tally, rejected)
-            rows = _filtered(rows, self.chain[self.index], tally, rejected)
+                docs = self._unmarked(index, tally, rejected)
+            docs = _filtered(docs, self.chain[self.index], tally, rejected)
             if self.chain[self.index].dedup is not None:
-                written += self._write_candidates(index, rows)
+                written += self._write_candidates(index, docs)
                 return RoundResult(tally, tuple(starts), unsplit=tuple(decoder.unsplit)), written
             ids = self.ids or DocumentIds({index: job.piece_names}, {index: starts})
-            parts, characters = self._write_splits(index, rows, tally, ids)
+            parts, characters = self._write_splits(index, docs, tally)
         parts[REJECTED], characters[REJECTED] = self._write_rejected(index, ids)
         return RoundResult(tally, parts=parts, characters=characters, unsplit=tuple(decoder.unsplit)), written
 
@@ -256,51 +296,52 @@ class Round:
         return storage.join(self.work, f"r{round_}-{kind}-{index:05d}.arrow")
 
     @contextlib.contextmanager
-    def _rejected_writer(self, index: int) -> Iterator[DocumentWriter]:
+    def _rejected_writer(self, index: int) -> Iterator[Rejections]:
         with storage.output_file(self._work_file("rejected", self.index, index), durable=False) as tmp, \
-                DocumentWriter(tmp, schema=REJECTION_SCHEMA) as writer:
-            yield writer
+                DocumentWriter(tmp, schema=self.schemas.rejection) as writer:
+            yield Rejections(writer, self.schemas)
 
-    def _unmarked(self, index: int, tally: Tally, rejected: DocumentWriter) -> Iterator[Candidate]:
+    def _unmarked(self, index: int, tally: Tally, rejected: Rejections) -> Iterator[Document]:
         """The previous round's candidates that its de-duplication step did not mark."""
         dedup = self.chain[self.index - 1].dedup
         assert dedup is not None and self.ids is not None
-        marks: Marks = dedup.marks(self.work, self.index - 1, index)
+        marks = dedup.step.marks(self.work, self.index - 1, index)
         with storage.local_copy(self._work_file("candidates", self.index - 1, index)) as path:
-            for row in documents.iter_records(path):
-                text, source, position = row[:3]
-                if position in marks:
-                    tally.drop(source, dedup.name, dedup.rule)
-                    rejected.write(text, source, position, dedup.name, dedup.rule, self.ids.of(*marks[position]))
+            for document in _candidates(path, self.schemas, index, self.ids):
+                if document.position in marks:
+                    tally.drop(document.source, dedup.step.name, dedup.step.rule)
+                    rejected.write(document, dedup.step.name, dedup.step.rule, self.ids.of(*marks[document.position]))
                 else:
-                    yield row
+                    yield document
 
-    def _write_candidates(self, index: int, rows: Iterator[Candidate]) -> list[Path | str]:
+    def _write_candidates(self, index: int, docs: Iterator[Document]) -> list[Path | str]:
         """Write the live documents and the de-duplication step's keys; return the files written."""
         dedup = self.chain[self.index].dedup
         assert dedup is not None
-        keys = dedup.keys(self.work, self.index, index)
+        keys = dedup.step.keys(self.work, self.index, index)
         candidates = self._work_file("candidates", self.index, index)
+        rewrites = self.schemas.rewrites
         with storage.output_file(candidates, durable=False) as tmp, \
-                DocumentWriter(tmp, schema=CANDIDATE_SCHEMA) as writer:
-            for row in rows:
-                writer.write(*row)
-                keys.add(row[2], row[0])
+                DocumentWriter(tmp, schema=self.schemas.candidates) as writer:
+            for document in docs:
+                read = (document.read if document.read is not None else document.text,) if rewrites else ()
+                writer.write(document.text, document.source, document.position, *read, *self.schemas.values(document))
+                if dedup.applies(document):
+                    keys.add(document.position, document.text)
         keys.close()
         return [candidates, *keys.paths]
 
-    def _write_splits(self, index: int, rows: Iterator[Candidate], tally: Tally,
-                      ids: DocumentIds) -> tuple[dict[str, PreparedPart], dict[str, int]]:
-        """The live documents to their split, with their source, ID (and language); each part's entry and
-        characters."""
-        settings, language = self.settings, identifies_language(self.chain)
+    def _write_splits(self, index: int, docs: Iterator[Document],
+                      tally: Tally) -> tuple[dict[str, PreparedPart], dict[str, int]]:
+        """The live documents to their split, with their source, ID and metadata; each part's entry and characters."""
+        settings = self.settings
         kept: dict[int, list[int]] = {}  # source: documents, characters
-        schema = documents.KEPT_LANGUAGE_SCHEMA if language else documents.KEPT_SCHEMA
-        with _Parts(self.scratch.location, index, SPLITS, schema) as parts:
-            for text, source, position, *identified in rows:
+        with _Parts(self.scratch.location, index, SPLITS, self.schemas.kept) as parts:
+            for document in docs:
+                text = document.text
                 split = split_of(text, seed=settings.seed, val_fraction=settings.val_fraction)
-                parts.write(split, text, source, ids.of(index, position), *(identified if language else ()))
-                counts = kept.setdefault(source, [0, 0])
+                parts.write(split, text, document.source, document.id, *self.schemas.values(document))
+                counts = kept.setdefault(document.source, [0, 0])
                 counts[0] += 1
                 counts[1] += len(text)
         for source, (count, characters) in kept.items():
@@ -309,12 +350,35 @@ class Round:
 
     def _write_rejected(self, index: int, ids: DocumentIds) -> tuple[PreparedPart, int]:
         """Every round's rejections of the partition, with document IDs, as its rejected part."""
-        with _Parts(self.scratch.location, index, (REJECTED,), REJECTED_SCHEMA) as parts:
+        with _Parts(self.scratch.location, index, (REJECTED,), self.schemas.rejected) as parts:
             for round_ in range(self.index + 1):
                 with storage.local_copy(self._work_file("rejected", round_, index)) as path:
-                    for text, source, position, step, rule, duplicate_of in documents.iter_records(path):
-                        parts.write(REJECTED, text, source, ids.of(index, position), step, rule, duplicate_of)
+                    for text, source, position, *rest in documents.iter_records(path):
+                        parts.write(REJECTED, text, source, ids.of(index, position), *rest)
         return parts.entries[REJECTED], parts.characters[REJECTED]
+
+
+class Rejections:
+    """A round's rejected work file: each document as read, why it went, what the rewrites left, its metadata."""
+
+    def __init__(self, writer: DocumentWriter, schemas: Schemas):
+        self._writer, self._schemas = writer, schemas
+
+    def write(self, document: Document, step: str, rule: str, duplicate_of: str = "", *,
+              rewritten: str | None = None) -> None:
+        read = document.read if document.read is not None else document.text
+        left = ((document.text if rewritten is None else rewritten),) if self._schemas.rewrites else ()
+        self._writer.write(read, document.source, document.position, step, rule, duplicate_of, *left,
+                           *self._schemas.values(document))
+
+
+def _candidates(path: Path | str, schemas: Schemas, index: int, ids: DocumentIds) -> Iterator[Document]:
+    """The documents of a candidates work file."""
+    names = [field.name for field in schemas.fields]
+    for text, source, position, *rest in documents.iter_records(path):
+        read = rest.pop(0) if schemas.rewrites else None
+        yield Document(text, source, ids.of(index, position), dict(zip(names, rest)), position,
+                       read if read != text else None)
 
 
 class _Parts:
@@ -355,43 +419,47 @@ class _Parts:
             self._stack.__exit__(*exc_info)
 
 
-def _read_rows(job: Job, decoder: TextDecoder, normalize: str, tally: Tally,
-               starts: list[int]) -> Iterator[Candidate]:
+def _read_documents(job: Job, decoder: TextDecoder, normalize: str, tally: Tally,
+                    starts: list[int]) -> Iterator[Document]:
     """The partition's documents, cleaned and numbered; ``starts`` gets each piece's first position."""
     position = 0
-    for piece, texts in read_partition_pieces(job.partition, decoder):
+    for (piece, records), name in zip(read_partition_pieces(job.partition, decoder), job.piece_names):
         starts.append(position)
         source, skipped, first, characters, name_like = piece.file.source, decoder.skipped, position, 0, 0
-        for raw in texts:
+        for raw, metadata in records:
             text = clean_text(raw, normalize=normalize)
             characters += len(raw)
             name_like += looks_like_a_name(text)
-            yield text, source, position, *UNIDENTIFIED
+            yield Document(text, source, f"{name}#{position - first}", metadata or {}, position)
             position += 1
         tally.read(source, position - first + decoder.skipped - skipped, characters, name_like)
         tally.drop(source, READ_STEP, DECODE_ERROR, decoder.skipped - skipped)
 
 
-def _filtered(rows: Iterator[Candidate], segment: Segment, tally: Tally,
-              rejected: DocumentWriter) -> Iterator[Candidate]:
-    """``rows`` the segment's filters keep, as they rewrite them; the others go to ``rejected`` (as rewritten
-    so far) with the rule that dropped them."""
+def _filtered(docs: Iterator[Document], segment: Segment, tally: Tally, rejected: Rejections) -> Iterator[Document]:
+    """The documents the segment's filters keep, as they rewrite them; the others go to ``rejected`` with the
+    rule that dropped them."""
     if not segment.filters:
-        yield from rows
+        yield from docs
         return
-    for text, source, position, *language in rows:
-        for check in segment.filters:
-            text, removed = check.rewrite(text)
-            if removed:
-                tally.remove_lines(source, check.name, removed)
-            rule, identified = check.decide(text)
-            language = identified or language
-            if rule is not None:
-                tally.drop(source, check.name, rule)
-                rejected.write(text, source, position, check.name, rule, "")
-                break
+    for document in docs:
+        for scoped in segment.filters:
+            if not scoped.applies(document):
+                continue
+            step = scoped.step
+            answer = step.apply(document)
+            if isinstance(answer, (Rewrite, Drop)):
+                if answer.removed:
+                    tally.remove_lines(document.source, step.name, answer.removed)
+                if isinstance(answer, Drop):
+                    tally.drop(document.source, step.name, answer.rule)
+                    rejected.write(document, step.name, answer.rule, rewritten=answer.text)
+                    break
+                if document.read is None and answer.text != document.text:
+                    document.read = document.text
+                document.text = answer.text
         else:
-            yield text, source, position, *language
+            yield document
 
 
 def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: list[list[RoundResult]],

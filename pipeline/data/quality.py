@@ -15,15 +15,14 @@ Each rule's name is the rejected document's ``rule``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import numpy as np
 import regex
 
-from pipeline.config.schema import C4Step, FineWebStep, GopherQualityStep, GopherRepetitionStep
+from pipeline.config.schema import bounded
 from pipeline.data import minhash
+from pipeline.data.record import Answer, Document, Drop, Rewrite, TextRule
 
 _BULLETS = ("•", "●", "◦", "‣", "⁃", "▪", "▫", "-", "*", "·", "–")
 _ELLIPSES = ("...", "…")
@@ -36,24 +35,25 @@ _SENTENCE_TERMINAL = regex.compile(r"\p{Sentence_Terminal}")  # FineWeb's "punct
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
 
 
-_NO_LINES_REMOVED: Mapping[str, int] = MappingProxyType({})
-
-
-class KeepsText:
-    """A filter that only decides: it leaves each document's text as it is."""
-
-    def rewrite(self, text: str) -> tuple[str, Mapping[str, int]]:
-        return text, _NO_LINES_REMOVED
-
-    def decide(self, text: str) -> tuple[str | None, tuple[str, float] | None]:
-        """The rule that drops ``text`` (None to keep it), and what the step learnt of it: nothing here."""
-        return self.reject(text), None  # type: ignore[attr-defined]
-
-
 @dataclass(frozen=True)
-class GopherQuality(KeepsText):
-    settings: GopherQualityStep
-    name: str = "gopher_quality"
+class GopherQualityStep:
+    """Gopher's quality rules (Rae et al. 2021, A.1.1): drop a document outside these bounds."""
+
+    min_words: int = bounded(50, low=0)
+    max_words: int = bounded(100_000, low=0)
+    min_mean_word_length: float = bounded(3.0, low=0.0)
+    max_mean_word_length: float = bounded(10.0, low=0.0)
+    max_symbol_word_ratio: float = bounded(0.1, low=0.0)  # "#" per word, and "..." per word
+    max_bullet_lines: float = bounded(0.9, low=0.0, high=1.0)
+    max_ellipsis_lines: float = bounded(0.3, low=0.0, high=1.0)
+    min_alphabetic_words: float = bounded(0.8, low=0.0, high=1.0)
+    min_stop_words: int = bounded(2, low=0)
+    stop_words: tuple[str, ...] = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+
+class GopherQuality(TextRule):
+    name = "gopher_quality"
+    Settings = GopherQualityStep
 
     def reject(self, text: str) -> str | None:
         rules = self.settings
@@ -79,9 +79,20 @@ class GopherQuality(KeepsText):
 
 
 @dataclass(frozen=True)
-class GopherRepetition(KeepsText):
-    settings: GopherRepetitionStep
-    name: str = "gopher_repetition"
+class GopherRepetitionStep:
+    """Gopher's repetition rules (Rae et al. 2021, table A1): drop a document that repeats itself more."""
+
+    max_duplicate_lines: float = bounded(0.3, low=0.0, high=1.0)
+    max_duplicate_paragraphs: float = bounded(0.3, low=0.0, high=1.0)
+    max_duplicate_line_chars: float = bounded(0.2, low=0.0, high=1.0)
+    max_duplicate_paragraph_chars: float = bounded(0.2, low=0.0, high=1.0)
+    max_top_ngram_chars: tuple[float, ...] = (0.20, 0.18, 0.16)  # the n-grams of 2, 3, 4 words
+    max_duplicate_ngram_chars: tuple[float, ...] = (0.15, 0.14, 0.13, 0.12, 0.11, 0.10)  # of 5 to 10 words
+
+
+class GopherRepetition(TextRule):
+    name = "gopher_repetition"
+    Settings = GopherRepetitionStep
 
     def reject(self, text: str) -> str | None:
         rules = self.settings
@@ -110,17 +121,40 @@ class GopherRepetition(KeepsText):
 
 
 @dataclass(frozen=True)
-class C4(KeepsText):
+class C4Step:
+    """C4's rules (Raffel et al. 2020, section 2.2): lines kept only when they end in terminal punctuation,
+    have ``min_words_per_line`` words and mention neither JavaScript nor a cookie or terms policy; pages
+    dropped with fewer than ``min_sentences`` sentences left, "lorem ipsum" or a curly bracket."""
+
+    min_words_per_line: int = bounded(3, low=0)
+    min_sentences: int = bounded(5, low=0)
+    max_word_length: int = bounded(1000, low=1)
+    terminal_punctuation: bool = True
+    javascript_lines: bool = True  # drop the lines that mention javascript
+    policy_lines: bool = True  # drop the lines that mention terms of use, privacy or cookie policies
+    lorem_ipsum: bool = True  # drop the pages with "lorem ipsum"
+    curly_bracket: bool = True  # drop the pages with "{" (code)
+    citations: bool = True  # remove citation markers such as [1] and [citation needed] from lines
+
+
+class C4(TextRule):
     """C4's line rules remove lines (counted by rule); its page rules then drop the document, looking at the
     lines kept, as TensorFlow Datasets' C4 code does. A line ending in an ellipsis has no terminal
     punctuation. Sentences are counted as runs of ``.``, ``!`` or ``?`` (then closing quotes or brackets) before
     whitespace or the end, where C4 used a sentence tokenizer.
     """
 
-    settings: C4Step
-    name: str = "c4"
+    name = "c4"
+    Settings = C4Step
+    rewrites = True
 
-    def rewrite(self, text: str) -> tuple[str, Mapping[str, int]]:
+    def apply(self, document: Document) -> Answer:
+        """The lines kept, or the page rule that drops what they make (with the lines removed either way)."""
+        text, removed = self.rewrite(document.text)
+        rule = self.reject(text)
+        return Rewrite(text, removed) if rule is None else Drop(rule, removed, text)
+
+    def rewrite(self, text: str) -> tuple[str, dict[str, int]]:
         """The lines C4 keeps, joined by newlines, and how many lines each line rule removed."""
         kept, removed = [], {}
         for line in text.split("\n"):
@@ -171,11 +205,23 @@ class C4(KeepsText):
 
 
 @dataclass(frozen=True)
-class FineWeb(KeepsText):
+class FineWebStep:
+    """FineWeb's own rules (Penedo et al. 2024, section 3.4): drop a document when at most
+    ``min_punctuated_lines`` of its lines end in punctuation, at least ``max_duplicate_line_chars`` of its
+    characters are in repeated lines, or at least ``max_short_lines`` of its lines are shorter than
+    ``short_line_chars``."""
+
+    min_punctuated_lines: float = bounded(0.12, low=0.0, high=1.0)
+    max_duplicate_line_chars: float = bounded(0.1, low=0.0, high=1.0)
+    max_short_lines: float = bounded(0.67, low=0.0, high=1.0)
+    short_line_chars: int = bounded(30, low=0)
+
+
+class FineWeb(TextRule):
     """FineWeb's three rules, on the non-blank lines (a document without one has no line to judge)."""
 
-    settings: FineWebStep
-    name: str = "fineweb"
+    name = "fineweb"
+    Settings = FineWebStep
 
     def reject(self, text: str) -> str | None:
         rules = self.settings

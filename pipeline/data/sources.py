@@ -21,73 +21,29 @@ opts into ``replace`` or ``skip`` (drop the document).
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import gzip
-import io
-import json
 import os
-import sys
-import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
 
 from pipeline.config import SourceConfig
+from pipeline.data.reading import (
+    CHUNK,
+    STDIN,
+    Piece,
+    Reader,
+    Record,
+    SourceFile,
+    TextDecoder,
+    open_binary,
+)
+from pipeline.data.record import parse_field
+from pipeline.data.registry import READERS
+from pipeline.data.user_code import resolve
 from pipeline.engine import storage
-from pipeline.errors import DataError, json_error_reason, shorten
+from pipeline.errors import ConfigError, DataError
 
-STDIN = "-"
-"""A source path that stands for standard input (on the command line)."""
-NAMED_SEPARATORS = ("document", "blank_line", "line")  # any other .txt separator is a literal string
-TEXT_LIKE = (".txt", ".text", ".md", ".markdown", ".rst", ".adoc", ".org", ".tex", ".html", ".htm", ".xml",
-             ".py", ".pyi", ".c", ".h", ".cc", ".cpp", ".hpp", ".java", ".js", ".ts", ".go", ".rs", ".rb", ".sh",
-             ".css", ".sql", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".log")
-"""Extensions read as plain text (``txt``): prose, markup and source code."""
-_FORMATS = {**dict.fromkeys(TEXT_LIKE, "txt"), ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
-_CHUNK = 1 << 20
 _PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
-_PARQUET_BATCH = 1024
-
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """One raw file and how to read it (``format`` resolved from the extension)."""
-
-    path: Path | str  # a URL (str) for a remote file
-    format: str
-    separator: str
-    field: str
-    field_advice: str = "set field: in data.sources"  # where the user names another field or column
-    source: int = 0  # its entry in data.sources, which prepare's stats account per
-
-
-class TextDecoder:
-    """The one UTF-8 decoding policy: ``error``, ``replace`` or ``skip``; counts skipped documents and notes
-    the ``(separator, file)`` of each file that a literal separator never split (``unsplit``)."""
-
-    def __init__(self, on_error: str = "error", *,
-                 advice: str = "set prepare.on_decode_error to 'replace' or 'skip'"):
-        self.on_error = on_error
-        self.advice = advice
-        self.skipped = 0
-        self.unsplit: list[tuple[str, str]] = []
-
-    def decode(self, data: bytes, *, path: Path | str, offset: int) -> str | None:
-        """Decode one document's bytes found at ``offset`` in ``path``; None if skipped."""
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if self.on_error == "replace":
-                return data.decode("utf-8", errors="replace")
-            if self.on_error == "skip":
-                self.skipped += 1
-                return None
-            where = " of the decompressed data" if _gzipped(path) else ""
-            raise DataError(f"{path}: invalid UTF-8 at byte offset {offset + exc.start}{where}; fix the file "
-                            f"or {self.advice}") from None
 
 
 def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".",
@@ -112,7 +68,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(path, source, index) for path in matches)
+        files.extend(_source_file(path, source, index, os.fspath(base)) for path in matches)
     return files
 
 
@@ -132,24 +88,6 @@ def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
 
 
 _OPTION_ADVICE = {"jsonl": "pass --field NAME", "parquet": "pass --column NAME"}  # the command line's own options
-
-
-@dataclass(frozen=True)
-class Piece:
-    """``file``'s bytes ``[start, end)``, or its row groups ``[start, end)`` for Parquet; ``end`` None
-    means to the end of the file. ``size`` is its bytes (Parquet: its row groups' total byte size)."""
-
-    file: SourceFile
-    start: int = 0
-    end: int | None = None
-    size: int = 0
-
-    def describe(self) -> str:
-        """The piece as error messages and logs name it."""
-        if self.start == 0 and self.end is None:
-            return str(self.file.path)
-        unit = "row groups" if self.file.format == "parquet" else "bytes"
-        return f"{self.file.path} {unit} {self.start}-{'end' if self.end is None else self.end}"
 
 
 @dataclass(frozen=True)
@@ -190,47 +128,26 @@ def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[P
 
 
 def _file_pieces(file: SourceFile, partition_bytes: int) -> list[Piece]:
-    if file.format == "parquet" and not _gzipped(file.path):
-        return [Piece(file, start, end, size) for start, end, size in _row_group_ranges(file, partition_bytes)]
-    file_size = storage.size(file.path)
-    if not _splits_by_line(file):
-        return [Piece(file, 0, None, file_size)]
-    starts = range(0, max(file_size, 1), partition_bytes)
-    return [Piece(file, start, None if start == starts[-1] else start + partition_bytes,
-                  min(partition_bytes, file_size - start)) for start in starts]
+    return reader_of(file).pieces(file, partition_bytes)
 
 
-def _splits_by_line(file: SourceFile) -> bool:
-    return not _gzipped(file.path) and (file.format == "jsonl" or (file.format == "txt" and file.separator == "line"))
-
-
-def _row_group_ranges(file: SourceFile, partition_bytes: int) -> list[tuple[int, int | None, int]]:
-    """Runs of consecutive row groups of about ``partition_bytes`` bytes each, with their bytes."""
-    with _open_binary(file.path) as stream:
-        groups = _parquet_file(file, stream).metadata
-    ranges, start, size = [], 0, 0
-    for index in range(groups.num_row_groups):
-        size += groups.row_group(index).total_byte_size
-        if size >= partition_bytes:
-            ranges.append((start, index + 1, size))
-            start, size = index + 1, 0
-    if start < groups.num_row_groups or not ranges:
-        ranges.append((start, None, size))
-    else:
-        ranges[-1] = (ranges[-1][0], None, ranges[-1][2])
-    return ranges
+def reader_of(file: SourceFile) -> Reader:
+    """The registered reader of the file's format."""
+    return READERS[file.format]
 
 
 def read_partition(partition: Partition, decoder: TextDecoder) -> Iterator[str]:
     """The documents of one partition, streamed; small remote files are fetched several at a time."""
-    for _, documents in read_partition_pieces(partition, decoder):
-        yield from documents
+    for _, records in read_partition_pieces(partition, decoder):
+        for text, _ in records:
+            yield text
 
 
-def read_partition_pieces(partition: Partition, decoder: TextDecoder) -> Iterator[tuple[Piece, Iterator[str]]]:
-    """Each piece of one partition with its documents, streamed (read them before asking for the next piece)."""
+def read_partition_pieces(partition: Partition, decoder: TextDecoder) -> Iterator[tuple[Piece, Iterator[Record]]]:
+    """Each piece of one partition with its documents and their metadata, streamed (read them before asking for
+    the next piece)."""
     for piece, data in _prefetched(partition.pieces):
-        yield piece, _read_piece(piece, decoder, data)
+        yield piece, read_piece_records(piece, decoder, data)
 
 
 def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]:
@@ -262,19 +179,15 @@ def read_documents(file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
 
 
 def _read_piece(piece: Piece, decoder: TextDecoder, data: bytes | None = None) -> Iterator[str]:
-    """The documents of one piece, from ``data`` (the file's bytes) when given, else from the file."""
-    file = piece.file
-    if file.format == "parquet":
-        yield from _read_parquet(file, piece.start, piece.end, data)
-        return
-    with _open_binary(file.path, data) as stream:
-        if piece.start or piece.end is not None:
-            stream.seek(piece.start)
-        lines = _lines(stream, piece.start, piece.end)
-        if file.format == "jsonl":
-            yield from _read_jsonl(lines, file, decoder)
-        else:
-            yield from _read_txt(stream, lines, file, decoder)
+    """The texts of one piece, from ``data`` (the file's bytes) when given, else from the file."""
+    for text, _ in read_piece_records(piece, decoder, data):
+        yield text
+
+
+def read_piece_records(piece: Piece, decoder: TextDecoder, data: bytes | None = None) -> Iterator[Record]:
+    """The documents of one piece with their metadata, from ``data`` (the file's bytes) when given."""
+    with open_binary(piece.file.path, data) as stream:
+        yield from reader_of(piece.file).read(piece, stream, decoder)
 
 
 def read_document_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tuple[str, bool]]:
@@ -288,9 +201,9 @@ def read_document_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tup
         for text in read_documents(file, decoder):
             yield text, True
         return
-    with _open_binary(file.path) as stream:
+    with open_binary(file.path) as stream:
         offset, held = 0, b""
-        while data := stream.read(_CHUNK):
+        while data := stream.read(CHUNK):
             data = held + data
             cut = _decoding_restart(data)
             yield decoder.decode(data[:cut], path=file.path, offset=offset), False
@@ -312,209 +225,48 @@ def _decoding_restart(data: bytes) -> int:
     return len(data)
 
 
-def _gzipped(path: Path | str) -> bool:
-    return storage.name_of(path).endswith(".gz")
-
-
-def _source_file(path: Path | str, source: SourceConfig, index: int) -> SourceFile:
+def _source_file(path: Path | str, source: SourceConfig, index: int, root: str) -> SourceFile:
+    key = f"data.sources[{index}]"
+    metadata = tuple(parse_field(spec, f"{key}.metadata") for spec in source.metadata)
+    if source.reader is not None:
+        code = resolve(source.reader, root=root, key=f"{key}.reader")
+        return SourceFile(path, "custom", source.separator, source.field, source=index, metadata=metadata, code=code)
     fmt = source.format if source.format != "auto" else _format_from_name(path)
-    return SourceFile(path=path, format=fmt, separator=source.separator, field=source.field, source=index)
+    if fmt not in READERS:
+        raise ConfigError(f"{key}.format {fmt!r} is not a reader; known: auto, {', '.join(READERS)}")
+    if metadata and fmt == "txt":
+        raise ConfigError(f"{key}.metadata: {path} is read as text, which has no fields to keep; metadata needs "
+                          ".jsonl, .parquet or a reader that gives them")
+    return SourceFile(path, fmt, source.separator, source.field, source=index, metadata=metadata)
 
 
 def _format_from_name(path: Path | str) -> str:
     fmt = format_of(path)
     if fmt is None:
-        raise DataError(f"{path}: cannot tell the format from the extension (known: .jsonl, .ndjson, .parquet, "
-                        "and as text .txt, .md, .py and other text-like ones, optionally .gz); narrow the glob or "
-                        "set format: in data.sources")
+        known = ", ".join(ext for reader in READERS.values() for ext in reader.extensions if ext not in ("txt",))
+        raise DataError(f"{path}: cannot tell the format from the extension (known: {_shorten_list(known)}, "
+                        "optionally .gz); narrow the glob or set format: in data.sources")
     return fmt
 
 
-# -- txt ------------------------------------------------------------------
-
-
-def _read_txt(stream: BinaryIO, lines: Iterator[tuple[int, bytes]], file: SourceFile,
-              decoder: TextDecoder) -> Iterator[str]:
-    if file.separator == "line":
-        pieces = ((offset, line.rstrip(b"\r\n") if line.endswith(b"\n") else line) for offset, line in lines)
-    elif file.separator == "blank_line":
-        pieces = _split_blank_lines(stream)
-    elif file.separator == "document":
-        pieces = iter([(0, stream.read())])
-    else:
-        pieces = _split_literal(stream, file.separator.encode("utf-8"),
-                                if_absent=lambda: decoder.unsplit.append((file.separator, str(file.path))))
-    for offset, data in pieces:
-        text = decoder.decode(data, path=file.path, offset=offset)
-        if text is not None:
-            yield text
-
-
-def unsplit_warning(separator: str, files: list[str], shown: int = 3) -> str:
-    """``warning: the separator 'blankline' never occurs in raw/a.txt: ...; did you mean 'blank_line'?``"""
-    names = ", ".join(sorted(files)[:shown]) + (f" and {len(files) - shown} more files" if len(files) > shown else "")
-    close = difflib.get_close_matches(separator, NAMED_SEPARATORS, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    each = "each is" if len(files) > 1 else "it is"
-    return f"warning: the separator {separator!r} never occurs in {names}: {each} one document{hint}"
-
-
-def _lines(stream: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, bytes]]:
-    """Each line (with its terminator) that starts in ``[start, end)`` of a stream positioned at ``start``.
-
-    A range that does not start the file begins after the first newline at or after ``start - 1``:
-    the line running through ``start`` belongs to the range before.
-    """
-    offset = start
-    if start > 0:
-        stream.seek(start - 1)
-        offset = start - 1 + len(stream.readline())
-    for line in stream:
-        if end is not None and offset >= end:
-            return
-        yield offset, line
-        offset += len(line)
-
-
-def _split_blank_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """Runs of non-blank lines; a line of only spaces/tabs counts as blank. The last newline is dropped."""
-    start, offset, lines = 0, 0, []
-    for line in stream:
-        if line.strip(b" \t\r\n"):
-            if not lines:
-                start = offset
-            lines.append(line)
-        elif lines:
-            yield start, b"".join(lines).rstrip(b"\r\n")
-            lines = []
-        offset += len(line)
-    if lines:
-        yield start, b"".join(lines).rstrip(b"\r\n")
-
-
-def _split_literal(stream: BinaryIO, separator: bytes, if_absent: Callable[[], None]) -> Iterator[tuple[int, bytes]]:
-    """Split on an exact byte string, reading fixed-size chunks (safe: UTF-8 is self-synchronising).
-
-    Each chunk is scanned once: the search resumes where the previous one
-    could still have matched. An empty piece after the last separator is
-    not a document. A text the separator never occurs in (a misspelt
-    ``blankline`` is such a literal) calls ``if_absent`` once read.
-    """
-    buffer, start, scan = bytearray(), 0, 0
-    while chunk := stream.read(_CHUNK):
-        buffer += chunk
-        pos = 0
-        while (at := buffer.find(separator, max(pos, scan))) != -1:
-            yield start, bytes(buffer[pos:at])
-            start += at + len(separator) - pos
-            pos = at + len(separator)
-        del buffer[:pos]
-        scan = max(0, len(buffer) - len(separator) + 1)
-    if buffer:
-        if not start:
-            if_absent()
-        yield start, bytes(buffer)
-
-
-# -- jsonl ----------------------------------------------------------------
-
-
-def _read_jsonl(lines: Iterator[tuple[int, bytes]], file: SourceFile, decoder: TextDecoder) -> Iterator[str]:
-    for offset, line in lines:
-        text = decoder.decode(line, path=file.path, offset=offset) if line.strip() else None
-        if text is not None:
-            yield _json_field(text, file, offset)
-
-
-def _line_number(path: Path | str, offset: int) -> int:
-    """The 1-based number of the line starting at byte ``offset`` (counted only to report an error)."""
-    newlines, remaining = 0, offset
-    with _open_binary(path) as stream:
-        while remaining and (block := stream.read(min(_CHUNK, remaining))):
-            newlines += block.count(b"\n")
-            remaining -= len(block)
-    return newlines + 1
-
-
-def _json_field(line: str, file: SourceFile, offset: int) -> str:
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: bad JSON line ({json_error_reason(exc)}); "
-                        "each line must be one JSON object") from None
-    if not isinstance(record, dict):
-        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: expected a JSON object, "
-                        f"got {type(record).__name__}")
-    if file.field not in record:
-        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: no field {file.field!r} "
-                        f"(fields: {', '.join(sorted(record))}); {file.field_advice}")
-    value = record[file.field]
-    if not isinstance(value, str):
-        raise DataError(f"{file.path}:{_line_number(file.path, offset)}: field {file.field!r} must be a string, "
-                        f"got {type(value).__name__}")
-    return value
-
-
-
-# -- parquet --------------------------------------------------------------
-
-
-def _parquet_file(file: SourceFile, stream: BinaryIO) -> Any:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(stream)
-    except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{file.path}: not a readable parquet file ({exc})") from None
-    _check_column(parquet.schema_arrow, file, pa)
-    return parquet
-
-
-def _read_parquet(file: SourceFile, start: int, end: int | None, data: bytes | None) -> Iterator[str]:
-    import pyarrow as pa
-
-    with _open_binary(file.path, data) as stream:
-        parquet = _parquet_file(file, stream)
-        groups = range(start, parquet.metadata.num_row_groups if end is None else end)
-        batches = parquet.iter_batches(batch_size=_PARQUET_BATCH, columns=[file.field], row_groups=groups)
-        while (texts := _next_texts(batches, file, pa)) is not None:
-            yield from texts
-
-
-def _next_texts(batches: Iterator[Any], file: SourceFile, pa: Any) -> list[str] | None:
-    """The next batch's texts, None after the last; a corrupt page or invalid UTF-8 is a DataError."""
-    try:
-        batch = next(batches, None)
-        return None if batch is None else [text or "" for text in batch.column(0).to_pylist()]
-    except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{file.path}: corrupt parquet data ({shorten(str(exc))})") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{file.path}: column {file.field!r} holds invalid UTF-8; fix the file") from None
-
-
-def _check_column(schema: Any, file: SourceFile, pa: Any) -> None:
-    if file.field not in schema.names:
-        raise DataError(f"{file.path}: no column {file.field!r} (columns: {', '.join(schema.names)}); "
-                        f"{file.field_advice}")
-    column_type = schema.field(file.field).type
-    if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)):
-        raise DataError(f"{file.path}: column {file.field!r} must hold strings, got {column_type}")
+def _shorten_list(known: str, shown: int = 8) -> str:
+    names = known.split(", ")
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 # -- sampling (to guess how to read a file) -------------------------------
 
 
 def format_of(path: Path | str) -> str | None:
-    """``txt``, ``jsonl`` or ``parquet`` from the file name (a ``.gz`` suffix aside), or None."""
-    name = storage.name_of(path)
+    """The reader whose extensions the file name ends in (a ``.gz`` suffix aside), or None."""
+    name = storage.name_of(path).lower()
     name = name[:-3] if name.endswith(".gz") else name
-    return _FORMATS.get(os.path.splitext(name)[1].lower())
+    return next((reader.name for reader in READERS.values() if name.endswith(reader.extensions)), None)
 
 
 def head_bytes(path: Path, limit: int) -> bytes:
     """Up to ``limit`` bytes of the file's (decompressed) data."""
-    with _open_binary(path) as stream:
+    with open_binary(path) as stream:
         return stream.read(limit)
 
 
@@ -524,7 +276,7 @@ def string_column_characters(path: Path, rows: int) -> dict[str, int]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    with _open_binary(path) as stream:
+    with open_binary(path) as stream:
         try:
             parquet = pq.ParquetFile(stream)
             names = [field.name for field in parquet.schema_arrow
@@ -537,23 +289,3 @@ def string_column_characters(path: Path, rows: int) -> dict[str, int]:
     return {name: int(pc.sum(pc.utf8_length(batch.column(name))).as_py() or 0) for name in names}
 
 
-# -- opening --------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _open_binary(path: Path | str, data: bytes | None = None) -> Iterator[BinaryIO]:
-    """A buffered binary stream of the file's (decompressed) bytes, read from ``data`` when given
-    (the file's bytes, fetched already); ``-`` is standard input."""
-    if str(path) == STDIN:
-        yield sys.stdin.buffer
-        return
-    raw = storage.open_input(path) if data is None else io.BytesIO(data)
-    with io.BufferedReader(raw, buffer_size=_CHUNK) as buffered:
-        if not _gzipped(path):
-            yield buffered
-            return
-        with gzip.GzipFile(fileobj=buffered, mode="rb") as unzipped:
-            try:
-                yield unzipped  # type: ignore[misc]
-            except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-                raise DataError(f"{path}: corrupt gzip data ({exc})") from None

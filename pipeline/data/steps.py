@@ -2,97 +2,128 @@
 
 Every document passes, in order: ``read`` (decoding; rule ``decode_error``), cleaning, ``length``
 (``prepare.min_chars``/``max_chars``; rules ``empty``, ``too_short``, ``too_long``), then each step of
-``prepare.steps``: ``exact_dedup`` (rule ``duplicate``), ``near_dedup`` (rule ``near_duplicate``), and
-the filters ``gopher_quality``, ``gopher_repetition``, ``c4``, ``fineweb`` (:mod:`pipeline.data.quality`;
-``c4`` also removes lines) and ``language`` (:mod:`pipeline.data.language`). A filter decides on one document
-alone, so it runs inside a partition task; a de-duplication step needs the whole corpus, so the chain is
-cut into :class:`Segment` s, each some filters then at most one de-duplication step, and prepare runs one
-round of partition tasks per segment.
+``prepare.steps``, each an entry of :mod:`pipeline.data.registry`: the filters decide on one document alone,
+so they run inside the partition tasks; a de-duplication step needs the whole corpus, so the chain is cut
+into :class:`Segment` s, each some filters then at most one de-duplication step, and prepare runs one round
+of partition tasks per segment. A step with ``only:`` or ``except:`` applies to some sources alone (a
+de-duplication step then compares the documents of those sources among themselves).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from pipeline.config.schema import PrepareConfig, StepConfig
+from pipeline.config.schema import PrepareConfig, SourceConfig, StepConfig
 from pipeline.data.cleaning import drop_reason
-from pipeline.data.dedup import ExactDedup
-from pipeline.data.language import LanguageFilter
-from pipeline.data.near_dedup import NearDedup
-from pipeline.data.quality import C4, FineWeb, GopherQuality, GopherRepetition, KeepsText
+from pipeline.data.record import DedupStep, Document, FilterStep, MetadataField, TextRule, parse_field
+from pipeline.data.registry import STEPS
+from pipeline.errors import ConfigError
 
 READ_STEP = "read"
 DECODE_ERROR = "decode_error"
 
 
-class Filter(Protocol):
-    name: str
+class LengthFilter(TextRule):
+    """``prepare.min_chars`` and ``max_chars``: the first rule of every chain, not a step of ``prepare.steps``."""
 
-    def rewrite(self, text: str) -> tuple[str, Mapping[str, int]]:
-        """The text the step keeps of ``text`` (most keep all of it), and the lines it removed by rule."""
+    name = "length"
 
     def reject(self, text: str) -> str | None:
-        """The rule that drops the (rewritten) ``text``, or None to keep it."""
-
-    def decide(self, text: str) -> tuple[str | None, tuple[str, float] | None]:
-        """:meth:`reject`'s rule, and the language and its probability when the step identifies one."""
+        return drop_reason(text, min_chars=self.settings.min_chars, max_chars=self.settings.max_chars)
 
 
 @dataclass(frozen=True)
-class LengthFilter(KeepsText):
-    min_chars: int
-    max_chars: int | None
-    name: str = "length"
+class Scoped:
+    """A step and the sources it applies to (None: every source)."""
 
-    def reject(self, text: str) -> str | None:
-        return drop_reason(text, min_chars=self.min_chars, max_chars=self.max_chars)
+    step: FilterStep | DedupStep
+    sources: frozenset[int] | None = None
 
-
-Dedup = ExactDedup | NearDedup
+    def applies(self, document: Document) -> bool:
+        return self.sources is None or document.source in self.sources
 
 
 @dataclass(frozen=True)
 class Segment:
     """Filters applied in order in a partition task, then the de-duplication step that follows them."""
 
-    filters: tuple[Filter, ...]
-    dedup: Dedup | None
+    filters: tuple[Scoped, ...]
+    dedup: Scoped | None
 
 
-def identifies_language(chain: tuple[Segment, ...]) -> bool:
-    """Whether the chain has a ``language`` step, whose findings the kept parts then record."""
-    return any(isinstance(check, LanguageFilter) for segment in chain for check in segment.filters)
+@dataclass(frozen=True)
+class Chain:
+    """The segments of the configured chain (the last has no de-duplication step), and the metadata fields its
+    documents carry: the sources' then the steps', in order, each a column of the kept parts and ``rejected/``."""
+
+    segments: tuple[Segment, ...]
+    fields: tuple[MetadataField, ...]
+
+    @property
+    def rewrites(self) -> bool:
+        """Whether a step may rewrite documents (so that ``rejected/`` keeps what the rewrites left)."""
+        return any(scoped.step.rewrites for segment in self.segments for scoped in segment.filters)
+
+    @property
+    def code_files(self) -> tuple[str, ...]:
+        """The files of the user's code the steps run."""
+        return tuple(file for segment in self.segments for scoped in segment.filters
+                     for file in getattr(scoped.step, "code_files", ()))
+
+    def load(self) -> None:
+        """Import the user's steps here, so that a broken one fails before any task runs."""
+        for segment in self.segments:
+            for scoped in segment.filters:
+                if hasattr(scoped.step, "load"):
+                    scoped.step.load()
 
 
-def build_chain(settings: PrepareConfig) -> tuple[Segment, ...]:
-    """The segments of the configured chain; the last has no de-duplication step."""
+def build_chain(settings: PrepareConfig, sources: Sequence[SourceConfig] = (), *, root: str = ".") -> Chain:
+    """The configured chain; a user's step's file is relative to ``root`` (the config's directory)."""
     segments: list[Segment] = []
-    filters: list[Filter] = [LengthFilter(settings.min_chars, settings.max_chars)]
-    for step in settings.steps:
-        made = _step(step, settings)
-        if isinstance(made, (ExactDedup, NearDedup)):
-            segments.append(Segment(tuple(filters), made))
+    filters: list[Scoped] = [Scoped(LengthFilter(settings))]
+    fields = [parse_field(spec, f"data.sources[{i}].metadata") for i, source in enumerate(sources)
+              for spec in source.metadata]
+    for index, item in enumerate(settings.steps):
+        key = f"prepare.steps[{index}].{item.name}"
+        scoped = Scoped(_step(item, key, settings, root), _scope(item, sources))
+        if isinstance(scoped.step, DedupStep):
+            segments.append(Segment(tuple(filters), scoped))
             filters = []
         else:
-            filters.append(made)
-    return (*segments, Segment(tuple(filters), None))
+            if hasattr(scoped.step, "inherited"):
+                scoped.step.inherited = frozenset(field.name for field in fields)
+            fields += scoped.step.metadata
+            filters.append(scoped)
+    return Chain((*segments, Segment(tuple(filters), None)), _distinct(fields))
 
 
-def _step(step: StepConfig, settings: PrepareConfig) -> Filter | Dedup:
-    """The step an item of ``prepare.steps`` names (the config allows exactly one key per item)."""
-    if step.exact_dedup is not None:
-        return ExactDedup(settings.dedup_buckets)
-    if step.near_dedup is not None:
-        return NearDedup(step.near_dedup)
-    if step.gopher_quality is not None:
-        return GopherQuality(step.gopher_quality)
-    if step.gopher_repetition is not None:
-        return GopherRepetition(step.gopher_repetition)
-    if step.c4 is not None:
-        return C4(step.c4)
-    if step.fineweb is not None:
-        return FineWeb(step.fineweb)
-    assert step.language is not None
-    return LanguageFilter(step.language)
+def _step(item: StepConfig, key: str, settings: PrepareConfig, root: str) -> FilterStep | DedupStep:
+    """The step an item of ``prepare.steps`` names, with its settings (the step's defaults where none were given)."""
+    cls = STEPS[item.name]
+    step_settings = item.settings if item.settings is not None else cls.Settings()
+    if item.name == "custom":
+        return cls(step_settings, root=root, key=key)  # type: ignore[call-arg]
+    return cls(step_settings)
+
+
+def _scope(item: StepConfig, sources: Sequence[SourceConfig]) -> frozenset[int] | None:
+    """The indexes of the sources the step applies to, from its ``only:`` or ``except:`` names (the config's
+    validation checked that they name sources)."""
+    if not item.only and not item.except_:
+        return None
+    named = {source.name: index for index, source in enumerate(sources) if source.name is not None}
+    if item.only:
+        return frozenset(named[name] for name in item.only)
+    return frozenset(range(len(sources))) - {named[name] for name in item.except_}
+
+
+def _distinct(fields: list[MetadataField]) -> tuple[MetadataField, ...]:
+    """Each field once, in first-seen order; one name given two types is a ConfigError."""
+    seen: dict[str, MetadataField] = {}
+    for field in fields:
+        if seen.setdefault(field.name, field).type != field.type:
+            raise ConfigError(f"metadata {field.name!r} is declared both {seen[field.name].type} and {field.type}; "
+                              "give it one type (data.sources[i].metadata and the steps' metadata)")
+    return tuple(seen.values())

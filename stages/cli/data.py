@@ -15,7 +15,7 @@ import click
 
 from pipeline.config import EXPORT_FORMATS, Config
 from pipeline.data.accounting import source_table, source_warnings
-from pipeline.data.documents import SPLITS
+from pipeline.data.documents import SPLITS, document_metadata
 from pipeline.data.prepare import STATS_FILE
 from pipeline.engine import storage
 from pipeline.errors import ConfigError
@@ -120,3 +120,6 @@ def locate_command(split: str, token: int, row: bool, config: Config) -> None:
     click.echo(f"{split} {'row' if row else 'token'} {token:,}: {shard.path} row {index:,} ({end - start:,} tokens)")
     click.echo(f"source: {named}")
     click.echo(f"document: {shard.document_id(index)}")
+    metadata = document_metadata(config.output_path(config.prepare.output_dir), split, shard.document_id(index))
+    for name, value in (metadata or {}).items():
+        click.echo(f"{name}: {value}")

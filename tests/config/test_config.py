@@ -18,6 +18,8 @@ from pipeline.config import (
     load_config_with_origins,
     parse_config,
 )
+from pipeline.config.schema import PrepareConfig, StepConfig
+from pipeline.data.dedup import ExactDedupStep
 from pipeline.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +45,8 @@ def test_shipped_configs_load():
 
 def test_empty_file_gives_all_defaults(tmp_path):
     config = load_config(write_config(tmp_path, ""))
-    assert config == Config()
+    default_chain = (StepConfig("exact_dedup", ExactDedupStep()),)  # the schema's default, with the step's defaults
+    assert config == Config(prepare=PrepareConfig(steps=default_chain))
     assert config.train.steps == 300 and config.tokenizer.special_tokens == ("<|endoftext|>",)
 
 
@@ -122,8 +125,8 @@ def test_overrides_parse_yaml_scalars(tmp_path):
         ("", ("train.seed=" + "9" * 5000,), "--set train.seed: the integer 99999999999999999999... has too many"),
         ("train: {seed: " + "9" * 5000 + "}\n", (), "line 1: the integer 99999999999999999999... has too many"),
         # a bucket number is computed in 64 bits in a worker: more buckets was an OverflowError there
-        ("", ("prepare.dedup_buckets=18446744073709551616",),
-         "prepare.dedup_buckets must be an integer >= 1 and <= 65536, got 18446744073709551616"),
+        ("prepare: {steps: [{exact_dedup: {}}]}\n", ("prepare.steps.0.exact_dedup.buckets=18446744073709551616",),
+         "prepare.steps[0].exact_dedup.buckets must be an integer >= 1 and <= 65536, got 18446744073709551616"),
         ("prepare: {steps: [{near_dedup: {buckets: 100000}}]}\n", (),
          "prepare.steps[0].near_dedup.buckets must be an integer >= 1 and <= 65536, got 100000"),
     ],

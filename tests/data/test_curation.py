@@ -11,8 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import lmprep_in_cwd
 
-from pipeline.config.schema import ExactDedupStep, LanguageStep, NearDedupStep, PrepareConfig, SourceConfig, StepConfig
+from pipeline.config.schema import PrepareConfig, SourceConfig, StepConfig
+from pipeline.data.dedup import ExactDedupStep
 from pipeline.data.documents import iter_documents, iter_records, iter_split_documents
+from pipeline.data.language import LanguageStep
+from pipeline.data.near_dedup import NearDedupStep
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import expand_sources
 from pipeline.engine.executor import Tasks
@@ -42,8 +45,8 @@ def prepare(root: Path, *steps: StepConfig, workers: int = 2, **settings) -> dic
     return json.loads((out / "stats.json").read_text())
 
 
-EXACT = StepConfig(exact_dedup=ExactDedupStep())
-NEAR = StepConfig(near_dedup=NearDedupStep(shingle_size=2, threshold=0.7, buckets=3))
+EXACT = StepConfig("exact_dedup", ExactDedupStep())
+NEAR = StepConfig("near_dedup", NearDedupStep(shingle_size=2, threshold=0.7, buckets=3))
 
 
 def rejected(root: Path) -> list[tuple]:
@@ -156,7 +159,7 @@ def test_near_dedup_cuts_sharply_at_its_threshold(tmp_path):
     assert all(row[5] == f"raw/d.jsonl#{int(row[2].rpartition('#')[2]) - 40}" for row in rows)
 
 
-NEAR_DEFAULTS = StepConfig(near_dedup=NearDedupStep())
+NEAR_DEFAULTS = StepConfig("near_dedup", NearDedupStep())
 
 
 def test_near_dedup_verifies_its_candidates_a_chunk_at_a_time_with_the_same_result(raw, monkeypatch):
@@ -175,7 +178,7 @@ def test_kept_parts_name_each_documents_source_and_id_and_its_language_when_iden
     assert rows[:2] == [("Q: hi\nA: hello", 0, "raw/qa.txt#0"), ("Q: x\nA: y", 0, "raw/qa.txt#1")]
     assert rows[-1] == ("file_4.py", 2, "raw/code.parquet#4")  # its field is the name column
     # the language identified in the first round reaches the kept parts across the de-duplication round
-    language = StepConfig(language=LanguageStep(languages=(), min_score=0.0))
+    language = StepConfig("language", LanguageStep(languages=(), min_score=0.0))
     prepare(raw, language, EXACT)
     rows = list(iter_records(raw / "prepared" / "train" / "part-00000.arrow"))
     story = next(row for row in rows if row[0] == STORY)

@@ -33,9 +33,18 @@ from datatrove.pipeline.filters import (
 )
 from datatrove.utils.word_tokenizers import WordTokenizer
 
-from pipeline.config.schema import C4Step, FineWebStep, GopherQualityStep, GopherRepetitionStep
+from pipeline.data import record
 from pipeline.data.cleaning import clean_text
-from pipeline.data.quality import C4, FineWeb, GopherQuality, GopherRepetition
+from pipeline.data.quality import (
+    C4,
+    C4Step,
+    FineWeb,
+    FineWebStep,
+    GopherQuality,
+    GopherQualityStep,
+    GopherRepetition,
+    GopherRepetitionStep,
+)
 
 AGREEMENT = 0.999
 EPSILON = 1e-9
@@ -209,8 +218,9 @@ def test_keeps_and_drops_what_datatrove_does(step, documents, translated):
     ours, (theirs, given) = LMPREP[step], translated[step]
     disagreements, texts_differ, dropped = [], [], 0
     for index, text in enumerate(documents):
-        kept_text, _ = ours.rewrite(text)
-        rule = ours.reject(kept_text)
+        answer = ours.apply(record.Document(text, 0, str(index)))
+        rule = answer.rule if isinstance(answer, record.Drop) else None
+        kept_text = answer.text if isinstance(answer, record.Rewrite) else text
         document = Document(text=given(text), id=str(index))
         verdict = theirs.filter(document)
         dropped += rule is not None

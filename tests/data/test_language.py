@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config.schema import LanguageStep
-from pipeline.data.language import LanguageFilter, identify
+from pipeline.data.language import LanguageFilter, LanguageStep, identify
 
 ARTICLE_1 = {
     "en": "All human beings are born free and equal in dignity and rights. They are endowed with reason and "

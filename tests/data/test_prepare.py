@@ -16,6 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import PrepareConfig, SourceConfig
+from pipeline.config.schema import StepConfig
+from pipeline.data.dedup import ExactDedupStep
 from pipeline.data.documents import iter_split_documents, text_column
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import expand_sources
@@ -99,7 +101,8 @@ def test_dedup_across_partitions_and_buckets_keeps_exactly_the_first_copy(tmp_pa
     outputs = []
     for partition_bytes, buckets in ((10**9, 1), (300, 5), (300, 16)):
         out = tmp_path / f"out-{partition_bytes}-{buckets}"
-        settings = PrepareConfig(val_fraction=0.0, partition_bytes=partition_bytes, dedup_buckets=buckets)
+        settings = PrepareConfig(val_fraction=0.0, partition_bytes=partition_bytes,
+                                 steps=(StepConfig("exact_dedup", ExactDedupStep(buckets=buckets)),))
         with ThreadPoolExecutor(2) as pool:
             stats = prepare_corpus(files, settings, out, tasks=Tasks(pool))
         assert list(iter_split_documents(out, "train")) == first_copies

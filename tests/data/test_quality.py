@@ -7,17 +7,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.config.schema import (
-    C4Step,
-    FineWebStep,
-    GopherQualityStep,
-    GopherRepetitionStep,
-    PrepareConfig,
-    SourceConfig,
-    StepConfig,
-)
+from pipeline.config.schema import PrepareConfig, SourceConfig, StepConfig
 from pipeline.data.prepare import prepare_corpus
-from pipeline.data.quality import C4, FineWeb, GopherQuality, GopherRepetition
+from pipeline.data.quality import (
+    C4,
+    C4Step,
+    FineWeb,
+    FineWebStep,
+    GopherQuality,
+    GopherQualityStep,
+    GopherRepetition,
+    GopherRepetitionStep,
+)
 from pipeline.data.sources import expand_sources
 from pipeline.engine.executor import Tasks
 
@@ -80,7 +81,7 @@ def test_the_filters_run_as_steps_of_prepare_and_say_why(tmp_path):
     (tmp_path / "raw").mkdir()
     documents = [PROSE, "too short to be a page", PROSE + " " + " ".join(["buy now"] * 40)]
     (tmp_path / "raw" / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in documents))
-    steps = (StepConfig(gopher_quality=GopherQualityStep()), StepConfig(gopher_repetition=GopherRepetitionStep()))
+    steps = (StepConfig("gopher_quality", GopherQualityStep()), StepConfig("gopher_repetition", GopherRepetitionStep()))
     with ThreadPoolExecutor(1) as pool:
         stats = prepare_corpus(expand_sources([SourceConfig("raw/*.jsonl")], root=tmp_path),
                                PrepareConfig(steps=steps, val_fraction=0.0), tmp_path / "out", tasks=Tasks(pool))
@@ -134,7 +135,7 @@ def test_lines_removed_show_in_the_stats_of_their_source(tmp_path):
     (tmp_path / "raw" / "d.jsonl").write_text(json.dumps({"text": PAGE}) + "\n" + json.dumps({"text": "menu"}) + "\n")
     with ThreadPoolExecutor(1) as pool:
         stats = prepare_corpus(expand_sources([SourceConfig("raw/*.jsonl")], root=tmp_path),
-                               PrepareConfig(steps=(StepConfig(c4=C4Step()),), val_fraction=0.0), tmp_path / "out",
+                               PrepareConfig(steps=(StepConfig("c4", C4Step()),), val_fraction=0.0), tmp_path / "out",
                                tasks=Tasks(pool))
     source = stats.to_dict()["sources"][0]
     assert source["lines_removed"] == {"c4/javascript": 1, "c4/no_terminal_punctuation": 3, "c4/policy": 1}

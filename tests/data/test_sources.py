@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import SourceConfig
+from pipeline.data.readers import unsplit_warning
 from pipeline.data.sources import (
     SourceFile,
     TextDecoder,
@@ -23,7 +24,6 @@ from pipeline.data.sources import (
     read_document_pieces,
     read_documents,
     read_partition,
-    unsplit_warning,
 )
 from pipeline.errors import DataError, StorageError
 
@@ -66,9 +66,9 @@ def test_literal_separator_round_trips(tmp_path_factory, pieces):
 
 
 def test_literal_separator_across_chunk_boundary(tmp_path, monkeypatch):
-    import pipeline.data.sources as sources
+    import pipeline.data.readers as readers
 
-    monkeypatch.setattr(sources, "_CHUNK", 4)
+    monkeypatch.setattr(readers, "CHUNK", 4)
     write(tmp_path / "a.txt", "abc<|SEP|>defgh<|SEP|>i")
     assert read_all(tmp_path, SourceConfig("a.txt", separator="<|SEP|>")) == ["abc", "defgh", "i"]
 
@@ -97,7 +97,7 @@ UTF8_PIECES = [b"a", b" ", b"\n", "\u00e9".encode(), "\u65e5".encode(), "\U0001f
 def test_a_document_read_in_pieces_decodes_as_when_read_whole(tmp_path_factory, data, chunk, on_error, name):
     file = SourceFile(write(tmp_path_factory.mktemp("pieces") / name, data), "txt", "document", "text")
     whole = outcome(lambda: list(read_documents(file, TextDecoder(on_error))))
-    with mock.patch("pipeline.data.sources._CHUNK", chunk):
+    with mock.patch("pipeline.data.sources.CHUNK", chunk):
         pieces = outcome(lambda: list(read_document_pieces(file, TextDecoder(on_error))))
     if isinstance(whole, str):
         assert pieces == whole  # the same error, naming the same byte offset

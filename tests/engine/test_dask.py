@@ -48,7 +48,7 @@ def project(tmp_path, monkeypatch) -> Path:
         (raw / f"b{n}.txt").write_text("\n".join(texts[start : start + 200]))
     (tmp_path / "lmprep.yaml").write_text(
         "data: {sources: [{glob: 'raw/*.jsonl'}, {glob: 'raw/*.txt', separator: line}]}\n"
-        "prepare: {partition_bytes: 20000, dedup_buckets: 3}\n"
+        "prepare: {partition_bytes: 20000, steps: [exact_dedup: {buckets: 3}]}\n"
         "tokenizer: {vocab_size: 400}\n"
         "encode: {shard_tokens: 300}\n")
     monkeypatch.chdir(tmp_path)

@@ -47,8 +47,8 @@ import time
 import pipeline.data.prepare as prepare
 def hang(*args):
     time.sleep(120)
-hang.__module__, hang.__qualname__ = prepare._read_rows.__module__, prepare._read_rows.__qualname__
-prepare._read_rows = hang
+hang.__module__, hang.__qualname__ = prepare._read_documents.__module__, prepare._read_documents.__qualname__
+prepare._read_documents = hang
 """
 # the same for the tokenizer's counting, a map-reduce
 HANG_COUNTING = """\

@@ -29,7 +29,7 @@ state_dir: state
 """
 
 # stage -> (module, task function) that the wrapper makes hang
-HANGING_TASKS = {"prepare": ("pipeline.data.prepare", "_read_rows"),
+HANGING_TASKS = {"prepare": ("pipeline.data.prepare", "_read_documents"),
                  "encode": ("pipeline.shards.corpus", "encode_part")}
 
 
