@@ -173,7 +173,7 @@ class ReportConfig:
     """The optional ``report`` stage (one HTML page of the run): present when ``output`` is set. ``sample``:
     the rejected documents shown per step and rule."""
 
-    sample: int = _bounded(12, low=0, high=100)
+    sample: int = bounded(12, low=0, high=100)
     output: str | None = _path(None, "output")
 
 

@@ -68,6 +68,10 @@ SCRIPT = """
         facts.appendChild(node('dt', '', pair[0]));
         facts.appendChild(node('dd', '', pair[1]));
       });
+    Object.keys(item.metadata || {}).forEach(function (name) {
+      facts.appendChild(node('dt', '', name));
+      facts.appendChild(node('dd', '', JSON.stringify(item.metadata[name])));
+    });
     if (item.duplicate_of) {
       facts.appendChild(node('dt', '', 'duplicate of'));
       facts.appendChild(node('dd', '', item.duplicate_of));
@@ -97,6 +101,10 @@ SCRIPT = """
       if (!item.text) text.appendChild(node('em', '', '(empty text)'));
       detail.appendChild(node('h4', '', 'text'));
       detail.appendChild(text);
+    }
+    if (item.rewritten !== undefined) {
+      detail.appendChild(node('h4', '', 'as the rewriting steps had left it when it was dropped'));
+      detail.appendChild(node('pre', 'doc-text', item.rewritten));
     }
     detail.hidden = false;
     return true;

@@ -25,6 +25,8 @@ from pipeline.engine import storage
 
 MAX_TEXT_CHARS = 2_000  # of each sampled text (and of the duplicate it repeats) on the page
 MAX_SAMPLE_CHARS = 1 << 20  # all the sample's texts together: the largest rules' samples shrink first
+MAX_METADATA = 20  # metadata columns shown per document
+_COLUMNS = frozenset({"text", "source", "document", "step", "rule", "duplicate_of", "rewritten"})
 _PIECES = re.compile(r"\s+|\w+|[^\w\s]", re.UNICODE)
 
 
@@ -38,6 +40,8 @@ class Sampled:
     step: str
     rule: str
     duplicate_of: str
+    rewritten: str | None = None  # what a rewriting step had made of the text when a later step dropped it
+    metadata: dict[str, Any] = field(default_factory=dict)  # the chain's metadata columns (language, score, ...)
     original: str | None = None
     original_chars: int = 0
 
@@ -45,7 +49,9 @@ class Sampled:
         item: dict[str, Any] = {"text": self.text, "chars": self.chars, "source": self.source,
                                 "source_name": sources[self.source] if 0 <= self.source < len(sources) else "?",
                                 "document": self.document, "file": raw_file(self.document),
-                                "reason": f"{self.step}/{self.rule}"}
+                                "reason": f"{self.step}/{self.rule}", "metadata": self.metadata}
+        if self.rewritten is not None and self.rewritten != self.text:
+            item["rewritten"] = self.rewritten
         if self.duplicate_of:
             item["duplicate_of"] = self.duplicate_of
             if self.original is not None:
@@ -100,7 +106,10 @@ def sample_rejected(parts: Iterable[str], size: int) -> RejectedSample:
             text = batch.column("text")[row].as_py()
             order += 1
             item = Sampled(key, text[:MAX_TEXT_CHARS], len(text), int(batch.column("source")[row].as_py()), document,
-                           columns["step"][row], columns["rule"][row], batch.column("duplicate_of")[row].as_py() or "")
+                           columns["step"][row], columns["rule"][row], batch.column("duplicate_of")[row].as_py() or "",
+                           metadata=_metadata(batch, row))
+            if "rewritten" in batch.schema.names:
+                item.rewritten = (batch.column("rewritten")[row].as_py() or "")[:MAX_TEXT_CHARS]
             if len(heap) < size:
                 heapq.heappush(heap, (-key, order, item))
             else:
@@ -109,6 +118,21 @@ def sample_rejected(parts: Iterable[str], size: int) -> RejectedSample:
         result.sample[reason] = sorted((item for _, _, item in heap), key=lambda item: (item.key, item.document))
     _fit(result.sample)
     return result
+
+
+def _metadata(batch: pa.RecordBatch, row: int) -> dict[str, Any]:
+    """The row's other columns (at most :data:`MAX_METADATA`, each value as JSON allows, a text cut to 200)."""
+    found: dict[str, Any] = {}
+    for name in batch.schema.names:
+        if name in _COLUMNS or len(found) >= MAX_METADATA:
+            continue
+        value = batch.column(name)[row].as_py()
+        if isinstance(value, str):
+            value = value[:200]
+        elif not isinstance(value, int | float | bool) and value is not None:
+            value = str(value)[:200]
+        found[name] = value
+    return found
 
 
 def _fit(sample: dict[str, list[Sampled]]) -> None:

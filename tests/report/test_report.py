@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
 from pipeline.config import parse_config
 from pipeline.data.documents import DocumentWriter
-from pipeline.data.prepare import REJECTED_SCHEMA
 from pipeline.report import MAX_PAGE_BYTES, gather, render
 from pipeline.report.rejected import MAX_TEXT_CHARS, differences, raw_file, sample_rejected
 from stages.cli.main import cli
@@ -30,6 +30,11 @@ state_dir: state
 """
 
 
+REJECTED_SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False), pa.field("source", pa.int32()),
+                             *(pa.field(name, pa.large_string()) for name in ("document", "step", "rule",
+                                                                               "duplicate_of", "language"))])
+
+
 def write_rejected(path: Path, rows: list[tuple]) -> str:
     with DocumentWriter(path, schema=REJECTED_SCHEMA) as writer:
         for row in rows:
@@ -40,7 +45,7 @@ def write_rejected(path: Path, rows: list[tuple]) -> str:
 def rejected(count: int) -> list[tuple]:
     rules = [("length", "empty"), ("exact_dedup", "duplicate"), ("c4", "javascript")]
     return [(f"text {i} " * (1 + i % 700), i % 3, f"raw/f{i % 5}.txt#{i}", *rules[i % 3],
-             f"raw/f0.txt#{i // 2}" if i % 3 == 1 else "") for i in range(count)]
+             f"raw/f0.txt#{i // 2}" if i % 3 == 1 else "", "en") for i in range(count)]
 
 
 def test_the_sample_is_bounded_deterministic_and_the_same_however_the_parts_are_cut(tmp_path):
@@ -53,7 +58,7 @@ def test_the_sample_is_bounded_deterministic_and_the_same_however_the_parts_are_
     assert {reason: [s.document for s in items] for reason, items in one.sample.items()} == \
            {reason: [s.document for s in items] for reason, items in three.sample.items()}
     for items in one.sample.values():
-        assert len(items) == 7
+        assert len(items) == 7 and all(item.metadata == {"language": "en"} for item in items)
         assert all(len(item.text) <= MAX_TEXT_CHARS and item.chars >= len(item.text) for item in items)
     assert sample_rejected(cut, 0).sample == {} and sample_rejected(cut, 0).counts == one.counts
 
