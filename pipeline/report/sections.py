@@ -173,7 +173,9 @@ def _documents(config: Config, tokenizer: Tokenizer | None, section: dict[str, A
 
 
 def _source_name(config: Config, index: int) -> str:
-    return f"data.sources[{index}] {config.data.sources[index].glob}"
+    """``data.sources[0] ../raw/*.txt``, or ``data.sources[0] qa (../raw/*.txt)`` for a source with a name."""
+    source = config.data.sources[index]
+    return f"data.sources[{index}] " + (f"{source.name} ({source.glob})" if source.name else source.glob)
 
 
 def _sources(config: Config, prepared: dict[str, Any] | None, stats: dict[str, Any] | None,

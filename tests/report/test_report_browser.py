@@ -29,7 +29,7 @@ CONFIG = """\
 data:
   sources:
     - {glob: "raw/facts.txt", separator: line, weight: 3}
-    - {glob: "raw/notes.jsonl", field: text, weight: 1}
+    - {glob: "raw/notes.jsonl", field: text, weight: 1, name: notes, metadata: ["id:int64"]}
 prepare:
   output_dir: out/prepared
   val_fraction: 0.2
@@ -58,7 +58,8 @@ def write_project(root: Path) -> Path:
         notes.append(" ".join(words))
         if i % 3 == 0:  # a near-duplicate: the same note with two words replaced
             notes.append(" ".join([*words[:10], "zulu", *words[11:60], "yankee", *words[61:]]))
-    (root / "raw" / "notes.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in notes), "utf-8")
+    (root / "raw" / "notes.jsonl").write_text("".join(json.dumps({"text": t, "id": 1000 + i}) + "\n"
+                                                      for i, t in enumerate(notes)), "utf-8")
     (root / "lmprep.yaml").write_text(CONFIG)
     return root
 
@@ -225,6 +226,7 @@ def test_clicking_a_rejected_document_shows_its_text_and_its_duplicate(project, 
     assert shown == by_id[document]["text"]
     assert re.search(r'<ins class="diff-(ins|rep)">[^<]*(zulu|yankee)', dom), "the differences are not marked"
     assert re.search(r'<del class="diff-(del|rep)">', dom)
+    assert f"<dt>id</dt><dd>{1000 + int(document.rpartition('#')[2])}</dd>" in dom  # the source's metadata column
 
 
 def test_the_search_box_and_the_sortable_table_work_from_the_hash(project, tmp_path):
