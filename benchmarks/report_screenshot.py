@@ -1,15 +1,17 @@
 """The README's screenshots of ``lmprep report``, taken by headless Chromium on the shipped project.
 
-    python benchmarks/report_screenshot.py          # after `make`; writes docs/report.png, docs/report-dropped.png
+    python benchmarks/report_screenshot.py          # writes docs/report.png, docs/report-dropped.png
 
-It runs what is stale of ``configs/default.yaml`` (nothing after ``make``), writes the report to a temporary
-directory and has Chromium (Debian's package, ``apt-get install chromium``) photograph it twice: the top of
-the page, and the "What was dropped" section with a duplicate open beside the document it repeats (the page
-opens it from the URL's hash). It prints the page's size.
+It copies the shipped project (the tracked ``configs/`` and ``data/raw/``, as a fresh clone has them) into a
+temporary directory named ``lmprep``, runs it once (a minute or so), writes the report there and has Chromium
+(Debian's package, ``apt-get install chromium``) photograph it twice: the top of the page, and the "What was
+dropped" section with a duplicate open beside the document it repeats (the page opens it from the URL's
+hash). It prints the page's size.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -26,11 +28,18 @@ def main() -> None:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         sys.exit("chromium is not installed (apt-get install -y chromium)")
-    subprocess.run([*LMPREP, "run", "--config", "configs/default.yaml"], cwd=ROOT, check=True)
     with tempfile.TemporaryDirectory() as temporary:
-        page = Path(temporary) / "report.html"
-        subprocess.run([*LMPREP, "report", "--config", "configs/default.yaml", "--out", str(page)], cwd=ROOT,
-                       check=True)
+        project = Path(temporary) / "lmprep"
+        listing = subprocess.run(["git", "ls-files", "-z", "configs", "data/raw"], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        for name in filter(None, listing.decode().split("\0")):
+            (project / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, project / name)
+        environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run([*LMPREP, "run", "--config", "configs/default.yaml"], cwd=project, check=True, env=environment)
+        page = project / "report.html"
+        subprocess.run([*LMPREP, "report", "--config", "configs/default.yaml", "--out", str(page)], cwd=project,
+                       check=True, env=environment)
         print(f"report.html: {page.stat().st_size:,} bytes")
         for name, (fragment, height) in SHOTS.items():
             target = ROOT / "docs" / name
