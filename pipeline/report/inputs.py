@@ -136,10 +136,10 @@ def read_stage_log(path: Path, stage: str) -> StageLog:
             log.failed += 1
         elif match := _END.match(line):
             log.ending, log.wall_seconds, log.counts = match["ending"], float(match["seconds"]), match["counts"]
+        elif line.startswith(f"{stage}: "):  # the stage's own lines end the header
+            in_header = False
         elif in_header and (match := _HEADER.match(line)) and len(log.header) < 32:
             log.header[match["key"].strip()] = match["value"][:300]
-        elif not line.startswith(" "):
-            in_header = in_header and not line.startswith("task ")
     return log
 
 
