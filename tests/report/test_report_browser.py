@@ -207,6 +207,11 @@ def test_the_shipped_projects_page_opens_with_its_numbers_and_stays_small(tmp_pa
     document = attribute(dom, 'li class="rej selected"', "data-document")
     by_id = {row["document"]: row for row in rejected_rows(tmp_path / "data" / "prepared")}
     assert detail_text(dom) == by_id[document]["text"]
+    stages = {row[0]: row for row in table_rows(dom, "stages")}
+    assert list(stages) == ["prepare", "tokenizer", "encode", "train", "export", "stats"]
+    log = (tmp_path / ".lmprep" / "logs" / "prepare.log").read_text().splitlines()
+    ended = re.match(r"finished after ([0-9.]+) s \(([0-9]+) tasks? done", log[-1])
+    assert stages["prepare"][2:5] == ["finished", ended[1], ended[2]]
 
 
 def test_clicking_a_rejected_document_shows_its_text_and_its_duplicate(project, tmp_path):
