@@ -7,9 +7,9 @@ boundaries are kept exactly (a document may contain any character).
 A kept part (:data:`KEPT_SCHEMA`) has, beside ``text``, ``source`` (the
 document's index in ``data.sources``) and ``document`` (its ID, as in
 ``rejected/``: the raw file, or the byte range or row groups a task read of it,
-then ``#`` and the document's number there); when prepare identified languages,
-also ``language`` and ``language_score``. Readers that need only the text read
-the first column.
+then ``#`` and the document's number there), then the metadata columns the sources
+and steps declare (``language`` and ``language_score`` from the ``language`` step;
+:mod:`pipeline.data.record`). Readers that need only the text read the first column.
 
 A prepared directory holds one part file per input partition and split,
 ``train/part-00000.arrow``, ``val/part-00000.arrow``, …, and ``parts.json``
@@ -39,10 +39,7 @@ MAX_PARTS_BYTES = 64 << 20  # parts.json: some 200 bytes per part, one part per 
 SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False)])
 ORIGIN_FIELDS = (pa.field("source", pa.int32(), nullable=False),
                  pa.field("document", pa.large_string(), nullable=False))
-LANGUAGE_FIELDS = (pa.field("language", pa.large_string(), nullable=False),
-                   pa.field("language_score", pa.float64(), nullable=False))
 KEPT_SCHEMA = pa.schema([*SCHEMA, *ORIGIN_FIELDS])
-KEPT_LANGUAGE_SCHEMA = pa.schema([*KEPT_SCHEMA, *LANGUAGE_FIELDS])
 BATCH_DOCUMENTS = 4096
 PIECE_BYTES = 1 << 20  # a longer document is read back in pieces by the stages that can use them (tokenizer training)
 

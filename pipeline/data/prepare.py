@@ -103,6 +103,8 @@ class Schemas:
 
     def values(self, document: Document) -> list[Any]:
         """The document's metadata in column order, the field's zero where it has none."""
+        if not self.fields:
+            return []
         metadata = document.metadata
         return [metadata.get(field.name, field.zero) for field in self.fields]
 
@@ -324,7 +326,7 @@ class Round:
         with storage.output_file(candidates, durable=False) as tmp, \
                 DocumentWriter(tmp, schema=self.schemas.candidates) as writer:
             for document in docs:
-                read = (document.read if document.read is not None else document.text,) if rewrites else ()
+                read = (document.read or "",) if rewrites else ()  # "": not rewritten (cheaper than its copy)
                 writer.write(document.text, document.source, document.position, *read, *self.schemas.values(document))
                 if dedup.applies(document):
                     keys.add(document.position, document.text)
@@ -366,19 +368,26 @@ class Rejections:
 
     def write(self, document: Document, step: str, rule: str, duplicate_of: str = "", *,
               rewritten: str | None = None) -> None:
+        """``rewritten``: what the step that dropped the document left of it, when it rewrote it first."""
         read = document.read if document.read is not None else document.text
-        left = ((document.text if rewritten is None else rewritten),) if self._schemas.rewrites else ()
+        left = _left(document, rewritten) if self._schemas.rewrites else ()
         self._writer.write(read, document.source, document.position, step, rule, duplicate_of, *left,
                            *self._schemas.values(document))
+
+
+def _left(document: Document, rewritten: str | None) -> tuple[str]:
+    """The ``rewritten`` column: what the rewrites left of the document, ``""`` when none changed it."""
+    left = document.text if rewritten is None else rewritten
+    read = document.read if document.read is not None else document.text
+    return (left if left != read else "",)
 
 
 def _candidates(path: Path | str, schemas: Schemas, index: int, ids: DocumentIds) -> Iterator[Document]:
     """The documents of a candidates work file."""
     names = [field.name for field in schemas.fields]
     for text, source, position, *rest in documents.iter_records(path):
-        read = rest.pop(0) if schemas.rewrites else None
-        yield Document(text, source, ids.of(index, position), dict(zip(names, rest)), position,
-                       read if read != text else None)
+        read = (rest.pop(0) or None) if schemas.rewrites else None
+        yield Document(text, source, ids.of(index, position), dict(zip(names, rest)), position, read)
 
 
 class _Parts:
@@ -444,7 +453,7 @@ def _filtered(docs: Iterator[Document], segment: Segment, tally: Tally, rejected
         return
     for document in docs:
         for scoped in segment.filters:
-            if not scoped.applies(document):
+            if scoped.sources is not None and document.source not in scoped.sources:
                 continue
             step = scoped.step
             answer = step.apply(document)

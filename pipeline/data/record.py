@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import pyarrow as pa
 
@@ -45,33 +45,31 @@ class Document:
 _NOTHING_REMOVED: Mapping[str, int] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class Keep:
+class Keep(NamedTuple):
     """Keep the document as it is."""
 
 
 KEEP = Keep()
 
 
-@dataclass(frozen=True)
-class Drop:
+class Drop(NamedTuple):
     """Drop the document by ``rule``; a step that removed lines first says how many by rule (``removed``) and
     what was left (``text``), which ``rejected/`` keeps beside the document as read."""
 
     rule: str
-    removed: Mapping[str, int] = field(default_factory=lambda: _NOTHING_REMOVED)
+    removed: Mapping[str, int] = _NOTHING_REMOVED
     text: str | None = None
 
 
-@dataclass(frozen=True)
-class Rewrite:
+class Rewrite(NamedTuple):
     """Keep ``text`` in place of the document's; ``removed`` counts the lines removed by rule (the stats show them)."""
 
     text: str
-    removed: Mapping[str, int] = field(default_factory=lambda: _NOTHING_REMOVED)
+    removed: Mapping[str, int] = _NOTHING_REMOVED
 
 
 Answer = Keep | Drop | Rewrite
+"""Named tuples, as they are made for every document a step drops or rewrites."""
 
 
 # -- metadata ----------------------------------------------------------------------------------------

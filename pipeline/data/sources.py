@@ -1,4 +1,6 @@
-"""Streaming readers for raw text: .txt, .jsonl and .parquet, each optionally gzip-compressed.
+"""Raw files to documents: the sources' globs, the task plan, and reading each partition through the reader of
+each file's format (:data:`pipeline.data.registry.READERS`: .txt, .jsonl and .parquet, each optionally
+gzip-compressed, and a user's reader).
 
 Readers yield one document at a time and read files in bounded chunks, so
 memory does not grow with file size (except for a .txt file read as a single

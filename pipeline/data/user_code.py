@@ -26,10 +26,12 @@ _LOADED: dict[str, ModuleType] = {}  # sha256 of a file → its module, once per
 
 @dataclass(frozen=True)
 class UserCode:
-    """A resolved function name: the file holding it (absolute), its sha256, the module (None for a file
-    given by path) and the function's name; ``key`` is the config key that named it, for messages."""
+    """A resolved function name: the file holding it (absolute, so that a worker in another directory finds it),
+    its sha256, the module (None for a file given by path) and the function's name; ``key`` is the config key that
+    named it and ``spec`` what it says, for messages."""
 
     key: str
+    spec: str
     file: str
     sha256: str
     module: str | None
@@ -37,7 +39,12 @@ class UserCode:
 
     @property
     def shown(self) -> str:
-        return f"{self.key} {self.module or self.file}:{self.attribute}"
+        return f"{self.key} {self.spec!r}"
+
+    @property
+    def target(self) -> str:
+        """The file or module, as the config names it."""
+        return self.spec.rpartition(":")[0]
 
     def load(self) -> Callable[..., Any]:
         """The function, imported in this process; DataError when the file is another than the driver's."""
@@ -52,7 +59,7 @@ class UserCode:
         function = getattr(module, self.attribute, None)
         if not callable(function):
             names = sorted(name for name, value in vars(module).items() if callable(value) and not name.startswith("_"))
-            raise DataError(f"{self.shown}: {self.module or self.file} has no function {self.attribute!r} "
+            raise DataError(f"{self.shown}: {self.target} has no function {self.attribute!r} "
                             f"(it has: {', '.join(names) or 'none'})")
         return function
 
@@ -64,10 +71,10 @@ def resolve(spec: str, *, root: str, key: str) -> UserCode:
     if not sep or not target or not attribute.isidentifier():
         raise ConfigError(f"{key}: {spec!r} must be 'path/to/file.py:function' or 'package.module:function'")
     if target.endswith(".py"):
-        file = os.path.normpath(os.path.join(root, target))
+        file = os.path.abspath(os.path.join(root, target))
         if not os.path.isfile(file):
-            raise ConfigError(f"{key}: {file} (from {spec!r}) does not exist")
-        return UserCode(key, file, hashing.sha256_file(file), None, attribute)
+            raise ConfigError(f"{key}: {os.path.relpath(file)} (from {spec!r}) does not exist")
+        return UserCode(key, spec, file, hashing.sha256_file(file), None, attribute)
     try:
         found = importlib.util.find_spec(target)
     except (ImportError, ValueError) as exc:
@@ -75,7 +82,7 @@ def resolve(spec: str, *, root: str, key: str) -> UserCode:
     if found is None or not found.origin or not os.path.isfile(found.origin):
         raise ConfigError(f"{key}: no module {target!r} on the Python path (from {spec!r}); "
                           "install it, or name a file: 'path/to/file.py:function'")
-    return UserCode(key, found.origin, hashing.sha256_file(found.origin), target, attribute)
+    return UserCode(key, spec, found.origin, hashing.sha256_file(found.origin), target, attribute)
 
 
 def _import(code: UserCode) -> ModuleType:
@@ -92,5 +99,5 @@ def _import(code: UserCode) -> ModuleType:
         return module
     except Exception as exc:  # the user's module may raise anything while it runs
         line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) else ""
-        raise DataError(f"{code.shown}: importing {code.module or code.file} failed{line}: "
+        raise DataError(f"{code.shown}: importing {code.target} failed{line}: "
                         f"{type(exc).__name__}: {shorten(str(exc))}") from exc

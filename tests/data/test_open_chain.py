@@ -102,11 +102,14 @@ def test_a_user_step_runs_from_the_config_and_each_source_gets_its_chain(project
 
 
 def test_rejected_keeps_the_document_as_read_and_what_the_rewrite_left(project):
-    (project / "raw" / "a.txt").write_text("\n\n".join([*PROSE, "one\ntwo"]))
+    filler = "Lorem ipsum is a filler text, it is said.\nbad"
+    (project / "raw" / "a.txt").write_text("\n\n".join([*PROSE, filler, "Our boilerplate is here. It goes on."]))
     assert lmprep_in_cwd("run", "prepare").exit_code == 0
     rows = [row for part in sorted((project / "out/prepared/rejected").glob("*.arrow")) for row in iter_records(part)]
     text, _, _, step, rule, _, rewritten, *_ = next(row for row in rows if row[3] == "c4")
-    assert (text, step, rule, rewritten) == ("one\ntwo", "c4", "too_few_sentences", "")
+    assert (text, step, rule, rewritten) == (filler, "c4", "lorem_ipsum", "Lorem ipsum is a filler text, it is said.")
+    unchanged = next(row for row in rows if row[3] == "drop_boilerplate")
+    assert unchanged[6] == ""  # no step changed its text
 
 
 def test_editing_the_step_reruns_prepare_and_status_names_the_file(project):

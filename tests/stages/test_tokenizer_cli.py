@@ -248,7 +248,7 @@ def test_train_counts_a_large_document_in_pieces_with_the_merges_of_the_whole(
     (tmp_path / "big.txt").write_text(text, "utf-8")
     whole = Tokenizer.train([text], kind=kind, pattern=pattern, vocab_size=400, workers=1,
                             special_tokens=["<|endoftext|>"])
-    monkeypatch.setattr(sources, "_CHUNK", 500)  # read 500 bytes at a time
+    monkeypatch.setattr(sources, "CHUNK", 500)  # read 500 bytes at a time
     monkeypatch.setattr(patterns, "CUT_CHARS", 1000)  # and cut at 1,000 characters or more
     counted: list[int] = []  # the length of every text the counting pass is given (either backend)
     blocks = _train_count._blocks
