@@ -43,7 +43,8 @@ def main() -> None:
         print(f"report.html: {page.stat().st_size:,} bytes")
         for name, (fragment, height) in SHOTS.items():
             target = ROOT / "docs" / name
-            subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                            "--hide-scrollbars",
                             "--no-first-run", f"--user-data-dir={temporary}/profile", "--virtual-time-budget=5000",
                             f"--window-size={WIDTH},{height}", f"--screenshot={target}", page.as_uri() + fragment],
                            check=True, capture_output=True)

@@ -78,7 +78,8 @@ def chromium() -> str:
 
 def open_in_chromium(page: Path, profile: Path, fragment: str = "") -> tuple[str, str]:
     """The DOM of ``page`` after its scripts ran, and Chromium's log."""
-    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+               "--disable-extensions",
                f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
                "--dump-dom", page.resolve().as_uri() + fragment]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -212,6 +213,16 @@ def test_the_shipped_projects_page_opens_with_its_numbers_and_stays_small(tmp_pa
     log = (tmp_path / ".lmprep" / "logs" / "prepare.log").read_text().splitlines()
     ended = re.match(r"finished after ([0-9.]+) s \(([0-9]+) tasks? done", log[-1])
     assert stages["prepare"][2:5] == ["finished", ended[1], ended[2]]
+
+
+def test_the_check_catches_a_script_error(project, tmp_path):
+    """The harness is not blind: the page with one failing script has its error in the DOM and in the log."""
+    broken = tmp_path / "broken.html"
+    broken.write_text((project / "out" / "report.html").read_text("utf-8").replace(
+        "</body>", "<script>undefinedFunction();</script></body>"), "utf-8")
+    dom, log = open_in_chromium(broken, tmp_path / "profile")
+    assert attribute(dom, "body", "data-errors") == "1" and "undefinedFunction" in dom
+    assert any("undefinedFunction" in line for line in console_messages(log))
 
 
 def test_clicking_a_rejected_document_shows_its_text_and_its_duplicate(project, tmp_path):
