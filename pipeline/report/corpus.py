@@ -144,12 +144,19 @@ def prepared_figures(directory: str | os.PathLike[str], sources: int, tokenizer:
 
 def _sample_scripts(scripts: dict[str, dict[str, Any]], taken: Counter[int], tokenizer: Tokenizer,
                     text: pa.Array, source: np.ndarray) -> None:
-    for row in range(len(source)):
-        which = int(source[row])
-        if taken[which] >= SCRIPT_SAMPLE:
-            continue
-        taken[which] += 1
-        value = text[row].as_py()[:SCRIPT_CHARS]
+    """Add the batch's first documents of each source still short of :data:`SCRIPT_SAMPLE` (numpy picks the rows, so
+    a batch past every source's quota costs nothing in Python; only the first characters are copied out)."""
+    rows: list[int] = []
+    for which in np.unique(source):
+        room = SCRIPT_SAMPLE - taken[int(which)]
+        if room > 0:
+            picked = np.flatnonzero(source == which)[:room]
+            rows += picked.tolist()
+            taken[int(which)] += len(picked)
+    if not rows:
+        return
+    chosen = text.take(pa.array(sorted(rows), type=pa.int64()))
+    for value in pc.utf8_slice_codeunits(chosen, 0, SCRIPT_CHARS).to_pylist():
         if not value.strip():
             continue
         script = script_of(value)
