@@ -82,7 +82,8 @@ class TrainingError(PipelineError):
 
 
 class ReportError(PipelineError):
-    """A run's output that the report reads is corrupt: a JSON file that does not parse, or not as its stage writes it."""
+    """A run's output that the report reads is corrupt: a JSON file that does not parse, or is not as its stage
+    writes it."""
 
 
 def json_error_reason(exc: ValueError | RecursionError) -> str:
