@@ -14,7 +14,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 LMPREP := $(BIN)/lmprep
 
 .DEFAULT_GOAL := all
-.PHONY: all prepare tokenize train status test clean help
+.PHONY: all prepare tokenize train status test clean help report browser
 
 all: $(INSTALLED) ## Run every stale stage in one lmprep process (prepare, tokenizer, encode, train, export, stats)
 	$(LMPREP) run --config $(CONFIG)
@@ -31,9 +31,16 @@ train: $(INSTALLED) ## Train the tiny model on the shards and save a checkpoint
 status: $(INSTALLED) ## Show which stages are up to date and why the others are not
 	$(LMPREP) status --config $(CONFIG)
 
-test: $(TEST_INSTALLED) ## Run the linter and the test suite
+test: $(TEST_INSTALLED) browser ## Run the linter and the test suite
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+report: $(INSTALLED) ## Write report.html, one page of the run's outputs (runs no stage)
+	$(LMPREP) report --config $(CONFIG)
+
+# The report's test opens the page in Debian's chromium, installed here when missing (apt-get, as root).
+browser:
+	@command -v chromium >/dev/null || apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }
 
 clean: $(INSTALLED) ## Delete derived data (never data/raw/ or checkpoints/)
 	$(LMPREP) clean --config $(CONFIG)

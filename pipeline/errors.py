@@ -81,6 +81,11 @@ class TrainingError(PipelineError):
     """Training cannot start or go on: the model would not fit in memory, or the loss diverged."""
 
 
+class ReportError(PipelineError):
+    """A run's output that the report reads is corrupt: a JSON file that does not parse, or is not as its stage
+    writes it."""
+
+
 def json_error_reason(exc: ValueError | RecursionError) -> str:
     """Why ``json.loads`` refused a document, in a user's words: a syntax error and where, an integer
     over Python's digit limit, or nesting too deep (the last two's own texts are about the interpreter)."""

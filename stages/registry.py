@@ -18,7 +18,7 @@ from types import ModuleType
 
 from pipeline.config import Config
 from pipeline.engine.runner import Stage
-from stages import encode, export, prepare, stats, tokenizer, train
+from stages import encode, export, prepare, report, stats, tokenizer, train
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ STAGES = (
     StageSpec("train", train, "train.output_dir", checkpoints=True),
     StageSpec("export", export, "export.output_dir", optional=True),
     StageSpec("stats", stats, "stats.output_dir", optional=True),
+    StageSpec("report", report, "report.output", optional=True),
 )
 STAGE_NAMES = tuple(spec.name for spec in STAGES)
 CHECKPOINT_STAGES = tuple(spec.name for spec in STAGES if spec.checkpoints)

@@ -26,6 +26,9 @@ ALLOWED = {
                         "pipeline.data"},
     "pipeline.model": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer", "pipeline.config",
                        "pipeline.data", "pipeline.shards"},
+    # the report reads every stage's outputs, but training's only as JSON: never the model's room (torch)
+    "pipeline.report": {"pipeline.errors", "pipeline.engine", "pipeline.tokenizer", "pipeline.config",
+                        "pipeline.data", "pipeline.shards"},
 }
 # torch is heavy: only the model and the torch dataset import it, so the other commands never pay for it.
 TORCH_MODULES = ("pipeline.model", "pipeline.shards.torch_dataset")

@@ -26,6 +26,7 @@ from pipeline.config.schema import (
     ExecutorConfig,
     ExportConfig,
     PrepareConfig,
+    ReportConfig,
     SourceConfig,
     StatsConfig,
     StorageConfig,
@@ -37,7 +38,7 @@ from pipeline.config.yaml_safe import MAX_CONFIG_BYTES
 
 __all__ = [
     "EXPORT_FORMATS", "FROM_FILE", "MAX_CONFIG_BYTES", "MAX_TRAINED_IDS", "Config", "DataConfig", "EncodeConfig",
-    "ExecutorConfig", "ExportConfig", "Origins", "PrepareConfig", "SourceConfig", "StatsConfig", "StorageConfig",
-    "TokenizerConfig", "TrainConfig", "dump_yaml", "load_config", "load_config_with_origins", "parse_config",
-    "resolved_size",
+    "ExecutorConfig", "ExportConfig", "Origins", "PrepareConfig", "ReportConfig", "SourceConfig", "StatsConfig",
+    "StorageConfig", "TokenizerConfig", "TrainConfig", "dump_yaml", "load_config", "load_config_with_origins",
+    "parse_config", "resolved_size",
 ]

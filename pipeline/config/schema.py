@@ -169,6 +169,15 @@ class StatsConfig:
 
 
 @dataclass(frozen=True)
+class ReportConfig:
+    """The optional ``report`` stage (one HTML page of the run): present when ``output`` is set. ``sample``:
+    the rejected documents shown per step and rule."""
+
+    sample: int = bounded(12, low=0, high=100)
+    output: str | None = _path(None, "output")
+
+
+@dataclass(frozen=True)
 class ExecutorConfig:
     """Where partition tasks run: ``local`` worker processes, or a Dask cluster at ``address``
     (``tcp://host:8786``, or ``local`` for a cluster started on this machine)."""
@@ -199,6 +208,7 @@ class Config:
     train: TrainConfig = TrainConfig()
     export: ExportConfig = ExportConfig()
     stats: StatsConfig = StatsConfig()
+    report: ReportConfig = ReportConfig()
     executor: ExecutorConfig = ExecutorConfig()
     storage: StorageConfig = StorageConfig()
     output_root: str = _path(".", "input")
@@ -271,7 +281,7 @@ def resolved_size(tok: TokenizerConfig) -> tuple[int | None, int | None]:
 # paths that may not be fsspec URLs: the runner's state (its lock needs a local file system)
 LOCAL_ONLY_KEYS = ("state_dir", "run_cache_dir")
 OUTPUT_KEYS = ("prepare.output_dir", "tokenizer.output", "encode.output_dir", "train.output_dir", "export.output_dir",
-               "stats.output_dir")
+               "stats.output_dir", "report.output")
 
 
 def as_directory_if(written: str | os.PathLike[str], path: str) -> str:

@@ -169,6 +169,10 @@ cli.add_command(export_command)
 cli.add_command(stats_command)
 cli.add_command(locate_command)
 
+from stages.cli.report import report_command  # noqa: E402
+
+cli.add_command(report_command)
+
 from stages.cli.model import check, sample, stamp  # noqa: E402
 
 cli.add_command(sample)

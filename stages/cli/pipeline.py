@@ -15,7 +15,7 @@ from pipeline.engine.executor import share_local_cluster
 from pipeline.engine.runner import Pipeline, StageStatus, direct_upstream
 from pipeline.errors import ConfigError
 from stages.cli.options import config_file, config_options
-from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, build_stages
+from stages.registry import CHECKPOINT_STAGES, STAGE_NAMES, STAGES, build_stages
 
 
 def make_pipeline(config: Config) -> Pipeline:
@@ -41,7 +41,7 @@ While another run is going on in the same state dir, wait for it to finish first
 
 \b
 Stages: {', '.join(STAGE_NAMES)}
-(export and stats when the config sets export.output_dir / stats.output_dir).
+(export, stats and report when the config sets export.output_dir, stats.output_dir, report.output).
 --force on train retrains from scratch (the old checkpoint is set aside).""")
 @click.argument("stages", nargs=-1, metavar="[STAGE]...")
 @click.option("--force", is_flag=True, help="Re-run the named stages (all if none) even when up to date.")
@@ -62,7 +62,8 @@ def run(stages: tuple[str, ...], force: bool, no_wait: bool, executor_kind: str 
     declared = {stage.name for stage in pipeline.stages}
     for name in stages:
         if name in STAGE_NAMES and name not in declared:
-            raise ConfigError(f"stage '{name}' is not declared by this config; set {name}.output_dir to add it")
+            key = next(spec.output_key for spec in STAGES if spec.name == name)
+            raise ConfigError(f"stage '{name}' is not declared by this config; set {key} to add it")
     run_pipeline(pipeline, list(stages) or None, force=force, wait=not no_wait)
 
 

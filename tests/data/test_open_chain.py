@@ -178,3 +178,23 @@ def test_a_user_reader_gives_documents_with_metadata(project):
     assert result.exit_code == 0, result.output
     assert [(row["text"], row["title"]) for row in kept(project)] == [("The first body.", "first"),
                                                                      ("The second body.", "second")]
+
+
+def test_a_step_file_that_does_not_exist_is_named_before_anything_runs(project):
+    (project / "steps" / "my_filter.py").unlink()
+    result = lmprep_in_cwd("status")
+    assert result.exit_code == 2
+    assert "prepare.steps[2].custom.function: steps/my_filter.py (from 'steps/my_filter.py:drop_boilerplate') " \
+           "does not exist" in result.output, result.output
+
+
+def test_a_worker_refuses_another_version_of_the_file_than_the_driver_hashed(tmp_path):
+    from pipeline.data.user_code import resolve
+    from pipeline.errors import DataError
+
+    (tmp_path / "step.py").write_text("def keep(document):\n    return True\n")
+    code = resolve("step.py:keep", root=str(tmp_path), key="prepare.steps[0].custom.function")
+    assert code.load()(None) is True
+    (tmp_path / "step.py").write_text("def keep(document):\n    return False\n")  # edited after the run started
+    with pytest.raises(DataError, match="this worker sees another .*step.py than the run started with"):
+        code.load()

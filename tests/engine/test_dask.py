@@ -178,7 +178,7 @@ def test_near_dedup_on_a_cluster_is_byte_identical_to_local(project, cluster):
     edited = [" ".join([*words[:-1], "édité"]) for words in texts if len(words) >= 30]
     (project / "raw" / "c.txt").write_text("\n".join(edited))
     config = (project / "lmprep.yaml").read_text().replace(
-        "prepare: {", "prepare: {steps: [{exact_dedup: {}}, {near_dedup: {buckets: 3}}], ")
+        "steps: [exact_dedup: {buckets: 3}]", "steps: [{exact_dedup: {buckets: 3}}, {near_dedup: {buckets: 3}}]")
     (project / "near.yaml").write_text(config)
     prepare = ["run", "--force", "prepare", "--config", "near.yaml"]
     result = CliRunner().invoke(cli, [*prepare, "--executor", "dask", "--set", f"executor.address={address}"])

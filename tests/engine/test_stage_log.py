@@ -55,7 +55,7 @@ def assert_traceback_in_the_log_only(project: Path, result) -> None:
     failed = [line for line in log.splitlines() if line.startswith("task ") and ": FAILED: " in line]
     assert len(failed) == 1 and "c.txt: invalid UTF-8 at byte offset 13" in failed[0], log
     assert "    Traceback (most recent call last):" in log
-    assert re.search(r'File ".*sources\.py", line \d+, in decode\n', log), log
+    assert re.search(r'File ".*reading\.py", line \d+, in decode\n', log), log
     assert log.rstrip().splitlines()[-1].startswith("failed after "), log
 
 
