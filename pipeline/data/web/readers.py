@@ -8,8 +8,8 @@ of its record, of its gzip member in a ``.warc.gz``) and ``charset`` (``cp1252 (
 where its name came from); a saved page ``url`` (its path) and ``charset``.
 
 Records that are not pages are counted, never lost: each is a document dropped by ``read/<why>`` in the
-per-source table (``non_response``, ``non_html``, ``no_url``, ``too_large``), a page over the size bound
-too. A WARC file is one task's piece: a gzip member cannot be found without reading up to it.
+per-source table (``non_response``, ``non_html``, ``no_url``, ``too_large``, ``bad_encoding``), a page over
+the size bound too. A WARC file is one task's piece: a gzip member cannot be found without reading up to it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 WARC-Date, its record ID, the byte offset of its record in the file (for a ``.warc.gz``, of the record's
 gzip member, as Common Crawl's index gives it) and the charset its HTTP header declared. The other records
 are counted in :class:`Skipped` by why: not a response (warcinfo, request, metadata, revisit …), a response
-that is not HTML, one without a target URI, or a payload over ``max_bytes``.
+that is not HTML, one without a target URI, a payload over ``max_bytes``, or one in an HTTP Content-Encoding
+that does not decode (gzip, deflate and br are decoded).
 
 fastwarc stops without a word at the end of a truncated file, so the reader checks for itself that the
 last record is whole: its payload as long as its header says, and nothing after it that fastwarc did not
@@ -26,6 +27,9 @@ MAX_PAYLOAD_BYTES = 8 << 20
 """Payloads larger than this are skipped unread (counted ``too_large``); the extractor's bound is the same."""
 _HEADER_LIMIT = 1 << 16  # the longest WARC header block looked for when checking the last record
 _GZIP_MAGIC = b"\x1f\x8b"
+_IDENTITY = ("identity", "none", "")
+_ZLIB_WBITS = {"gzip": (16 + zlib.MAX_WBITS,), "x-gzip": (16 + zlib.MAX_WBITS,),
+               "deflate": (zlib.MAX_WBITS, -zlib.MAX_WBITS)}
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class Skipped:
     non_html: int = 0
     no_url: int = 0
     too_large: int = 0
+    bad_encoding: int = 0  # a payload in an HTTP Content-Encoding that does not decode, or one not known
 
     def items(self) -> list[tuple[str, int]]:
         return [(entry.name, getattr(self, entry.name)) for entry in fields(self)]
@@ -108,11 +113,39 @@ def _page(record, last: _Last, skipped: Skipped, max_bytes: int) -> Page | None:
     last.read = len(html)
     if len(html) < record.content_length:
         return None  # truncated: _check_end says so once the iterator has stopped
+    encoding = (record.http_headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding not in _IDENTITY:
+        html = _content_decoded(html, encoding, max_bytes)
+        if html is None:
+            skipped.bad_encoding += 1
+            return None
+        if len(html) > max_bytes:
+            skipped.too_large += 1
+            return None
     if not content_type and not _looks_like_html(html):
         skipped.non_html += 1
         return None
     return Page(html, url, record.headers.get("WARC-Date") or "", record.record_id or "", record.stream_pos,
                 record.http_charset)
+
+
+def _content_decoded(payload: bytes, encoding: str, max_bytes: int) -> bytes | None:
+    """The payload without its HTTP Content-Encoding (as Heritrix and wget store it; Common Crawl stores it
+    decoded), at most ``max_bytes + 1`` bytes of it; None for an encoding not known or data that does not
+    decode."""
+    if encoding == "br":
+        import brotli  # fastwarc's own dependency
+
+        try:
+            return brotli.Decompressor().process(payload, output_buffer_limit=max_bytes + 1)
+        except brotli.error:
+            return None
+    for wbits in _ZLIB_WBITS.get(encoding, ()):  # deflate is sent with a zlib header or without one
+        try:
+            return zlib.decompressobj(wbits=wbits).decompress(payload, max_bytes + 1)
+        except zlib.error:
+            continue
+    return None
 
 
 def _looks_like_html(payload: bytes) -> bool:

@@ -27,8 +27,11 @@ def record(kind: str, block: bytes, url: str | None = "https://a.org/", version:
     return head.encode() + block + b"\r\n\r\n"
 
 
-def response(body: bytes, content_type: str = "text/html; charset=utf-8", **options) -> bytes:
-    http = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+def response(body: bytes, content_type: str = "text/html; charset=utf-8", encoding: str | None = None,
+             **options) -> bytes:
+    coded = f"Content-Encoding: {encoding}\r\n" if encoding else ""
+    http = (f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{coded}Content-Length: {len(body)}\r\n\r\n"
+            .encode())
     return record("response", http + body, **options)
 
 
@@ -37,7 +40,8 @@ def test_shipped_corpus_yields_html_pages_with_their_metadata(name, version):
     data = (WEB / name).read_bytes()
     pages, skipped = pages_of(data, name)
     assert len(pages) > 100
-    assert dict(skipped.items()) == {"non_response": len(pages) + 3, "non_html": 2, "no_url": 1, "too_large": 0}
+    assert dict(skipped.items()) == {"non_response": len(pages) + 3, "non_html": 2, "no_url": 1, "too_large": 0,
+                                     "bad_encoding": 0}
     for page in pages[:20]:
         assert page.url.startswith("https://") and page.html.lstrip().startswith(b"<!DOCTYPE html>")
         assert page.record_id.startswith("<urn:uuid:") and page.date.startswith("2026-03-")
@@ -61,8 +65,23 @@ def test_records_are_skipped_and_counted_by_why():
                      response(b"<p>kept</p>", version="1.0")])
     pages, skipped = pages_of(data, "x.warc", max_bytes=4096)
     assert [page.html for page in pages] == [b"<!doctype html><p>sniffed", b"<p>kept</p>"]
-    assert dict(skipped.items()) == {"non_response": 2, "non_html": 1, "no_url": 1, "too_large": 1}
+    assert dict(skipped.items()) == {"non_response": 2, "non_html": 1, "no_url": 1, "too_large": 1, "bad_encoding": 0}
     assert pages[1].charset == "utf-8" and pages[1].date == "2026-01-02T03:04:05Z"
+
+
+def test_content_encoded_payloads_are_decoded_or_counted():
+    import brotli
+
+    html = b"<html><body><p>" + b"compressed words " * 200 + b"</p></body></html>"
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    data = b"".join([response(gzip.compress(html), encoding="gzip"), response(zlib.compress(html), encoding="deflate"),
+                     response(raw_deflate.compress(html) + raw_deflate.flush(), encoding="deflate"),
+                     response(brotli.compress(html), encoding="br"), response(html, encoding="identity"),
+                     response(b"not gzip at all", encoding="gzip"), response(html, encoding="compress"),
+                     response(gzip.compress(b"<p>" + b"x" * 9000), encoding="gzip")])
+    pages, skipped = pages_of(data, "x.warc", max_bytes=8192)
+    assert [page.html for page in pages] == [html] * 5
+    assert (skipped.bad_encoding, skipped.too_large) == (2, 1)
 
 
 def test_an_empty_file_has_no_pages():
