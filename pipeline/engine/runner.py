@@ -211,7 +211,8 @@ class Pipeline:
             if reused is None:
                 (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
             else:
-                reuse = f"'{stage.name}' reused from {reused}: the same inputs, settings and code version ran there"
+                reuse = (f"'{stage.name}' reused from {self._shown(reused)}: the same inputs, settings and code "
+                         "version ran there")
                 self._log(reuse)
                 stage_log.note(reuse)
         outs = self._record(stage, deps, cache)
@@ -244,19 +245,24 @@ class Pipeline:
         """A stage's path as the file system sees it: under the project root, or a URL as it is."""
         return path if storage.is_url(path) else self.root / path
 
+    def _shown(self, path: str) -> str:
+        """A stage's path (recorded relative to the project root) as the user opens it from the current
+        directory: relative while below it, else absolute; a URL as it is."""
+        return storage.openable(self._where(path))
+
     def _params(self, stage: Stage) -> dict[str, Any]:
         return {key: self._param_value(key) for key in stage.params}
 
     def _dep_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
-        changes = [f"dependency '{dep}' removed" for dep in recorded if dep not in stage.deps]
+        changes = [f"dependency '{self._shown(dep)}' removed" for dep in recorded if dep not in stage.deps]
         for dep in stage.deps:
             path = self._where(dep)
             if dep not in recorded:
-                changes.append(f"dependency '{dep}' added")
+                changes.append(f"dependency '{self._shown(dep)}' added")
             elif not cache.exists(path):
-                changes.append(f"dependency '{dep}' is missing")
+                changes.append(f"dependency '{self._shown(dep)}' is missing")
             elif cache.tree_hash(path) != recorded[dep]:
-                changes.append(f"dependency '{dep}' changed")
+                changes.append(f"dependency '{self._shown(dep)}' changed")
         return changes
 
     def _out_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
@@ -264,17 +270,17 @@ class Pipeline:
         for out in stage.outs:
             path = self._where(out)
             if not cache.exists(path):
-                changes.append(f"output '{out}' is missing")
+                changes.append(f"output '{self._shown(out)}' is missing")
             elif out not in recorded:
-                changes.append(f"output '{out}' is new")
+                changes.append(f"output '{self._shown(out)}' is new")
             elif cache.tree_hash(path) != recorded[out]:
-                changes.append(f"output '{out}' was modified")
+                changes.append(f"output '{self._shown(out)}' was modified")
         return changes
 
     def _check_deps_exist(self, stage: Stage, cache: HashCache) -> None:
         for dep in stage.deps:
             if not cache.exists(self._where(dep)):
-                raise RunnerError(f"stage '{stage.name}' needs '{dep}', which does not exist; "
+                raise RunnerError(f"stage '{stage.name}' needs '{self._shown(dep)}', which does not exist; "
                                   "restore it or run the stage that makes it")
 
     def _selected(self, targets: Sequence[str] | None) -> list[Stage]:

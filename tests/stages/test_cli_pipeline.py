@@ -14,6 +14,7 @@ from conftest import lmprep_in_cwd as lmprep
 from conftest import make_project
 
 from pipeline.data.documents import iter_records
+from pipeline.shards.format import ShardSet
 from stages.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -354,3 +355,28 @@ def test_a_damaged_checkpoint_is_set_aside_and_retrained_never_recorded_as_up_to
 
     assert read_checkpoint(checkpoint).step == 2
     assert "'train' is up to date" in lmprep("run").output
+
+
+def test_document_ids_and_dependencies_are_printed_as_they_open_from_here(tmp_path, monkeypatch):
+    """IDs name files relative to output_root (``../../mydata/raw/a.txt#3`` from out/), which points elsewhere
+    from the project: printed, they open from the current directory; in the shards they stay as they were."""
+    (tmp_path / "mydata").mkdir()
+    make_project(tmp_path / "mydata", "")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "config.yaml").write_text(
+        "data: {sources: [{glob: ../mydata/raw/*.txt, separator: blank_line}]}\noutput_root: out/run\n"
+        "prepare: {val_fraction: 0.2}\ntokenizer: {vocab_size: 300}\n")
+    monkeypatch.chdir(project)
+    assert CliRunner().invoke(cli, ["run", "encode"]).exit_code == 0
+    stored = ShardSet.open(project / "out" / "run" / "data" / "shards", "train", verify=False).shards[0].document_id(0)
+    assert stored.startswith("../../../mydata/raw/a.txt#")  # as the shards hold it, relative to output_root
+    raw = tmp_path / "mydata" / "raw" / "a.txt"
+    located = CliRunner().invoke(cli, ["locate", "train", "0", "--row"]).output.splitlines()
+    assert located[1:] == [f"source: data.sources[0] {raw.parent}/*.txt",
+                           f"document: {raw}#{stored.rpartition('#')[2]}"]
+    raw.write_text(raw.read_text() + "\n\nQ: one more?\nA: yes.")
+    assert f"    dependency '{raw}' changed" in CliRunner().invoke(cli, ["status"]).output.splitlines()
+    monkeypatch.chdir(tmp_path)  # below the current directory: relative to it
+    status = CliRunner().invoke(cli, ["status", "--config", "project/config.yaml"]).output.splitlines()
+    assert "    dependency 'mydata/raw/a.txt' changed" in status
