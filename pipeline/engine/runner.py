@@ -77,7 +77,9 @@ class Stage:
     scans: tuple[str, ...] = ()
     keys: Mapping[str, str] = field(default_factory=dict)
     run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
-    preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
+    preview: Callable[[Sequence[str]], str | None] | None = None
+    """For status: what a run would do that the user should know, given the stale stages upstream of it
+    (which run first and may change what it would do)."""
     adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
     reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
     scratch: tuple[str, ...] = ()
@@ -144,11 +146,12 @@ class Pipeline:
         stale: list[str] = []
         report = []
         for stage in self._selected(targets):
+            stale_upstream = [name for name in stale if name in self._upstream[stage.name]]
             reasons = self._reasons(stage, lock.get(stage.name), cache) or [
-                f"upstream '{name}' is stale" for name in stale[::-1] if name in self._upstream[stage.name]][:1]
+                f"upstream '{name}' is stale" for name in stale_upstream[::-1]][:1]
             if reasons:
                 stale.append(stage.name)
-            warning = stage.preview() if reasons and stage.preview is not None else None
+            warning = stage.preview(stale_upstream) if reasons and stage.preview is not None else None
             report.append(StageStatus(stage.name, tuple(reasons), warning))
         self._save_cache(cache)
         return report

@@ -15,6 +15,7 @@ from conftest import make_project
 
 from pipeline.data.documents import iter_records
 from pipeline.shards.format import ShardSet
+from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,6 +221,18 @@ def test_status_names_the_free_directory_the_run_will_set_the_checkpoint_aside_t
     ran = lmprep("run", "--set", "train.lr=0.02")
     assert ran.exit_code == 0 and "moved the old checkpoint to out/ckpt-old-lr-2" in ran.output
     assert (project / "out" / "ckpt-old-lr-2" / "checkpoint.safetensors").exists()
+
+
+def test_status_names_no_new_directory_while_a_stage_before_train_may_still_change_it(project):
+    """The move's name is decided when it happens: a new tokenizer's checkpoint goes to ckpt-<its fingerprint>."""
+    assert lmprep("run").exit_code == 0
+    changes = ("--set", "train.lr=0.02", "--set", "tokenizer.vocab_size=280")
+    assert ("    warning: the train settings changed (train.lr 0.01 → 0.02): running it will set out/ckpt aside and "
+            "train from scratch (where it moves is decided then, after 'tokenizer' and 'encode' ran)\n"
+            ) in lmprep("status", *changes).output
+    old = Tokenizer.load(project / "out" / "tokenizer.json").fingerprint[:12]
+    ran = lmprep("run", *changes)
+    assert ran.exit_code == 0 and f"moved the old checkpoint to out/ckpt-{old}" in ran.output
 
 
 def test_a_bare_group_still_prints_its_help(project):
