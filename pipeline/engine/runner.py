@@ -66,6 +66,9 @@ class Stage:
     base), which no output may overlap; ``keys`` names the config key that set
     a path, for messages; ``scratch`` are paths the stage keeps between attempts
     (finished parts of an interrupted run), which ``clean`` removes with the outputs.
+    ``mode`` names how the stage makes its outputs where it has more than one way (the tokenizer's:
+    training one, or reusing a file); a switch of mode is given as its one reason, not as every
+    setting and input of the other way that went or came.
     """
 
     name: str
@@ -83,6 +86,7 @@ class Stage:
     adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
     reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
     scratch: tuple[str, ...] = ()
+    mode: str = ""
 
 
 @dataclass(frozen=True)
@@ -232,13 +236,15 @@ class Pipeline:
         self._save_cache(cache)
         lock = self._read_lock()
         lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
-                             "params": self._params(stage)}
+                             "params": self._params(stage), **({"mode": stage.mode} if stage.mode else {})}
         atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
         return outs
 
     def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache) -> list[str]:
         if entry is None:
             return ["never run"]
+        if stage.mode and entry.get("mode", stage.mode) != stage.mode:
+            return [f"switched from {entry['mode']} to {stage.mode}"]
         return (code_version_changes(entry.get("code_version"), stage.code_version)
                 + param_changes(entry.get("params", {}), self._params(stage))
                 + self._dep_changes(stage, entry.get("deps", {}), cache)

@@ -370,6 +370,22 @@ def test_a_damaged_checkpoint_is_set_aside_and_retrained_never_recorded_as_up_to
     assert "'train' is up to date" in lmprep("run").output
 
 
+def test_freezing_the_tokenizer_is_one_reason_not_every_training_setting_that_went(project):
+    assert lmprep("run", "tokenizer").exit_code == 0
+    shutil.copy(project / "out" / "tokenizer.json", project / "frozen.json")
+
+    def tokenizer_reasons(*args):
+        lines = lmprep("status", *args).output.splitlines()
+        start = lines.index("tokenizer: stale") + 1
+        return lines[start:next(i for i in range(start, len(lines)) if not lines[i].startswith(" "))]
+
+    assert tokenizer_reasons("--set", "tokenizer.path=frozen.json") == [
+        "    switched from training on the prepared data to reusing tokenizer.path frozen.json"]
+    assert lmprep("run", "tokenizer", "--set", "tokenizer.path=frozen.json").exit_code == 0
+    assert tokenizer_reasons() == [
+        "    switched from reusing tokenizer.path frozen.json to training on the prepared data"]
+
+
 def test_document_ids_and_dependencies_are_printed_as_they_open_from_here(tmp_path, monkeypatch):
     """IDs name files relative to output_root (``../../mydata/raw/a.txt#3`` from out/), which points elsewhere
     from the project: printed, they open from the current directory; in the shards they stay as they were."""
