@@ -288,6 +288,16 @@ def test_set_errors_name_set_not_the_file(tmp_path):
     assert error_of(tmp_path, "train: {steps: -1}\n").startswith(str(tmp_path / "config.yaml"))
 
 
+@pytest.mark.parametrize("text", ["", "prepare: {val_fraction: 0.1}\n", "prepare: {steps: null}\n"])
+def test_set_of_an_item_of_a_list_the_files_do_not_give_blames_set(tmp_path, text):
+    """Not ``config.yaml: prepare.steps must be a list, got a mapping {'2': ...}``: the file gave no list."""
+    assert error_of(tmp_path, text, ("prepare.steps.2.c4.min_sentences=3",)) == (
+        "--set prepare.steps.2.c4.min_sentences: prepare.steps is not a list in the config file, so it has no "
+        "item 2; set the whole list instead, e.g. --set 'prepare.steps=[...]'")
+    assert "'3' is not an index of a list of 1 items" in error_of(
+        tmp_path, text, ("prepare.steps=[{c4: {}}]", "prepare.steps.3.c4.min_sentences=3"))
+
+
 def test_extends_keeps_the_parents_values_and_names_their_origin(tmp_path):
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "default.yaml").write_text(
