@@ -18,6 +18,7 @@ from pipeline.config import (
     load_config_with_origins,
     parse_config,
 )
+from pipeline.config.yaml_safe import read_yaml
 from pipeline.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,6 +142,22 @@ def test_yaml_errors_name_the_file_and_a_line_it_has(tmp_path, text, line):
     message = error_of(tmp_path, text)
     assert message.startswith(f"{tmp_path / 'config.yaml'}: line {line}: not valid YAML: ")
     assert "<unicode string>" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("text, line, first", [
+    ("train:\n  steps: 5\n  lr: 0.1\n  steps: 50\n", 4, 2),
+    ("train: {steps: 5}\nprepare: {}\ntrain: {lr: 0.1}\n", 3, 1),
+])
+def test_a_key_given_twice_is_refused_in_one_line(tmp_path, text, line, first):
+    """PyYAML keeps the last value of a repeated key without a word; YAML forbids repeating one."""
+    key = text.splitlines()[line - 1].split(":")[0].strip()
+    assert error_of(tmp_path, text) == (f"{tmp_path / 'config.yaml'}: line {line}: the key {key!r} is given twice "
+                                        f"in one mapping (first at line {first}); keep one")
+
+
+def test_a_merged_key_may_still_be_overridden(tmp_path):
+    text = "base: &base {steps: 5, lr: 0.1}\ntrain:\n  <<: *base\n  steps: 7\n"
+    assert read_yaml(write_config(tmp_path, text))["train"] == {"steps": 7, "lr": 0.1}
 
 
 def test_missing_file_is_a_config_error(tmp_path):
