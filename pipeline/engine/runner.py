@@ -203,6 +203,7 @@ class Pipeline:
         self._save_cache(cache)
         if not reasons:
             self._log(f"'{stage.name}' is up to date")
+            self._drop_scratch(stage)
             return False
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
         self._check_deps_exist(stage, cache)
@@ -226,6 +227,16 @@ class Pipeline:
         if key is not None:
             self._runs.remember(key, outs)
         return True
+
+    def _drop_scratch(self, stage: Stage) -> None:
+        """Remove what an interrupted run of an up-to-date stage left (a ``--force`` run, or one with other
+        settings since reverted): it would stay there for good, as no run of these inputs needs it. A remote
+        scratch is left alone, so that an up-to-date stage costs no listing."""
+        for path in stage.scratch:
+            where = self._where(path)
+            if isinstance(where, Path) and _remove(where):
+                self._log(f"removed {self._shown(path)}, what an interrupted run of '{stage.name}' left (its output "
+                          "is up to date)")
 
     def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> dict[str, str]:
         outs = {}
