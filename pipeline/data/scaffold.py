@@ -84,7 +84,7 @@ def _suffix(file: Path) -> str:
 def _guess(pattern: str, files: list[Path], project: Path) -> SourceGuess:
     """How to read the files of one source, from a sample of the first of each format."""
     formats = Counter(format_of(file) for file in files)
-    notes = ["matches " + ", ".join(f"{count} {fmt} file{'s' if count > 1 else ''}"
+    notes = ["matches " + ", ".join(f"{count:,} {fmt} file{'s' if count > 1 else ''}"
                                     for fmt, count in sorted(formats.items())) + " now"]
     separator = field = doubt = None
     if "txt" in formats:
@@ -126,7 +126,7 @@ def _guess_files_separator(files: list[Path]) -> tuple[str, str, str | None]:
     example, _, why = next(guess for guess in guesses if guess[1] == separator)
     note = f"separator {separator}: {why} in {example.name}"
     if len(sampled) > 1:
-        note += f"; so do {agreeing} of the {len(sampled)} files sampled"
+        note += f"; so do {agreeing:,} of the {len(sampled):,} files sampled"
     others = [f"{other} in {next(file.name for file, guessed, _ in guesses if guessed == other)}"
               + (f" and {count - 1} more" if count > 1 else "") for other, count in counts.most_common()[1:]]
     doubt = f"not {', '.join(others)}: check them, or give each kind its own --from" if others else None
@@ -138,10 +138,10 @@ def _guess_separator(sample: bytes) -> tuple[str, str]:
     lines = text.split("\n")
     blank = sum(1 for line in lines if not line.strip())
     if blank >= 2 and blank < len(lines) / 2:
-        return "blank_line", f"{blank} blank lines among the first {len(lines)} lines"
+        return "blank_line", f"{blank:,} blank lines among the first {len(lines):,} lines"
     if len(lines) >= 10:
-        return "line", f"{len(lines)} lines and no blank lines between them in the first {len(sample):,} bytes"
-    return "document", f"{len(lines)} lines in the file (each file is one document)"
+        return "line", f"{len(lines):,} lines and no blank lines between them in the first {len(sample):,} bytes"
+    return "document", f"{len(lines):,} lines in the file (each file is one document)"
 
 
 def _guess_json_field(path: Path) -> tuple[str, str]:
