@@ -45,7 +45,7 @@ from typing import Any
 from pipeline.engine import atomic, stage_log, storage
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.pool import keep_from_workers
-from pipeline.engine.reasons import code_version_changes, param_changes
+from pipeline.engine.reasons import code_version_changes, dep_changes, out_changes, param_changes
 from pipeline.engine.run_cache import RunCache
 from pipeline.errors import RunnerError, StorageError
 
@@ -66,6 +66,7 @@ class Stage:
     base), which no output may overlap; ``keys`` names the config key that set
     a path, for messages; ``scratch`` are paths the stage keeps between attempts
     (finished parts of an interrupted run), which ``clean`` removes with the outputs.
+    ``preview`` tells status what a run would do that the user should know, given the stale stages upstream.
     ``mode`` names how the stage makes its outputs where it has more than one way (the tokenizer's:
     training one, or reusing a file); a switch of mode is given as its one reason, not as every
     setting and input of the other way that went or came.
@@ -81,8 +82,6 @@ class Stage:
     keys: Mapping[str, str] = field(default_factory=dict)
     run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
     preview: Callable[[Sequence[str]], str | None] | None = None
-    """For status: what a run would do that the user should know, given the stale stages upstream of it
-    (which run first and may change what it would do)."""
     adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
     reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
     scratch: tuple[str, ...] = ()
@@ -229,9 +228,8 @@ class Pipeline:
         return True
 
     def _drop_scratch(self, stage: Stage) -> None:
-        """Remove what an interrupted run of an up-to-date stage left (a ``--force`` run, or one with other
-        settings since reverted): it would stay there for good, as no run of these inputs needs it. A remote
-        scratch is left alone, so that an up-to-date stage costs no listing."""
+        """Remove what an interrupted run (``--force``, or of settings since reverted) of an up-to-date stage left,
+        which no run would take; a remote scratch is left alone, so that an up-to-date stage costs no listing."""
         for path in stage.scratch:
             where = self._where(path)
             if isinstance(where, Path) and _remove(where):
@@ -258,8 +256,8 @@ class Pipeline:
             return [f"switched from {entry['mode']} to {stage.mode}"]
         return (code_version_changes(entry.get("code_version"), stage.code_version)
                 + param_changes(entry.get("params", {}), self._params(stage))
-                + self._dep_changes(stage, entry.get("deps", {}), cache)
-                + self._out_changes(stage, entry.get("outs", {}), cache))
+                + dep_changes(stage.deps, entry.get("deps", {}), cache, self._where, self._shown)
+                + out_changes(stage.outs, entry.get("outs", {}), cache, self._where, self._shown))
 
     def _where(self, path: str) -> Path | str:
         """A stage's path as the file system sees it: under the project root, or a URL as it is."""
@@ -272,30 +270,6 @@ class Pipeline:
 
     def _params(self, stage: Stage) -> dict[str, Any]:
         return {key: self._param_value(key) for key in stage.params}
-
-    def _dep_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
-        changes = [f"dependency '{self._shown(dep)}' removed" for dep in recorded if dep not in stage.deps]
-        for dep in stage.deps:
-            path = self._where(dep)
-            if dep not in recorded:
-                changes.append(f"dependency '{self._shown(dep)}' added")
-            elif not cache.exists(path):
-                changes.append(f"dependency '{self._shown(dep)}' is missing")
-            elif cache.tree_hash(path) != recorded[dep]:
-                changes.append(f"dependency '{self._shown(dep)}' changed")
-        return changes
-
-    def _out_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
-        changes = []
-        for out in stage.outs:
-            path = self._where(out)
-            if not cache.exists(path):
-                changes.append(f"output '{self._shown(out)}' is missing")
-            elif out not in recorded:
-                changes.append(f"output '{self._shown(out)}' is new")
-            elif cache.tree_hash(path) != recorded[out]:
-                changes.append(f"output '{self._shown(out)}' was modified")
-        return changes
 
     def _check_deps_exist(self, stage: Stage, cache: HashCache) -> None:
         for dep in stage.deps:
