@@ -292,4 +292,4 @@ def _gather_shards(partial: resume.PartialParts, staging: Path | str, stamp: Sha
 def _check_special_ids(tokenizer: Tokenizer, path: str, *, bos_id: int | None, eos_id: int | None) -> None:
     for role, token_id in (("bos", bos_id), ("eos", eos_id)):
         if token_id is not None and not 0 <= token_id < tokenizer.vocab_size:
-            raise TokenizerError(f"{role} ID {token_id} is outside the vocabulary of {path} ({tokenizer.vocab_size})")
+            raise TokenizerError(f"{role} ID {token_id} is outside the vocabulary of {path} ({tokenizer.vocab_size:,})")
