@@ -93,7 +93,7 @@ def check_export(directory: str | os.PathLike[str], tokenizer: Tokenizer) -> lis
         if (fingerprint, vocab_size) != (tokenizer.fingerprint, tokenizer.vocab_size):
             size = f"{vocab_size:,}" if type(vocab_size) is int else repr(vocab_size)
             raise TokenizerMismatchError(
-                f"{path} was exported with tokenizer {fingerprint} (vocab size {size:,}, says "
+                f"{path} was exported with tokenizer {fingerprint} (vocab size {size}, says "
                 f"{sidecar_path(path).name}), but the given tokenizer is {tokenizer.fingerprint} (vocab size "
                 f"{tokenizer.vocab_size:,}); export again with `lmprep run export`, or train with that tokenizer")
     return files
