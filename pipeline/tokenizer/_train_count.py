@@ -24,7 +24,7 @@ import regex
 from pipeline.engine.pool import ordered_map, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.tokenizer import backend
-from pipeline.tokenizer.patterns import GPT4, NATIVE_SPLIT_MODES, splitter
+from pipeline.tokenizer.patterns import GPT4, native_mode, splitter
 
 BLOCK_CHARS = 4_000_000
 JOIN_SEGMENTS = 2_000
@@ -34,7 +34,6 @@ _ASCII_SEGMENT_END = re.compile(_SEGMENT_END.pattern, re.ASCII)  # the same cuts
 # whitespace alternatives holding a newline are tried first, so a newline followed by a non-space
 # character is always a chunk boundary. Not true of the GPT-2 pattern (its ``\s+(?!\S)`` looks past it).
 LINE_SAFE_PATTERNS = frozenset({GPT4})
-NATIVE_WHOLE_TEXT = 3  # the native split mode of the empty pattern: each text is one chunk
 
 
 def count_chunks(
@@ -56,14 +55,6 @@ def count_chunks(
         return _fold(map(count_block, blocks))
     with process_pool(processes) as pool:
         return _fold(ordered_map(pool, count_block, blocks, max_in_flight=2 * processes))
-
-
-def native_mode(pattern: str) -> int | None:
-    """The native core's split mode for ``pattern``, or None where it is counted in Python (no core, or a
-    custom pattern)."""
-    if backend.native is None:
-        return None
-    return NATIVE_WHOLE_TEXT if not pattern else NATIVE_SPLIT_MODES.get(pattern)
 
 
 def native_counter(texts: Iterable[str], *, pattern: str, workers: int = 0, progress: bool = False):

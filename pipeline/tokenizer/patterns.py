@@ -62,7 +62,8 @@ _CUTS = {
 }
 CUT_CHARS = 1 << 20  # held before looking for a cut
 NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4, "gpt2": GPT2, "none": ""}
-NATIVE_SPLIT_MODES = {GPT4: 0, GPT2: 1, WORD: 2}  # the patterns the native core splits by hand (``_native.split``)
+# The patterns the native core splits by hand, by the names of its split modes (``_native.SPLIT_MODES``).
+NATIVE_SPLIT_NAMES = {GPT4: "gpt4", GPT2: "gpt2", WORD: "word", "": "none"}
 DEFAULT_PATTERN_NAME = {"byte": "gpt4", "char": "none"}
 _CATCH_ALL = r"|[\s\S]"
 
@@ -129,6 +130,14 @@ def compile_checked(pattern: str) -> regex.Pattern:
                              "use gpt4, gpt2, none or a valid regex") from None
 
 
+def native_mode(pattern: str) -> int | None:
+    """The native core's split mode for ``pattern`` (``""``: each text one chunk), or None where it has none:
+    no native core, or a custom pattern."""
+    if backend.native is None or pattern not in NATIVE_SPLIT_NAMES:
+        return None
+    return backend.native.SPLIT_MODES[NATIVE_SPLIT_NAMES[pattern]]
+
+
 def splitter(pattern: str) -> Callable[[str], list[str]]:
     """A function cutting a text into its non-empty chunks (the whole text when ``pattern`` is empty).
 
@@ -136,8 +145,8 @@ def splitter(pattern: str) -> Callable[[str], list[str]]:
     """
     if not pattern:
         return lambda text: [text] if text else []
-    if backend.native is not None and pattern in NATIVE_SPLIT_MODES:
-        return functools.partial(backend.native.split, NATIVE_SPLIT_MODES[pattern])
+    if (mode := native_mode(pattern)) is not None:
+        return functools.partial(backend.native.split, mode)
     compiled = compile_checked(pattern)
     if pattern in ASCII_TWINS:  # every character is matched, never by an empty match: the chunks are findall's
         findall = compiled.findall
