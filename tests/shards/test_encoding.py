@@ -292,8 +292,7 @@ def test_each_task_bounds_its_workers_cache(prepared, tokenizer_path):
     task = next(corpus.iter_tasks(source, Tokenizer.load(tokenizer_path), str(tokenizer_path), bos_id=None,
                                     eos_id=None, cache_bytes=12_345))
     corpus.encode_task(task)
-    assert corpus.load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)._encoder._cache.max_bytes \
-        == 12_345
+    assert corpus.load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)._encoder.max_bytes == 12_345
 
 
 def test_the_cache_bound_is_read_from_the_encode_section(tmp_path, prepared, tokenizer_path, monkeypatch):
