@@ -655,22 +655,24 @@ PyObject *native_split(PyObject *, PyObject *args) {
     return chunks;
 }
 
-// _fail_next(point): the named point of _native_fault.h throws std::bad_alloc the next time it is reached
-// (for the tests of the failure paths).
-PyObject *native_fail_next(PyObject *, PyObject *arg) {
-    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : nullptr;
-    if (name && std::strcmp(name, "thread_start") == 0) arm_fault(THREAD_START);
-    else if (name && std::strcmp(name, "without_gil") == 0) arm_fault(WITHOUT_GIL);
-    else if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_fail_next takes 'thread_start' or 'without_gil'");
-    if (PyErr_Occurred()) return nullptr;
+// _fail_next(point, after=0): the named point of _native_fault.h throws std::bad_alloc once, when it is
+// reached after `after` passes (for the tests of the failure paths).
+PyObject *native_fail_next(PyObject *, PyObject *args) {
+    const char *name;
+    int after = 0;
+    if (!PyArg_ParseTuple(args, "s|i", &name, &after)) return nullptr;
+    if (std::strcmp(name, "thread_start") == 0) arm_fault(THREAD_START, after);
+    else if (std::strcmp(name, "without_gil") == 0) arm_fault(WITHOUT_GIL, after);
+    else return PyErr_Format(PyExc_ValueError, "_fail_next takes 'thread_start' or 'without_gil', got '%s'", name);
     Py_RETURN_NONE;
 }
 
 PyMethodDef module_methods[] = {
     {"split", native_split, METH_VARARGS,
      "split(mode, text) -> list[str]: the chunks of text under a split mode (a value of SPLIT_MODES)."},
-    {"_fail_next", native_fail_next, METH_O,
-     "_fail_next(point): 'thread_start' or 'without_gil' fails once, as if out of memory (for tests)."},
+    {"_fail_next", native_fail_next, METH_VARARGS,
+     "_fail_next(point, after=0): 'thread_start' or 'without_gil' fails once after `after` passes, as if out of "
+     "memory (for tests)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -1,6 +1,7 @@
-// Failures the tests inject (_native._fail_next): a named point throws std::bad_alloc the next time any
-// thread reaches it, so that the paths handling a failure run without memory or threads running out.
-// Part of the native tokenizer core; no Python API here. A point costs one relaxed atomic load.
+// Failures the tests inject (_native._fail_next): a named point throws std::bad_alloc once, when it is
+// reached after a given number of passes, so that the paths handling a failure run without memory or
+// threads running out. Part of the native tokenizer core; no Python API here. An idle point costs one
+// relaxed atomic load.
 #pragma once
 
 #include <atomic>
@@ -13,13 +14,12 @@ enum FaultPoint : int {
     WITHOUT_GIL = 1,   // at the start of work run with the GIL released
 };
 
-inline std::atomic<unsigned> armed_faults{0};  // bit p: point p throws once
+inline std::atomic<int> fault_countdown[2]{-1, -1};  // per point: passes left before it throws; below 0: idle
 
-inline void arm_fault(FaultPoint point) { armed_faults.fetch_or(1u << point); }
+inline void arm_fault(FaultPoint point, int after) { fault_countdown[point].store(after); }
 
 inline void fault_point(FaultPoint point) {
-    const unsigned bit = 1u << point;
-    if ((armed_faults.load(std::memory_order_relaxed) & bit) && (armed_faults.fetch_and(~bit) & bit))
+    if (fault_countdown[point].load(std::memory_order_relaxed) >= 0 && fault_countdown[point].fetch_sub(1) == 0)
         throw std::bad_alloc();
 }
 

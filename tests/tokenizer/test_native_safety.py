@@ -71,22 +71,23 @@ def test_a_layout_changed_by_another_thread_while_the_merger_reads_it_is_refused
 
 
 def test_threads_that_cannot_start_leave_their_ranges_to_the_calling_thread():
-    """A thread of an encode or count call that fails to start (as with std::bad_alloc) is joined by none:
-    its range runs in the calling thread, and the IDs and counts are those of one thread."""
+    """A thread of an encode or count call that fails to start (as with std::bad_alloc) after another one
+    started: that one is joined, the failed range runs in the calling thread, and the IDs and counts are
+    those of one thread (a started thread left joinable would end the process in std::terminate)."""
     out = run_python("""
         from pipeline.tokenizer import Tokenizer, backend
         native = backend.native
         tokenizer = Tokenizer.from_merges(kind="byte", pattern="", merges=[(97, 98), (256, 256)])
         texts = ["abab" * 50 + str(i) for i in range(40)]
         want = tokenizer.encode_batch(texts)
-        native._fail_next("thread_start")
+        native._fail_next("thread_start", 1)
         assert Tokenizer.from_merges(kind="byte", pattern="", merges=[(97, 98), (256, 256)]).encode_batch(
             texts, threads=4) == want, "encode"
         counted = native.ChunkCounter(native.SPLIT_MODES["gpt4"], 1)
         big = ["hello world " * 30_000, "more words here " * 30_000, "x y z " * 30_000]
         counted.add(big)
         counter = native.ChunkCounter(native.SPLIT_MODES["gpt4"], 3)
-        native._fail_next("thread_start")
+        native._fail_next("thread_start", 1)
         counter.add(big)
         assert counter.pop_counts() == counted.pop_counts(), "count"
         print("ok")
