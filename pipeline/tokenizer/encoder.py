@@ -2,9 +2,10 @@
 
 The algorithm is ``reference.encode`` (read it first): split, then merge each chunk's base IDs lowest rank
 first. Real text repeats its chunks (words with their leading space), so both paths encode each distinct
-chunk once and keep its IDs in a cache bounded in bytes: an entry counts its UTF-8 key, 4 bytes per ID and
-``ENTRY_OVERHEAD`` bytes of slot, an entry that would pass the bound empties the cache first, and chunks
-over ``CACHE_MAX_CHUNK`` characters are encoded but never kept.
+chunk once and keep its IDs in a cache bounded in bytes (the native one counts its UTF-8 keys, 4 bytes
+per ID and its slots; the Python one what ``sys.getsizeof`` says of its keys and ID lists, and
+``ENTRY_OVERHEAD`` for the dict's slot): an entry that would pass the bound empties the cache first, and
+chunks over ``CACHE_MAX_CHUNK`` characters are encoded but never kept.
 
 - :class:`NativeEncoder`: ``_native.Encoder`` splits, looks up and merges in one pass per call, without the
   GIL, in as many threads as asked (docs/native.md). A custom pattern is split here with ``regex`` and the
@@ -16,6 +17,7 @@ over ``CACHE_MAX_CHUNK`` characters are encoded but never kept.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 
@@ -26,7 +28,7 @@ from pipeline.tokenizer import backend, patterns, reference
 MergeTable = Mapping[tuple[int, int], int]
 DEFAULT_CACHE_BYTES = 256 * 10**6  # per process; the cache starts over when full
 CACHE_MAX_CHUNK = 256  # longer chunks (a whole document, with pattern none) are encoded but not cached
-ENTRY_OVERHEAD = 48  # the bytes of slot a cache entry counts beyond its key and IDs (the native core's figure)
+ENTRY_OVERHEAD = 64  # bytes a dict entry costs beyond its key and value objects (slot, index, growth slack)
 
 
 class PythonEncoder:
@@ -81,7 +83,7 @@ class PythonEncoder:
     def _keep(self, chunk: str, ids: list[int]) -> None:
         if len(chunk) > CACHE_MAX_CHUNK:
             return
-        size = len(chunk.encode("utf-8", "surrogatepass")) + 4 * len(ids) + ENTRY_OVERHEAD
+        size = sys.getsizeof(chunk) + sys.getsizeof(ids) + ENTRY_OVERHEAD  # the IDs' ints are the merge table's
         if self.nbytes + size > self.max_bytes:
             self._cache.clear()
             self.nbytes = 0
