@@ -81,6 +81,7 @@ def train_from_counts(chunk_counts: Mapping[str, int], *, kind: str, num_merges:
     chunks: Counter[tuple[int, ...]] = Counter()
     for chunk, count in chunk_counts.items():
         chunks[tuple(base_ids(chunk, kind, char_id))] += count
+    chunks = _with_pairs(chunks)
     newline = base_ids("\n", kind, char_id)[0]  # the unknown ID if the text has none: no pair holds it
     first_id = base_id_count(kind, len(alphabet))
     merges: list[Pair] = []
@@ -94,10 +95,16 @@ def train_from_counts(chunk_counts: Mapping[str, int], *, kind: str, num_merges:
         new_id = first_id + len(merges)
         merged: Counter[tuple[int, ...]] = Counter()
         for ids, count in chunks.items():
-            merged[tuple(merge(ids, pair, new_id))] += count
-        chunks = merged
+            merged[tuple(merge(ids, pair, new_id)) if pair[0] in ids else ids] += count
+        chunks = _with_pairs(merged)
         merges.append(pair)
     return merges, alphabet, None
+
+
+def _with_pairs(chunks: Counter[tuple[int, ...]]) -> Counter[tuple[int, ...]]:
+    """The chunks that still hold a pair: one of a single ID never takes part in a merge again (dropping it
+    changes no count, it only saves recounting it)."""
+    return Counter({ids: count for ids, count in chunks.items() if len(ids) > 1})
 
 
 def lowest_ranked_pair(ids: Sequence[int], ranks: Mapping[Pair, int]) -> Pair | None:
