@@ -60,6 +60,6 @@ def test_the_split_modes_are_the_native_cores_own():
 @needs_native
 def test_native_split_refuses_what_is_not_a_text_or_a_mode():
     with pytest.raises(TypeError):
-        native.split(0, b"bytes")
+        native.split(native.SPLIT_MODES["gpt4"], b"bytes")
     with pytest.raises(ValueError, match="mode"):
-        native.split(9, "text")
+        native.split(max(native.SPLIT_MODES.values()) + 1, "text")

@@ -70,22 +70,23 @@ def test_a_custom_pattern_is_counted_in_python():
 
 
 def test_the_counter_refuses_what_is_not_text():
-    counter = native.ChunkCounter(0, 2)
+    gpt4 = native.SPLIT_MODES["gpt4"]
+    counter = native.ChunkCounter(gpt4, 2)
     with pytest.raises(TypeError, match="got bytes at position 1"):
         counter.add(["a", b"b"])
     with pytest.raises(ValueError, match="split mode"):
-        native.ChunkCounter(7, 1)
+        native.ChunkCounter(max(native.SPLIT_MODES.values()) + 1, 1)
     with pytest.raises(ValueError, match="threads"):
-        native.ChunkCounter(0, 0)
+        native.ChunkCounter(gpt4, 0)
     with pytest.raises(RuntimeError, match="once"):
-        counter.__init__(0, 1)
+        counter.__init__(gpt4, 1)
     assert counter.pop_counts() == {}
 
 
 def test_threads_counting_into_one_counter_one_at_a_time_or_refused():
     """A second thread calling the same counter while it counts is refused, never a crash; the counts of
     the calls that ran add up."""
-    counter = native.ChunkCounter(0, 1)
+    counter = native.ChunkCounter(native.SPLIT_MODES["gpt4"], 1)
     texts = ["hello world " * 20_000] * 4
     refused = []
 
