@@ -38,8 +38,10 @@ test: $(TEST_INSTALLED) ## Run the linter and the test suite
 sanitize: $(TEST_INSTALLED) ## Build the native core with ASan+UBSan and run the native tests against it
 	rm -rf $(SANITIZE) && mkdir -p $(SANITIZE)/src
 	git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C $(SANITIZE)/src
-	cd $(SANITIZE)/src && CFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="$(SANITIZE_FLAGS)" \
+	cd $(SANITIZE)/src && CFLAGS="$(SANITIZE_FLAGS)" CXXFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="$(SANITIZE_FLAGS)" \
 	  $(CURDIR)/$(BIN)/python setup.py -q build_ext --inplace
+	nm -D $(SANITIZE)/src/pipeline/tokenizer/_native.*.so | grep -q __asan_report \
+	  || { echo "sanitize: the core was built without the sanitizers" >&2; exit 1; }
 	cd $(SANITIZE)/src && LD_PRELOAD="$(SANITIZE_RUNTIMES)" PYTHONMALLOC=malloc PYTHONPATH=. \
 	  ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/$(SANITIZE)/asan \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(CURDIR)/$(SANITIZE)/ubsan \
@@ -67,10 +69,11 @@ $(INSTALLED): pyproject.toml $(NATIVE_SOURCES)
 	  { { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } && $(PIP) install -e . && touch $@; }'
 
 # `make sanitize` builds the core in a copy of the working tree (build/sanitize/src), so the checkout's own
-# build stays as it is; the interpreter is not sanitized, so the runtimes are preloaded. A report goes to a
-# log file (pytest captures stderr), and any report fails the target.
+# build stays as it is; setuptools compiles C++ with CXXFLAGS (which replace its own flags, hence -O1 -g),
+# and the target checks that the module is instrumented. The interpreter is not sanitized, so the runtimes
+# are preloaded. A report goes to a log file (pytest captures stderr), and any report fails the target.
 SANITIZE := build/sanitize
-SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g
 SANITIZE_RUNTIMES = $(shell $(CXX) -print-file-name=libasan.so) $(shell $(CXX) -print-file-name=libubsan.so)
 NATIVE_TESTS := $(wildcard tests/tokenizer/test_native_*.py) tests/tokenizer/test_tokenizer_tiktoken.py
 
