@@ -271,24 +271,3 @@ def test_fingerprint_depends_on_merges_and_specials_not_only_size():
     assert len(a.fingerprint) == 64
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.characters(max_codepoint=127)))
-def test_ascii_twins_split_like_the_unicode_patterns(text):
-    import regex
-
-    for pattern in patterns.ASCII_TWINS:
-        assert patterns.splitter(pattern)(text) == regex.compile(pattern).findall(text)
-
-
-_ASCII_RUNS = st.text(alphabet=st.sampled_from("ab Z09'\n\r\t\x0b\x1c.,-_"), min_size=30, max_size=90)
-_OTHER_TEXT = st.text(alphabet=st.sampled_from("é ж\u00a0\u2028\u3000٣\u00b2\x85'\n"), min_size=1, max_size=4)
-
-
-@settings(max_examples=500, deadline=None)
-@given(st.lists(st.one_of(_ASCII_RUNS, _OTHER_TEXT, st.text(max_size=5))).map("".join))
-def test_mixed_text_splits_like_the_unicode_patterns(text):
-    """Long ASCII runs of non-ASCII text are cut at chunk starts and split with the ``re`` twins."""
-    import regex
-
-    for pattern in patterns.ASCII_TWINS:
-        assert patterns.splitter(pattern)(text) == regex.compile(pattern).findall(text)

@@ -15,7 +15,6 @@ import string
 import subprocess
 import sys
 import sysconfig
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from hypothesis import strategies as st
 
 from pipeline.config import MAX_TRAINED_IDS, parse_config
 from pipeline.errors import ConfigError, TokenizerError
-from pipeline.tokenizer import Tokenizer, _train_count, _train_pairs, backend, reference
+from pipeline.tokenizer import Tokenizer, _train_pairs, backend, reference
 from pipeline.tokenizer.trainer import TrainResult, train_merges
 from stages.cli.main import cli
 
@@ -332,17 +331,3 @@ def test_utf8_symbols_keep_chunks_apart_whatever_they_hold():
     assert _train_pairs.utf8_symbols(["a\U0010ffffb", "\u00e9"]).tolist() == [
         separator, 97, 0xF4, 0x8F, 0xBF, 0xBF, 98, separator, 0xC3, 0xA9, separator]
     assert _train_pairs.utf8_symbols([]).tolist() == [separator, separator]
-
-
-@settings(max_examples=300, deadline=None)
-@given(texts=st.lists(st.text(alphabet=" \n\r\t\x0b\x1c\u00a0aA.\u00e9'1s", max_size=30), max_size=6))
-def test_segment_counting_equals_whole_text_counting(texts):
-    assert GPT4_PATTERN in _train_count.LINE_SAFE_PATTERNS
-    whole = Counter(chunk for text in texts for chunk in regex.findall(GPT4_PATTERN, text))
-    assert _train_count._count_block(GPT4_PATTERN, texts) == whole
-
-
-def test_segment_counting_on_real_text():
-    texts = stdlib_texts(100_000) + ["a\n\nb", "x \nfoo", "  \n  \n x", "foo.\n\nbar\n", "\r\n\tx\n"]
-    whole = Counter(chunk for text in texts for chunk in regex.findall(GPT4_PATTERN, text))
-    assert _train_count._count_block(GPT4_PATTERN, texts) == whole
