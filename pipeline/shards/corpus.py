@@ -229,7 +229,7 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
     An exception or a kill mid-way leaves the previous ``output_dir`` intact, and the parts its tasks
     finished (:mod:`pipeline.shards.resume`): the next call with the same inputs, settings and
     ``code_version`` encodes only the others, and says so through ``notify``. ``cache_bytes`` bounds
-    each task's chunk cache (see :class:`~pipeline.tokenizer.encoder.ChunkCache`).
+    each task's chunk cache (see :mod:`pipeline.tokenizer.encoder`).
     """
     path = str(storage.absolute(tokenizer_path))
     tokenizer = share_tokenizer(path)
