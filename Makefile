@@ -14,7 +14,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 LMPREP := $(BIN)/lmprep
 
 .DEFAULT_GOAL := all
-.PHONY: all prepare tokenize train status test clean help report browser
+.PHONY: all prepare tokenize train status test sanitize clean help report browser
 
 all: $(INSTALLED) ## Run every stale stage in one lmprep process (prepare, tokenizer, encode, train, export, stats)
 	$(LMPREP) run --config $(CONFIG)
@@ -42,6 +42,20 @@ report: $(INSTALLED) ## Write report.html, one page of the run's outputs (runs n
 browser:
 	@command -v chromium >/dev/null || apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }
 
+sanitize: $(TEST_INSTALLED) ## Build the native core with ASan+UBSan and run the native tests against it
+	rm -rf $(SANITIZE) && mkdir -p $(SANITIZE)/src
+	git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C $(SANITIZE)/src
+	cd $(SANITIZE)/src && CFLAGS="$(SANITIZE_FLAGS)" CXXFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="$(SANITIZE_FLAGS)" \
+	  $(CURDIR)/$(BIN)/python setup.py -q build_ext --inplace
+	nm -D $(SANITIZE)/src/pipeline/tokenizer/_native.*.so | grep -q __asan_report \
+	  || { echo "sanitize: the core was built without the sanitizers" >&2; exit 1; }
+	cd $(SANITIZE)/src && LD_PRELOAD="$(SANITIZE_RUNTIMES)" PYTHONMALLOC=malloc PYTHONPATH=. \
+	  ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/$(SANITIZE)/asan \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(CURDIR)/$(SANITIZE)/ubsan \
+	  $(CURDIR)/$(BIN)/python -m pytest -q -p no:cacheprovider $(NATIVE_TESTS)
+	@! ls $(SANITIZE)/*san.* 2>/dev/null || { cat $(SANITIZE)/*san.*; exit 1; }
+	@echo "sanitize: the native tests passed with no sanitizer report"
+
 clean: $(INSTALLED) ## Delete derived data (never data/raw/ or checkpoints/)
 	$(LMPREP) clean --config $(CONFIG)
 
@@ -60,6 +74,15 @@ NATIVE_SOURCES := setup.py $(wildcard pipeline/tokenizer/_native*.cpp pipeline/t
 $(INSTALLED): pyproject.toml $(NATIVE_SOURCES)
 	$(LOCKED) 'for p in $^; do test $@ -nt $$p || stale=1; done; test -z "$$stale" || \
 	  { { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } && $(PIP) install -e . && touch $@; }'
+
+# `make sanitize` builds the core in a copy of the working tree (build/sanitize/src), so the checkout's own
+# build stays as it is; setuptools compiles C++ with CXXFLAGS (which replace its own flags, hence -O1 -g),
+# and the target checks that the module is instrumented. The interpreter is not sanitized, so the runtimes
+# are preloaded. A report goes to a log file (pytest captures stderr), and any report fails the target.
+SANITIZE := build/sanitize
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g
+SANITIZE_RUNTIMES = $(shell $(CXX) -print-file-name=libasan.so) $(shell $(CXX) -print-file-name=libubsan.so)
+NATIVE_TESTS := $(wildcard tests/tokenizer/test_native_*.py) tests/tokenizer/test_tokenizer_tiktoken.py
 
 $(TEST_INSTALLED): $(INSTALLED)
 	$(LOCKED) 'test $@ -nt $< || { $(PIP) install -e ".[test]" && touch $@; }'

@@ -17,7 +17,10 @@ installed packages, every repeated line dropped), up to ``--megabytes`` each, an
 Lines file (one ``{"text": ...}`` per document).
 
     python benchmarks/bench_train.py [--corpus english,multilingual,code] [--megabytes 20] \\
-        [--vocab-size 32768,65536] [--threads 1,2] [--repeats 1] [--trainers native,python,rustbpe,hf]
+        [--vocab-size 32768,65536] [--threads 1,2] [--repeats 1] [--trainers native,rustbpe,hf]
+
+``--trainers python`` adds lmprep's Python path, ``reference.train``, which recounts every pair at every
+merge: only for small corpora and vocabularies (docs/native.md says how slow it is).
 """
 
 from __future__ import annotations
@@ -200,7 +203,7 @@ def main() -> None:
     parser.add_argument("--vocab-size", default="32768,65536")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--trainers", default=",".join(TRAINERS))
+    parser.add_argument("--trainers", default="native,rustbpe,hf", help=f"of {','.join(TRAINERS)}")
     parser.add_argument("--one", choices=TRAINERS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:

@@ -51,7 +51,7 @@ def build(config: Config) -> Stage:
         return Stage(name="tokenizer", deps=(source,), outs=outs,
                      params=("tokenizer.path", "tokenizer.output", *COMPANION_KEYS),
                      run=functools.partial(reuse, config),
-                     code_version=REUSE_CODE_VERSION, reusable=True,
+                     code_version=REUSE_CODE_VERSION, reusable=True, mode=f"reusing tokenizer.path {settings.path}",
                      keys={source: "tokenizer.path", **dict.fromkeys(outs, "tokenizer.output")})
     return Stage(
         name="tokenizer",
@@ -61,6 +61,7 @@ def build(config: Config) -> Stage:
         run=functools.partial(train, config),
         code_version=CODE_VERSION,
         reusable=True,
+        mode="training on the prepared data",
         keys=dict.fromkeys(outs, "tokenizer.output"),
     )
 

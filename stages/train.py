@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 
 from pipeline.config import Config
 from pipeline.engine import hashing, storage
@@ -99,10 +100,12 @@ def describe_mixture(rows: tuple[dict, ...]) -> str:
         f"data.sources[{row['source']}] {row['tokens']:,} {row['share']:.1%} ({row['target']:.1%})" for row in rows)
 
 
-def preview(config: Config) -> str | None:
+def preview(config: Config, stale_upstream: Sequence[str]) -> str | None:
     """Warn when running the stage now would set the current checkpoint aside and train from scratch.
 
-    Judged on the tokenizer and shards as they are now; a stale stage before this one may still change them.
+    Judged on the tokenizer and shards as they are now. A stale stage before this one runs first and may
+    change them, and with them the name the checkpoint is set aside under (a new tokenizer's checkpoint
+    goes to ``<dir>-<old fingerprint>``), so the warning then names no new directory.
     A remote checkpoint is judged on its header alone (two ranged reads), never downloaded.
     """
     from pipeline.model.checkpoint import checkpoint_exists
@@ -121,5 +124,8 @@ def preview(config: Config) -> str | None:
                        shard_fingerprint=shards, header_only=storage.is_url(directory))
     if plan.action != "set_aside":
         return None
+    if stale_upstream:
+        return (f"{plan.reason}: running it will set {directory} aside and train from scratch (where it moves "
+                f"is decided then, after {' and '.join(repr(name) for name in stale_upstream)} ran)")
     aside = set_aside_path(directory, plan.tag)
     return f"{plan.reason}: running it will move {directory} to {aside} and train from scratch"

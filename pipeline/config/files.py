@@ -239,16 +239,23 @@ def _apply_override(raw: dict[str, Any], override: str) -> str:
     _check_key_path(parts)
     value = parse_value(text, key_path)
     node = raw
-    for part in parts[:-1]:
-        node = _descend_for_override(node, part, key_path)
+    for depth in range(len(parts) - 1):
+        node = _descend_for_override(node, parts[:depth + 2], key_path)
     _assign(node, parts[-1], value, key_path)
     return ".".join(parts)
 
 
-def _descend_for_override(node: Any, part: str, key_path: str) -> Any:
+def _descend_for_override(node: Any, parts: list[str], key_path: str) -> Any:
+    """The child ``parts[-2]`` of ``node``, made a mapping if it is none yet; ``parts[-1]`` is the key below it
+    (a digit only for a list's item, by :func:`_check_key_path`)."""
+    *above, part, below = parts
     if isinstance(node, list):
         return node[_list_index(node, part, key_path)]
     if not isinstance(node.get(part), (dict, list)):
+        if below.isdigit():
+            where = ".".join((*above, part))
+            raise ConfigError(f"--set {key_path}: {where} is not a list in the config file, so it has no item "
+                              f"{below}; set the whole list instead, e.g. --set '{where}=[...]'")
         node[part] = {}
     return node[part]
 

@@ -1,8 +1,9 @@
 """Safe YAML reading for config files: bounded size, nesting and alias expansion.
 
 A config is read before anything checks it, so the reader itself refuses what could hang or exhaust
-the process (a huge file, deep nesting, an alias bomb, an integer too long to convert), each in one
-line naming the file and line. Floats are read as YAML 1.2 does (``1e-3`` is a number).
+the process (a huge file, deep nesting, an alias bomb, an integer too long to convert), and a key given
+twice in one mapping, each in one line naming the file and line. Floats are read as YAML 1.2 does
+(``1e-3`` is a number).
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ class _ConfigLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
+        node = super().compose_mapping_node(anchor)
+        _check_unique_keys(node)
+        return node
+
     def construct_document(self, node: Any) -> Any:
         _check_expanded_size(node)
         return super().construct_document(node)
@@ -112,6 +118,19 @@ _ConfigLoader.add_implicit_resolver(
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
     list("-+0123456789."),
 )
+
+
+def _check_unique_keys(node: yaml.MappingNode) -> None:
+    """Refuse a key written twice in one mapping: YAML forbids it, and PyYAML would silently keep the last value.
+    A ``<<`` merge may still be overridden, as YAML allows."""
+    first: dict[tuple[str, str], yaml.Node] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        seen = first.setdefault((key.tag, key.value), key)
+        if seen is not key:
+            raise _Refused(problem=f"the key {key.value!r} is given twice in one mapping (first at line "
+                           f"{seen.start_mark.line + 1}); keep one", problem_mark=key.start_mark)
 
 
 def _check_expanded_size(root: yaml.Node) -> None:

@@ -2,7 +2,8 @@
 
 Each ``--from`` path or glob becomes a source of the config; how to read it
 (the ``.txt`` separator, the JSON field or Parquet column) is guessed from a
-sample of its first file, and the guess and what it rests on are written as
+sample of its first file (the separator from up to 20 of its files, naming those
+that look otherwise), and the guess and what it rests on are written as
 comments beside it, for the user to confirm. Every output goes under one
 ``output_root``, which the project's ``.gitignore`` leaves out of git; a Makefile
 runs the pipeline from any directory.
@@ -27,6 +28,7 @@ OUTPUT_ROOT = "out"
 SAMPLE_BYTES = 1 << 16
 SAMPLE_LINES = 50
 SAMPLE_ROWS = 1000
+SAMPLE_FILES = 20  # .txt files a source's separator is guessed from, spread over its files
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class SourceGuess:
     separator: str | None  # for .txt files; None when the source has none
     field: str | None  # for .jsonl/.parquet files; None when the source has none
     notes: tuple[str, ...]
+    doubt: str | None = None  # files that disagree with the guess, for ``init`` to say
 
 
 def guess_sources(patterns: list[str], project: Path) -> list[SourceGuess]:
@@ -81,15 +84,15 @@ def _suffix(file: Path) -> str:
 def _guess(pattern: str, files: list[Path], project: Path) -> SourceGuess:
     """How to read the files of one source, from a sample of the first of each format."""
     formats = Counter(format_of(file) for file in files)
-    notes = ["matches " + ", ".join(f"{count} {fmt} file{'s' if count > 1 else ''}"
+    notes = ["matches " + ", ".join(f"{count:,} {fmt} file{'s' if count > 1 else ''}"
                                     for fmt, count in sorted(formats.items())) + " now"]
-    separator = field = None
+    separator = field = doubt = None
     if "txt" in formats:
         first = next(file for file in files if format_of(file) == "txt")
         suffix = _suffix(first)
         if suffix in (".txt", ".text"):
-            separator, why = _guess_separator(head_bytes(first, SAMPLE_BYTES))
-            notes.append(f"separator {separator}: {why} in {first.name}")
+            separator, note, doubt = _guess_files_separator([file for file in files if _suffix(file) == suffix])
+            notes.append(note + (f", but {doubt}" if doubt else ""))
         else:
             separator = "document"
             notes.append(f"separator document: a {suffix} file is one document (source code, markup)")
@@ -110,7 +113,24 @@ def _guess(pattern: str, files: list[Path], project: Path) -> SourceGuess:
         notes.append(f"column {chosen}: the longest texts of the string columns in the first {SAMPLE_ROWS:,} rows "
                      f"of {first.name}: {_candidates(characters)}")
     relative = os.path.relpath(os.path.abspath(pattern), os.path.abspath(project))
-    return SourceGuess(glob=relative, separator=separator, field=field, notes=tuple(notes))
+    return SourceGuess(glob=relative, separator=separator, field=field, notes=tuple(notes), doubt=doubt)
+
+
+def _guess_files_separator(files: list[Path]) -> tuple[str, str, str | None]:
+    """The separator most of up to ``SAMPLE_FILES`` files (spread over the list) look like, the note that
+    says so, and which files look otherwise (None when none do)."""
+    sampled = files[::max(1, -(-len(files) // SAMPLE_FILES))]
+    guesses = [(file, *_guess_separator(head_bytes(file, SAMPLE_BYTES))) for file in sampled]
+    counts = Counter(separator for _, separator, _ in guesses)
+    separator, agreeing = counts.most_common(1)[0]
+    example, _, why = next(guess for guess in guesses if guess[1] == separator)
+    note = f"separator {separator}: {why} in {example.name}"
+    if len(sampled) > 1:
+        note += f"; so do {agreeing:,} of the {len(sampled):,} files sampled"
+    others = [f"{other} in {next(file.name for file, guessed, _ in guesses if guessed == other)}"
+              + (f" and {count - 1} more" if count > 1 else "") for other, count in counts.most_common()[1:]]
+    doubt = f"not {', '.join(others)}: check them, or give each kind its own --from" if others else None
+    return separator, note, doubt
 
 
 def _guess_separator(sample: bytes) -> tuple[str, str]:
@@ -118,10 +138,10 @@ def _guess_separator(sample: bytes) -> tuple[str, str]:
     lines = text.split("\n")
     blank = sum(1 for line in lines if not line.strip())
     if blank >= 2 and blank < len(lines) / 2:
-        return "blank_line", f"{blank} blank lines among the first {len(lines)} lines"
+        return "blank_line", f"{blank:,} blank lines among the first {len(lines):,} lines"
     if len(lines) >= 10:
-        return "line", f"{len(lines)} lines and no blank lines between them in the first {len(sample):,} bytes"
-    return "document", f"{len(lines)} lines in the file (each file is one document)"
+        return "line", f"{len(lines):,} lines and no blank lines between them in the first {len(sample):,} bytes"
+    return "document", f"{len(lines):,} lines in the file (each file is one document)"
 
 
 def _guess_json_field(path: Path) -> tuple[str, str]:

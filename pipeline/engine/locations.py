@@ -46,6 +46,16 @@ def absolute(location: str | os.PathLike[str]) -> Path | str:
     return Path(os.path.abspath(local(location)))
 
 
+def openable(location: str | os.PathLike[str]) -> str:
+    """A path (from the current directory, or absolute) as the user opens it from there: relative while it
+    stays below the current directory, else absolute; a URL as it is."""
+    if is_url(location):
+        return os.fspath(location)
+    absolute_path = os.path.abspath(local(location))
+    relative = os.path.relpath(absolute_path)
+    return absolute_path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+
+
 def join(location: str | os.PathLike[str], *names: str) -> Path | str:
     """``location`` joined with relative ``names`` (``/`` in a URL, the OS's separator locally)."""
     if is_url(location):

@@ -1,4 +1,4 @@
-"""The reasons the runner gives for a stale stage's settings: which code version or leaf key changed, and how.
+"""The reasons the runner gives for a stale stage: which code version, leaf key, dependency or output changed.
 
 ``param data.sources[0].field changed "body" → "bdy"``: the key is the leaf that differs (in mappings and
 lists alike), and two long values are cut to where they differ, so that a reason never prints both sides alike.
@@ -7,10 +7,17 @@ lists alike), and two long values are cut to where they differ, so that a reason
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pipeline.engine import atomic
 from pipeline.errors import shorten
+
+if TYPE_CHECKING:
+    from pipeline.engine.hashing import HashCache
+
+Locate = Callable[[str], "Path | str"]  # a stage's path as the file system sees it
 
 
 def code_version_changes(recorded: int | None, current: int) -> list[str]:
@@ -29,6 +36,34 @@ def param_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             changes.append(f"param {key} added")
         else:
             changes.extend(_value_changes(key, old[key], value))
+    return changes
+
+
+def dep_changes(deps: Sequence[str], recorded: Mapping[str, str], cache: HashCache, where: Locate,
+                shown: Callable[[str], str]) -> list[str]:
+    """``dependency 'raw/a.txt' changed`` (or removed, added, missing), the path as ``shown`` gives it."""
+    changes = [f"dependency '{shown(dep)}' removed" for dep in recorded if dep not in deps]
+    for dep in deps:
+        if dep not in recorded:
+            changes.append(f"dependency '{shown(dep)}' added")
+        elif not cache.exists(where(dep)):
+            changes.append(f"dependency '{shown(dep)}' is missing")
+        elif cache.tree_hash(where(dep)) != recorded[dep]:
+            changes.append(f"dependency '{shown(dep)}' changed")
+    return changes
+
+
+def out_changes(outs: Sequence[str], recorded: Mapping[str, str], cache: HashCache, where: Locate,
+                shown: Callable[[str], str]) -> list[str]:
+    """``output 'data/prepared' is missing`` (or new, modified), the path as ``shown`` gives it."""
+    changes = []
+    for out in outs:
+        if not cache.exists(where(out)):
+            changes.append(f"output '{shown(out)}' is missing")
+        elif out not in recorded:
+            changes.append(f"output '{shown(out)}' is new")
+        elif cache.tree_hash(where(out)) != recorded[out]:
+            changes.append(f"output '{shown(out)}' was modified")
     return changes
 
 

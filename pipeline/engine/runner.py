@@ -45,7 +45,7 @@ from typing import Any
 from pipeline.engine import atomic, stage_log, storage
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.pool import keep_from_workers
-from pipeline.engine.reasons import code_version_changes, param_changes
+from pipeline.engine.reasons import code_version_changes, dep_changes, out_changes, param_changes
 from pipeline.engine.run_cache import RunCache
 from pipeline.errors import RunnerError, StorageError
 
@@ -66,6 +66,10 @@ class Stage:
     base), which no output may overlap; ``keys`` names the config key that set
     a path, for messages; ``scratch`` are paths the stage keeps between attempts
     (finished parts of an interrupted run), which ``clean`` removes with the outputs.
+    ``preview`` tells status what a run would do that the user should know, given the stale stages upstream.
+    ``mode`` names how the stage makes its outputs where it has more than one way (the tokenizer's:
+    training one, or reusing a file); a switch of mode is given as its one reason, not as every
+    setting and input of the other way that went or came.
     """
 
     name: str
@@ -77,10 +81,11 @@ class Stage:
     scans: tuple[str, ...] = ()
     keys: Mapping[str, str] = field(default_factory=dict)
     run_forced: Callable[[], None] | None = None  # what ``run(force=True)`` calls instead of ``run``, if set
-    preview: Callable[[], str | None] | None = None  # for status: what a run would do that the user should know
+    preview: Callable[[Sequence[str]], str | None] | None = None
     adopts: Callable[[str], bool] | None = None  # whether an output this state dir never claimed is the stage's own
     reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
     scratch: tuple[str, ...] = ()
+    mode: str = ""
 
 
 @dataclass(frozen=True)
@@ -144,11 +149,12 @@ class Pipeline:
         stale: list[str] = []
         report = []
         for stage in self._selected(targets):
+            stale_upstream = [name for name in stale if name in self._upstream[stage.name]]
             reasons = self._reasons(stage, lock.get(stage.name), cache) or [
-                f"upstream '{name}' is stale" for name in stale[::-1] if name in self._upstream[stage.name]][:1]
+                f"upstream '{name}' is stale" for name in stale_upstream[::-1]][:1]
             if reasons:
                 stale.append(stage.name)
-            warning = stage.preview() if reasons and stage.preview is not None else None
+            warning = stage.preview(stale_upstream) if reasons and stage.preview is not None else None
             report.append(StageStatus(stage.name, tuple(reasons), warning))
         self._save_cache(cache)
         return report
@@ -196,6 +202,7 @@ class Pipeline:
         self._save_cache(cache)
         if not reasons:
             self._log(f"'{stage.name}' is up to date")
+            self._drop_scratch(stage)
             return False
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
         self._check_deps_exist(stage, cache)
@@ -211,13 +218,23 @@ class Pipeline:
             if reused is None:
                 (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
             else:
-                reuse = f"'{stage.name}' reused from {reused}: the same inputs, settings and code version ran there"
+                reuse = (f"'{stage.name}' reused from {self._shown(reused)}: the same inputs, settings and code "
+                         "version ran there")
                 self._log(reuse)
                 stage_log.note(reuse)
         outs = self._record(stage, deps, cache)
         if key is not None:
             self._runs.remember(key, outs)
         return True
+
+    def _drop_scratch(self, stage: Stage) -> None:
+        """Remove what an interrupted run (``--force``, or of settings since reverted) of an up-to-date stage left,
+        which no run would take; a remote scratch is left alone, so that an up-to-date stage costs no listing."""
+        for path in stage.scratch:
+            where = self._where(path)
+            if isinstance(where, Path) and _remove(where):
+                self._log(f"removed {self._shown(path)}, what an interrupted run of '{stage.name}' left (its output "
+                          "is up to date)")
 
     def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> dict[str, str]:
         outs = {}
@@ -228,53 +245,36 @@ class Pipeline:
         self._save_cache(cache)
         lock = self._read_lock()
         lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
-                             "params": self._params(stage)}
+                             "params": self._params(stage), **({"mode": stage.mode} if stage.mode else {})}
         atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
         return outs
 
     def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache) -> list[str]:
         if entry is None:
             return ["never run"]
+        if stage.mode and entry.get("mode", stage.mode) != stage.mode:
+            return [f"switched from {entry['mode']} to {stage.mode}"]
         return (code_version_changes(entry.get("code_version"), stage.code_version)
                 + param_changes(entry.get("params", {}), self._params(stage))
-                + self._dep_changes(stage, entry.get("deps", {}), cache)
-                + self._out_changes(stage, entry.get("outs", {}), cache))
+                + dep_changes(stage.deps, entry.get("deps", {}), cache, self._where, self._shown)
+                + out_changes(stage.outs, entry.get("outs", {}), cache, self._where, self._shown))
 
     def _where(self, path: str) -> Path | str:
         """A stage's path as the file system sees it: under the project root, or a URL as it is."""
         return path if storage.is_url(path) else self.root / path
 
+    def _shown(self, path: str) -> str:
+        """A stage's path (recorded relative to the project root) as the user opens it from the current
+        directory: relative while below it, else absolute; a URL as it is."""
+        return storage.openable(self._where(path))
+
     def _params(self, stage: Stage) -> dict[str, Any]:
         return {key: self._param_value(key) for key in stage.params}
-
-    def _dep_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
-        changes = [f"dependency '{dep}' removed" for dep in recorded if dep not in stage.deps]
-        for dep in stage.deps:
-            path = self._where(dep)
-            if dep not in recorded:
-                changes.append(f"dependency '{dep}' added")
-            elif not cache.exists(path):
-                changes.append(f"dependency '{dep}' is missing")
-            elif cache.tree_hash(path) != recorded[dep]:
-                changes.append(f"dependency '{dep}' changed")
-        return changes
-
-    def _out_changes(self, stage: Stage, recorded: dict[str, str], cache: HashCache) -> list[str]:
-        changes = []
-        for out in stage.outs:
-            path = self._where(out)
-            if not cache.exists(path):
-                changes.append(f"output '{out}' is missing")
-            elif out not in recorded:
-                changes.append(f"output '{out}' is new")
-            elif cache.tree_hash(path) != recorded[out]:
-                changes.append(f"output '{out}' was modified")
-        return changes
 
     def _check_deps_exist(self, stage: Stage, cache: HashCache) -> None:
         for dep in stage.deps:
             if not cache.exists(self._where(dep)):
-                raise RunnerError(f"stage '{stage.name}' needs '{dep}', which does not exist; "
+                raise RunnerError(f"stage '{stage.name}' needs '{self._shown(dep)}', which does not exist; "
                                   "restore it or run the stage that makes it")
 
     def _selected(self, targets: Sequence[str] | None) -> list[Stage]:

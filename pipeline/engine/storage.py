@@ -51,6 +51,7 @@ from pipeline.engine.locations import (  # noqa: F401  (the path rules, named th
     local,
     name_of,
     normalize_url,
+    openable,
     parent,
 )
 from pipeline.errors import FileTooLargeError, StorageError, shorten

@@ -341,8 +341,8 @@ def check_tokenizer(checkpoint: Checkpoint | CheckpointHeader, tokenizer: Tokeni
     actual = TokenizerRecord.of(tokenizer)
     raise TokenizerMismatchError(
         f"checkpoint {checkpoint.path} was trained with tokenizer {expected.fingerprint} "
-        f"(vocab size {expected.vocab_size}), but the given tokenizer is {actual.fingerprint} "
-        f"(vocab size {actual.vocab_size}); {describe_difference(expected, actual)}. "
+        f"(vocab size {expected.vocab_size:,}), but the given tokenizer is {actual.fingerprint} "
+        f"(vocab size {actual.vocab_size:,}); {describe_difference(expected, actual)}. "
         "Sample with the tokenizer the checkpoint was trained with, or retrain: `lmprep run train`"
     )
 
@@ -358,8 +358,8 @@ def describe_difference(expected: TokenizerRecord, actual: TokenizerRecord) -> s
     if len(expected.merges) != len(actual.merges):
         shared = min(len(expected.merges), len(actual.merges))
         return (
-            f"the checkpoint's tokenizer has {len(expected.merges)} merges and the given one "
-            f"{len(actual.merges)}; the first {shared} agree"
+            f"the checkpoint's tokenizer has {len(expected.merges):,} merges and the given one "
+            f"{len(actual.merges):,}; the first {shared:,} agree"
         )
     for name in ("kind", "pattern", "special_tokens"):
         old, new = getattr(expected, name), getattr(actual, name)
@@ -481,8 +481,8 @@ def _check_model_shapes(header: CheckpointHeader, config: ModelConfig) -> None:
     if config.vocab_size != padded:
         padding = "" if padded == header.tokenizer.vocab_size else f", padded to {padded}"
         raise CheckpointError(
-            f"checkpoint {header.path}: the model has vocab size {config.vocab_size}, but its tokenizer "
-            f"record says {header.tokenizer.vocab_size}{padding}; retrain it with `lmprep run train`"
+            f"checkpoint {header.path}: the model has vocab size {config.vocab_size:,}, but its tokenizer "
+            f"record says {header.tokenizer.vocab_size:,}{padding}; retrain it with `lmprep run train`"
         )
 
 

@@ -100,16 +100,16 @@ def check_agreement(tokenizer: TokenizerLike, model_config: ModelConfig, shard_s
         )
     if shard_set.vocab_size != tokenizer.vocab_size:
         raise TokenizerMismatchError(
-            f"{where} records vocab size {shard_set.vocab_size}, the tokenizer has {tokenizer.vocab_size}"
+            f"{where} records vocab size {shard_set.vocab_size:,}, the tokenizer has {tokenizer.vocab_size:,}"
         )
     if model_config.vocab_size < tokenizer.vocab_size:
         raise TokenizerMismatchError(
-            f"the model has vocab size {model_config.vocab_size}, the tokenizer {tokenizer.vocab_size}"
+            f"the model has vocab size {model_config.vocab_size:,}, the tokenizer {tokenizer.vocab_size:,}"
         )
     if shard_set.num_tokens and shard_set.max_id >= model_config.vocab_size:
         raise ShardError(
             f"{where} holds token ID {shard_set.max_id}, outside the model's vocab size "
-            f"{model_config.vocab_size}; re-encode with `lmprep run encode`"
+            f"{model_config.vocab_size:,}; re-encode with `lmprep run encode`"
         )
 
 
@@ -149,7 +149,7 @@ def train_checkpoint_dir(
         interrupted = interrupted_run(partial, resume, tokenizer=tokenizer, settings=settings,
                                       shard_fingerprint=train_set.fingerprint)
         if interrupted is not None:
-            tell(f"continuing the interrupted run from its checkpoint at step {interrupted.step} in {partial}")
+            tell(f"continuing the interrupted run from its checkpoint at step {interrupted.step:,} in {partial}")
         with atomic.atomic_dir(directory) as staging:
             summary = train(settings, tokenizer=tokenizer, train_set=train_set, val_set=val_set, output_dir=staging,
                             resume=interrupted or resume, tokenizer_file=tokenizer_file,
@@ -263,7 +263,7 @@ def check_fits_in_memory(settings: TrainConfig, model_config: ModelConfig) -> No
     if available is not None and needed > available:
         raise TrainingError(
             f"train.dim={settings.dim}, train.batch_size={settings.batch_size} and train.context={settings.context} "
-            f"with vocab size {model_config.vocab_size} need about {needed / 2**30:,.1f} GiB, more than this "
+            f"with vocab size {model_config.vocab_size:,} need about {needed / 2**30:,.1f} GiB, more than this "
             f"machine's {available / 2**30:,.1f} GiB of memory; lower them"
         )
 
@@ -342,7 +342,7 @@ def achieved_tokens(metrics: list[dict[str, Any]]) -> list[int]:
 def _finite(loss: float, split: str, step: int, settings: TrainConfig) -> float:
     """``loss``, or a TrainingError if it is NaN or infinite: training cannot recover from that."""
     if not math.isfinite(loss):
-        raise TrainingError(f"the {split} loss became {loss} at step {step} (train.lr={settings.lr}); training "
+        raise TrainingError(f"the {split} loss became {loss} at step {step:,} (train.lr={settings.lr}); training "
                             "stopped and nothing was saved; lower train.lr")
     return loss
 

@@ -229,7 +229,7 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
     An exception or a kill mid-way leaves the previous ``output_dir`` intact, and the parts its tasks
     finished (:mod:`pipeline.shards.resume`): the next call with the same inputs, settings and
     ``code_version`` encodes only the others, and says so through ``notify``. ``cache_bytes`` bounds
-    each task's chunk cache (see :class:`~pipeline.tokenizer.encoder.ChunkCache`).
+    each task's chunk cache (see :mod:`pipeline.tokenizer.encoder`).
     """
     path = str(storage.absolute(tokenizer_path))
     tokenizer = share_tokenizer(path)
@@ -292,4 +292,4 @@ def _gather_shards(partial: resume.PartialParts, staging: Path | str, stamp: Sha
 def _check_special_ids(tokenizer: Tokenizer, path: str, *, bos_id: int | None, eos_id: int | None) -> None:
     for role, token_id in (("bos", bos_id), ("eos", eos_id)):
         if token_id is not None and not 0 <= token_id < tokenizer.vocab_size:
-            raise TokenizerError(f"{role} ID {token_id} is outside the vocabulary of {path} ({tokenizer.vocab_size})")
+            raise TokenizerError(f"{role} ID {token_id} is outside the vocabulary of {path} ({tokenizer.vocab_size:,})")

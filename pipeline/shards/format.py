@@ -125,7 +125,7 @@ class ShardWriter:
             batch_max = int(chunk.max())
             if batch_max >= self.stamp.vocab_size:
                 raise ShardError(
-                    f"token ID {batch_max} is outside the vocabulary of {self.stamp.vocab_size} "
+                    f"token ID {batch_max} is outside the vocabulary of {self.stamp.vocab_size:,} "
                     f"(split {self.stamp.split!r}); the IDs were not made by this tokenizer"
                 )
             self._max_id = max(self._max_id, batch_max)
@@ -434,7 +434,7 @@ def _check_tokenizer(manifest: Manifest, tokenizer: Tokenizer, path: Path) -> No
         )
     if stamp.vocab_size != tokenizer.vocab_size:
         raise TokenizerMismatchError(
-            f"{path}: shards record vocab size {stamp.vocab_size}, the tokenizer has {tokenizer.vocab_size}"
+            f"{path}: shards record vocab size {stamp.vocab_size:,}, the tokenizer has {tokenizer.vocab_size:,}"
         )
 
 

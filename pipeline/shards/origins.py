@@ -9,7 +9,8 @@ dictionary-encoded (each distinct file once per shard, ``int32`` indices), and `
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +84,18 @@ def source_counts(sources: np.ndarray, lengths: np.ndarray) -> SourceCounts:
 
 def document_id(file: str, number: int) -> str:
     return f"{file}#{number}"
+
+
+_PIECE = re.compile(r"(.*?)((?: (?:bytes|row groups) \d+-(?:\d+|end))?)", re.DOTALL)
+"""A document ID's piece: the file, then the byte range or row groups one task read, if not the whole file."""
+
+
+def renamed_file(document_id: str, rename: Callable[[str], str]) -> str:
+    """``document_id`` with its file as ``rename`` gives it, its byte range (or row groups) and number kept:
+    IDs name files relative to ``output_root``, which a user opens from elsewhere."""
+    piece, _, number = document_id.rpartition("#")
+    file, part = _PIECE.fullmatch(piece).groups()
+    return f"{rename(file)}{part}#{number}"
 
 
 def _view(array: np.ndarray) -> pa.Array:

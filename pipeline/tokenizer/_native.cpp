@@ -1,14 +1,13 @@
-// The native core of the tokenizer: a hand-written pre-tokenizer for the named split patterns, BPE merges
-// by rank, and an encoder that splits, looks chunks up in its own cache and merges the misses.
+// The native core of the tokenizer, its Python side: the Encoder, ChunkCounter and PairMerger types and
+// split. The algorithms, free of the Python API, are in headers: _native_split.h (pre-tokenizers and the
+// split modes), _native_bpe.h (merges), _native_cache.h and _native_encode.h (the encoding pass),
+// _native_train.h (counting and the merge loop), _native_threads.h (the threads of one call) and
+// _native_fault.h (failures the tests inject).
 //
-// The pure-Python modules (reference.py, encoder.py, patterns.py) are the definition; everything here
-// gives exactly their chunks and IDs, which tests/tokenizer/test_native*.py check on random text.
-// Written against the CPython C API (see docs/native.md for why). The heavy loops run without the GIL
-// on text the caller keeps alive; any str is accepted, lone surrogates included.
-//
-// This file is the Python side (the Merger and Encoder types, split); the algorithms, free of the
-// Python API, are in _native_split.h (pre-tokenizers), _native_bpe.h (merges), _native_cache.h and
-// _native_encode.h (the encoding pass, and the threads of one call).
+// reference.py is the definition; everything here gives exactly its chunks, IDs and merges, which
+// tests/tokenizer/test_native*.py check on random text. Written against the CPython C API (see
+// docs/native.md for why). The heavy loops run without the GIL (through without_gil, which keeps C++
+// exceptions on that side) on text the caller keeps alive; any str is accepted, lone surrogates included.
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -16,10 +15,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <new>
-#include <queue>
+#include <shared_mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -28,13 +29,64 @@
 #include "_native_bpe.h"
 #include "_native_cache.h"
 #include "_native_encode.h"
+#include "_native_fault.h"
 #include "_native_split.h"
-#include "_native_train_py.h"
+#include "_native_train.h"
 
 namespace {
 
 using namespace lmprep_native;
 
+// ---- the GIL and C++ exceptions ------------------------------------------------------------------
+
+// Sets the Python error for a C++ exception: MemoryError for bad_alloc, ValueError (prefixed with what)
+// for a refused argument, RuntimeError otherwise. Only with the GIL held: a Python error set without it
+// corrupts the interpreter, so that is a fatal error here rather than a crash later.
+void set_error(const std::exception_ptr &failure, const char *what) {
+    if (!PyGILState_Check()) Py_FatalError("lmprep native core: a Python error was set without the GIL");
+    try {
+        std::rethrow_exception(failure);
+    } catch (const std::bad_alloc &) {
+        PyErr_NoMemory();
+    } catch (const std::invalid_argument &exc) {
+        PyErr_Format(PyExc_ValueError, "%s: %s", what, exc.what());
+    } catch (const std::length_error &exc) {
+        PyErr_Format(PyExc_ValueError, "%s: %s", what, exc.what());
+    } catch (const std::exception &exc) {
+        PyErr_Format(PyExc_RuntimeError, "%s: %s", what, exc.what());
+    } catch (...) {
+        PyErr_Format(PyExc_RuntimeError, "%s failed", what);
+    }
+}
+
+// Runs work with the GIL released. An exception it throws is caught on that side and turned into a Python
+// error once the GIL is back (set_error), so no catch ever runs Python code without the GIL; false then.
+template <typename Work>
+bool without_gil(const char *what, Work &&work) {
+    std::exception_ptr failure;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+        fault_point(WITHOUT_GIL);
+        work();
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    Py_END_ALLOW_THREADS
+    if (failure) set_error(failure, what);
+    return !failure;
+}
+
+// Runs work with the GIL held, a C++ exception turned into a Python error (false then).
+template <typename Work>
+bool with_gil(const char *what, Work &&work) {
+    try {
+        work();
+        return true;
+    } catch (...) {
+        set_error(std::current_exception(), what);
+        return false;
+    }
+}
 
 // A str's code points as the CPython object holds them (one, two or four bytes each).
 TextView view_of(PyObject *str) {
@@ -42,144 +94,80 @@ TextView view_of(PyObject *str) {
                     PyUnicode_DATA(str), static_cast<size_t>(PyUnicode_GET_LENGTH(str))};
 }
 
-// ---- Merger: the merges of one tokenizer, for Python ----------------------------------------------
+bool check_mode(int mode) {
+    if (!valid_mode(mode)) PyErr_Format(PyExc_ValueError, "unknown split mode %d", mode);
+    return valid_mode(mode);
+}
 
-struct MergerObject {
-    PyObject_HEAD
-    MergeTable *table;
+// Refuses a second call while one runs without the GIL (another Python thread on the same object).
+bool claim(bool &busy, const char *type) {
+    if (busy) {
+        PyErr_Format(PyExc_RuntimeError, "this %s is in use by another thread", type);
+        return false;
+    }
+    busy = true;
+    return true;
+}
+
+// The texts of a sequence, each held (another thread may change a list meanwhile) and viewed; false with a
+// Python error set if one is not a str. The holder releases them.
+class HeldTexts {
+  public:
+    ~HeldTexts() {
+        for (PyObject *text : held_) Py_DECREF(text);
+        Py_XDECREF(fast_);
+    }
+    bool hold(PyObject *texts, const char *method) {
+        fast_ = PySequence_Fast(texts, "a batch is a sequence of str");
+        if (!fast_) return false;
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast_);
+        return with_gil(method, [&] {
+            held_.reserve(static_cast<size_t>(n));
+            views.reserve(static_cast<size_t>(n));
+        }) && hold_each(method, n);
+    }
+    PyObject *operator[](size_t i) const { return held_[i]; }
+    std::vector<TextView> views;
+
+  private:
+    bool hold_each(const char *method, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *text = PySequence_Fast_GET_ITEM(fast_, i);
+            if (!PyUnicode_Check(text)) {
+                PyErr_Format(PyExc_TypeError, "%s takes str, got %.100s at position %zd", method,
+                             Py_TYPE(text)->tp_name, i);
+                return false;
+            }
+            Py_INCREF(text);
+            held_.push_back(text);
+            views.push_back(view_of(text));
+        }
+        return true;
+    }
+    PyObject *fast_ = nullptr;
+    std::vector<PyObject *> held_;
 };
 
 bool read_ids(PyObject *sequence, const char *what, std::vector<uint32_t> &out) {
     PyObject *fast = PySequence_Fast(sequence, what);
     if (!fast) return false;
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    out.reserve(static_cast<size_t>(n));
-    for (Py_ssize_t i = 0; i < n; i++) {
+    bool ok = with_gil(what, [&] { out.reserve(static_cast<size_t>(n)); });
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
         const unsigned long value = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(fast, i));
-        if (PyErr_Occurred() || value >= UINT32_MAX) {
-            Py_DECREF(fast);
-            if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: ID %lu is too large", what, value);
-            return false;
-        }
-        out.push_back(static_cast<uint32_t>(value));
+        ok = !PyErr_Occurred() && value < UINT32_MAX;
+        if (!ok && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: ID %lu is too large", what, value);
+        if (ok) out.push_back(static_cast<uint32_t>(value));
     }
     Py_DECREF(fast);
-    return true;
+    return ok;
 }
-
-int Merger_init(MergerObject *self, PyObject *args, PyObject *) {
-    PyObject *lefts, *rights, *results;
-    if (!PyArg_ParseTuple(args, "OOO", &lefts, &rights, &results)) return -1;
-    if (self->table) {  // an Encoder may be reading this table without the GIL
-        PyErr_SetString(PyExc_RuntimeError, "Merger is initialised once");
-        return -1;
-    }
-    std::vector<uint32_t> a, b, made;
-    if (!read_ids(lefts, "lefts must be a sequence of IDs", a) ||
-        !read_ids(rights, "rights must be a sequence of IDs", b) ||
-        !read_ids(results, "results must be a sequence of IDs", made))
-        return -1;
-    if (a.size() != b.size() || a.size() != made.size()) {
-        PyErr_SetString(PyExc_ValueError, "lefts, rights and results must have one entry per merge");
-        return -1;
-    }
-    std::vector<std::pair<uint32_t, uint32_t>> pairs(a.size());
-    for (size_t i = 0; i < a.size(); i++) pairs[i] = {a[i], b[i]};
-    auto *table = new (std::nothrow) MergeTable();
-    if (!table) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    try {
-        table->build(pairs, made);
-    } catch (const std::bad_alloc &) {
-        delete table;
-        PyErr_NoMemory();
-        return -1;
-    }
-    self->table = table;
-    return 0;
-}
-
-void Merger_dealloc(MergerObject *self) {
-    delete self->table;
-    Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
-}
-
-bool check_ready(MergerObject *self) {
-    if (!self->table) PyErr_SetString(PyExc_ValueError, "Merger was not initialised");
-    return self->table != nullptr;
-}
-
-// merge_packed(ids, lengths) -> list[bytes]: ids (uint32, native order) are the chunks' base IDs one
-// after another, lengths (int64) how many each has; each chunk comes back merged, as uint32 bytes.
-PyObject *Merger_merge_packed(MergerObject *self, PyObject *args) {
-    if (!check_ready(self)) return nullptr;
-    Py_buffer ids_view, lengths_view;
-    if (!PyArg_ParseTuple(args, "y*y*", &ids_view, &lengths_view)) return nullptr;
-    PyObject *result = nullptr;
-    const size_t id_count = static_cast<size_t>(ids_view.len) / sizeof(uint32_t);
-    const size_t chunk_count = static_cast<size_t>(lengths_view.len) / sizeof(int64_t);
-    std::vector<uint32_t> ids;
-    std::vector<size_t> merged;
-    const int64_t *lengths = static_cast<const int64_t *>(lengths_view.buf);
-    size_t total = 0;
-    bool valid = ids_view.len % sizeof(uint32_t) == 0 && lengths_view.len % sizeof(int64_t) == 0;
-    for (size_t c = 0; valid && c < chunk_count; c++) {
-        valid = lengths[c] >= 0 && static_cast<uint64_t>(lengths[c]) <= id_count - total;
-        if (valid) total += static_cast<size_t>(lengths[c]);
-    }
-    if (!valid || total != id_count) {
-        PyErr_SetString(PyExc_ValueError, "merge_packed: the lengths must add up to the number of uint32 IDs");
-        goto done;
-    }
-    try {
-        ids.assign(static_cast<const uint32_t *>(ids_view.buf), static_cast<const uint32_t *>(ids_view.buf) + id_count);
-        merged.resize(chunk_count);
-    } catch (const std::bad_alloc &) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    size_t start = 0;
-    for (size_t c = 0; c < chunk_count; c++) {
-        merged[c] = apply_merges(ids.data() + start, static_cast<size_t>(lengths[c]), *self->table);
-        start += static_cast<size_t>(lengths[c]);
-    }
-    Py_END_ALLOW_THREADS
-    result = PyList_New(static_cast<Py_ssize_t>(chunk_count));
-    if (result) {
-        size_t start = 0;
-        for (size_t c = 0; c < chunk_count; c++) {
-            PyObject *packed = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(ids.data() + start),
-                                                         static_cast<Py_ssize_t>(merged[c] * sizeof(uint32_t)));
-            if (!packed) {
-                Py_CLEAR(result);
-                break;
-            }
-            PyList_SET_ITEM(result, static_cast<Py_ssize_t>(c), packed);
-            start += static_cast<size_t>(lengths[c]);
-        }
-    }
-done:
-    PyBuffer_Release(&ids_view);
-    PyBuffer_Release(&lengths_view);
-    return result;
-}
-
-PyMethodDef Merger_methods[] = {
-    {"merge_packed", reinterpret_cast<PyCFunction>(Merger_merge_packed), METH_VARARGS,
-     "merge_packed(ids, lengths) -> list[bytes]: each chunk's base IDs merged by rank, as uint32 bytes."},
-    {nullptr, nullptr, 0, nullptr},
-};
-
-PyTypeObject MergerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 // ---- Encoder: split, chunk cache, merges for the misses -------------------------------------------
 
 struct EncoderObject {
     PyObject_HEAD
-    PyObject *merger;  // the Merger whose table this encoder uses (kept alive here)
+    MergeTable *table;
     EncoderCore core;
     std::vector<PyObject *> *ints;  // the int of each ID up to the largest returned in a list (GIL held)
 };
@@ -194,66 +182,85 @@ PyObject *surrogate_error(PyObject *text, Py_ssize_t at) {
     return nullptr;
 }
 
+// The merge table of rank i merging (lefts[i], rights[i]) into results[i].
+MergeTable *read_merges(PyObject *lefts, PyObject *rights, PyObject *results) {
+    std::vector<uint32_t> a, b, made;
+    if (!read_ids(lefts, "lefts must be a sequence of IDs", a) ||
+        !read_ids(rights, "rights must be a sequence of IDs", b) ||
+        !read_ids(results, "results must be a sequence of IDs", made))
+        return nullptr;
+    if (a.size() != b.size() || a.size() != made.size()) {
+        PyErr_SetString(PyExc_ValueError, "lefts, rights and results must have one entry per merge");
+        return nullptr;
+    }
+    MergeTable *table = nullptr;
+    with_gil("Encoder", [&] {
+        std::vector<std::pair<uint32_t, uint32_t>> pairs(a.size());
+        for (size_t i = 0; i < a.size(); i++) pairs[i] = {a[i], b[i]};
+        std::unique_ptr<MergeTable> built(new MergeTable());
+        built->build(pairs, made);
+        table = built.release();
+    });
+    return table;
+}
+
+// The base IDs: a dict character -> ID (char kind) or the 256 IDs of the bytes (byte kind).
+bool read_base(EncoderCore &core, PyObject *base) {
+    if (!PyDict_Check(base)) {
+        std::vector<uint32_t> ids;
+        if (!read_ids(base, "the byte IDs must be a sequence of 256 IDs", ids)) return false;
+        if (ids.size() != 256) {
+            PyErr_SetString(PyExc_ValueError, "the byte IDs must be a sequence of 256 IDs");
+            return false;
+        }
+        core.bytes_unit = true;
+        std::copy(ids.begin(), ids.end(), core.byte_ids);
+        return true;
+    }
+    core.bytes_unit = false;
+    if (!with_gil("Encoder", [&] { core.chars = new std::unordered_map<uint32_t, uint32_t>(); })) return false;
+    PyObject *character, *id;
+    Py_ssize_t at = 0;
+    while (PyDict_Next(base, &at, &character, &id)) {
+        const unsigned long value = PyLong_AsUnsignedLong(id);
+        if (!PyUnicode_Check(character) || PyUnicode_GET_LENGTH(character) != 1 || PyErr_Occurred() ||
+            value >= UINT32_MAX) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "the alphabet maps characters to IDs");
+            return false;
+        }
+        const uint32_t c = PyUnicode_READ_CHAR(character, 0);
+        if (!with_gil("Encoder", [&] { (*core.chars)[c] = static_cast<uint32_t>(value); })) return false;
+    }
+    return true;
+}
+
 int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
-    PyObject *merger, *base;
+    PyObject *lefts, *rights, *results, *base;
     int mode;
     unsigned int unknown;
-    if (!PyArg_ParseTuple(args, "O!iOI", &MergerType, &merger, &mode, &base, &unknown)) return -1;
-    if (!valid_mode(mode)) {
-        PyErr_Format(PyExc_ValueError, "unknown split mode %d", mode);
-        return -1;
-    }
-    if (!reinterpret_cast<MergerObject *>(merger)->table) {
-        PyErr_SetString(PyExc_ValueError, "Merger was not initialised");
-        return -1;
-    }
-    if (self->core.lock) {
+    if (!PyArg_ParseTuple(args, "OOOiOI", &lefts, &rights, &results, &mode, &base, &unknown)) return -1;
+    if (!check_mode(mode)) return -1;
+    if (self->core.lock || self->table || self->core.chars) {  // another thread may be encoding with it
         PyErr_SetString(PyExc_RuntimeError, "Encoder is initialised once");
         return -1;
     }
-    try {
-        if (PyDict_Check(base)) {  // char kind: {character: base ID}
-            self->core.bytes_unit = false;
-            delete self->core.chars;
-            self->core.chars = new std::unordered_map<uint32_t, uint32_t>();
-            PyObject *character, *id;
-            Py_ssize_t at = 0;
-            while (PyDict_Next(base, &at, &character, &id)) {
-                const unsigned long value = PyLong_AsUnsignedLong(id);
-                if (!PyUnicode_Check(character) || PyUnicode_GET_LENGTH(character) != 1 || PyErr_Occurred() ||
-                    value >= UINT32_MAX) {
-                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "the alphabet maps characters to IDs");
-                    return -1;
-                }
-                (*self->core.chars)[PyUnicode_READ_CHAR(character, 0)] = static_cast<uint32_t>(value);
-            }
-        } else {  // byte kind: 256 base IDs, by byte value
-            std::vector<uint32_t> ids;
-            if (!read_ids(base, "the byte IDs must be a sequence of 256 IDs", ids)) return -1;
-            if (ids.size() != 256) {
-                PyErr_SetString(PyExc_ValueError, "the byte IDs must be a sequence of 256 IDs");
-                return -1;
-            }
-            self->core.bytes_unit = true;
-            std::copy(ids.begin(), ids.end(), self->core.byte_ids);
-        }
-        self->core.cache = new ChunkTable();
-        self->ints = new std::vector<PyObject *>();
-        self->core.lock = new std::shared_mutex();
-    } catch (const std::bad_alloc &) {
-        PyErr_NoMemory();
+    if (!read_base(self->core, base)) return -1;
+    self->table = read_merges(lefts, rights, results);
+    if (!self->table) return -1;
+    if (!with_gil("Encoder", [&] {
+            self->core.cache = new ChunkTable();
+            self->ints = new std::vector<PyObject *>();
+            self->core.lock = new std::shared_mutex();
+        }))
         return -1;
-    }
-    self->core.table = reinterpret_cast<MergerObject *>(merger)->table;
+    self->core.table = self->table;
     self->core.mode = mode;
     self->core.unknown = unknown;
-    Py_INCREF(merger);
-    self->merger = merger;
     return 0;
 }
 
 void Encoder_dealloc(EncoderObject *self) {
-    Py_XDECREF(self->merger);
+    delete self->table;
     delete self->core.chars;
     delete self->core.cache;
     delete self->core.lock;
@@ -273,31 +280,15 @@ PyObject *packed_ids(const std::vector<uint32_t> &ids) {
                                      static_cast<Py_ssize_t>(ids.size() * sizeof(uint32_t)));
 }
 
-void release(std::vector<PyObject *> &held, PyObject *fast) {
-    for (PyObject *text : held) Py_DECREF(text);
-    held.clear();
-    Py_DECREF(fast);
-}
-
-// ---- batches: many texts, encoded by one or more threads without the GIL --------------------------
-
-// A reference to each text of a sequence (another thread may change a list meanwhile) and its view.
-bool hold_texts(PyObject *fast, const char *method, std::vector<PyObject *> &held, std::vector<TextView> &views) {
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    views.reserve(static_cast<size_t>(n));
-    held.reserve(static_cast<size_t>(n));
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *text = PySequence_Fast_GET_ITEM(fast, i);
-        if (!PyUnicode_Check(text)) {
-            PyErr_Format(PyExc_TypeError, "%s takes str, got %.100s at position %zd", method, Py_TYPE(text)->tp_name,
-                         i);
-            return false;
-        }
-        Py_INCREF(text);
-        held.push_back(text);
-        views.push_back(view_of(text));
-    }
-    return true;
+// Encode views (of texts, held by the caller) with `threads` threads into out; false with a Python error set
+// if it failed: text(i) is the i-th text, for the byte kind's refusal of a lone surrogate.
+template <typename Text>
+bool encode_views(EncoderObject *self, const std::vector<TextView> &views, size_t threads, const char *method,
+                  Encoded &out, Text &&text) {
+    if (!without_gil(method, [&] { encode_all(&self->core, views, threads, out); })) return false;
+    if (out.out_of_memory) PyErr_NoMemory();
+    else if (out.failed >= 0) surrogate_error(text(static_cast<size_t>(out.failed)), out.surrogate_at);
+    return !out.out_of_memory && out.failed < 0;
 }
 
 // Encode a sequence of str with `threads` threads into out; false with a Python error set if it failed.
@@ -307,26 +298,9 @@ bool encode_batch(EncoderObject *self, PyObject *texts, Py_ssize_t threads, cons
         PyErr_Format(PyExc_ValueError, "%s: threads must be at least 1, got %zd", method, threads);
         return false;
     }
-    PyObject *fast = PySequence_Fast(texts, "a batch is a sequence of str");
-    if (!fast) return false;
-    std::vector<PyObject *> held;
-    std::vector<TextView> views;
-    bool held_all;
-    try {
-        held_all = hold_texts(fast, method, held, views);
-    } catch (const std::bad_alloc &) {
-        PyErr_NoMemory();
-        held_all = false;
-    }
-    if (held_all) {
-        Py_BEGIN_ALLOW_THREADS
-        encode_all(&self->core, views, static_cast<size_t>(threads), out);
-        Py_END_ALLOW_THREADS
-        if (out.out_of_memory) PyErr_NoMemory();
-        else if (out.failed >= 0) surrogate_error(held[static_cast<size_t>(out.failed)], out.surrogate_at);
-    }
-    release(held, fast);
-    return held_all && !out.out_of_memory && out.failed < 0;
+    HeldTexts held;
+    return held.hold(texts, method) &&
+           encode_views(self, held.views, static_cast<size_t>(threads), method, out, [&](size_t i) { return held[i]; });
 }
 
 // encode_flat(texts, threads=1) -> (ids, offsets): every text's IDs one after another (uint32 bytes) and the
@@ -367,11 +341,8 @@ PyObject *Encoder_encode_lists(EncoderObject *self, PyObject *args, PyObject *kw
     Encoded out;
     if (!encode_batch(self, texts, threads, "encode_lists", out)) return nullptr;
     const uint32_t top = out.ids.empty() ? 0 : *std::max_element(out.ids.begin(), out.ids.end());
-    try {
-        if (!cache_ints(self, top)) return nullptr;
-    } catch (const std::bad_alloc &) {
-        return PyErr_NoMemory();
-    }
+    bool made = false;
+    if (!with_gil("encode_lists", [&] { made = cache_ints(self, top); }) || !made) return nullptr;
     PyObject *const *ints = self->ints->data();
     const size_t count = out.offsets.size() - 1;
     PyObject *lists = PyList_New(static_cast<Py_ssize_t>(count));
@@ -400,16 +371,10 @@ PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
         return nullptr;
     }
     Encoded out;
-    try {
-        const std::vector<TextView> views{view_of(text)};
-        Py_BEGIN_ALLOW_THREADS
-        encode_all(&self->core, views, 1, out);
-        Py_END_ALLOW_THREADS
-    } catch (const std::bad_alloc &) {
-        return PyErr_NoMemory();
-    }
-    if (out.out_of_memory) return PyErr_NoMemory();
-    if (out.failed >= 0) return surrogate_error(text, out.surrogate_at);
+    std::vector<TextView> views;
+    if (!with_gil("encode", [&] { views.push_back(view_of(text)); }) ||
+        !encode_views(self, views, 1, "encode", out, [&](size_t) { return text; }))
+        return nullptr;
     return packed_ids(out.ids);
 }
 
@@ -426,14 +391,12 @@ int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
     }
     const size_t bound = PyLong_AsSize_t(value);
     if (bound == static_cast<size_t>(-1) && PyErr_Occurred()) return -1;
-    Py_BEGIN_ALLOW_THREADS
-    {
-        std::unique_lock<std::shared_mutex> hold(*self->core.lock);
-        self->core.cache->max_bytes = bound;
-        if (self->core.cache->nbytes > bound) self->core.cache->clear();
-    }
-    Py_END_ALLOW_THREADS
-    return 0;
+    EncoderCore &core = self->core;
+    return without_gil("max_bytes", [&] {
+        std::unique_lock<std::shared_mutex> hold(*core.lock);
+        core.cache->max_bytes = bound;
+        if (core.cache->nbytes > bound) core.cache->clear();
+    }) ? 0 : -1;
 }
 
 PyObject *Encoder_get_nbytes(EncoderObject *self, void *) {
@@ -469,22 +432,214 @@ PySequenceMethods Encoder_sequence = {reinterpret_cast<lenfunc>(Encoder_len)};
 
 PyTypeObject EncoderType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-// ---- split: the pre-tokenizer for Python ----------------------------------------------------------
+// ---- ChunkCounter: distinct chunks and their counts, split and counted by threads ------------------
 
+struct ChunkCounterObject {
+    PyObject_HEAD
+    int mode;
+    bool busy;
+    std::vector<CountTable> *tables;  // one per thread
+};
+
+int ChunkCounter_init(ChunkCounterObject *self, PyObject *args, PyObject *) {
+    int mode, threads;
+    if (!PyArg_ParseTuple(args, "ii", &mode, &threads)) return -1;
+    if (!check_mode(mode)) return -1;
+    if (threads < 1 || threads > 1024) {
+        PyErr_Format(PyExc_ValueError, "threads must be 1 to 1024, got %d", threads);
+        return -1;
+    }
+    if (self->tables) {
+        PyErr_SetString(PyExc_RuntimeError, "ChunkCounter is initialised once");
+        return -1;
+    }
+    if (!with_gil("ChunkCounter", [&] { self->tables = new std::vector<CountTable>(static_cast<size_t>(threads)); }))
+        return -1;
+    self->mode = mode;
+    return 0;
+}
+
+void ChunkCounter_dealloc(ChunkCounterObject *self) {
+    delete self->tables;
+    Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
+}
+
+bool check_counter(ChunkCounterObject *self) {
+    if (!self->tables) PyErr_SetString(PyExc_ValueError, "ChunkCounter was not initialised");
+    return self->tables != nullptr;
+}
+
+// Runs work on the counter without the GIL, refusing a second call meanwhile; false with a Python error.
+template <typename Work>
+bool counter_work(ChunkCounterObject *self, const char *what, Work &&work) {
+    if (!check_counter(self) || !claim(self->busy, "ChunkCounter")) return false;
+    const bool done = without_gil(what, work);
+    self->busy = false;
+    return done;
+}
+
+// Adds every other thread's table to the first one.
+void absorb_tables(std::vector<CountTable> &tables) {
+    for (size_t t = 1; t < tables.size(); t++) tables[0].absorb(tables[t]);
+}
+
+// add(texts): count the chunks of a sequence of str, without the GIL, the texts sliced among the threads.
+PyObject *ChunkCounter_add(ChunkCounterObject *self, PyObject *texts) {
+    if (!check_counter(self)) return nullptr;
+    HeldTexts held;
+    if (!held.hold(texts, "add")) return nullptr;
+    if (!counter_work(self, "add", [&] { count_texts(held.views, self->mode, *self->tables); })) return nullptr;
+    Py_RETURN_NONE;
+}
+
+// pop_counts() -> dict[str, int]: every chunk counted so far (the counter starts over).
+PyObject *ChunkCounter_pop_counts(ChunkCounterObject *self, PyObject *) {
+    if (!counter_work(self, "pop_counts", [&] { absorb_tables(*self->tables); })) return nullptr;
+    CountTable &table = (*self->tables)[0];
+    PyObject *counts = PyDict_New();
+    if (!counts) return nullptr;
+    bool failed = false;
+    table.each([&](const char *key, size_t length, int64_t count) {
+        if (failed) return;
+        PyObject *chunk = PyUnicode_DecodeUTF8(key, static_cast<Py_ssize_t>(length), "surrogatepass");
+        PyObject *times = chunk ? PyLong_FromLongLong(count) : nullptr;
+        failed = !times || PyDict_SetItem(counts, chunk, times) < 0;
+        Py_XDECREF(chunk);
+        Py_XDECREF(times);
+    });
+    table = CountTable();
+    if (failed) Py_CLEAR(counts);
+    return counts;
+}
+
+// pop_byte_layout() -> (symbols, counts) | None: the byte kind's layout of _train_pairs (int32 bytes) of
+// the chunks counted so far, and their counts (int64 bytes), the counter starting over; None, the
+// counts kept, if a chunk holds a lone surrogate (which UTF-8 cannot hold).
+PyObject *ChunkCounter_pop_byte_layout(ChunkCounterObject *self, PyObject *) {
+    std::vector<CountTable> &tables = *self->tables;
+    ByteLayoutSize size;
+    if (!counter_work(self, "pop_byte_layout", [&] {
+            absorb_tables(tables);
+            size = byte_layout_size(tables[0]);
+        }))
+        return nullptr;
+    if (size.surrogate) Py_RETURN_NONE;
+    PyObject *symbols = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size.symbols * sizeof(int32_t)));
+    PyObject *counts = symbols ? PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size.chunks * sizeof(int64_t)))
+                               : nullptr;
+    PyObject *result = counts ? PyTuple_Pack(2, symbols, counts) : nullptr;
+    if (result) {
+        fill_byte_layout(tables[0], reinterpret_cast<int32_t *>(PyBytes_AS_STRING(symbols)),
+                         reinterpret_cast<int64_t *>(PyBytes_AS_STRING(counts)));
+        tables[0] = CountTable();
+    }
+    Py_XDECREF(symbols);
+    Py_XDECREF(counts);
+    return result;
+}
+
+PyMethodDef ChunkCounter_methods[] = {
+    {"add", reinterpret_cast<PyCFunction>(ChunkCounter_add), METH_O,
+     "add(texts): count the chunks of each str of the sequence (threads share the texts)."},
+    {"pop_counts", reinterpret_cast<PyCFunction>(ChunkCounter_pop_counts), METH_NOARGS,
+     "pop_counts() -> dict[str, int]: the counts so far; the counter starts over."},
+    {"pop_byte_layout", reinterpret_cast<PyCFunction>(ChunkCounter_pop_byte_layout), METH_NOARGS,
+     "pop_byte_layout() -> (symbols, counts) | None: the byte kind's training layout of the counts so far "
+     "(the counter starts over), or None, the counts kept, if a chunk holds a lone surrogate."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyTypeObject ChunkCounterType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---- PairMerger: the merge loop ------------------------------------------------------------------
+
+struct PairMergerObject {
+    PyObject_HEAD
+    bool busy;
+    PairMerger *merger;
+};
+
+// Builds the merger from the layout without the GIL; the buffers stay the caller's, and may change
+// meanwhile: PairMerger reads each value once and checks it as it reads it.
+int PairMerger_init(PairMergerObject *self, PyObject *args, PyObject *) {
+    Py_buffer symbols, counts;
+    unsigned int first_id;
+    long long min_frequency, forbidden;
+    if (!PyArg_ParseTuple(args, "y*y*ILL", &symbols, &counts, &first_id, &min_frequency, &forbidden)) return -1;
+    int status = -1;
+    if (self->merger) {
+        PyErr_SetString(PyExc_RuntimeError, "PairMerger is initialised once");
+    } else if (symbols.len % sizeof(int32_t) || counts.len % sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "PairMerger takes int32 symbols and int64 counts");
+    } else if (min_frequency < 1 || first_id > 0x10FFFF) {
+        PyErr_SetString(PyExc_ValueError, "PairMerger: min_frequency must be >= 1 and first_id a possible ID");
+    } else if (claim(self->busy, "PairMerger")) {  // another thread may be initialising it without the GIL
+        PairMerger *merger = nullptr;
+        const bool built = without_gil("PairMerger", [&] {
+            merger = new PairMerger(static_cast<const int32_t *>(symbols.buf), symbols.len / sizeof(int32_t),
+                                    static_cast<const int64_t *>(counts.buf), counts.len / sizeof(int64_t), first_id,
+                                    min_frequency, forbidden);
+        });
+        self->busy = false;
+        if (built) {
+            self->merger = merger;
+            status = 0;
+        }
+    }
+    PyBuffer_Release(&symbols);
+    PyBuffer_Release(&counts);
+    return status;
+}
+
+void PairMerger_dealloc(PairMergerObject *self) {
+    delete self->merger;
+    Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
+}
+
+// merge(limit) -> list[tuple[int, int]]: up to limit more merges, fewer once no pair may be merged.
+PyObject *PairMerger_merge(PairMergerObject *self, PyObject *arg) {
+    if (!self->merger) {
+        PyErr_SetString(PyExc_ValueError, "PairMerger was not initialised");
+        return nullptr;
+    }
+    const size_t limit = PyLong_AsSize_t(arg);
+    if (limit == static_cast<size_t>(-1) && PyErr_Occurred()) return nullptr;
+    if (!claim(self->busy, "PairMerger")) return nullptr;
+    std::vector<PairMerger::Merge> merges;
+    const bool merged = without_gil("PairMerger", [&] { self->merger->merge(limit, merges); });
+    self->busy = false;
+    if (!merged) return nullptr;
+    PyObject *result = PyList_New(static_cast<Py_ssize_t>(merges.size()));
+    if (!result) return nullptr;
+    for (size_t i = 0; i < merges.size(); i++) {
+        PyObject *pair = Py_BuildValue("(II)", merges[i].first, merges[i].second);
+        if (!pair) {
+            Py_DECREF(result);
+            return nullptr;
+        }
+        PyList_SET_ITEM(result, static_cast<Py_ssize_t>(i), pair);
+    }
+    return result;
+}
+
+PyMethodDef PairMerger_methods[] = {
+    {"merge", reinterpret_cast<PyCFunction>(PairMerger_merge), METH_O,
+     "merge(limit) -> list[tuple[int, int]]: up to limit more merges (left, right IDs), fewer once none is left."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyTypeObject PairMergerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---- module functions ----------------------------------------------------------------------------
+
+// split(mode, text) -> list[str]: the chunks of text under a split mode.
 PyObject *native_split(PyObject *, PyObject *args) {
     int mode;
     PyObject *text;
     if (!PyArg_ParseTuple(args, "iU", &mode, &text)) return nullptr;
-    if (!valid_mode(mode)) {
-        PyErr_Format(PyExc_ValueError, "unknown split mode %d", mode);
-        return nullptr;
-    }
+    if (!check_mode(mode)) return nullptr;
     std::vector<size_t> ends;
-    try {
-        view_of(text).split(mode, ends);
-    } catch (const std::bad_alloc &) {
-        return PyErr_NoMemory();
-    }
+    if (!with_gil("split", [&] { view_of(text).split(mode, ends); })) return nullptr;
     PyObject *chunks = PyList_New(static_cast<Py_ssize_t>(ends.size()));
     if (!chunks) return nullptr;
     size_t start = 0;
@@ -500,52 +655,88 @@ PyObject *native_split(PyObject *, PyObject *args) {
     return chunks;
 }
 
+// _fail_next(point, after=0): the named point of _native_fault.h throws std::bad_alloc once, when it is
+// reached after `after` passes (for the tests of the failure paths).
+PyObject *native_fail_next(PyObject *, PyObject *args) {
+    const char *name;
+    int after = 0;
+    if (!PyArg_ParseTuple(args, "s|i", &name, &after)) return nullptr;
+    if (std::strcmp(name, "thread_start") == 0) arm_fault(THREAD_START, after);
+    else if (std::strcmp(name, "without_gil") == 0) arm_fault(WITHOUT_GIL, after);
+    else return PyErr_Format(PyExc_ValueError, "_fail_next takes 'thread_start' or 'without_gil', got '%s'", name);
+    Py_RETURN_NONE;
+}
+
 PyMethodDef module_methods[] = {
     {"split", native_split, METH_VARARGS,
-     "split(mode, text) -> list[str]: the chunks of text under a named pattern (0 gpt4, 1 gpt2, 2 word, 3 none)."},
+     "split(mode, text) -> list[str]: the chunks of text under a split mode (a value of SPLIT_MODES)."},
+    {"_fail_next", native_fail_next, METH_VARARGS,
+     "_fail_next(point, after=0): 'thread_start' or 'without_gil' fails once after `after` passes, as if out of "
+     "memory (for tests)."},
     {nullptr, nullptr, 0, nullptr},
 };
 
 PyModuleDef native_module = {PyModuleDef_HEAD_INIT, "_native", "The native core of lmprep's tokenizer.", -1,
                              module_methods};
 
+// SPLIT_MODES: pattern name -> split mode, from the one definition in _native_split.h.
+bool add_split_modes(PyObject *module) {
+    PyObject *modes = PyDict_New();
+    if (!modes) return false;
+    for (const ModeName &entry : MODE_NAMES) {
+        PyObject *value = PyLong_FromLong(entry.mode);
+        const bool added = value && PyDict_SetItemString(modes, entry.name, value) == 0;
+        Py_XDECREF(value);
+        if (!added) {
+            Py_DECREF(modes);
+            return false;
+        }
+    }
+    const bool added = PyModule_AddObjectRef(module, "SPLIT_MODES", modes) == 0;
+    Py_DECREF(modes);
+    return added;
+}
+
+bool ready_type(PyObject *module, PyTypeObject &type, const char *name, size_t size, const char *doc,
+                initproc init, destructor dealloc, PyMethodDef *methods) {
+    type.tp_name = name;
+    type.tp_basicsize = static_cast<Py_ssize_t>(size);
+    type.tp_flags = Py_TPFLAGS_DEFAULT;
+    type.tp_doc = doc;
+    type.tp_new = PyType_GenericNew;
+    type.tp_init = init;
+    type.tp_dealloc = dealloc;
+    type.tp_methods = methods;
+    return PyType_Ready(&type) == 0 &&
+           PyModule_AddObjectRef(module, std::strrchr(name, '.') + 1, reinterpret_cast<PyObject *>(&type)) == 0;
+}
+
+bool add_types(PyObject *module) {
+    EncoderType.tp_getset = Encoder_getset;
+    EncoderType.tp_as_sequence = &Encoder_sequence;
+    return ready_type(module, EncoderType, "pipeline.tokenizer._native.Encoder", sizeof(EncoderObject),
+                      "Encoder(lefts, rights, results, mode, base, unknown): split, cache and merge in one pass; "
+                      "merge i makes results[i] of (lefts[i], rights[i]); base is the 256 IDs of the bytes (byte "
+                      "kind) or a dict character -> ID (char kind).",
+                      reinterpret_cast<initproc>(Encoder_init), reinterpret_cast<destructor>(Encoder_dealloc),
+                      Encoder_methods) &&
+           ready_type(module, ChunkCounterType, "pipeline.tokenizer._native.ChunkCounter", sizeof(ChunkCounterObject),
+                      "ChunkCounter(mode, threads): the distinct chunks of texts under a split mode and their counts.",
+                      reinterpret_cast<initproc>(ChunkCounter_init), reinterpret_cast<destructor>(ChunkCounter_dealloc),
+                      ChunkCounter_methods) &&
+           ready_type(module, PairMergerType, "pipeline.tokenizer._native.PairMerger", sizeof(PairMergerObject),
+                      "PairMerger(symbols, counts, first_id, min_frequency, forbidden): BPE training's merge loop "
+                      "over the layout of _train_pairs (int32 symbols, int64 counts; forbidden: an ID no merge may "
+                      "hold, or -1).",
+                      reinterpret_cast<initproc>(PairMerger_init), reinterpret_cast<destructor>(PairMerger_dealloc),
+                      PairMerger_methods);
+}
+
 }  // namespace
 
 PyMODINIT_FUNC PyInit__native(void) {
-    try {
-        build_class_table();
-    } catch (const std::bad_alloc &) {
-        return PyErr_NoMemory();
-    }
-    MergerType.tp_name = "pipeline.tokenizer._native.Merger";
-    MergerType.tp_basicsize = sizeof(MergerObject);
-    MergerType.tp_flags = Py_TPFLAGS_DEFAULT;
-    MergerType.tp_doc = "Merger(lefts, rights, results): the merges of one tokenizer, rank i merging "
-                        "(lefts[i], rights[i]) into results[i].";
-    MergerType.tp_new = PyType_GenericNew;
-    MergerType.tp_init = reinterpret_cast<initproc>(Merger_init);
-    MergerType.tp_dealloc = reinterpret_cast<destructor>(Merger_dealloc);
-    MergerType.tp_methods = Merger_methods;
-    if (PyType_Ready(&MergerType) < 0) return nullptr;
-    EncoderType.tp_name = "pipeline.tokenizer._native.Encoder";
-    EncoderType.tp_basicsize = sizeof(EncoderObject);
-    EncoderType.tp_flags = Py_TPFLAGS_DEFAULT;
-    EncoderType.tp_doc = "Encoder(merger, mode, base, unknown): split, cache and merge in one pass; base is the "
-                         "256 IDs of the bytes (byte kind) or a dict character -> ID (char kind).";
-    EncoderType.tp_new = PyType_GenericNew;
-    EncoderType.tp_init = reinterpret_cast<initproc>(Encoder_init);
-    EncoderType.tp_dealloc = reinterpret_cast<destructor>(Encoder_dealloc);
-    EncoderType.tp_methods = Encoder_methods;
-    EncoderType.tp_getset = Encoder_getset;
-    EncoderType.tp_as_sequence = &Encoder_sequence;
-    if (PyType_Ready(&EncoderType) < 0) return nullptr;
+    if (!with_gil("_native", build_class_table)) return nullptr;
     PyObject *module = PyModule_Create(&native_module);
-    if (!module) return nullptr;
-    if (PyModule_AddObjectRef(module, "Merger", reinterpret_cast<PyObject *>(&MergerType)) < 0 ||
-        PyModule_AddObjectRef(module, "Encoder", reinterpret_cast<PyObject *>(&EncoderType)) < 0 ||
-        !lmprep_native_py::add_training_types(module)) {
-        Py_DECREF(module);
-        return nullptr;
-    }
+    if (module && (!add_types(module) || !add_split_modes(module))) Py_CLEAR(module);
     return module;
 }

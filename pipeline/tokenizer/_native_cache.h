@@ -32,7 +32,7 @@ inline uint64_t hash_bytes(const char *data, size_t n) {
 }
 
 // chunk (its code points as UTF-8, surrogates written like any other code point) -> its IDs.
-// Bounded in bytes like encoder.ChunkCache: an entry that would take the total past max_bytes empties
+// Bounded in bytes as encoder.PythonEncoder is (encoder.py): an entry that would take the total past max_bytes empties
 // the table first, so it starts over on endless streams.
 //
 // A lookup touches as little memory as it can, since on text that repeats little it waits on memory

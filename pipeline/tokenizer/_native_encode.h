@@ -9,34 +9,19 @@
 #include <functional>
 #include <mutex>
 #include <shared_mutex>
-#include <system_error>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "_native_bpe.h"
 #include "_native_cache.h"
 #include "_native_split.h"
+#include "_native_threads.h"
 
 namespace lmprep_native {
 
-// A text's code points as the caller holds them, one, two or four bytes each (a CPython str's layout).
-struct TextView {
-    int width;  // bytes per code point
-    bool ascii;
-    const void *data;
-    size_t length;
-
-    void split(int mode, std::vector<size_t> &ends) const {
-        if (width == 1) split_ends(static_cast<const uint8_t *>(data), length, mode, ends);
-        else if (width == 2) split_ends(static_cast<const uint16_t *>(data), length, mode, ends);
-        else split_ends(static_cast<const uint32_t *>(data), length, mode, ends);
-    }
-};
-
 // An encoder apart from Python: plain members, so that a Python object holding one starts zeroed.
 struct EncoderCore {
-    const MergeTable *table;                        // the merges (their Merger is kept alive by the owner)
+    const MergeTable *table;                        // the merges (owned by the Python object)
     int mode;
     bool bytes_unit;                                // byte kind: base IDs per UTF-8 byte; else per character
     uint32_t byte_ids[256];                         // byte kind: byte -> base ID
@@ -153,11 +138,7 @@ bool encode_units(EncoderCore *self, const T *s, size_t n, bool ascii, Pass &pas
 }
 
 inline bool encode_text(EncoderCore *self, const TextView &text, Pass &pass, std::vector<uint32_t> &out) {
-    if (text.width == 1)
-        return encode_units(self, static_cast<const uint8_t *>(text.data), text.length, text.ascii, pass, out);
-    if (text.width == 2)
-        return encode_units(self, static_cast<const uint16_t *>(text.data), text.length, false, pass, out);
-    return encode_units(self, static_cast<const uint32_t *>(text.data), text.length, false, pass, out);
+    return text.visit([&](const auto *s, bool ascii) { return encode_units(self, s, text.length, ascii, pass, out); });
 }
 
 // What encoding some texts gave: their IDs one after another, where each text's start (and the end),
@@ -173,7 +154,7 @@ struct Encoded {
 };
 
 // Encode views[begin..end) into part, under the cache's shared lock; its new chunks stay in part.pass.fresh.
-// Runs without the GIL; never throws.
+// Runs without the GIL; never throws (run_ranges relies on it).
 inline void encode_range(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end,
                          Encoded &part) {
     try {
@@ -187,24 +168,9 @@ inline void encode_range(EncoderCore *self, const std::vector<TextView> &views, 
             }
             part.offsets.push_back(static_cast<int64_t>(part.ids.size()));
         }
-    } catch (const std::bad_alloc &) {
+    } catch (...) {  // bad_alloc, or system_error from the lock
         part.out_of_memory = true;
     }
-}
-
-// Where each of `threads` consecutive ranges of the texts starts (and the last ends), cut so that each
-// holds about the same number of characters.
-inline std::vector<size_t> balanced_bounds(const std::vector<TextView> &views, size_t threads) {
-    size_t total = 0;
-    for (const TextView &view : views) total += view.length + 1;
-    std::vector<size_t> bounds{0};
-    size_t seen = 0;
-    for (size_t i = 0; i < views.size() && bounds.size() < threads; i++) {
-        seen += views[i].length + 1;
-        if (seen * threads >= total * bounds.size()) bounds.push_back(i + 1);
-    }
-    bounds.push_back(views.size());
-    return bounds;
 }
 
 // Append part (the texts from `first` on) to out: its IDs, its offsets shifted, its failure.
@@ -232,18 +198,7 @@ inline void encode_all(EncoderCore *self, const std::vector<TextView> &views, si
         const size_t ranges = bounds.size() - 1;
         std::vector<Encoded> parts(ranges);
         for (Encoded &part : parts) part.sharing = ranges;
-        std::vector<std::thread> workers;
-        workers.reserve(ranges);  // so that adding one never throws once others run
-        for (size_t r = 1; r < ranges; r++) {
-            try {
-                workers.emplace_back(encode_range, self, std::cref(views), bounds[r], bounds[r + 1],
-                                     std::ref(parts[r]));
-            } catch (const std::system_error &) {  // no thread to be had: this one encodes the range
-                encode_range(self, views, bounds[r], bounds[r + 1], parts[r]);
-            }
-        }
-        encode_range(self, views, bounds[0], bounds[1], parts[0]);
-        for (std::thread &worker : workers) worker.join();
+        run_ranges(ranges, [&](size_t r) { encode_range(self, views, bounds[r], bounds[r + 1], parts[r]); });
         for (Encoded &part : parts) add_new_chunks(self, part.pass.fresh);
         size_t ids = 0;
         for (const Encoded &part : parts) ids += part.ids.size();

@@ -141,7 +141,16 @@ size_t word_end(const T *s, size_t i, size_t n) {
     return j;
 }
 
+// The split modes, defined here once: Python reads them by name from _native.SPLIT_MODES.
 enum Mode : int { GPT4 = 0, GPT2 = 1, WORD = 2, WHOLE = 3 };  // WHOLE: no pre-split (pattern none)
+
+struct ModeName {
+    const char *name;  // as patterns.py names the pattern
+    Mode mode;
+};
+constexpr ModeName MODE_NAMES[] = {{"gpt4", GPT4}, {"gpt2", GPT2}, {"word", WORD}, {"none", WHOLE}};
+
+inline bool valid_mode(int mode) { return mode >= GPT4 && mode <= WHOLE; }
 
 template <typename T>
 void split_ends(const T *s, size_t n, int mode, std::vector<size_t> &ends) {
@@ -157,7 +166,25 @@ void split_ends(const T *s, size_t n, int mode, std::vector<size_t> &ends) {
     }
 }
 
+// A text's code points as the caller holds them, one, two or four bytes each (a CPython str's layout);
+// the caller keeps the text alive while the view is used.
+struct TextView {
+    int width;  // bytes per code point: 1, 2 or 4
+    bool ascii;
+    const void *data;
+    size_t length;
 
-inline bool valid_mode(int mode) { return mode >= GPT4 && mode <= WHOLE; }
+    // f(s, ascii) with s the code points typed by their width (ascii is false for two and four bytes).
+    template <typename F>
+    auto visit(F &&f) const {
+        if (width == 1) return f(static_cast<const uint8_t *>(data), ascii);
+        if (width == 2) return f(static_cast<const uint16_t *>(data), false);
+        return f(static_cast<const uint32_t *>(data), false);
+    }
+
+    void split(int mode, std::vector<size_t> &ends) const {
+        visit([&](const auto *s, bool) { split_ends(s, length, mode, ends); });
+    }
+};
 
 }  // namespace lmprep_native

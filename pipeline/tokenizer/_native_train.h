@@ -2,8 +2,8 @@
 // threads, and the merge loop over the distinct chunks.
 // Part of the native tokenizer core (_native.cpp includes it); no Python API here.
 //
-// The Python trainer (trainer.py, _train_count.py, _train_pairs.py) is the definition: the counts and
-// the merges here are exactly its own, which tests/tokenizer/test_native_train.py checks on random text.
+// reference.train is the definition: the counts here are exactly _train_count's and the merges exactly
+// the reference's, which tests/tokenizer/test_native_train.py checks on random text.
 #pragma once
 
 #include <algorithm>
@@ -13,12 +13,12 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "_native_cache.h"
 #include "_native_split.h"
+#include "_native_threads.h"
 
 namespace lmprep_native {
 
@@ -92,14 +92,6 @@ class CountTable {
     size_t mask_ = 0, count_ = 0;
 };
 
-// A text's code units as the caller holds them (one, two or four bytes each); the caller keeps it alive.
-struct Units {
-    int width;  // 1, 2 or 4
-    bool ascii;
-    const void *data;
-    size_t length;
-};
-
 struct CountScratch {
     std::vector<size_t> ends;
     std::string key;
@@ -124,49 +116,29 @@ void count_units(const T *s, size_t n, bool ascii, int mode, CountScratch &scrat
     }
 }
 
-inline void count_text(const Units &text, int mode, CountScratch &scratch, CountTable &table) {
-    if (text.width == 1)
-        count_units(static_cast<const uint8_t *>(text.data), text.length, text.ascii, mode, scratch, table);
-    else if (text.width == 2)
-        count_units(static_cast<const uint16_t *>(text.data), text.length, false, mode, scratch, table);
-    else
-        count_units(static_cast<const uint32_t *>(text.data), text.length, false, mode, scratch, table);
+inline void count_text(const TextView &text, int mode, CountScratch &scratch, CountTable &table) {
+    text.visit([&](const auto *s, bool ascii) { count_units(s, text.length, ascii, mode, scratch, table); });
 }
 
-constexpr size_t THREAD_MIN_UNITS = 1 << 16;  // a thread counts at least this many characters (else fewer threads)
+constexpr size_t THREAD_MIN_CHARACTERS = 1 << 16;  // a thread counts at least this many characters (else fewer threads)
 
 // Count the chunks of texts into tables, one table (and one thread) per slice of the texts: slices are
 // contiguous and of about equal characters, so how many there are changes only which table a count
 // lands in, never the sums. Rethrows (after every thread ended) what a thread threw.
-inline void count_texts(const std::vector<Units> &texts, int mode, std::vector<CountTable> &tables) {
+inline void count_texts(const std::vector<TextView> &texts, int mode, std::vector<CountTable> &tables) {
     size_t total = 0;
-    for (const Units &text : texts) total += text.length;
-    const size_t threads = std::max<size_t>(1, std::min(tables.size(), total / THREAD_MIN_UNITS));
-    std::vector<size_t> bounds{0};  // slice t is texts[bounds[t], bounds[t + 1])
-    size_t seen = 0;
-    for (size_t i = 0; i < texts.size() && bounds.size() < threads; i++) {
-        seen += texts[i].length;
-        if (seen * threads >= total * bounds.size()) bounds.push_back(i + 1);
-    }
-    bounds.push_back(texts.size());
+    for (const TextView &text : texts) total += text.length;
+    const size_t threads = std::max<size_t>(1, std::min(tables.size(), total / THREAD_MIN_CHARACTERS));
+    const std::vector<size_t> bounds = balanced_bounds(texts, threads);  // slice t: texts[bounds[t], bounds[t + 1])
     std::vector<std::exception_ptr> failures(bounds.size() - 1);
-    auto count_slice = [&](size_t t) {
+    run_ranges(bounds.size() - 1, [&](size_t t) {
         try {
             CountScratch scratch;
             for (size_t i = bounds[t]; i < bounds[t + 1]; i++) count_text(texts[i], mode, scratch, tables[t]);
         } catch (...) {
             failures[t] = std::current_exception();
         }
-    };
-    std::vector<std::thread> workers;
-    try {
-        for (size_t t = 1; t + 1 < bounds.size(); t++) workers.emplace_back(count_slice, t);
-    } catch (...) {
-        for (std::thread &worker : workers) worker.join();
-        throw;
-    }
-    count_slice(0);
-    for (std::thread &worker : workers) worker.join();
+    });
     for (const std::exception_ptr &failure : failures)
         if (failure) std::rethrow_exception(failure);
 }
@@ -261,7 +233,7 @@ class PairIndex {
     int shift_ = 64;
 };
 
-// The merge loop of trainer._Trainer over the layout of _train_pairs.Chunks, with the same rules: a pair
+// The merge loop over the layout of _train_pairs, learning reference.train's merges incrementally: a pair
 // is tracked (count, positions where it was born) while it may still be merged (count >= min_frequency,
 // no forbidden ID); a lazy max-heap ordered by (highest count, smallest pair) picks each merge; a merge
 // visits the positions listed for its pair, ascending, and replaces occurrences left to right.
@@ -316,38 +288,53 @@ class PairMerger {
 
     bool allowed(uint32_t a, uint32_t b) const { return forbidden_ < 0 || (a != forbidden_ && b != forbidden_); }
 
-    // The layout in IDs, chunks without a pair left out: each position's symbol, links and chunk.
+    // The layout in IDs, chunks without a pair left out: each position's symbol, links and chunk. The
+    // caller's buffers may change under it (another thread holding them while the GIL is released), so
+    // each symbol and count is read once and checked as it is read; the first pass only sizes the nodes.
     void lay_out(const int32_t *symbols, size_t n, const int64_t *counts, size_t chunks) {
-        if (n < 1 || symbols[0] != SEPARATOR || symbols[n - 1] != SEPARATOR)
+        if (n < 1 || symbols[0] != SEPARATOR)
             throw std::invalid_argument("the symbols must start and end with a separator");
-        size_t separators = 0, kept = 1;
-        for (size_t i = 0, start = 0; i < n; i++) {
-            if (!valid_symbol(symbols[i])) throw std::invalid_argument("a symbol is not a code point outside the surrogates");
+        size_t kept = 1;
+        for (size_t i = 1, start = 0; i < n; i++) {
             if (symbols[i] != SEPARATOR) continue;
-            if (i > 0 && i - start >= 3) kept += i - start;  // the chunk's symbols and its separator
+            if (i - start >= 3) kept += i - start;  // the chunk's symbols and its separator
             start = i;
-            separators++;
         }
-        // no chunks: the layout of _train_pairs is then two separators
-        if (separators != chunks + 1 && !(chunks == 0 && separators == n)) throw std::invalid_argument("one count per chunk");
-        if (kept >= DEAD) throw std::length_error("too many symbols for the native merge loop");
-        nodes_.reserve(kept);
-        auto add = [this](uint32_t symbol, uint32_t chunk) {
-            const uint32_t p = static_cast<uint32_t>(nodes_.size());
-            nodes_.push_back(Node{symbol, p + 1, p == 0 ? 0 : p - 1, chunk});
-        };
-        add(SEP, 0);
-        for (size_t i = 1, start = 0, chunk = 0; i < n; i++) {
-            if (symbols[i] != SEPARATOR) continue;
-            if (i - start >= 3) {
-                if (counts[chunk] < 0) throw std::invalid_argument("a chunk count is negative");
-                for (size_t j = start + 1; j < i; j++) add(id_of_symbol(symbols[j]), static_cast<uint32_t>(weights_.size()));
-                weights_.push_back(counts[chunk]);
-                add(SEP, 0);
+        nodes_.reserve(std::min<size_t>(kept, DEAD));
+        add_node(SEP, 0);
+        std::vector<uint32_t> chunk_ids;  // the IDs of the chunk being read
+        size_t chunk = 0;                 // its index among the counts
+        int32_t symbol = SEPARATOR;
+        for (size_t i = 1; i < n; i++) {
+            symbol = symbols[i];
+            if (!valid_symbol(symbol)) throw std::invalid_argument("a symbol is not a code point outside the surrogates");
+            if (symbol != SEPARATOR) {
+                chunk_ids.push_back(id_of_symbol(symbol));
+                continue;
             }
-            start = i;
+            if (chunk < chunks) add_chunk(chunk_ids, counts[chunk]);
+            else if (chunks != 0 || !chunk_ids.empty()) throw std::invalid_argument("one count per chunk");
             chunk++;
+            chunk_ids.clear();
         }
+        if (symbol != SEPARATOR) throw std::invalid_argument("the symbols must start and end with a separator");
+        // no chunks: the layout of _train_pairs is then two separators
+        if (chunk != chunks && chunks != 0) throw std::invalid_argument("one count per chunk");
+    }
+
+    void add_node(uint32_t symbol, uint32_t chunk) {
+        const uint32_t p = static_cast<uint32_t>(nodes_.size());
+        nodes_.push_back(Node{symbol, p + 1, p == 0 ? 0 : p - 1, chunk});
+    }
+
+    // Lays out one chunk and its separator; a chunk of one symbol holds no pair and is left out.
+    void add_chunk(const std::vector<uint32_t> &ids, int64_t count) {
+        if (ids.size() < 2) return;
+        if (count < 0) throw std::invalid_argument("a chunk count is negative");
+        if (nodes_.size() + ids.size() + 1 >= DEAD) throw std::length_error("too many symbols for the native merge loop");
+        for (const uint32_t id : ids) add_node(id, static_cast<uint32_t>(weights_.size()));
+        weights_.push_back(count);
+        add_node(SEP, 0);
     }
 
     int64_t weight(uint32_t p) const { return weights_[nodes_[p].chunk]; }
@@ -405,7 +392,8 @@ class PairMerger {
         std::push_heap(heap_.begin(), heap_.end(), heap_order);
     }
 
-    // _train_pairs.Chunks._merge_few and trainer._Trainer._merge in one.
+    // Replaces every occurrence of pair `merged` by `made`, left to right, and updates the counts of the
+    // pairs around each occurrence.
     void merge_pair(uint32_t merged, uint32_t made) {
         const uint64_t key = pairs_[merged].key;
         const uint32_t left = static_cast<uint32_t>(key >> 32), right = static_cast<uint32_t>(key);

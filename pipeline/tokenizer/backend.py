@@ -1,7 +1,7 @@
 """Which implementation runs the hot loops: the compiled core (``_native``) or the pure-Python path.
 
-The Python modules are the definition and the fallback; the native core, built from ``_native.cpp`` by
-``pip install`` when a C++ compiler is at hand, gives exactly their chunks and IDs, faster. Chosen once,
+``reference.py`` is the definition and the Python path; the native core, built from ``_native.cpp`` by
+``pip install`` when a C++ compiler is at hand, gives exactly its chunks, IDs and merges, much faster. Chosen once,
 at import: ``LMPREP_BACKEND=python`` forces the Python path; otherwise the core is used when it imports,
 and when it does not, one line on stderr says so and the Python path takes over. ``lmprep --version``
 names the backend in use (docs/native.md).

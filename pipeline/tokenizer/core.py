@@ -22,8 +22,8 @@ import regex
 
 from pipeline.engine.hashing import canonical_hash
 from pipeline.errors import AlphabetTooLargeError, InvalidUtf8Error, TokenizerError, TokenizerFormatError, counted
-from pipeline.tokenizer import patterns
-from pipeline.tokenizer.encoder import ChunkCache, ChunkEncoder, apply_merges, native_encoder
+from pipeline.tokenizer import patterns, reference
+from pipeline.tokenizer.encoder import NativeEncoder, PythonEncoder, native_encoder
 from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count, results_of_merges, token_table
 
 KINDS = ("byte", "char", "word")
@@ -314,7 +314,7 @@ class Tokenizer:
         specials = set(self.special_tokens.values())
         for token_id, data in enumerate(self._token_bytes):
             if len(data) > 1 and token_id not in specials \
-                    and apply_merges([byte_id[b] for b in data], rank_of, self._merge_results) != [token_id]:
+                    and reference.encode_chunk([byte_id[b] for b in data], rank_of, self._merge_results) != [token_id]:
                 return token_id
         return None
 
@@ -391,15 +391,15 @@ class Tokenizer:
 
     # ---- internals ------------------------------------------------------------------------------
 
-    def _build_encoder(self) -> ChunkEncoder:
+    def _build_encoder(self) -> NativeEncoder | PythonEncoder:
+        """The native encoder when the core is built; else, and for the word kind (no merges: a lookup per
+        chunk), the Python one."""
         rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
         if self.kind != "word":
             fast = native_encoder(self.pattern, self._base_id_table(), self.unk_id, rank_of, self._merge_results)
             if fast is not None:
                 return fast
-        unit = {"byte": "byte", "char": "char", "word": "chunk"}[self.kind]
-        cache = ChunkCache(self._base_ids_function(), rank_of, self._merge_results, unit=unit)
-        return ChunkEncoder(patterns.splitter(self.pattern), cache)
+        return PythonEncoder(patterns.splitter(self.pattern), self._base_ids_function(), rank_of, self._merge_results)
 
     def _base_ids(self) -> list[int]:
         """The IDs a chunk is first cut into: the regular tokens of one byte (byte kind), one character

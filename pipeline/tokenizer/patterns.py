@@ -19,7 +19,6 @@ encoding alike, so every text round-trips and HF gives the same IDs.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Iterator
 
 import regex
@@ -33,27 +32,12 @@ GPT4 = (
 )
 GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 WORD = r"\p{White_Space}+|\P{White_Space}+"  # the word kind's: runs of whitespace and runs of anything else
-# The same patterns for pure-ASCII text, where \p{L} is [A-Za-z], \p{N} is [0-9] and \s is the same
-# six characters in both engines. The standard library's ``re`` runs them ~2.5x faster than
-# ``regex`` runs the Unicode forms, and the split is the bulk of encoding time.
-ASCII_TWINS = {
-    GPT4: r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]+|[0-9]{1,3}| ?[^\sA-Za-z0-9]++[\r\n]*"""
-          r"""|\s*[\r\n]|\s+(?!\S)|\s+""",
-    GPT2: r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""",
-}
-# A space after a non-space character always starts a chunk in both named patterns: no alternative
-# matches a non-space followed by a space (spaces inside a chunk come only in whitespace runs or as
-# a chunk's first character). Cutting there and splitting the pieces apart gives the same chunks, so
-# the long ASCII stretches of a non-ASCII text can use the ``re`` twin: 93% of the characters of the
-# benchmark corpus's non-ASCII documents lie in ASCII runs of 32 or more, and their split runs 2.6x
-# faster (0.59 s -> 0.23 s per 6.6 MB).
-_LONG_ASCII_RUN = re.compile(r"[\x00-\x7f]{32,}")
-_FIRST_CUT = re.compile(r"(?<=\S) ", re.ASCII)
-_LAST_CUT = re.compile(r".*\S(?= )", re.ASCII | re.DOTALL)
 # Where a text may be cut so that its pieces, split apart, give exactly the chunks of the whole: a
-# space after a non-space character (which starts a chunk, as above) in all three, and in GPT-4's and
-# the word pattern also a newline followed by a non-space character (which ends one: see
-# ``_train_count._count_by_segment``). ``regex``'s \s is Unicode's White_Space, as in the patterns.
+# space after a non-space character in all three (no alternative matches a non-space followed by a
+# space: spaces inside a chunk come only in whitespace runs or as its first character), and in GPT-4's
+# and the word pattern also a newline followed by a non-space character (every GPT-4 chunk holding a
+# newline ends with it, and its whitespace alternatives holding one are tried first; not so in GPT-2's,
+# whose \s+(?!\S) looks past it). ``regex``'s \s is Unicode's White_Space, as in the patterns.
 # Searched from the end (``(?r)``), for the last cut.
 _CUTS = {
     GPT4: r"(?r)(?<=\S)(?= )|(?<=\n)(?=\S)",
@@ -62,7 +46,8 @@ _CUTS = {
 }
 CUT_CHARS = 1 << 20  # held before looking for a cut
 NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4, "gpt2": GPT2, "none": ""}
-NATIVE_SPLIT_MODES = {GPT4: 0, GPT2: 1, WORD: 2}  # the patterns the native core splits by hand (``_native.split``)
+# The patterns the native core splits by hand, by the names of its split modes (``_native.SPLIT_MODES``).
+NATIVE_SPLIT_NAMES = {GPT4: "gpt4", GPT2: "gpt2", WORD: "word", "": "none"}
 DEFAULT_PATTERN_NAME = {"byte": "gpt4", "char": "none"}
 _CATCH_ALL = r"|[\s\S]"
 
@@ -129,6 +114,14 @@ def compile_checked(pattern: str) -> regex.Pattern:
                              "use gpt4, gpt2, none or a valid regex") from None
 
 
+def native_mode(pattern: str) -> int | None:
+    """The native core's split mode for ``pattern`` (``""``: each text one chunk), or None where it has none:
+    no native core, or a custom pattern."""
+    if backend.native is None or pattern not in NATIVE_SPLIT_NAMES:
+        return None
+    return backend.native.SPLIT_MODES[NATIVE_SPLIT_NAMES[pattern]]
+
+
 def splitter(pattern: str) -> Callable[[str], list[str]]:
     """A function cutting a text into its non-empty chunks (the whole text when ``pattern`` is empty).
 
@@ -136,14 +129,9 @@ def splitter(pattern: str) -> Callable[[str], list[str]]:
     """
     if not pattern:
         return lambda text: [text] if text else []
-    if backend.native is not None and pattern in NATIVE_SPLIT_MODES:
-        return functools.partial(backend.native.split, NATIVE_SPLIT_MODES[pattern])
-    compiled = compile_checked(pattern)
-    if pattern in ASCII_TWINS:  # every character is matched, never by an empty match: the chunks are findall's
-        findall = compiled.findall
-        ascii_findall = re.compile(ASCII_TWINS[pattern], re.ASCII).findall
-        return lambda text: ascii_findall(text) if text.isascii() else mixed_split(text, findall, ascii_findall)
-    return functools.partial(isolated_split, compiled)
+    if (mode := native_mode(pattern)) is not None:
+        return functools.partial(backend.native.split, mode)
+    return functools.partial(isolated_split, compile_checked(pattern))
 
 
 def isolated_split(compiled: regex.Pattern, text: str) -> list[str]:
@@ -173,19 +161,4 @@ def isolated_split(compiled: regex.Pattern, text: str) -> list[str]:
         done = position = last_end = end
     if done < len(text):
         chunks.append(text[done:])
-    return chunks
-
-
-def mixed_split(text: str, findall: Callable[[str], list[str]], ascii_findall: Callable[[str], list[str]]) -> list[str]:
-    """Split ``text`` with ``findall``, except its long ASCII runs, cut at chunk starts, with ``ascii_findall``."""
-    chunks: list[str] = []
-    done = 0
-    for run in _LONG_ASCII_RUN.finditer(text):
-        first = _FIRST_CUT.search(text, run.start() + 1, run.end())
-        last = first and _LAST_CUT.match(text, first.start(), run.end())
-        if last:
-            chunks += findall(text[done : first.start()])
-            chunks += ascii_findall(text[first.start() : last.end()])
-            done = last.end()
-    chunks += findall(text[done:])
     return chunks

@@ -1,8 +1,9 @@
-"""BPE written plainly (as minbpe does): the definition that the fast trainer and encoder are tested against.
+"""BPE written plainly (as minbpe does): the definition, and the Python path where the native core is not built.
 
-Read this first. ``trainer.py`` (with ``_train_count.py`` and ``_train_pairs.py``) learns exactly the
-merges :func:`train` learns, and ``encoder.py`` gives exactly the IDs :func:`encode` gives, only much
-faster; the tests check both on random text. The rules:
+Read this first. The native core (``_native.cpp``, through ``trainer.py`` and ``encoder.py``) learns exactly
+the merges :func:`train` learns and gives exactly the IDs :func:`encode` gives, only much faster; the tests
+check both on random text. Without the core, ``trainer.py`` trains with :func:`train_from_counts` and
+``encoder.py`` encodes each distinct chunk with :func:`encode_chunk`. The rules:
 
 - The split pattern cuts each text into chunks (``patterns.splitter``); no pair crosses a chunk or a
   text. Identical chunks are folded into one with their count, which weighs each of its pairs.
@@ -51,11 +52,15 @@ def merge(ids: Sequence[int], pair: Pair, new_id: int) -> list[int]:
     return merged
 
 
-def base_ids(chunk: str, kind: str, alphabet: Sequence[str] = ()) -> list[int]:
-    """The IDs a chunk starts as, before any merge."""
+def char_ids(alphabet: Sequence[str]) -> dict[str, int]:
+    """The char kind's base ID of each character of the alphabet (0 is the unknown ID)."""
+    return {char: i for i, char in enumerate(alphabet, start=UNKNOWN_ID + 1)}
+
+
+def base_ids(chunk: str, kind: str, char_id: Mapping[str, int]) -> list[int]:
+    """The IDs a chunk starts as, before any merge (``char_id``: :func:`char_ids`, unused by the byte kind)."""
     if kind == "byte":
         return list(chunk.encode("utf-8"))
-    char_id = {char: i for i, char in enumerate(alphabet, start=UNKNOWN_ID + 1)}
     return [char_id.get(char, UNKNOWN_ID) for char in chunk]
 
 
@@ -72,10 +77,12 @@ def train_from_counts(chunk_counts: Mapping[str, int], *, kind: str, num_merges:
                       merge_newlines: bool = True) -> tuple[list[Pair], list[str], str | None]:
     """:func:`train` from the distinct chunks and their counts."""
     alphabet = sorted(set("".join(chunk_counts))) if kind == "char" else []
+    char_id = char_ids(alphabet)
     chunks: Counter[tuple[int, ...]] = Counter()
     for chunk, count in chunk_counts.items():
-        chunks[tuple(base_ids(chunk, kind, alphabet))] += count
-    newline = base_ids("\n", kind, alphabet)[0]  # the unknown ID if the text has none: no pair holds it
+        chunks[tuple(base_ids(chunk, kind, char_id))] += count
+    chunks = _with_pairs(chunks)
+    newline = base_ids("\n", kind, char_id)[0]  # the unknown ID if the text has none: no pair holds it
     first_id = base_id_count(kind, len(alphabet))
     merges: list[Pair] = []
     while len(merges) < num_merges:
@@ -88,10 +95,16 @@ def train_from_counts(chunk_counts: Mapping[str, int], *, kind: str, num_merges:
         new_id = first_id + len(merges)
         merged: Counter[tuple[int, ...]] = Counter()
         for ids, count in chunks.items():
-            merged[tuple(merge(ids, pair, new_id))] += count
-        chunks = merged
+            merged[tuple(merge(ids, pair, new_id)) if pair[0] in ids else ids] += count
+        chunks = _with_pairs(merged)
         merges.append(pair)
     return merges, alphabet, None
+
+
+def _with_pairs(chunks: Counter[tuple[int, ...]]) -> Counter[tuple[int, ...]]:
+    """The chunks that still hold a pair: one of a single ID never takes part in a merge again (dropping it
+    changes no count, it only saves recounting it)."""
+    return Counter({ids: count for ids, count in chunks.items() if len(ids) > 1})
 
 
 def lowest_ranked_pair(ids: Sequence[int], ranks: Mapping[Pair, int]) -> Pair | None:
@@ -112,7 +125,8 @@ def encode(text: str, *, kind: str, pattern: str, merges: Sequence[Pair], alphab
     ranks = {pair: rank for rank, pair in enumerate(merges)}
     first_id = base_id_count(kind, len(alphabet))
     results = range(first_id, first_id + len(merges))
+    char_id = char_ids(alphabet)
     ids: list[int] = []
     for chunk in patterns.splitter(pattern)(text):
-        ids += encode_chunk(base_ids(chunk, kind, alphabet), ranks, results)
+        ids += encode_chunk(base_ids(chunk, kind, char_id), ranks, results)
     return ids

@@ -109,7 +109,8 @@ def embedding_parameters(vocab_size: int, dim: int, *, tie_weights: bool) -> int
 
 def suggest(result: Sweep, *, min_gain: float) -> Suggestion:
     """The largest size before the gain per 1,000 extra entries falls below ``min_gain`` percent, capped by
-    the rule of thumb for small data (characters ÷ 100). A suggestion, not a measurement of model quality."""
+    the rule of thumb for small data (characters ÷ 100). The rule only caps: a suggestion below its range says
+    so, and why. A suggestion, not a measurement of model quality."""
     rows = result.rows
     chosen = rows[0]
     for previous, row in zip(rows, rows[1:]):
@@ -118,16 +119,20 @@ def suggest(result: Sweep, *, min_gain: float) -> Suggestion:
         chosen = row
     low, high = (result.characters // divisor for divisor in THUMB_DIVISORS)
     rule = (f"the largest size before the gain falls below {min_gain:g}% fewer tokens per {GAIN_PER:,} extra "
-            f"entries; rule of thumb for small data: characters ÷ 100–500 = {low:,}–{high:,}")
+            "entries")
+    thumb = f"the rule of thumb for small data (characters ÷ 100–500 = {low:,}–{high:,})"
+    within = [row for row in rows if row.vocab_size <= high]
+    if chosen.vocab_size > high and within:
+        return Suggestion(within[-1].vocab_size, f"{rule}, capped at {high:,} by {thumb}")
     if chosen.vocab_size > high:
-        within = [row for row in rows if row.vocab_size <= high]
-        if within:
-            chosen = within[-1]
-            rule += f", so capped at {high:,}"
-        else:
-            chosen = rows[0]
-            rule += f"; every size tried is above {high:,}, so the smallest: the text is small for these sizes"
-    return Suggestion(vocab_size=chosen.vocab_size, rule=rule)
+        return Suggestion(rows[0].vocab_size, f"every size tried is above {thumb}, so the smallest: the text is "
+                                              "small for these sizes")
+    if chosen.vocab_size >= low:
+        return Suggestion(chosen.vocab_size, f"{rule}; within {thumb}")
+    if chosen is rows[-1]:
+        return Suggestion(chosen.vocab_size, f"{rule}: the largest size tried, below {thumb}; sweep larger sizes")
+    return Suggestion(chosen.vocab_size, f"{rule}; below {thumb}, which only caps a suggestion: larger sizes "
+                                         "compress this text too little more")
 
 
 def plot(result: Sweep, path: str | os.PathLike[str], *, title: str) -> None:

@@ -59,16 +59,26 @@ def mergeable_ranks(tokenizer: Tokenizer) -> dict[bytes, int]:
 
 
 def loading_snippet(tokenizer: Tokenizer, ranks_path: str | os.PathLike[str]) -> str:
-    """Python source that builds the ``tiktoken.Encoding`` of an exported ranks file, ready to paste."""
+    """Python source that builds the ``tiktoken.Encoding`` of an exported ranks file, ready to paste.
+
+    The code parses the file itself, as ``tiktoken.load.load_tiktoken_bpe`` does, rather than calling it:
+    that function caches what it reads in a directory shared by every process (``TIKTOKEN_CACHE_DIR``,
+    else ``data-gym-cache`` in the temporary directory) under a key made of the path's name alone, so
+    after another export to the same path it would return the old file's ranks.
+    """
     name = os.path.splitext(os.path.basename(ranks_path))[0] or "lmprep"
     return (
-        "import tiktoken\n"
-        "from tiktoken.load import load_tiktoken_bpe\n"
+        "import base64\n"
         "\n"
+        "import tiktoken\n"
+        "\n"
+        "# read here, not with tiktoken.load.load_tiktoken_bpe, whose cache would keep an older file of this name\n"
+        f"with open({os.fspath(ranks_path)!r}, 'rb') as ranks_file:\n"
+        "    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in ranks_file)}\n"
         "encoding = tiktoken.Encoding(\n"
         f"    name={name!r},\n"
         f"    pat_str={tiktoken_pattern(tokenizer)!r},\n"
-        f"    mergeable_ranks=load_tiktoken_bpe({os.fspath(ranks_path)!r}),\n"
+        "    mergeable_ranks=ranks,\n"
         f"    special_tokens={dict(tokenizer.special_tokens)!r},\n"
         ")\n"
         "# encoding.encode_ordinary(text) gives lmprep's IDs (special-token text stays plain text)\n"

@@ -76,15 +76,15 @@ def piece(tokenizer: Tokenizer, token_id: int) -> str:
 
 def format_text(tokenizer: Tokenizer, result: Trace) -> list[str]:
     """The trace as lines for people: ``start``, one line per merge shown, then the IDs."""
-    lines = [f"start: {_pieces(tokenizer, result.start)}  ({len(result.start)} tokens)"]
+    lines = [f"start: {_pieces(tokenizer, result.start)}  ({len(result.start):,} tokens)"]
     for step in result.steps:
         left, right = (piece(tokenizer, part) for part in step.pair)
         lines.append(f"merge {step.rank}: '{left}' + '{right}' -> {_pieces(tokenizer, step.ids)}  "
-                     f"({len(step.ids)} tokens)")
+                     f"({len(step.ids):,} tokens)")
     hidden = result.total_steps - len(result.steps)
     if hidden:
         lines.append(f"... {hidden} more merges apply (not shown: --max-steps {len(result.steps)})")
-    lines.append(f"IDs: {' '.join(map(str, result.ids))}  ({len(result.ids)} tokens)")
+    lines.append(f"IDs: {' '.join(map(str, result.ids))}  ({len(result.ids):,} tokens)")
     return lines
 
 

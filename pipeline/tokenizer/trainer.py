@@ -1,8 +1,9 @@
 """Byte-pair-encoding training: learn an ordered list of merges from texts.
 
-Read ``reference.py`` first: it is this algorithm written plainly (recount every pair, merge the best,
-repeat), and this module learns exactly its merges, only without recounting; the tests hold the two
-to the same result on random text, through both merge paths of ``_train_pairs``.
+The algorithm is ``reference.train`` (read it first: recount every pair, merge the best, repeat). With the
+native core (``backend``) training runs in C++ (``_native_train.h``), incrementally, as rustbpe and HF
+tokenizers do, and learns exactly the reference's merges, which the tests check on random text; without
+it, ``reference.train_from_counts`` itself is the fallback (slow: docs/native.md says how slow).
 
 Tie-break rule: each step merges the pair with the highest count; among pairs with equal counts, the
 smallest ``(left_id, right_id)`` pair wins. With the byte kind this reproduces ``rustbpe`` merge for
@@ -18,34 +19,20 @@ Kinds:
   share of the text (as sentencepiece's option of that name); the others become "unknown" and each
   chunk is cut at them for training, so no merge contains the unknown token.
 
-Algorithm (incremental, as rustbpe and HF tokenizers do; the corpus is read once):
+Steps (the corpus is read once):
 
-1. Count distinct pre-split chunks in worker processes (``_train_count``).
-2. Lay the symbols of all distinct chunks out in one flat array with neighbour links
-   (``_train_pairs.Chunks``). Each id has a symbol, a code point that skips the surrogate block;
-   ids run up to ``_train_pairs.MAX_ID`` (1,112,062): one per Unicode scalar value, less the
-   separator U+10FFFF.
-3. Keep pair -> count, pair -> positions where it was born, and a max-heap of (count, pair) with lazy
-   refresh, for the pairs that may still be merged: a popped entry whose count went stale is pushed
-   back with the current count. Only a merge creates pairs (all of them contain the new id), so an
-   old pair's count never grows and the pair -> positions index never needs more than the positions
-   listed when the pair was born.
-4. A merge visits only the positions listed for its pair and updates counts around each merged
-   occurrence, summed per distinct neighbouring pair: in a loop for a few positions, with numpy for
-   many.
-
-With the native core (``backend``), steps 1 and 3-4 run in C++ (``_native_train.h``): counting with
-threads for the patterns it splits by hand, and the merge loop (``_native.PairMerger``) over the same
-layout with the same rules, so the merges are the same; the Python code stays the definition and the
-fallback (docs/native.md).
+1. Count distinct pre-split chunks (``_train_count``): with threads in the native core for the patterns
+   it splits by hand, else in worker processes.
+2. Native core: lay the symbols of all distinct chunks out in one flat array (``_train_pairs``), and
+   run the merge loop over it (``_native.PairMerger``): pair counts, the positions where each pair was
+   born and a lazy max-heap, updated around each merged occurrence instead of recounting.
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,17 +41,13 @@ import regex
 from pipeline.engine.progress import Progress
 from pipeline.errors import TokenizerError, counted, shorten
 from pipeline.tokenizer import _train_pairs as pairs
-from pipeline.tokenizer import backend
+from pipeline.tokenizer import backend, reference
 from pipeline.tokenizer._train_count import count_chunks, native_counter
 from pipeline.tokenizer.layout import base_id_count
 from pipeline.tokenizer.patterns import compile_checked
 
 KINDS = ("byte", "char")
-# Heap entries are one int, ``-count << KEY_SHIFT | pair_code``: ascending order is highest count, then
-# smallest pair, and int comparisons make heap operations cheaper than on (count, pair) tuples.
-KEY_SHIFT = 2 * pairs.SHIFT
-CODE_MASK = (1 << KEY_SHIFT) - 1
-NATIVE_MAX_SYMBOLS = 2**32 - 2  # positions the native merge loop indexes with 32 bits; past it, the Python loop
+NATIVE_MAX_SYMBOLS = 2**32 - 2  # positions the native merge loop indexes with 32 bits
 PROGRESS_MERGES = 1000  # merges per native call while a progress bar shows them
 _SURROGATE = regex.compile("[\ud800-\udfff]")
 
@@ -140,6 +123,9 @@ def merges_from_counts(
     coverage_note = None
     if kind == "char" and character_coverage < 1:
         chunk_counts, coverage_note = _drop_rare_characters(chunk_counts, character_coverage)
+    if backend.native is None:
+        return _train_in_python(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
+                                merge_newlines=merge_newlines, coverage_note=coverage_note)
     counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(chunk_counts))
     distinct = list(chunk_counts)
     chunk_counts.clear()
@@ -154,23 +140,34 @@ def merges_from_counts(
     return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason, coverage_note=coverage_note)
 
 
+def _train_in_python(chunk_counts: dict[str, int], *, kind: str, num_merges: int, min_frequency: int,
+                     merge_newlines: bool, coverage_note: str | None) -> TrainResult:
+    """The fallback without the native core: ``reference.train_from_counts``, the same refusals."""
+    if kind == "byte" and any(map(_SURROGATE.search, chunk_counts)):
+        raise _surrogate_error(list(chunk_counts))
+    alphabet_size = len(set().union(*map(set, chunk_counts))) if kind == "char" else 0
+    _check_id_range(base_id_count(kind, alphabet_size) + num_merges)
+    merges, alphabet, stop_reason = reference.train_from_counts(
+        chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency, merge_newlines=merge_newlines)
+    chunk_counts.clear()
+    return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason, coverage_note=coverage_note)
+
+
 def _merge_loop(symbols, counts, *, first_id: int, min_frequency: int, forbidden_id: int | None):
-    """``run(num_merges, progress=...) -> (merges, stop_reason)`` over a layout of ``_train_pairs`` (int32
-    symbols, int64 counts): native when the core is on, else :class:`_Trainer`. The native loop copies what it
-    needs, so the caller's arrays can go; ``Chunks`` takes them over (a read-only one copied first)."""
-    if backend.native is not None and len(symbols) < NATIVE_MAX_SYMBOLS:
-        merger = backend.native.PairMerger(symbols, counts, first_id, min_frequency,
-                                           -1 if forbidden_id is None else forbidden_id)
-        return functools.partial(_merge_natively, merger, min_frequency=min_frequency)
-    forbidden = None if forbidden_id is None else pairs.symbol_of(forbidden_id)
-    return _Trainer(pairs.Chunks(np.require(symbols, requirements="W"), counts), first_id=first_id,
-                    min_frequency=min_frequency, forbidden=forbidden).run
+    """``run(num_merges, progress=...) -> (merges, stop_reason)``: the native merge loop over a layout of
+    ``_train_pairs`` (int32 symbols, int64 counts). It copies what it needs, so the caller's arrays can go."""
+    if len(symbols) >= NATIVE_MAX_SYMBOLS:
+        raise TokenizerError(f"the distinct chunks hold {len(symbols):,} symbols, more than the "
+                             f"{NATIVE_MAX_SYMBOLS:,} the merge loop indexes; train on less text")
+    merger = backend.native.PairMerger(symbols, counts, first_id, min_frequency,
+                                       -1 if forbidden_id is None else forbidden_id)
+    return functools.partial(_merge_natively, merger, min_frequency=min_frequency)
 
 
 def _merge_natively(merger, num_merges: int, *, min_frequency: int,
                     progress: bool) -> tuple[list[tuple[int, int]], str | None]:
-    """The merge loop of :class:`_Trainer` in the native core (``_native.PairMerger``), the same merges:
-    in one call, or ``PROGRESS_MERGES`` at a time when a progress bar shows them."""
+    """The native merge loop (``_native.PairMerger``): in one call, or ``PROGRESS_MERGES`` at a time when a
+    progress bar shows them."""
     merges: list[tuple[int, int]] = []
     step = PROGRESS_MERGES if progress else num_merges
     with Progress("tokenizer: merging", total=num_merges, unit="merges", enabled=progress) as bar:
@@ -247,7 +244,7 @@ def _newline_id(kind: str, alphabet: list[str]) -> int | None:
 
 
 def _base_symbols(chunks: list[str], kind: str) -> tuple[np.ndarray, list[str]]:
-    """The base symbols of all chunks in one array (``_train_pairs.Chunks`` layout), and the alphabet."""
+    """The base symbols of all chunks in one array (the layout of ``_train_pairs``), and the alphabet."""
     if kind == "byte":
         try:
             return pairs.utf8_symbols(chunks), []
@@ -265,82 +262,3 @@ def _surrogate_error(chunks: list[str]) -> TokenizerError:
     return TokenizerError(f"training text contains {_SURROGATE.search(chunk).group()!r} in the chunk "
                           f"{shorten(repr(chunk))}, which is not encodable as UTF-8 (a lone surrogate): the byte "
                           "kind cannot train on it; clean the text first")
-
-
-class _Trainer:
-    """The merge loop over distinct chunks: pair counts, pair -> positions index and a lazy max-heap.
-
-    Pairs, counts and the heap are all in symbols (``_train_pairs.symbol_of``), whose order is the
-    ids' order; ``forbidden`` is a symbol too.
-    """
-
-    def __init__(self, chunks: pairs.Chunks, *, first_id: int, min_frequency: int, forbidden: int | None):
-        self.chunks = chunks
-        self.first_id = first_id
-        self.min_frequency = min_frequency
-        self.forbidden = forbidden
-        counts, where = chunks.initial_pairs(base=pairs.symbol_of(first_id))
-        self.pair_counts = {code: count for code, count in counts.items() if self._eligible(code, count)}
-        self.where = {code: where[code] for code in self.pair_counts}
-        self.heap = [-count << KEY_SHIFT | code for code, count in self.pair_counts.items()]
-        heapq.heapify(self.heap)
-
-    def run(self, num_merges: int, *, progress: bool) -> tuple[list[tuple[int, int]], str | None]:
-        merges: list[tuple[int, int]] = []
-        with Progress("tokenizer: merging", total=num_merges, unit="merges", enabled=progress) as bar:
-            while len(merges) < num_merges:
-                code = self._pop_best()
-                if code is None:
-                    return merges, _stop_reason(self.min_frequency, len(merges))
-                left, right = pairs.unpack(code)
-                merges.append((pairs.id_of(left), pairs.id_of(right)))
-                self._merge(code, pairs.symbol_of(self.first_id + len(merges) - 1))
-                bar.update()
-        return merges, None
-
-    def _eligible(self, code: int, count: int) -> bool:
-        return count >= self.min_frequency and self._allowed(code)
-
-    def _allowed(self, code: int) -> bool:
-        return self.forbidden is None or self.forbidden not in pairs.unpack(code)
-
-    def _pop_best(self) -> int | None:
-        """The pair with the highest current count (smallest pair on ties), refreshing stale entries."""
-        heap, pair_counts = self.heap, self.pair_counts
-        while heap:
-            key = heapq.heappop(heap)
-            code = key & CODE_MASK
-            current = pair_counts.get(code)
-            if current == -(key >> KEY_SHIFT):
-                return code
-            if current is not None:
-                heapq.heappush(heap, -current << KEY_SHIFT | code)
-        return None
-
-    def _merge(self, code: int, new_symbol: int) -> None:
-        """Replace the pair by ``new_symbol`` wherever it occurs and update counts, index and heap.
-
-        Only pairs that may still be merged are tracked: counts never grow, so a pair that falls
-        below ``min_frequency`` leaves the counts and the index for good (its heap entry goes stale).
-        """
-        born, dropped, born_at = self.chunks.merge(self.where.pop(code), code, new_symbol)
-        pair_counts, where, min_frequency = self.pair_counts, self.where, self.min_frequency
-        del pair_counts[code]  # every occurrence is merged
-        for pair_code, drop in dropped.items():
-            count = pair_counts.get(pair_code, 0) - drop
-            if count >= min_frequency:
-                pair_counts[pair_code] = count
-            elif pair_code in pair_counts:
-                del pair_counts[pair_code], where[pair_code]
-        self._index_born(born, born_at)
-
-    def _index_born(self, born: dict[int, int], born_at: dict[int, Sequence[int]]) -> None:
-        """Track the born pairs that may be merged: their counts, positions and heap entries."""
-        heap, pair_counts, where, min_frequency = self.heap, self.pair_counts, self.where, self.min_frequency
-        anything_allowed = self.forbidden is None
-        for pair_code, count in born.items():
-            if count >= min_frequency and (anything_allowed or self._allowed(pair_code)):
-                heapq.heappush(heap, -count << KEY_SHIFT | pair_code)
-                pair_counts[pair_code] = count
-                where[pair_code] = born_at[pair_code]
-

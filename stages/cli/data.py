@@ -20,6 +20,7 @@ from pipeline.data.prepare import STATS_FILE
 from pipeline.engine import storage
 from pipeline.errors import ConfigError
 from pipeline.shards.format import ShardSet
+from pipeline.shards.origins import renamed_file
 from stages import stats as stats_stage
 from stages.cli.options import config_options
 from stages.cli.pipeline import make_pipeline, run_pipeline
@@ -107,7 +108,7 @@ def split_table(split: str, figures: dict[str, Any]) -> str:
 def locate_command(split: str, token: int, row: bool, config: Config) -> None:
     """Say where token TOKEN of SPLIT (its position in the split's token stream, as in the exported train.bin)
     comes from: its shard and row, the source in data.sources and the document ID (the raw file, or the part of
-    it one task read, then # and the document's number there)."""
+    it one task read, then # and the document's number there), with paths as they open from here."""
     shard_set = ShardSet.open(config.output_path(config.encode.output_dir), split, verify=False)
     try:
         shard, index = shard_set.locate_row(token) if row else shard_set.locate(token)
@@ -115,11 +116,11 @@ def locate_command(split: str, token: int, row: bool, config: Config) -> None:
         raise ConfigError(str(exc)) from None
     source = int(shard.sources[index])
     sources = config.data.sources
-    named = f"data.sources[{source}]" + (f" {sources[source].glob}" if source < len(sources) else "")
+    named = f"data.sources[{source}]" + (f" {config.here(sources[source].glob)}" if source < len(sources) else "")
     start, end = int(shard.offsets[index]), int(shard.offsets[index + 1])
     click.echo(f"{split} {'row' if row else 'token'} {token:,}: {shard.path} row {index:,} ({end - start:,} tokens)")
     click.echo(f"source: {named}")
-    click.echo(f"document: {shard.document_id(index)}")
+    click.echo(f"document: {renamed_file(shard.document_id(index), config.output_path)}")
     metadata = document_metadata(config.output_path(config.prepare.output_dir), split, shard.document_id(index))
     for name, value in (metadata or {}).items():
         click.echo(f"{name}: {value}")

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from pipeline.data.scaffold import guess_sources, write_project
+from pipeline.engine import storage
 
 
 @click.command("init")
@@ -23,5 +24,10 @@ def init_command(directory: str, patterns: tuple[str, ...], force: bool) -> None
     project.mkdir(parents=True, exist_ok=True)
     for path in write_project(project, sources, force=force):
         click.echo(f"wrote {path}")
+    for index, source in enumerate(sources):
+        if source.doubt:
+            glob = storage.openable(project / source.glob)
+            click.echo(f"warning: data.sources[{index}] {glob}: separator {source.separator}, but {source.doubt}",
+                       err=True)
     click.echo(f"check the guesses in {project / 'config.yaml'}, then run `make -C {project}` "
                f"(or `lmprep run --config {project / 'config.yaml'}`)")

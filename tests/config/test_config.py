@@ -19,6 +19,7 @@ from pipeline.config import (
     parse_config,
 )
 from pipeline.config.schema import PrepareConfig, StepConfig
+from pipeline.config.yaml_safe import read_yaml
 from pipeline.data.dedup import ExactDedupStep
 from pipeline.errors import ConfigError
 
@@ -144,6 +145,22 @@ def test_yaml_errors_name_the_file_and_a_line_it_has(tmp_path, text, line):
     message = error_of(tmp_path, text)
     assert message.startswith(f"{tmp_path / 'config.yaml'}: line {line}: not valid YAML: ")
     assert "<unicode string>" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("text, line, first", [
+    ("train:\n  steps: 5\n  lr: 0.1\n  steps: 50\n", 4, 2),
+    ("train: {steps: 5}\nprepare: {}\ntrain: {lr: 0.1}\n", 3, 1),
+])
+def test_a_key_given_twice_is_refused_in_one_line(tmp_path, text, line, first):
+    """PyYAML keeps the last value of a repeated key without a word; YAML forbids repeating one."""
+    key = text.splitlines()[line - 1].split(":")[0].strip()
+    assert error_of(tmp_path, text) == (f"{tmp_path / 'config.yaml'}: line {line}: the key {key!r} is given twice "
+                                        f"in one mapping (first at line {first}); keep one")
+
+
+def test_a_merged_key_may_still_be_overridden(tmp_path):
+    text = "base: &base {steps: 5, lr: 0.1}\ntrain:\n  <<: *base\n  steps: 7\n"
+    assert read_yaml(write_config(tmp_path, text))["train"] == {"steps": 7, "lr": 0.1}
 
 
 def test_missing_file_is_a_config_error(tmp_path):
@@ -289,6 +306,16 @@ def test_set_errors_name_set_not_the_file(tmp_path):
     message = error_of(tmp_path, "train: {steps: 3}\n", ("train.steps=-1",))
     assert message.startswith("--set: train.steps must be an integer >= 0")
     assert error_of(tmp_path, "train: {steps: -1}\n").startswith(str(tmp_path / "config.yaml"))
+
+
+@pytest.mark.parametrize("text", ["", "prepare: {val_fraction: 0.1}\n", "prepare: {steps: null}\n"])
+def test_set_of_an_item_of_a_list_the_files_do_not_give_blames_set(tmp_path, text):
+    """Not ``config.yaml: prepare.steps must be a list, got a mapping {'2': ...}``: the file gave no list."""
+    assert error_of(tmp_path, text, ("prepare.steps.2.c4.min_sentences=3",)) == (
+        "--set prepare.steps.2.c4.min_sentences: prepare.steps is not a list in the config file, so it has no "
+        "item 2; set the whole list instead, e.g. --set 'prepare.steps=[...]'")
+    assert "'3' is not an index of a list of 1 items" in error_of(
+        tmp_path, text, ("prepare.steps=[{c4: {}}]", "prepare.steps.3.c4.min_sentences=3"))
 
 
 def test_extends_keeps_the_parents_values_and_names_their_origin(tmp_path):

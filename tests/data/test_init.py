@@ -117,3 +117,20 @@ def test_init_takes_the_column_with_the_longest_texts_and_lists_the_others(tmp_p
     assert {source.glob for source in config.data.sources} == {"../code/**/*.parquet", "../code/**/*.md"}
     assert next(s for s in config.data.sources if s.glob.endswith(".md")).separator == "document"
     assert "# separator document: a .md file is one document (source code, markup)" in config_text
+
+
+def test_init_guesses_the_separator_from_many_files_and_says_which_disagree(tmp_path, monkeypatch):
+    """One guess for 1,829 files from the first file alone: here the first is a list of lines, most are prose."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "books").mkdir()
+    (tmp_path / "books" / "a-index.txt").write_text("".join(f"entry {i}\n" for i in range(30)))
+    for name in "bcde":
+        (tmp_path / "books" / f"{name}.txt").write_text("\n\n".join(f"Para {i}.\nIts next line." for i in range(9)))
+    result = CliRunner().invoke(cli, ["init", "p", "--from", "books/*.txt"])
+    assert result.exit_code == 0, result.output
+    doubt = "not line in a-index.txt: check them, or give each kind its own --from"
+    assert result.stderr == f"warning: data.sources[0] books/*.txt: separator blank_line, but {doubt}\n"
+    config_text = (tmp_path / "p" / "config.yaml").read_text("utf-8")
+    assert "separator: blank_line" in config_text
+    assert ("# separator blank_line: 8 blank lines among the first 26 lines in b.txt; so do 4 of the 5 files "
+            f"sampled, but {doubt}\n") in config_text

@@ -320,3 +320,43 @@ def test_ctrl_c_while_the_local_cluster_starts_is_the_interrupted_line_and_130(p
         command.kill()
     assert command.returncode == 130, stderr
     assert stderr == "interrupted; the previous outputs are intact\n"
+
+
+def worker_processes(pid: int) -> list[str]:
+    """The processes multiprocessing spawned from ``pid`` for its LocalCluster (not its resource tracker)."""
+    return subprocess.run(["pgrep", "-P", str(pid), "-f", "spawn_main"], capture_output=True, text=True).stdout.split()
+
+
+def ignores_sigint(pid: str) -> bool:
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/status") as status:
+            ignored = next(line for line in status if line.startswith("SigIgn:")).split()[1]
+        return bool(int(ignored, 16) & 1 << (signal.SIGINT - 1))
+    return False
+
+
+@pytest.mark.parametrize("when", ["as the workers import", "as the workers start"])
+def test_ctrl_c_at_the_terminal_during_a_local_cluster_is_the_driver_line_alone(project, tmp_path, when):
+    """A terminal's Ctrl-C reaches the workers too (the driver's process group): each printed a traceback of its
+    own (asyncio's KeyboardInterrupt, or one from within an import), 50 to 67 lines before the driver's."""
+    (tmp_path / "started").mkdir()
+    preload = f"import os, time\nopen(os.path.join({str(tmp_path / 'started')!r}, str(os.getpid())), 'w')\n" \
+              "time.sleep(5)\n"
+    lmprep_command = Path(sys.executable).with_name("lmprep")  # python -m stages: see stages/__main__.py
+    command = subprocess.Popen([lmprep_command, "run", "prepare", "--config", "lmprep.yaml",
+                                *address_option("local"), "--set", "executor.workers=2"], cwd=project,
+                               stderr=subprocess.PIPE, text=True, env=start_up_preload(tmp_path, preload),
+                               start_new_session=True,  # its own process group, as a terminal's foreground job
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        if when == "as the workers import":  # distributed, once lmprep's script has run (the one moment not held)
+            wait_until(lambda: sum(map(ignores_sigint, worker_processes(command.pid))) == 2,
+                       "two worker processes that ignore SIGINT")
+        else:
+            wait_until(lambda: len(os.listdir(tmp_path / "started")) == 2, "both workers' preloads")
+        os.killpg(command.pid, signal.SIGINT)
+        _, stderr = command.communicate(timeout=DEADLINE)
+    finally:
+        command.kill()
+    assert command.returncode == 130, stderr
+    assert stderr == "interrupted; the previous outputs are intact\n"

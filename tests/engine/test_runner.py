@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -423,3 +424,24 @@ def test_state_files_are_read_within_bounds(ws, monkeypatch):
     monkeypatch.setattr(runner, "MAX_STATE_BYTES", 100)
     with pytest.raises(RunnerError, match=r"^state file .*lock.json is larger than 100 bytes, .*; delete it"):
         ws.pipeline().run()
+
+
+def test_an_up_to_date_stage_drops_the_scratch_an_interrupted_forced_run_left(ws):
+    """Nothing would ever re-run to use or remove it: ``out/upper.partial`` stayed for good."""
+    ws.pipeline().run()
+    prepare = dataclasses.replace(ws._prepare(), scratch=("out/upper.partial",))
+    (ws.root / "out" / "upper.partial").mkdir()
+    (ws.root / "out" / "upper.partial" / "record.json").write_text("{}")  # as a killed `run --force` leaves it
+    assert ws.pipeline(prepare=prepare).run() == []
+    assert not (ws.root / "out" / "upper.partial").exists()
+    assert ws.log[-4:-2] == ["'prepare' is up to date", "removed out/upper.partial, what an interrupted run of "
+                             "'prepare' left (its output is up to date)"]
+
+
+def test_a_stage_that_switches_mode_gives_that_as_its_one_reason(ws):
+    prepare = ws._prepare()
+    ws.pipeline(prepare=dataclasses.replace(prepare, mode="training")).run()
+    other = dataclasses.replace(prepare, mode="reusing a file", params=(), code_version=2, deps=())
+    assert reasons(ws.pipeline(prepare=other))["prepare"] == ("switched from training to reusing a file",)
+    assert reasons(ws.pipeline(prepare=dataclasses.replace(prepare, code_version=2)))["prepare"] == (
+        "code version changed 1 → 2",)  # no mode: the reasons as they were

@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import reference_ids
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pipeline.data import documents
 from pipeline.engine.executor import Tasks
@@ -22,8 +20,8 @@ from pipeline.errors import TokenizerError
 from pipeline.shards import corpus
 from pipeline.shards.corpus import add_special_ids, encode_corpus
 from pipeline.shards.format import ShardSet
-from pipeline.tokenizer import Tokenizer
-from pipeline.tokenizer.encoder import NO_RANK, PAD, ChunkCache, PairRanks, merge_rows, merge_short
+from pipeline.tokenizer import Tokenizer, reference
+from pipeline.tokenizer.encoder import PythonEncoder
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "données", "naïve", "café", "東京", "мир",
          "🙂", "tab\there", "new\nline"]
@@ -232,26 +230,6 @@ RANK_OF = {(97, 98): 0, (256, 256): 1, (97, 97): 2, (258, 97): 3, (99, 99): 4, (
 RESULTS = [256, 257, 258, 259, 260, 261, 262]
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.sampled_from([97, 98, 99, 256, 258]), max_size=16), min_size=64, max_size=90))
-def test_merging_rows_together_equals_merging_each_alone(rows):
-    """Enough rows for the matrix steps, which hand the last few rows, part-merged, to the one-by-one merge."""
-    matrix = np.full((len(rows), 16), PAD, dtype=np.int32)
-    for i, row in enumerate(rows):
-        matrix[i, :len(row)] = row
-    merged = merge_rows(matrix, PairRanks(RANK_OF, RESULTS))
-    assert [[i for i in row if i != PAD] for row in merged.tolist()] == [
-        merge_short(list(row), RANK_OF, RESULTS) for row in rows]
-
-
-def test_pair_ranks_finds_every_merge_and_nothing_else(byte_tokenizer):
-    """All pairs of 400 IDs against 144 merges: hash-slot hits, empty slots and slots taken by another key."""
-    rank_of = {pair: rank for rank, pair in enumerate(byte_tokenizer.merges)}
-    left, right = np.divmod(np.arange(byte_tokenizer.vocab_size ** 2), byte_tokenizer.vocab_size)
-    ranks = PairRanks(rank_of, byte_tokenizer.merge_results).lookup(left, right)
-    assert ranks.tolist() == [rank_of.get(pair, NO_RANK) for pair in zip(left.tolist(), right.tolist())]
-
-
 def many_new_chunks(count: int, seed: int) -> list[str]:
     """Texts of thousands of distinct chunks of every length up to ~100 bytes, in several scripts."""
     rng = random.Random(seed)
@@ -273,18 +251,17 @@ def test_batches_of_many_new_chunks_encode_like_the_merge_replay(tmp_path, byte_
             reference_ids(tokenizer, text) for text in texts]
 
 
-def test_the_chunk_cache_keeps_its_byte_bound():
+def test_the_python_chunk_cache_keeps_its_byte_bound():
     """Batches of distinct 250-character chunks, under and over the bound: the cache starts over, never grows
     past it."""
     bound = 60_000
-    cache = ChunkCache(lambda text: list(text.encode()), RANK_OF, RESULTS, unit="byte", max_bytes=bound)
+    cache = PythonEncoder(lambda text: text.split("|"), lambda chunk: list(chunk.encode()), RANK_OF, RESULTS,
+                          max_bytes=bound)
     rng = random.Random(5)
     for batch in (30, 30, 30, 100, 30, 5, 100):
-        chunks = {"".join(rng.choice("abc") for _ in range(250)) for _ in range(batch)} | {"ab", "c" * 300}
-        table = cache.table(chunks)
-        assert {chunk: table[chunk] for chunk in chunks} == {
-            chunk: np.array(merge_short(list(chunk.encode()), RANK_OF, RESULTS), np.uint32).tobytes()
-            for chunk in chunks}
+        chunks = sorted({"".join(rng.choice("abc") for _ in range(250)) for _ in range(batch)} | {"ab", "c" * 300})
+        assert cache.lists(["|".join(chunks)]) == [
+            [i for chunk in chunks for i in reference.encode_chunk(list(chunk.encode()), RANK_OF, RESULTS)]]
         assert 0 < cache.nbytes <= bound and len(cache) <= bound // 250
 
 
@@ -315,8 +292,7 @@ def test_each_task_bounds_its_workers_cache(prepared, tokenizer_path):
     task = next(corpus.iter_tasks(source, Tokenizer.load(tokenizer_path), str(tokenizer_path), bos_id=None,
                                     eos_id=None, cache_bytes=12_345))
     corpus.encode_task(task)
-    assert corpus.load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)._encoder._cache.max_bytes \
-        == 12_345
+    assert corpus.load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)._encoder.max_bytes == 12_345
 
 
 def test_the_cache_bound_is_read_from_the_encode_section(tmp_path, prepared, tokenizer_path, monkeypatch):

@@ -125,11 +125,12 @@ def test_lmprep_locate_names_a_tokens_shard_row_source_and_document(project, tra
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith(f"train token {train_set.num_tokens - 1:,}: {shard.path} row {row:,} (")
+    # paths as they open from the current directory (the project is not below it: absolute)
     assert lines[1:] == [f"source: data.sources[{int(shard.sources[row])}] "
-                         f"{['raw/a.txt', 'raw/b.jsonl', 'raw/c/*.txt'][int(shard.sources[row])]}",
-                         f"document: {shard.document_id(row)}"]
+                         f"{project / ['raw/a.txt', 'raw/b.jsonl', 'raw/c/*.txt'][int(shard.sources[row])]}",
+                         f"document: {project / shard.document_id(row)}"]
     assert lmprep(project, "locate", "train", "0", "--row").output.splitlines()[2] == \
-        f"document: {train_set.shards[0].document_id(0)}"
+        f"document: {project / train_set.shards[0].document_id(0)}"
     beyond = lmprep(project, "locate", "train", str(train_set.num_tokens))
     assert beyond.exit_code == 2 and len(beyond.output.strip().splitlines()) == 1
 

@@ -147,7 +147,7 @@ def test_another_tokenizer_is_refused_naming_both_fingerprints(tmp_path):
 
 def test_a_tokenizer_with_another_vocab_size_is_refused(tmp_path):
     write_set(tmp_path, DOCS)
-    with pytest.raises(TokenizerMismatchError, match="vocab size 1000"):
+    with pytest.raises(TokenizerMismatchError, match="vocab size 1,000, the tokenizer has 999"):
         ShardSet.open(tmp_path, "train", tokenizer=SimpleNamespace(fingerprint=FINGERPRINT, vocab_size=999))
 
 

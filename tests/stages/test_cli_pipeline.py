@@ -14,6 +14,8 @@ from conftest import lmprep_in_cwd as lmprep
 from conftest import make_project
 
 from pipeline.data.documents import iter_records
+from pipeline.shards.format import ShardSet
+from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -221,6 +223,18 @@ def test_status_names_the_free_directory_the_run_will_set_the_checkpoint_aside_t
     assert (project / "out" / "ckpt-old-lr-2" / "checkpoint.safetensors").exists()
 
 
+def test_status_names_no_new_directory_while_a_stage_before_train_may_still_change_it(project):
+    """The move's name is decided when it happens: a new tokenizer's checkpoint goes to ckpt-<its fingerprint>."""
+    assert lmprep("run").exit_code == 0
+    changes = ("--set", "train.lr=0.02", "--set", "tokenizer.vocab_size=280")
+    assert ("    warning: the train settings changed (train.lr 0.01 → 0.02): running it will set out/ckpt aside and "
+            "train from scratch (where it moves is decided then, after 'tokenizer' and 'encode' ran)\n"
+            ) in lmprep("status", *changes).output
+    old = Tokenizer.load(project / "out" / "tokenizer.json").fingerprint[:12]
+    ran = lmprep("run", *changes)
+    assert ran.exit_code == 0 and f"moved the old checkpoint to out/ckpt-{old}" in ran.output
+
+
 def test_a_bare_group_still_prints_its_help(project):
     result = CliRunner().invoke(cli, ["tokenizer"])
     assert "Usage: lmprep tokenizer" in result.stderr and "encode" in result.stderr
@@ -354,3 +368,44 @@ def test_a_damaged_checkpoint_is_set_aside_and_retrained_never_recorded_as_up_to
 
     assert read_checkpoint(checkpoint).step == 2
     assert "'train' is up to date" in lmprep("run").output
+
+
+def test_freezing_the_tokenizer_is_one_reason_not_every_training_setting_that_went(project):
+    assert lmprep("run", "tokenizer").exit_code == 0
+    shutil.copy(project / "out" / "tokenizer.json", project / "frozen.json")
+
+    def tokenizer_reasons(*args):
+        lines = lmprep("status", *args).output.splitlines()
+        start = lines.index("tokenizer: stale") + 1
+        return lines[start:next(i for i in range(start, len(lines)) if not lines[i].startswith(" "))]
+
+    assert tokenizer_reasons("--set", "tokenizer.path=frozen.json") == [
+        "    switched from training on the prepared data to reusing tokenizer.path frozen.json"]
+    assert lmprep("run", "tokenizer", "--set", "tokenizer.path=frozen.json").exit_code == 0
+    assert tokenizer_reasons() == [
+        "    switched from reusing tokenizer.path frozen.json to training on the prepared data"]
+
+
+def test_document_ids_and_dependencies_are_printed_as_they_open_from_here(tmp_path, monkeypatch):
+    """IDs name files relative to output_root (``../../mydata/raw/a.txt#3`` from out/), which points elsewhere
+    from the project: printed, they open from the current directory; in the shards they stay as they were."""
+    (tmp_path / "mydata").mkdir()
+    make_project(tmp_path / "mydata", "")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "config.yaml").write_text(
+        "data: {sources: [{glob: ../mydata/raw/*.txt, separator: blank_line}]}\noutput_root: out/run\n"
+        "prepare: {val_fraction: 0.2}\ntokenizer: {vocab_size: 300}\n")
+    monkeypatch.chdir(project)
+    assert CliRunner().invoke(cli, ["run", "encode"]).exit_code == 0
+    stored = ShardSet.open(project / "out" / "run" / "data" / "shards", "train", verify=False).shards[0].document_id(0)
+    assert stored.startswith("../../../mydata/raw/a.txt#")  # as the shards hold it, relative to output_root
+    raw = tmp_path / "mydata" / "raw" / "a.txt"
+    located = CliRunner().invoke(cli, ["locate", "train", "0", "--row"]).output.splitlines()
+    assert located[1:] == [f"source: data.sources[0] {raw.parent}/*.txt",
+                           f"document: {raw}#{stored.rpartition('#')[2]}"]
+    raw.write_text(raw.read_text() + "\n\nQ: one more?\nA: yes.")
+    assert f"    dependency '{raw}' changed" in CliRunner().invoke(cli, ["status"]).output.splitlines()
+    monkeypatch.chdir(tmp_path)  # below the current directory: relative to it
+    status = CliRunner().invoke(cli, ["status", "--config", "project/config.yaml"]).output.splitlines()
+    assert "    dependency 'mydata/raw/a.txt' changed" in status

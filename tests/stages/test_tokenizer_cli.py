@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -98,6 +99,32 @@ def test_export_tiktoken_prints_code_that_runs_as_printed(run, trained, tmp_path
     text = "It's 2024 <|endoftext|> naïve café"
     assert namespace["encoding"].encode_ordinary(text) == Tokenizer.load(trained).encode(text)
     assert namespace["encoding"].name == "t"
+
+
+@pytest.mark.parametrize("cache", ["tiktoken's default directory", "TIKTOKEN_CACHE_DIR"])
+def test_exported_code_loads_the_current_file_after_another_export_to_the_same_path(
+        run, trained, corpus_files, tmp_path, monkeypatch, cache):
+    """tiktoken's loader caches a file by its path's name in one directory shared by every process
+    (``TIKTOKEN_CACHE_DIR``, else ``data-gym-cache`` in the temporary directory): the printed code must
+    still give the IDs of the file there now."""
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    if cache == "TIKTOKEN_CACHE_DIR":
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(shared / "tiktoken-cache"))
+    else:
+        monkeypatch.setattr(tempfile, "tempdir", str(shared))  # where tempfile.gettempdir() points
+    monkeypatch.chdir(tmp_path)
+    bigger = tmp_path / "bigger.json"
+    assert run("tokenizer", "train", *corpus_files, "--vocab-size", 400, "--out", bigger, "--workers", 1).exit_code == 0
+    text = "It's 2024 naïve café, the tokenizers differ"
+    for tokenizer in (trained, bigger, trained):
+        result = run("tokenizer", "export", tokenizer, "--format", "tiktoken", "--out", "t.tiktoken")
+        namespace: dict = {}
+        exec(result.stdout, namespace)
+        assert namespace["encoding"].encode_ordinary(text) == Tokenizer.load(tokenizer).encode(text)
+    assert Tokenizer.load(trained).encode(text) != Tokenizer.load(bigger).encode(text)
 
 
 def test_eval_table(run, trained, tmp_path, corpus_files):

@@ -51,20 +51,20 @@ def test_an_unknown_backend_name_is_said_and_native_is_tried(monkeypatch, capsys
 def test_a_tokenizer_built_on_the_python_path_stays_on_it(monkeypatch):
     monkeypatch.setattr(backend, "native", None)
     tokenizer = Tokenizer.from_merges(kind="byte", pattern=patterns.GPT4, merges=[(97, 98)])
-    assert isinstance(tokenizer._encoder, encoder.ChunkEncoder)
+    assert isinstance(tokenizer._encoder, encoder.PythonEncoder)
     monkeypatch.undo()
     assert tokenizer.encode_ordinary("abab x") == [256, 256, 32, 120]
 
 
 @needs_native
-def test_named_and_empty_patterns_encode_natively_custom_ones_in_python():
+def test_every_pattern_encodes_natively_a_custom_one_split_by_regex_first():
     for name in ("gpt4", "gpt2", "none"):
         pattern = patterns.resolve_pattern(name, kind="byte")
-        assert isinstance(Tokenizer.from_merges(kind="byte", pattern=pattern, merges=[])._encoder,
-                          encoder.NativeChunkEncoder)
+        fast = Tokenizer.from_merges(kind="byte", pattern=pattern, merges=[])._encoder
+        assert isinstance(fast, encoder.NativeEncoder) and fast._split is None
     custom = Tokenizer.from_merges(kind="byte", pattern=patterns.resolve_pattern(r"\w+", kind="byte"),
                                    merges=[(97, 98)])
-    assert isinstance(custom._encoder, encoder.ChunkEncoder)
+    assert isinstance(custom._encoder, encoder.NativeEncoder) and custom._encoder._split is not None
     assert custom.encode_ordinary("ab ab") == [256, 32, 256]
 
 
@@ -78,7 +78,7 @@ def test_the_native_cache_keeps_its_byte_bound(threads):
     unbounded = Tokenizer.from_merges(kind="char", pattern="", alphabet=list("abc"),
                                       merges=[(1, 2), (4, 3), (3, 3), (5, 1), (6, 6)])
     tokenizer.bound_cache(20_000)
-    cache = tokenizer._encoder._cache
+    cache = tokenizer._encoder
     rng = random.Random(3)
     for _ in range(10):
         texts = ["".join(rng.choice("abc") for _ in range(200)) for _ in range(30)]

@@ -1,8 +1,9 @@
-"""The native core encodes exactly as the pure-Python path and as ``reference.encode``, on any text.
+"""The native core encodes exactly as the Python path and ``reference.encode``, on any text.
 
-Each tokenizer is built twice, once with the native core and once with the Python path forced, and
-both must give the IDs of the plain reference (or both refuse the text, as the byte kind refuses a
-lone surrogate, which UTF-8 cannot hold).
+Each tokenizer (byte and char kinds, every named pattern and a custom one, special tokens) is built
+twice, once with the native core and once with the Python path forced, and both must give the IDs of
+the plain reference (or both refuse the text, as the byte kind refuses a lone surrogate, which UTF-8
+cannot hold).
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ from __future__ import annotations
 import random
 from array import array
 from functools import partial
+from itertools import chain
 
 import numpy as np
 import pytest
-from conftest import UNICODE_TEXTS, needs_native_core
+import regex
+from conftest import SPECIAL, UNICODE_TEXTS, needs_native_core
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import TokenizerError
-from pipeline.tokenizer import Tokenizer, backend, encoder, reference
+from pipeline.tokenizer import Tokenizer, backend, reference
 
 native = backend.native
 pytestmark = needs_native_core()
@@ -63,6 +66,25 @@ def test_both_backends_give_the_reference_ids(twins, text):
         want = reference_ids(fast, text)
         assert outcome(fast.encode_ordinary, text) == want, fast
         assert outcome(python.encode_ordinary, text) == want, python
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.one_of(UNICODE_TEXTS, st.sampled_from([SPECIAL, "<|pad|>", "<|endof", "text|>"])),
+                       max_size=6))
+def test_special_tokens_cut_the_text_alike_on_both_backends(twins, pieces):
+    """Special tokens allowed: each one becomes its ID, the text between is encoded as the reference does."""
+    text = "".join(pieces)
+    for fast, python in twins:
+        want = outcome(partial(python.encode, allowed_special="all"), text)
+        assert outcome(partial(fast.encode, allowed_special="all"), text) == want, fast
+        if want != "refused" and set(fast.special_tokens) == {SPECIAL, "<|pad|>"}:
+            plain = [piece for piece in regex_split_specials(text) if piece]
+            assert want == list(chain.from_iterable(
+                [fast.special_tokens[p]] if p in fast.special_tokens else reference_ids(fast, p) for p in plain))
+
+
+def regex_split_specials(text: str) -> list[str]:
+    return regex.split(f"({regex.escape(SPECIAL)}|{regex.escape('<|pad|>')})", text)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -129,38 +151,27 @@ def test_corpus_ids_match_across_backends(twins, tokenizer_corpus):
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_native_merges_match_the_python_merge_loops(seed):
+def test_native_merges_match_the_reference_on_random_merge_tables(seed):
     """A random merge table (not one a trainer would learn) on short and long chunks: the heap path too."""
     rng = random.Random(seed)
     base = rng.randint(2, 6)
     pairs = list({(rng.randrange(base + i), rng.randrange(base + i)) for i in range(rng.randint(0, 40))})
     rank_of = {pair: rank for rank, pair in enumerate(pairs)}
     result_of = [base + 50 + rank for rank in range(len(pairs))]
-    merger = native.Merger([a for a, _ in pairs], [b for _, b in pairs], result_of)
-    chunks = [[rng.randrange(base) for _ in range(rng.choice([0, 1, 2, 5, 63, 64, 65, 200]))] for _ in range(30)]
-    lengths = np.array([len(chunk) for chunk in chunks], dtype=np.int64)
-    packed = merger.merge_packed(array("I", [i for chunk in chunks for i in chunk]), lengths)
-    for chunk, ids in zip(chunks, packed):
-        assert array("I", ids).tolist() == encoder.merge_short(list(chunk), rank_of, result_of) \
-            == encoder.merge_long(list(chunk), rank_of, result_of)
-
-
-def test_merge_packed_refuses_lengths_that_do_not_add_up():
-    merger = native.Merger([97], [98], [256])
-    for lengths in ([3], [1], [-1, 3], [2, 1]):
-        with pytest.raises(ValueError, match="add up"):
-            merger.merge_packed(array("I", [97, 98]), np.array(lengths, dtype=np.int64))
-    assert merger.merge_packed(b"", b"") == []
+    whole = native.Encoder([a for a, _ in pairs], [b for _, b in pairs], result_of, native.SPLIT_MODES["none"],
+                           list(range(256)), 0)
+    chunks = [[rng.randrange(base) for _ in range(rng.choice([1, 2, 5, 63, 64, 65, 200, 300]))] for _ in range(30)]
+    ids, offsets = whole.encode_flat(["".join(map(chr, chunk)) for chunk in chunks])
+    ids, offsets = array("I", ids).tolist(), np.frombuffer(offsets, dtype=np.int64).tolist()
+    for chunk, start, end in zip(chunks, offsets, offsets[1:]):
+        assert ids[start:end] == reference.encode_chunk(chunk, rank_of, result_of)
 
 
 def test_native_objects_refuse_to_be_initialised_twice():
     """An encoder may be reading its merge table without the GIL: the table is never replaced."""
-    merger = native.Merger([97], [98], [256])
+    encoder_ = native.Encoder([97], [98], [256], native.SPLIT_MODES["gpt4"], list(range(256)), 0)
     with pytest.raises(RuntimeError, match="once"):
-        merger.__init__([], [], [])
-    encoder_ = native.Encoder(merger, 0, list(range(256)), 0)
-    with pytest.raises(RuntimeError, match="once"):
-        encoder_.__init__(merger, 0, list(range(256)), 0)
+        encoder_.__init__([], [], [], 0, list(range(256)), 0)
     assert array("I", encoder_.encode("abab")).tolist() == [256, 256]
 
 

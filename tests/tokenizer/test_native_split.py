@@ -28,7 +28,7 @@ def test_the_unicode_tables_are_those_regex_gives():
 @given(text=UNICODE_TEXTS)
 def test_native_split_gives_regex_chunks(text):
     for name, pattern in NAMED.items():
-        mode = patterns.NATIVE_SPLIT_MODES[pattern]
+        mode = patterns.native_mode(pattern)
         assert native.split(mode, text) == regex.findall(pattern, text), name
 
 
@@ -38,20 +38,28 @@ def test_native_split_on_every_code_point(pattern):
     """One text holding every code point in order, and its reverse: every character's class is exercised."""
     every = "".join(map(chr, range(0x110000)))
     for text in (every, every[::-1]):
-        assert native.split(patterns.NATIVE_SPLIT_MODES[pattern], text) == regex.findall(pattern, text)
+        assert native.split(patterns.native_mode(pattern), text) == regex.findall(pattern, text)
 
 
 @needs_native
 def test_named_patterns_split_natively_and_custom_ones_with_regex():
-    assert patterns.splitter(patterns.GPT4)("it's 12345") == native.split(0, "it's 12345")
+    assert patterns.splitter(patterns.GPT4)("it's 12345") == native.split(native.SPLIT_MODES["gpt4"], "it's 12345")
     custom = patterns.resolve_pattern(r"\w+", kind="byte")
-    assert patterns.NATIVE_SPLIT_MODES.get(custom) is None
+    assert patterns.native_mode(custom) is None
     assert patterns.splitter(custom)("ab, cd") == ["ab", ",", " ", "cd"]
+
+
+@needs_native
+def test_the_split_modes_are_the_native_cores_own():
+    """Defined once, in _native_split.h: each pattern the core splits has a mode of its own, read by name."""
+    assert sorted(native.SPLIT_MODES) == sorted(patterns.NATIVE_SPLIT_NAMES.values())
+    assert len(set(native.SPLIT_MODES.values())) == len(native.SPLIT_MODES)
+    assert native.split(patterns.native_mode(""), "one text") == ["one text"]
 
 
 @needs_native
 def test_native_split_refuses_what_is_not_a_text_or_a_mode():
     with pytest.raises(TypeError):
-        native.split(0, b"bytes")
+        native.split(native.SPLIT_MODES["gpt4"], b"bytes")
     with pytest.raises(ValueError, match="mode"):
-        native.split(9, "text")
+        native.split(max(native.SPLIT_MODES.values()) + 1, "text")

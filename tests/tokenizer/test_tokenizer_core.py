@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import TokenizerError
-from pipeline.tokenizer import Tokenizer, encoder, hf_json, patterns, reference
-from pipeline.tokenizer.encoder import merge_long, merge_short
+from pipeline.tokenizer import Tokenizer, backend, hf_json, patterns, reference
 
 SPECIAL = "<|endoftext|>"
 
@@ -68,7 +67,7 @@ def test_encoding_equals_the_reference(trained_tokenizers, tokenizer_corpus):
         assert tok.encode(text) == reference_ids(tok, text), tok
 
 
-@pytest.mark.parametrize("bulk_min_chunks", [1, 10**9], ids=["matrices", "one-by-one"])
+@pytest.mark.parametrize("backend_name", ["native", "python"])
 @settings(max_examples=80, deadline=None)
 @given(
     training=st.lists(st.text(alphabet="ab \nc\u00e9\u4e2d", max_size=80), max_size=8),
@@ -77,27 +76,18 @@ def test_encoding_equals_the_reference(trained_tokenizers, tokenizer_corpus):
     pattern=st.sampled_from(["", patterns.GPT4, r"\S+|\s+"]),
     num_merges=st.integers(0, 40),
 )
-def test_fast_encoder_matches_the_reference_on_random_text(bulk_min_chunks, training, texts, kind, pattern,
-                                                           num_merges):
-    """Every encoder path: new chunks merged in numpy matrices (``merge_rows``) or one by one (``merge_short``,
-    and ``merge_long`` for chunks of 48 IDs or more); unseen characters are the char kind's unknown ID."""
+def test_both_encoders_match_the_reference_on_random_text(backend_name, training, texts, kind, pattern, num_merges):
+    """The native encoder (when built) and the Python one; unseen characters are the char kind's unknown ID."""
     merges, alphabet, _ = reference.train(training, kind=kind, pattern=pattern, num_merges=num_merges,
                                           min_frequency=1)
     expected = [reference.encode(text, kind=kind, pattern=pattern, merges=merges, alphabet=alphabet) for text in texts]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(encoder, "_BULK_MIN_CHUNKS", bulk_min_chunks)
+        if backend_name == "python":
+            patch.setattr(backend, "native", None)
         tok = Tokenizer.from_merges(kind=kind, pattern=pattern, merges=merges, alphabet=alphabet)
         ids, offsets = tok.encode_batch_flat(texts)
         assert [ids[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == expected
         assert [tok.encode_ordinary(text) for text in texts] == expected
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from([97, 98, 99, 256, 257]), max_size=120))
-def test_short_and_long_merge_agree(ids):
-    rank_of = {(97, 98): 0, (256, 256): 1, (97, 97): 2, (258, 97): 3, (99, 99): 4}
-    results = [256, 257, 258, 259, 260]
-    assert merge_short(list(ids), rank_of, results) == merge_long(list(ids), rank_of, results)
 
 
 @settings(max_examples=200, deadline=None)
@@ -281,24 +271,3 @@ def test_fingerprint_depends_on_merges_and_specials_not_only_size():
     assert len(a.fingerprint) == 64
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.characters(max_codepoint=127)))
-def test_ascii_twins_split_like_the_unicode_patterns(text):
-    import regex
-
-    for pattern in patterns.ASCII_TWINS:
-        assert patterns.splitter(pattern)(text) == regex.compile(pattern).findall(text)
-
-
-_ASCII_RUNS = st.text(alphabet=st.sampled_from("ab Z09'\n\r\t\x0b\x1c.,-_"), min_size=30, max_size=90)
-_OTHER_TEXT = st.text(alphabet=st.sampled_from("é ж\u00a0\u2028\u3000٣\u00b2\x85'\n"), min_size=1, max_size=4)
-
-
-@settings(max_examples=500, deadline=None)
-@given(st.lists(st.one_of(_ASCII_RUNS, _OTHER_TEXT, st.text(max_size=5))).map("".join))
-def test_mixed_text_splits_like_the_unicode_patterns(text):
-    """Long ASCII runs of non-ASCII text are cut at chunk starts and split with the ``re`` twins."""
-    import regex
-
-    for pattern in patterns.ASCII_TWINS:
-        assert patterns.splitter(pattern)(text) == regex.compile(pattern).findall(text)

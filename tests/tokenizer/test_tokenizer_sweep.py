@@ -92,6 +92,23 @@ def test_suggestion_stops_where_the_gain_falls_below_the_threshold():
     assert capped.vocab_size == 2256 and "capped at 2,500" in capped.rule
 
 
+def test_a_suggestion_below_the_rule_of_thumb_says_the_rule_only_caps():
+    """Not 'suggested 4,096 (...; rule of thumb: 53,000–266,000)' as if the rule had agreed."""
+    rows = [sweep.SweepRow(vocab_size=v, merges=v - 256, tokens=t, text_bytes=10_000)
+            for v, t in [(256, 10_000), (1256, 8_000), (2256, 7_500), (3256, 7_400)]]
+    large = sweep.Sweep(rows=rows, characters=26_000_000)
+    below = sweep.suggest(large, min_gain=5)
+    assert below.vocab_size == 2256 and below.rule == (
+        "the largest size before the gain falls below 5% fewer tokens per 1,000 extra entries; below the rule of "
+        "thumb for small data (characters ÷ 100–500 = 52,000–260,000), which only caps a suggestion: larger sizes "
+        "compress this text too little more")
+    assert sweep.suggest(large, min_gain=1).rule.endswith(
+        ": the largest size tried, below the rule of thumb for small data (characters ÷ 100–500 = 52,000–260,000); "
+        "sweep larger sizes")
+    assert sweep.suggest(sweep.Sweep(rows=rows, characters=1_000_000), min_gain=5).rule.endswith(
+        "; within the rule of thumb for small data (characters ÷ 100–500 = 2,000–10,000)")
+
+
 @pytest.mark.parametrize("options, message", [
     (("--sizes", "512,300"), "vocabulary sizes must increase: 300 follows 512"),
     (("--merges", "6,6"), "merge counts must increase: 6 follows 6"),
