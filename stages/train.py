@@ -19,7 +19,8 @@ from pipeline.shards.manifest import has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import PROGRESS, say
 
-CODE_VERSION = 4  # 2: the chunked loss (other rounding); 3: checksums in the checkpoint; 4: source_tokens in metrics
+CODE_VERSION = 5  # 2: the chunked loss (other rounding); 3: checksums in the checkpoint; 4: source_tokens in metrics;
+# 5: the checksums of tokenizer.json and metrics.jsonl in the checkpoint
 
 
 def build(config: Config) -> Stage:
