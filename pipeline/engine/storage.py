@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pipeline.engine import atomic, retries
+from pipeline.engine import atomic, local_files, retries
 from pipeline.engine.locations import URL as _URL
 from pipeline.engine.locations import (  # noqa: F401  (the path rules, named through this module)
     absolute,
@@ -67,8 +67,7 @@ COMMIT_VERSION = 1
 _ATTEMPT_PREFIX = ".attempt-"
 # URL → stamp of the files the last glob_files in this process listed (each glob lists afresh)
 _LISTED: dict[str, dict[str, Any]] = {}
-_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
-               stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+file_kind = local_files.file_kind
 
 
 def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
@@ -239,7 +238,7 @@ def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> 
         try:
             found = os.fstat(fd)
             if not stat.S_ISREG(found.st_mode):
-                kind = _FILE_KINDS.get(stat.S_IFMT(found.st_mode), "not a file")
+                kind = file_kind(found.st_mode)
                 raise StorageError(f"{what} {os.fspath(location)} is {kind}, not a regular file; give a file")
             _check_size(location, found.st_size, limit, what)
             with open(fd, "rb", closefd=False) as file:

@@ -1,0 +1,68 @@
+"""A FIFO or a link to /dev/zero in place of an output or a scratch file: ``status`` and ``run`` never block on
+it. Hashing it would (a FIFO's ``open`` waits for a writer, /dev/zero never ends): it is never read, the
+output counts as modified, and ``run`` writes it again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import lmprep_environment, make_project
+from conftest import lmprep_in_cwd as lmprep
+
+from pipeline.engine import hashing
+from pipeline.engine.completion import Scratch
+
+CONFIG = """\
+data: {sources: [{glob: "raw/*.txt", separator: blank_line}]}
+prepare: {output_dir: out/prepared, val_fraction: 0.2}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300}
+encode: {output_dir: out/shards}
+train: {output_dir: out/ckpt, steps: 2, eval_every: 2, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
+state_dir: state
+"""
+
+
+def odd(path, kind: str) -> None:
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+def lmprep_bounded(project, *args: str) -> subprocess.CompletedProcess:
+    """``lmprep ARGS`` as its own process, failing the test if it takes a minute (it would block for ever)."""
+    return subprocess.run([sys.executable, "-m", "stages", *args, "--config", "lmprep.yaml"], cwd=project,
+                          env=lmprep_environment(), capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+@pytest.mark.parametrize("output", ["shards/train-00000.arrow", "shards/train.manifest.json", "prepared/parts.json",
+                                    "ckpt/checkpoint.safetensors"])
+def test_an_output_replaced_by_a_fifo_or_dev_zero_never_blocks_status_or_run(tmp_path, monkeypatch, output, kind):
+    make_project(tmp_path, CONFIG)
+    monkeypatch.chdir(tmp_path)
+    assert lmprep("run", "--config", "lmprep.yaml").exit_code == 0
+    odd(tmp_path / "out" / output, kind)
+    status = lmprep_bounded(tmp_path, "status")
+    assert "Traceback" not in status.stderr and "was modified" in status.stdout + status.stderr, status
+    ran = lmprep_bounded(tmp_path, "run")
+    assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran
+    assert (tmp_path / "out" / output).is_file() and not (tmp_path / "out" / output).is_symlink()
+    again = lmprep_bounded(tmp_path, "status")
+    assert again.returncode == 0 and "was modified" not in again.stdout + again.stderr, again
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_scratch_file_replaced_by_a_fifo_or_dev_zero_makes_its_task_run_again(tmp_path, kind):
+    scratch = Scratch(tmp_path / "out.partial", "out.partial")
+    (tmp_path / "out.partial" / "p").mkdir(parents=True)
+    (tmp_path / "out.partial" / "p" / "shard").write_bytes(b"tokens")
+    scratch.save("p", "job", {"p/shard": hashing.sha256_bytes(b"tokens")}, {"tokens": 3})
+    assert scratch.finished("p", "job") == ({"tokens": 3},)
+    odd(tmp_path / "out.partial" / "p" / "shard", kind)
+    assert scratch.finished("p", "job") is None
+
