@@ -93,7 +93,9 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
     pattern = os.fspath(local(pattern))
     matches = glob.glob(pattern, root_dir=base, recursive=True)
     _check_listable(base, os.path.dirname(pattern))
-    return sorted(p for p in map(base.joinpath, matches) if p.is_file() or (p.is_symlink() and not p.exists()))
+    files = sorted(p for p in map(base.joinpath, matches) if not p.is_dir())
+    local_files.refuse_odd_matches(files, matches and "**" in pattern)
+    return files
 
 
 def _check_listable(base: Path, directories: str) -> None:
