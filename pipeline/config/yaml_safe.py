@@ -2,7 +2,8 @@
 
 A config is read before anything checks it, so the reader itself refuses what could hang or exhaust
 the process (a huge file, deep nesting, an alias bomb, an integer too long to convert), each in one
-line naming the file and line. Floats are read as YAML 1.2 does (``1e-3`` is a number).
+line naming the file and line, and so does a top-level section given twice, which YAML would let replace
+the first silently. Floats are read as YAML 1.2 does (``1e-3`` is a number).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class _ConfigLoader(yaml.SafeLoader):
 
     def construct_document(self, node: Any) -> Any:
         _check_expanded_size(node)
+        _refuse_repeated_sections(node)
         return super().construct_document(node)
 
     def construct_yaml_int(self, node: Any) -> int:
@@ -112,6 +114,22 @@ _ConfigLoader.add_implicit_resolver(
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
     list("-+0123456789."),
 )
+
+
+def _refuse_repeated_sections(root: yaml.Node) -> None:
+    """A top-level key given twice (two ``prepare:`` sections): YAML keeps the last one whole, so every setting
+    of the first would be dropped without a word."""
+    if not isinstance(root, yaml.MappingNode):
+        return
+    first: dict[str, yaml.Node] = {}
+    for key, _ in root.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        if key.value in first:
+            raise _Refused(problem=f"the section {key.value!r} is given twice (first on line "
+                           f"{first[key.value].start_mark.line + 1}), and the second would replace the first "
+                           "whole; merge them into one", problem_mark=key.start_mark)
+        first[key.value] = key
 
 
 def _check_expanded_size(root: yaml.Node) -> None:

@@ -365,3 +365,10 @@ def test_an_export_format_that_cannot_hold_the_vocabulary_is_refused_at_load(tmp
         "but tokenizer.vocab_size is 3,000,000,000; remove megatron from export.formats")
     config = load_config(write_config(tmp_path, text.replace("megatron", "nanogpt")))
     assert config.export.formats == ("parquet", "nanogpt")  # uint32 holds it
+
+
+def test_a_section_given_twice_is_refused_naming_both_lines(tmp_path):
+    """YAML keeps the second ``train:`` whole, so the first one's settings would be dropped without a word."""
+    message = error_of(tmp_path, "train: {steps: 5}\nprepare: {seed: 1}\ntrain:\n  lr: 0.1\n")
+    assert message == (f"{tmp_path / 'config.yaml'}: line 3: the section 'train' is given twice (first on line 1), "
+                       "and the second would replace the first whole; merge them into one")
