@@ -20,7 +20,7 @@ from pipeline.tokenizer import Tokenizer
 from stages.console import PROGRESS, say
 
 CODE_VERSION = 5  # 2: the chunked loss (other rounding); 3: checksums in the checkpoint; 4: source_tokens in metrics;
-# 5: the checksums of tokenizer.json and metrics.jsonl in the checkpoint
+# 5: the checksums of tokenizer.json and metrics.jsonl in the checkpoint, no train.output_dir in it
 
 
 def build(config: Config) -> Stage:

@@ -217,7 +217,9 @@ def train(
         val_set = None
     factors = {split.split: _bits_per_byte_factor(split, tokenizer) for split in (train_set, val_set) if split}
     run_start = run_start if run_start is not None else (resume.step if resume is not None else 0)
-    recorded_settings = dataclasses.asdict(settings)
+    # as the checkpoint records them: not output_dir, a path from wherever the command ran, so that a checkpoint's
+    # bytes do not depend on the working directory (no resume decision reads it)
+    recorded_settings = {key: value for key, value in dataclasses.asdict(settings).items() if key != "output_dir"}
 
     def save(directory: Path, run: _Run, *, final: bool) -> Path:
         _add_bits_per_byte(run.metrics[first:], factors)  # idempotent: also on the records a partial save had

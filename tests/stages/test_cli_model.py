@@ -394,3 +394,11 @@ def test_a_damaged_companion_file_is_never_recorded_as_up_to_date(project, damag
     assert invoke("sample", "--config", "lmprep.yaml", "--prompt", "the").exit_code == 0
     assert "up to date" in invoke("status", "--config", "lmprep.yaml").output
 
+
+def test_the_checkpoint_bytes_do_not_depend_on_the_working_directory(project, monkeypatch):
+    """train.output_dir, as a path from where the command ran, is not recorded in the checkpoint."""
+    before = (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes()
+    monkeypatch.chdir(project.parent)
+    result = invoke("run", "train", "--force", "--config", project / "lmprep.yaml")
+    assert result.exit_code == 0, result.output
+    assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
