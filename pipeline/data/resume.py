@@ -54,6 +54,7 @@ class PrepareRecords:
     def __init__(self, output_dir: str | os.PathLike[str], settings: PrepareConfig, code_version: int,
                  inputs: Sequence[list[Any]], notify: Callable[[str], None], rounds: int):
         self.scratch = Scratch.of(output_dir)
+        self.scratch.check_place()
         self._base = completion.job_identity("prepare", code_version, dataclasses.asdict(settings))
         self._inputs = inputs
         self._notify, self._rounds = notify, rounds

@@ -60,6 +60,14 @@ class Scratch:
     def of(cls, output: str | os.PathLike[str]) -> Scratch:
         return cls(scratch_location(output), os.fspath(output).rstrip("/") + SUFFIX)
 
+    def check_place(self) -> None:
+        """Refuse a local scratch location that something other than a directory holds (a file left there by
+        hand): every task would fail to write into it."""
+        location = self.location
+        if isinstance(location, Path) and (location.is_symlink() or location.exists()) and not location.is_dir():
+            raise StorageError(f"{self.shown or location} is not a directory, so it cannot keep the work of the "
+                               "tasks that finish; remove it and run again")
+
     def path(self, *names: str) -> Path | str:
         return storage.join(self.location, *names)
 

@@ -83,7 +83,8 @@ def _stat_stamp(path: str | os.PathLike[str]) -> list[int]:
 
 
 class HashCache:
-    """Memoises file hashes on disk, keyed by path and validated by stat.
+    """Memoises file hashes on disk, keyed by path and validated by stat; a saved cache that is not one it
+    wrote (``[]``, a torn entry) is ignored, entry by entry.
 
     It also keeps the commit records of remote outputs, keyed by the commit file's URL and validated by
     its stamp (:func:`pipeline.engine.storage.tree_stamp`), so an unchanged remote output costs a HEAD request.
@@ -149,9 +150,21 @@ class HashCache:
         """The saved entries; none when the cache is missing, torn, over ``MAX_CACHE_BYTES`` or not a regular file
         (it only saves time: every file is hashed again, and the next save replaces it)."""
         try:
-            return json.loads(storage.read_bounded(self.path, MAX_CACHE_BYTES, what="hash cache"))
-        except (FileNotFoundError, ValueError, StorageError):
+            found = json.loads(storage.read_bounded(self.path, MAX_CACHE_BYTES, what="hash cache"))
+        except (FileNotFoundError, ValueError, StorageError, RecursionError):
             return {}
+        if not isinstance(found, dict):  # ``[]``, a number: not a cache this code wrote
+            return {}
+        return {key: entry for key, entry in found.items() if _is_entry(key, entry)}
+
+
+def _is_entry(key: str, entry: Any) -> bool:
+    """Whether a saved entry is one :class:`HashCache` writes: a file's four stat fields and its hash, or a
+    remote commit's record (a list or mapping kept as it was)."""
+    if storage.is_url(key):
+        return isinstance(entry, (list, dict))
+    return (isinstance(entry, list) and len(entry) == 5 and all(type(field) is int for field in entry[:4])
+            and isinstance(entry[4], str))
 
 
 def visible_files(root: Path) -> list[str]:

@@ -66,3 +66,35 @@ def test_a_scratch_file_replaced_by_a_fifo_or_dev_zero_makes_its_task_run_again(
     odd(tmp_path / "out.partial" / "p" / "shard", kind)
     assert scratch.finished("p", "job") is None
 
+
+@pytest.fixture
+def encoded(tmp_path, monkeypatch):
+    make_project(tmp_path, CONFIG)
+    monkeypatch.chdir(tmp_path)
+    assert lmprep("run", "encode", "--config", "lmprep.yaml").exit_code == 0
+    return tmp_path
+
+
+@pytest.mark.parametrize("stage, scratch", [("prepare", "prepared.partial"), ("encode", "shards.partial")])
+def test_a_regular_file_in_place_of_the_scratch_directory_is_one_line(encoded, stage, scratch):
+    (encoded / "out" / scratch).write_text("not a directory")
+    result = lmprep("run", stage, "--force", "--config", "lmprep.yaml")
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == (f"error: out/{scratch} is not a directory, so it cannot keep the work "
+                                              "of the tasks that finish; remove it and run again")
+
+
+def test_a_hash_cache_holding_a_list_is_ignored_by_status_and_run(encoded):
+    (encoded / "state" / "hashes.json").write_text("[]")
+    status = lmprep("status", "--config", "lmprep.yaml")
+    assert status.exit_code == 0 and "encode" in status.output, status.output
+    result = lmprep("run", "encode", "--config", "lmprep.yaml")
+    assert result.exit_code == 0 and "'encode' is up to date" in result.output, result.output
+
+
+def test_an_export_where_nothing_can_be_created_is_one_line(encoded):
+    result = lmprep("run", "export", "--set", "export.output_dir=/proc/self/export", "--config", "lmprep.yaml")
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == ("error: /proc/self/export: cannot be written: no file can be created in "
+                                              "/proc/self (no such file or directory); choose another place for "
+                                              "this output")
