@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pipeline.engine import atomic, local_files, retries
+from pipeline.engine import atomic, local_files, retries, store_fork  # noqa: F401  (store_fork: at-fork handlers)
 from pipeline.engine.locations import URL as _URL
 from pipeline.engine.locations import (  # noqa: F401  (the path rules, named through this module)
     absolute,
