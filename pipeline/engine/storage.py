@@ -212,7 +212,7 @@ def read_range(location: str, start: int, end: int) -> bytes:
     """Bytes ``[start, end)`` of a remote file, in one GET (opening the file would first ask for its size)."""
     fs, _ = _filesystem(location)
     with _named_errors(location):
-        return fs.cat_file(location, start=start, end=end)
+        return retries.call(location, fs.cat_file, location, start=start, end=end)
 
 
 def read_bytes(location: str | os.PathLike[str]) -> bytes:
@@ -415,8 +415,8 @@ def copy_files(pairs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[s
             atomic.link_file(local(source), local(target))
     if remote:
         fs, _ = _filesystem(remote[0][0])
-        with _named_errors(remote[0][0]):
-            fs.copy([source for source, _ in remote], [target for _, target in remote])
+        with _named_errors(remote[0][0]):  # a copy made again gives the same object: the batch is retried whole
+            retries.call(remote[0][1], fs.copy, [source for source, _ in remote], [target for _, target in remote])
 
 
 def put_file(source: str | os.PathLike[str], location: str) -> None:
