@@ -116,7 +116,8 @@ class Tasks:
             self._stop(futures)
             running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
             raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
-                                "memory?); the stage wrote nothing, run it again") from None
+                                "memory?); its previous output is left as it was, run it again (the tasks that "
+                                "finished are not redone where the stage keeps their work)") from None
         except KeyboardInterrupt:  # nothing to wait for: cancelling here races the pool's own clean-up (Python 3.11)
             kill_workers(self._executor)
             raise

@@ -102,8 +102,8 @@ def verify_companions(file: Path | str, metadata: Mapping[str, Any], read: Calla
 
 def _record(file: Path | str, record: Any) -> dict[str, Any]:
     if record is None:
-        raise CheckpointError(f"checkpoint {file} has no checksums (written by an lmprep that did not record them), "
-                              f"so its contents cannot be verified; {_RETRAIN}")
+        raise CheckpointError(f"checkpoint {file} has no checksums (its header is damaged, or an lmprep that did "
+                              f"not record them wrote it), so its contents cannot be verified; {_RETRAIN}")
     try:
         if not (isinstance(record["metadata"], str) and isinstance(record["tensors"], dict)
                 and all(isinstance(value, str) for value in record["tensors"].values())):
