@@ -37,6 +37,7 @@ def build(config: Config) -> Stage:
         run_forced=functools.partial(run, config, retrain=True),
         preview=functools.partial(preview, config),
         adopts=adopts,
+        scratch=() if storage.is_url(output) else (output + ".partial",),  # periodic checkpoints of a killed run
     )
 
 

@@ -39,3 +39,18 @@ def refuse_odd_matches(files: list[Path], recursive: bool) -> None:
 def _contains(directory: Path, inner: Path) -> bool:
     """Whether ``inner`` lies in ``directory`` (or is it), links resolved."""
     return inner.resolve().is_relative_to(directory)
+
+
+def leftover_note(root: Path, scratch: tuple[str, ...]) -> str | None:
+    """What ``status`` and an up-to-date ``run`` say of the scratch an interrupted run of a stage left (local
+    ones only: sizing a remote prefix costs a listing): its size, and what becomes of it."""
+    found = []
+    for name in scratch:
+        path = root / name
+        if "://" not in name and path.is_dir():
+            size = sum(os.path.getsize(os.path.join(where, file)) for where, _, files in os.walk(path) for file in files
+                       if os.path.isfile(os.path.join(where, file)))
+            found.append(f"{name} holds {size:,} bytes that an interrupted run left")
+    if not found:
+        return None
+    return "; ".join(found) + " (a run of the stage takes what it can of it; `lmprep clean` removes it)"

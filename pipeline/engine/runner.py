@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, stage_log, storage
+from pipeline.engine import atomic, local_files, stage_log, storage
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.pool import keep_from_workers
 from pipeline.engine.reasons import code_version_changes, param_changes
@@ -148,7 +148,8 @@ class Pipeline:
                 f"upstream '{name}' is stale" for name in stale[::-1] if name in self._upstream[stage.name]][:1]
             if reasons:
                 stale.append(stage.name)
-            warning = stage.preview() if reasons and stage.preview is not None else None
+            warning = (stage.preview() if stage.preview is not None else None) if reasons else \
+                local_files.leftover_note(self.root, stage.scratch)
             report.append(StageStatus(stage.name, tuple(reasons), warning))
         self._save_cache(cache)
         return report
@@ -195,7 +196,8 @@ class Pipeline:
         reasons = ["forced"] if forced else self._reasons(stage, lock.get(stage.name), cache)
         self._save_cache(cache)
         if not reasons:
-            self._log(f"'{stage.name}' is up to date")
+            leftover = local_files.leftover_note(self.root, stage.scratch)
+            self._log(f"'{stage.name}' is up to date" + (f"; {leftover}" if leftover else ""))
             return False
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
         self._check_deps_exist(stage, cache)
