@@ -4,6 +4,7 @@ outputs once it has finished.
 
     python benchmarks/fault_injection.py [--trials 12] [--copies 6] [--seed 0]
     python benchmarks/fault_injection.py --cluster [--trials 2] [--copies 1] [--seed 0]
+    python benchmarks/fault_injection.py --state [--copies 1] [--seed 0]
 
 The corpus is ``--copies`` corpora like the shipped data/raw/, each generated with its own seed (so that
 de-duplication keeps them all), with partitions small enough that prepare and encode run several tasks
@@ -15,6 +16,11 @@ and compares every output with the reference. Everything happens in a temporary 
 With ``--cluster`` the faults are those of a Dask cluster and of an object store instead
 (benchmarks/cluster_faults.py): addresses that are no scheduler, a scheduler without workers, workers
 and the scheduler killed at random times of a run, a store that freezes, throttles or denies access.
+
+With ``--state`` the faults are of state and input (benchmarks/state_faults.py): forged completion records,
+damaged or deleted checkpoint companions, FIFOs and links to /dev/zero among outputs and inputs, a link
+loop under ``**``, runaway settings, a duplicated config section, a hash cache holding ``[]``, and Ctrl-C
+as the command starts. (S3 behind a keep-alive endpoint is tests/engine/test_s3_keep_alive.py.)
 """
 
 from __future__ import annotations
@@ -140,7 +146,13 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cluster", action="store_true", help="Dask and object-store faults instead of kills")
+    parser.add_argument("--state", action="store_true", help="faults of state and input instead of kills")
     options = parser.parse_args()
+    if options.state:
+        import state_faults
+
+        state_faults.main(options.copies, options.seed)
+        return
     if options.cluster:
         import cluster_faults
 

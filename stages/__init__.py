@@ -3,3 +3,14 @@
 # Ctrl-C, wherever it lands: every output is replaced atomically and the run lock ends with the process.
 INTERRUPTED_MESSAGE = "interrupted; the previous outputs are intact"
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
+
+
+def interrupted_while_loading(signum, frame) -> None:
+    """SIGINT before a command runs (``stages.__main__`` sets it first thing; the command's invoke puts Python's
+    own back): nothing was started or written yet, so the process ends at once, with the line and status of
+    Ctrl-C in a stage. A KeyboardInterrupt raised there instead could land anywhere in the imports or in
+    click's parsing (a traceback, or click's "Aborted!" with status 1)."""
+    import os
+
+    os.write(2, (INTERRUPTED_MESSAGE + "\n").encode())
+    os._exit(INTERRUPTED_STATUS)

@@ -3,7 +3,7 @@
 import signal
 import sys
 
-from stages import INTERRUPTED_MESSAGE, INTERRUPTED_STATUS
+from stages import INTERRUPTED_MESSAGE, INTERRUPTED_STATUS, interrupted_while_loading
 
 if "__mp_main__" in sys.modules:
     # A process multiprocessing spawned from the lmprep command, which runs the command's script first thing:
@@ -14,6 +14,7 @@ if "__mp_main__" in sys.modules:
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, interrupted_while_loading)  # until the command runs: see stages.cli.main
     try:
         from stages.cli.main import main as run_cli
     except KeyboardInterrupt:

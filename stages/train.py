@@ -20,7 +20,8 @@ from pipeline.shards.manifest import has_split, read_manifest
 from pipeline.tokenizer import Tokenizer
 from stages.console import PROGRESS, say
 
-CODE_VERSION = 4  # 2: the chunked loss (other rounding); 3: checksums in the checkpoint; 4: source_tokens in metrics
+CODE_VERSION = 5  # 2: the chunked loss (other rounding); 3: checksums in the checkpoint; 4: source_tokens in metrics;
+# 5: the checksums of tokenizer.json and metrics.jsonl in the checkpoint, no train.output_dir in it
 
 
 def build(config: Config) -> Stage:
@@ -37,6 +38,7 @@ def build(config: Config) -> Stage:
         run_forced=functools.partial(run, config, retrain=True),
         preview=functools.partial(preview, config),
         adopts=adopts,
+        scratch=() if storage.is_url(output) else (output + ".partial",),  # periodic checkpoints of a killed run
     )
 
 

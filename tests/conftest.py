@@ -7,6 +7,7 @@ import gzip
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,6 +90,9 @@ def resave_checkpoint(path, *, metadata=None, tensors=None, target=None) -> None
     except ValueError:  # NaN or infinity, which no checksum covers: stored with the checksums of the original
         text = json.dumps({**edited, "checksums": original})
     save_file(loaded, str(target or path), metadata={"lmprep": text})
+    if target is not None and Path(target).parent != Path(path).parent:  # the files its checksums cover go with it
+        for name in edited.get(integrity.COMPANIONS, {}) if isinstance(edited, dict) else ():
+            shutil.copyfile(Path(path).with_name(name), Path(target).with_name(name))
 
 
 @pytest.fixture

@@ -26,7 +26,10 @@ MAX_SEED = 2**63 - 1  # numpy and torch seeds are 64-bit
 MAX_WORKERS = 256  # a fixed bound, so a config valid on one machine is valid on all; cores cap the processes
 MAX_DIM = 65_536
 MAX_POSITIONS = 2**20  # train.context and train.batch_size
-MAX_BUCKETS = 65_536  # dedup buckets: one task and file each; numpy computes bucket numbers in 64 bits
+# dedup buckets: one task and file each, each task reading every partition's keys (65,536 took over 400 s on a
+# corpus of 137 KB). Buckets only bound a task's memory, some 80 bytes a document: 10 billion documents
+# (tens of terabytes of text) in 1,024 buckets is under 800 MB a bucket, so no real corpus needs more
+MAX_BUCKETS = 1024
 # BPE training holds each base token and merge as a character: one per Unicode scalar value except
 # U+10FFFF (pipeline/tokenizer/_train_pairs.py), so 1,114,112 code points less 2,048 surrogates less one.
 # Special tokens come on top.

@@ -35,6 +35,7 @@ from pipeline.config import PrepareConfig
 from pipeline.data.sources import Partition
 from pipeline.engine import completion, hashing
 from pipeline.engine.completion import Scratch
+from pipeline.errors import ConfigError
 
 
 def round_record(round_: int, index: int) -> str:
@@ -48,12 +49,30 @@ def partition_inputs(partition: Partition, piece_names: Sequence[str]) -> list[A
             for piece, name in zip(partition.pieces, piece_names)]
 
 
+MAX_SMALL_PARTITIONS = 1000
+SMALL_PARTITION_BYTES = 1 << 16
+
+
+def refuse_tiny_partitions(partitions: int, partition_bytes: int) -> None:
+    """Refuse a ``prepare.partition_bytes`` so small that the tasks would take longer than the data: each
+    partition is a task with its own files and record, a fraction of a second each whatever its size
+    (``partition_bytes=1`` on 137 KB was 19 minutes). No real corpus needs more than ``MAX_SMALL_PARTITIONS``
+    partitions below ``SMALL_PARTITION_BYTES``: one that small keeps every core busy with larger ones."""
+    if partitions > MAX_SMALL_PARTITIONS and partition_bytes < SMALL_PARTITION_BYTES:
+        raise ConfigError(f"prepare.partition_bytes={partition_bytes:,} cuts the raw data into {partitions:,} "
+                          f"partitions, each a task with files of its own: more than {MAX_SMALL_PARTITIONS:,} "
+                          f"partitions below {SMALL_PARTITION_BYTES:,} bytes would take longer to run as tasks "
+                          "than the data takes to read; raise it (the default is 64,000,000)")
+
+
 class PrepareRecords:
     """The identities of one prepare's tasks, round after round, and which of them a record says are done."""
 
     def __init__(self, output_dir: str | os.PathLike[str], settings: PrepareConfig, code_version: int,
                  inputs: Sequence[list[Any]], notify: Callable[[str], None], rounds: int):
+        refuse_tiny_partitions(len(inputs), settings.partition_bytes)
         self.scratch = Scratch.of(output_dir)
+        self.scratch.check_place()
         self._base = completion.job_identity("prepare", code_version, dataclasses.asdict(settings))
         self._inputs = inputs
         self._notify, self._rounds = notify, rounds

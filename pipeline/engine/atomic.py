@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import StorageError
+
 _TMP_MARK = ".tmp-"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # errors that only writing causes: reported against the output being written
@@ -125,8 +127,9 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     target = Path(path)
     recover_dir(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=_temporary_prefix(target), dir=target.parent))
+    with _staging_errors(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=_temporary_prefix(target), dir=target.parent))
     _apply_umask(staging, 0o777)
     try:
         yield staging
@@ -206,6 +209,20 @@ def remove_temporaries_in(directory: str | os.PathLike[str]) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _staging_errors(target: Path) -> Iterator[None]:
+    """An output whose directory cannot take the temporary written first (``/proc/self/export``: no entry can be
+    created in ``/proc/self``) is one line naming the output, not the temporary's name in a traceback. A full
+    disk, a read-only file system and a denied permission keep their own lines."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _WRITE_ERRNOS or exc.errno in (errno.EROFS, errno.EACCES) or exc.errno is None:
+            raise
+        raise StorageError(f"{target}: cannot be written: no file can be created in {target.parent} "
+                           f"({os.strerror(exc.errno).lower()}); choose another place for this output") from None
 
 
 def _temporary_prefix(target: Path) -> str:

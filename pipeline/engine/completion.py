@@ -4,8 +4,11 @@ As datatrove's completion markers do, a task writes its files into the stage's s
 output, ``<output>.partial`` (a directory, or a prefix of the same object store), and then, once they are
 complete, a record ``<name>.done.json``: the identity of its job (a hash of everything that shapes the files:
 the inputs with their content stamps or checksums, the settings, the code version), the checksum of each
-file it wrote and what it returned to the driver. The next run takes a task's record only when it names the
-very job that run would start and every file still has its checksum, and runs the task otherwise; it
+file it wrote and what it returned to the driver, and last a checksum of the record itself (``check``, the
+sha256 of the rest of it), so that a record with one digit changed (a flipped bit, an edit) is not taken:
+what it returned would go into the output unchecked. The next run takes a task's record only when its
+checksum holds, it names the very job that run would start and every file still has its checksum, and
+runs the task otherwise; it
 removes the scratch once its output is in place. A record of other inputs or settings is never reused,
 and a damaged or missing file makes its task run again. A task that runs again overwrites its files (each
 is replaced atomically); what an unfinished task left and no record names is never read, and goes with the
@@ -28,7 +31,7 @@ from pipeline.engine import hashing, storage
 from pipeline.errors import StorageError
 
 SUFFIX = ".partial"
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: records carry their own checksum
 MAX_RECORD_BYTES = 16 << 20  # a record lists its task's files, a few hundred bytes each; a larger one is not ours
 _CHECKS = 16  # records checked at a time
 
@@ -57,6 +60,14 @@ class Scratch:
     def of(cls, output: str | os.PathLike[str]) -> Scratch:
         return cls(scratch_location(output), os.fspath(output).rstrip("/") + SUFFIX)
 
+    def check_place(self) -> None:
+        """Refuse a local scratch location that something other than a directory holds (a file left there by
+        hand): every task would fail to write into it."""
+        location = self.location
+        if isinstance(location, Path) and (location.is_symlink() or location.exists()) and not location.is_dir():
+            raise StorageError(f"{self.shown or location} is not a directory, so it cannot keep the work of the "
+                               "tasks that finish; remove it and run again")
+
     def path(self, *names: str) -> Path | str:
         return storage.join(self.location, *names)
 
@@ -68,8 +79,8 @@ class Scratch:
     def save(self, name: str, identity: str, files: Mapping[str, str], result: Any = None) -> None:
         """Record that the job ``identity`` finished and wrote ``files`` (path relative to the scratch →
         sha256) and returned ``result`` (JSON); called last, in the task or, for a driver's step, the driver."""
-        storage.write_json(self._record(name), {"version": RECORD_VERSION, "job": identity, "files": dict(files),
-                                               "result": result})
+        record = {"version": RECORD_VERSION, "job": identity, "files": dict(files), "result": result}
+        storage.write_json(self._record(name), {**record, "check": hashing.canonical_hash(record)})
 
     def finished_many(self, jobs: Sequence[tuple[str, str]]) -> list[tuple[Any] | None]:
         """:meth:`finished` for each ``(name, identity)``, several at a time: a remote store answers each
@@ -95,7 +106,7 @@ class Scratch:
                                                        listed[f"{name}.done.json"]["size"]))
             else:
                 return None
-            if record["version"] != RECORD_VERSION or record["job"] != identity:
+            if not _intact(record) or record["version"] != RECORD_VERSION or record["job"] != identity:
                 return None
             if listed is not None and not all(file in listed for file in record["files"]):
                 return None
@@ -125,3 +136,11 @@ class Scratch:
 
     def _record(self, name: str) -> Path | str:
         return self.path(f"{name}.done.json")
+
+
+def _intact(record: Any) -> bool:
+    """Whether a record read back is the one a task wrote: its ``check`` is the checksum of the rest of it."""
+    if not isinstance(record, dict) or not isinstance(record.get("check"), str):
+        return False
+    rest = {key: value for key, value in record.items() if key != "check"}
+    return set(rest) == {"version", "job", "files", "result"} and hashing.canonical_hash(rest) == record["check"]

@@ -42,7 +42,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, as_completed, 
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from pipeline.engine import retries, stage_log, storage
+from pipeline.engine import dask_watch, retries, stage_log, storage
 from pipeline.engine.pool import ctrl_c_held, kill_workers, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
@@ -116,7 +116,8 @@ class Tasks:
             self._stop(futures)
             running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
             raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
-                                "memory?); the stage wrote nothing, run it again") from None
+                                "memory?); its previous output is left as it was, run it again (the tasks that "
+                                "finished are not redone where the stage keeps their work)") from None
         except KeyboardInterrupt:  # nothing to wait for: cancelling here races the pool's own clean-up (Python 3.11)
             kill_workers(self._executor)
             raise
@@ -153,6 +154,7 @@ class DaskTasks(Tasks):
     def __init__(self, client: Any, *, address: str, timeout: float):
         super().__init__(client.get_executor(pure=False))
         self._client, self._address, self._timeout = client, address, timeout
+        self._heartbeats = dask_watch.Heartbeats()
 
     def map_reduce(self, function, combine, items, *, labels, desc="", progress=False):
         client = self._client
@@ -203,6 +205,12 @@ class DaskTasks(Tasks):
                     raise self._lost(unfinished=len(pending) + 1, total=total)
                 yield future, label_of[future]
             idle_since = None if done or self._workers() else idle_since or time.monotonic()
+            silent = None if done else self._heartbeats.silent_holder(self._client, self._timeout)
+            if silent is not None:
+                raise PipelineError(f"executor.address {self._address!r}: the Dask worker {silent} has sent no "
+                                    f"heartbeat for {self._timeout:g} s (executor.timeout; stopped or frozen?) "
+                                    f"while running this stage's tasks, with {len(pending)} of {total} partitions "
+                                    "unfinished; resume or restart it and run again")
             if idle_since is not None and time.monotonic() - idle_since >= self._timeout:
                 raise PipelineError(f"executor.address {self._address!r}: the Dask scheduler has had no worker for "
                                     f"{self._timeout:g} s (executor.timeout), with {len(pending)} of {total} "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,21 @@ def canonical_hash(obj: Any) -> str:
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
+    """sha256 of a regular file's bytes, read up to the size it had when opened; StorageError for anything else.
+
+    A FIFO would block ``open`` until a writer came and ``/dev/zero`` (a link to it, a device) never ends: the
+    path is opened without blocking and checked before a byte is read, and a file that grows meanwhile is
+    hashed as it was (a file that grows while it is hashed is being written, and its stamp changes too)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(_CHUNK):
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as handle:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise StorageError(f"{os.fspath(path)} is {storage.file_kind(found.st_mode)}, not a regular file")
+        left = found.st_size
+        while left > 0 and (block := handle.read(min(_CHUNK, left))):
             digest.update(block)
+            left -= len(block)
     return digest.hexdigest()
 
 
@@ -71,7 +83,8 @@ def _stat_stamp(path: str | os.PathLike[str]) -> list[int]:
 
 
 class HashCache:
-    """Memoises file hashes on disk, keyed by path and validated by stat.
+    """Memoises file hashes on disk, keyed by path and validated by stat; a saved cache that is not one it
+    wrote (``[]``, a torn entry) is ignored, entry by entry.
 
     It also keeps the commit records of remote outputs, keyed by the commit file's URL and validated by
     its stamp (:func:`pipeline.engine.storage.tree_stamp`), so an unchanged remote output costs a HEAD request.
@@ -84,11 +97,17 @@ class HashCache:
         self._dirty = False
 
     def file_hash(self, path: str | os.PathLike[str]) -> str:
+        """A file's sha256; for anything but a regular file (a FIFO, a device, a link to one), which no stage
+        writes, what it is: never read, so it never blocks, and never equal to the hash a file had, so an
+        output replaced by one is modified (and written again by ``run``)."""
         key = os.path.abspath(path)
         stamp = _stat_stamp(path)
         cached = self._entries.get(key)
         if cached is not None and cached[:-1] == stamp:
             return cached[-1]
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            return f"not a regular file: {storage.file_kind(mode)}"
         digest = sha256_file(path)
         self._entries[key] = [*stamp, digest]
         self._dirty = True
@@ -131,9 +150,21 @@ class HashCache:
         """The saved entries; none when the cache is missing, torn, over ``MAX_CACHE_BYTES`` or not a regular file
         (it only saves time: every file is hashed again, and the next save replaces it)."""
         try:
-            return json.loads(storage.read_bounded(self.path, MAX_CACHE_BYTES, what="hash cache"))
-        except (FileNotFoundError, ValueError, StorageError):
+            found = json.loads(storage.read_bounded(self.path, MAX_CACHE_BYTES, what="hash cache"))
+        except (FileNotFoundError, ValueError, StorageError, RecursionError):
             return {}
+        if not isinstance(found, dict):  # ``[]``, a number: not a cache this code wrote
+            return {}
+        return {key: entry for key, entry in found.items() if _is_entry(key, entry)}
+
+
+def _is_entry(key: str, entry: Any) -> bool:
+    """Whether a saved entry is one :class:`HashCache` writes: a file's four stat fields and its hash, or a
+    remote commit's record (a list or mapping kept as it was)."""
+    if storage.is_url(key):
+        return isinstance(entry, (list, dict))
+    return (isinstance(entry, list) and len(entry) == 5 and all(type(field) is int for field in entry[:4])
+            and isinstance(entry[4], str))
 
 
 def visible_files(root: Path) -> list[str]:

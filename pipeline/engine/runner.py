@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, stage_log, storage
+from pipeline.engine import atomic, local_files, stage_log, storage
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.pool import keep_from_workers
 from pipeline.engine.reasons import code_version_changes, dep_changes, out_changes, param_changes
@@ -154,7 +154,10 @@ class Pipeline:
                 f"upstream '{name}' is stale" for name in stale_upstream[::-1]][:1]
             if reasons:
                 stale.append(stage.name)
-            warning = stage.preview(stale_upstream) if reasons and stage.preview is not None else None
+            if reasons:
+                warning = stage.preview(stale_upstream) if stage.preview is not None else None
+            else:  # what an interrupted run left, which the next run of the stage removes
+                warning = local_files.leftover_note(self.root, stage.scratch)
             report.append(StageStatus(stage.name, tuple(reasons), warning))
         self._save_cache(cache)
         return report

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pipeline.engine import atomic, retries
+from pipeline.engine import atomic, local_files, retries, store_fork  # noqa: F401  (store_fork: at-fork handlers)
 from pipeline.engine.locations import URL as _URL
 from pipeline.engine.locations import (  # noqa: F401  (the path rules, named through this module)
     absolute,
@@ -68,8 +68,7 @@ COMMIT_VERSION = 1
 _ATTEMPT_PREFIX = ".attempt-"
 # URL → stamp of the files the last glob_files in this process listed (each glob lists afresh)
 _LISTED: dict[str, dict[str, Any]] = {}
-_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
-               stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+file_kind = local_files.file_kind
 
 
 def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
@@ -95,7 +94,9 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
     pattern = os.fspath(local(pattern))
     matches = glob.glob(pattern, root_dir=base, recursive=True)
     _check_listable(base, os.path.dirname(pattern))
-    return sorted(p for p in map(base.joinpath, matches) if p.is_file() or (p.is_symlink() and not p.exists()))
+    files = sorted(p for p in map(base.joinpath, matches) if not p.is_dir())
+    local_files.refuse_odd_matches(files, matches and "**" in pattern)
+    return files
 
 
 def _check_listable(base: Path, directories: str) -> None:
@@ -212,7 +213,7 @@ def read_range(location: str, start: int, end: int) -> bytes:
     """Bytes ``[start, end)`` of a remote file, in one GET (opening the file would first ask for its size)."""
     fs, _ = _filesystem(location)
     with _named_errors(location):
-        return fs.cat_file(location, start=start, end=end)
+        return retries.call(location, fs.cat_file, location, start=start, end=end)
 
 
 def read_bytes(location: str | os.PathLike[str]) -> bytes:
@@ -240,7 +241,7 @@ def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> 
         try:
             found = os.fstat(fd)
             if not stat.S_ISREG(found.st_mode):
-                kind = _FILE_KINDS.get(stat.S_IFMT(found.st_mode), "not a file")
+                kind = file_kind(found.st_mode)
                 raise StorageError(f"{what} {os.fspath(location)} is {kind}, not a regular file; give a file")
             _check_size(location, found.st_size, limit, what)
             with open(fd, "rb", closefd=False) as file:
@@ -415,8 +416,8 @@ def copy_files(pairs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[s
             atomic.link_file(local(source), local(target))
     if remote:
         fs, _ = _filesystem(remote[0][0])
-        with _named_errors(remote[0][0]):
-            fs.copy([source for source, _ in remote], [target for _, target in remote])
+        with _named_errors(remote[0][0]):  # a copy made again gives the same object: the batch is retried whole
+            retries.call(remote[0][1], fs.copy, [source for source, _ in remote], [target for _, target in remote])
 
 
 def put_file(source: str | os.PathLike[str], location: str) -> None:

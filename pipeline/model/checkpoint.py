@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from safetensors import SafetensorError, safe_open
 
 from pipeline.engine import atomic, storage
-from pipeline.errors import CheckpointError, TokenizerMismatchError, describe, json_error_reason, shorten
+from pipeline.errors import CheckpointError, StorageError, TokenizerMismatchError, describe, json_error_reason, shorten
 from pipeline.model import integrity, optimizer_state
 
 if TYPE_CHECKING:
@@ -222,8 +222,10 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     numpy_rng_state: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    companions: Mapping[str, bytes] | None = None,
 ) -> Path:
-    """Atomically write a checkpoint to ``path`` (a ``.safetensors`` file or a directory)."""
+    """Atomically write a checkpoint to ``path`` (a ``.safetensors`` file or a directory), with ``companions``
+    (file name -> bytes) beside it, their checksums in its metadata."""
     import torch
 
     tensors = {_MODEL_PREFIX + name: t.detach().contiguous() for name, t in model.state_dict().items()}
@@ -244,6 +246,10 @@ def save_checkpoint(
         "extra": dict(extra or {}),
     }
     target = checkpoint_file(path)
+    if companions is not None:
+        metadata[integrity.COMPANIONS] = integrity.companion_checksums(companions)
+        for name, data in companions.items():
+            atomic.write_bytes(target.with_name(name), data)
     with atomic.atomic_path(target) as tmp:
         _save_file(tensors, tmp, metadata={_METADATA_KEY: integrity.seal(metadata, tensors)})
     return target
@@ -308,12 +314,32 @@ def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]
     if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {file} is not in format {FORMAT!r}")
     tensor_checksums = integrity.verify_metadata(file, metadata)
+    if _name(file) == CHECKPOINT_FILE:  # in its directory: the files beside it are its own
+        integrity.verify_companions(file, metadata, lambda name: _companion(file, name))
     try:
         return CheckpointHeader(path=file, step=_non_negative_int(metadata["step"]),
                                 tokenizer=TokenizerRecord.from_dict(metadata["tokenizer"]),
                                 metadata=metadata, shapes=shapes, checksums=tensor_checksums)
     except _MALFORMED as exc:
         raise CheckpointError(_malformed_message(file, exc)) from None
+
+
+def _name(file: Path | str) -> str:
+    return file.name if isinstance(file, Path) else file.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _companion(file: Path | str, name: str) -> bytes | None:
+    """The bytes of the file ``name`` beside the checkpoint ``file`` (None: there is none), read within a bound."""
+    if isinstance(file, str):
+        beside: Path | str = stored_object(storage.join(file.rsplit("/", 1)[0], name))
+    else:
+        beside = file.with_name(name)
+    try:
+        return storage.read_bounded(beside, integrity.MAX_COMPANION_BYTES, what="checkpoint file")
+    except FileNotFoundError:
+        return None
+    except StorageError as exc:  # not a regular file, too large
+        raise CheckpointError(f"checkpoint {file} is damaged: {exc}; retrain it with `lmprep run train`") from None
 
 
 def _malformed_message(file: Path | str, exc: Exception) -> str:

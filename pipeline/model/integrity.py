@@ -5,6 +5,13 @@ lmprep serialises JSON) and, per tensor, of the tensor's dtype, shape and bytes 
 stores them). A flipped byte anywhere in the tensor data, or a header whose shapes or metadata were
 changed, fails a check with one line naming what differs; only the checksums themselves are not
 covered, and a damaged one fails too.
+
+The files a checkpoint directory holds beside it and that lmprep reads back (``tokenizer.json``, which
+sampling and the guard load, and ``metrics.jsonl``, which a resumed run continues) are its
+*companions*: their SHA-256 is in the metadata under ``companions``, and every read of the checkpoint
+checks them, so one that was changed, truncated or deleted makes the checkpoint damaged (set aside and
+retrained by ``lmprep run train``, refused by ``sample``) rather than a directory recorded as up to date
+that sampling then fails on.
 Hashing runs at about 400 MB/s on one core (64 MB of float32 in 0.17 s), a fraction of what training the
 tensors took.
 """
@@ -12,7 +19,7 @@ tensors took.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +30,8 @@ if TYPE_CHECKING:
     import torch
 
 CHECKSUMS = "checksums"  # the metadata key that holds them
+COMPANIONS = "companions"  # the metadata key of the companions' checksums: file name -> SHA-256
+MAX_COMPANION_BYTES = 256 << 20  # the bound of a tokenizer file; a metrics line per step is far below it
 _RETRAIN = "retrain it with `lmprep run train`"
 
 
@@ -68,10 +77,33 @@ def verify_tensors(file: Path | str, checksums: Mapping[str, str], tensors: Mapp
                                   f"{list(tensor.shape)}) does not match its checksum; {_RETRAIN}")
 
 
+def companion_checksums(files: Mapping[str, bytes]) -> dict[str, str]:
+    """The ``companions`` entry of a checkpoint's metadata for the files written beside it (name -> bytes)."""
+    return {name: _sha256(data) for name, data in sorted(files.items())}
+
+
+def verify_companions(file: Path | str, metadata: Mapping[str, Any], read: Callable[[str], bytes | None]) -> None:
+    """Each companion the metadata lists must be beside the checkpoint with its checksum; ``read(name)`` gives
+    its bytes (None: missing). A checkpoint that lists none (one saved on its own) has nothing to check."""
+    listed = metadata.get(COMPANIONS)
+    if listed is None:
+        return
+    if not isinstance(listed, dict) or not all(isinstance(name, str) and isinstance(digest, str)
+                                               and "/" not in name for name, digest in listed.items()):
+        raise CheckpointError(f"checkpoint {file} is damaged: its companions are malformed; {_RETRAIN}")
+    for name, digest in sorted(listed.items()):
+        data = read(name)
+        if data is None:
+            raise CheckpointError(f"checkpoint {file} is damaged: {name} beside it is missing; {_RETRAIN}")
+        if _sha256(data) != digest:
+            raise CheckpointError(f"checkpoint {file} is damaged: {name} beside it does not match its checksum; "
+                                  f"{_RETRAIN}")
+
+
 def _record(file: Path | str, record: Any) -> dict[str, Any]:
     if record is None:
-        raise CheckpointError(f"checkpoint {file} has no checksums (written by an lmprep that did not record them), "
-                              f"so its contents cannot be verified; {_RETRAIN}")
+        raise CheckpointError(f"checkpoint {file} has no checksums (its header is damaged, or an lmprep that did "
+                              f"not record them wrote it), so its contents cannot be verified; {_RETRAIN}")
     try:
         if not (isinstance(record["metadata"], str) and isinstance(record["tensors"], dict)
                 and all(isinstance(value, str) for value in record["tensors"].values())):

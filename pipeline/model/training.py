@@ -42,6 +42,7 @@ from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError,
 from pipeline.model.bigram import BigramLM, ModelConfig, padded_vocab_size, training_memory_bytes
 from pipeline.model.checkpoint import TOKENIZER_FILE, Checkpoint, TokenizerLike, save_checkpoint
 from pipeline.model.homes import checkpoint_home, partial_dir
+from pipeline.model.integrity import MAX_COMPANION_BYTES
 from pipeline.model.resume import ResumePlan, interrupted_run, plan_resume
 from pipeline.shards.mixture import MixtureSampler, mixture_report
 
@@ -216,20 +217,25 @@ def train(
         val_set = None
     factors = {split.split: _bits_per_byte_factor(split, tokenizer) for split in (train_set, val_set) if split}
     run_start = run_start if run_start is not None else (resume.step if resume is not None else 0)
+    # as the checkpoint records them: not output_dir, a path from wherever the command ran, so that a checkpoint's
+    # bytes do not depend on the working directory (no resume decision reads it)
+    recorded_settings = {key: value for key, value in dataclasses.asdict(settings).items() if key != "output_dir"}
 
     def save(directory: Path, run: _Run, *, final: bool) -> Path:
         _add_bits_per_byte(run.metrics[first:], factors)  # idempotent: also on the records a partial save had
-        path = save_checkpoint(
-            directory, model=run.model, step=run.step, tokenizer=tokenizer,
-            shard_fingerprint=train_set.fingerprint, train_config=dataclasses.asdict(settings),
-            optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
-            extra={"special_ids": dict(train_set.special_ids), "run_start": run_start},
-        )
         if resume is not None and len(run.metrics) > first:  # also in a periodic save, which a later run may continue
             run.metrics[first] |= {"resumed": True, "new_shards": resume.shard_fingerprint != train_set.fingerprint}
-        _write_metrics(directory, run.metrics, plot=final)
+        companions = {METRICS_FILE: _metrics_text(run.metrics).encode("utf-8")}
         if tokenizer_file is not None:
-            atomic.write_bytes(directory / TOKENIZER_FILE, storage.read_bytes(tokenizer_file))
+            companions[TOKENIZER_FILE] = storage.read_bytes(tokenizer_file)
+        path = save_checkpoint(  # its metadata holds the companions' checksums: every read of it checks them
+            directory, model=run.model, step=run.step, tokenizer=tokenizer,
+            shard_fingerprint=train_set.fingerprint, train_config=recorded_settings,
+            optimizer=run.optimizer, numpy_rng_state=run.rng.bit_generator.state,
+            extra={"special_ids": dict(train_set.special_ids), "run_start": run_start}, companions=companions,
+        )
+        if final and run.metrics:
+            _plot_losses(directory / LOSS_PLOT_FILE, run.metrics)
         return path
 
     def save_partial(run: _Run) -> None:
@@ -411,8 +417,8 @@ def _deterministic() -> Iterator[None]:
 def _read_metrics(directory: Path, up_to_step: int) -> list[dict[str, Any]]:
     """The metrics a resumed run inherits: the previous log up to the checkpoint's step."""
     path = directory / METRICS_FILE
-    try:
-        lines = path.read_bytes().splitlines()
+    try:  # its checksum was checked with the checkpoint's
+        lines = storage.read_bounded(path, MAX_COMPANION_BYTES, what="metrics log").splitlines()
     except FileNotFoundError:
         return []
     records = [_parse_metrics_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()]
@@ -434,11 +440,8 @@ def _parse_metrics_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
     return record
 
 
-def _write_metrics(directory: Path, metrics: list[dict[str, Any]], *, plot: bool = True) -> None:
-    lines = "".join(atomic.dumps_json(record, indent=None) + "\n" for record in metrics)
-    atomic.write_text(directory / METRICS_FILE, lines)
-    if metrics and plot:
-        _plot_losses(directory / LOSS_PLOT_FILE, metrics)
+def _metrics_text(metrics: list[dict[str, Any]]) -> str:
+    return "".join(atomic.dumps_json(record, indent=None) + "\n" for record in metrics)
 
 
 def _plot_losses(path: Path, metrics: list[dict[str, Any]]) -> None:

@@ -29,6 +29,7 @@ class PartialParts:
 
     def __init__(self, output_dir: str | os.PathLike[str]):
         self.scratch = Scratch.of(output_dir)
+        self.scratch.check_place()
 
     def finished(self, jobs: Sequence[tuple[str, str, ShardStamp]]) -> list[Manifest | None]:
         """For each ``(prefix, identity, stamp)``, the shards a finished task of this very job left, checked

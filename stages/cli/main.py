@@ -15,6 +15,7 @@ import contextlib
 import errno
 import io
 import os
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -23,7 +24,7 @@ from click.exceptions import NoArgsIsHelpError
 
 from pipeline.errors import PipelineError
 from pipeline.tokenizer import backend
-from stages import INTERRUPTED_MESSAGE, INTERRUPTED_STATUS
+from stages import INTERRUPTED_MESSAGE, INTERRUPTED_STATUS, interrupted_while_loading
 
 # OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name, a directory)
 USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG, errno.EISDIR})
@@ -112,6 +113,7 @@ class LmprepGroup(click.Group):
     def invoke(self, ctx: click.Context):
         with one_line_usage_errors(ctx):
             try:
+                restore_ctrl_c()
                 return super().invoke(ctx)
             except PipelineError as exc:
                 details = f" ({exc.details})" if exc.details else ""
@@ -122,6 +124,12 @@ class LmprepGroup(click.Group):
                 if exc.errno not in USER_OS_ERRNOS:
                     raise
                 raise UserError(os_error_message(exc)) from None
+
+
+def restore_ctrl_c() -> None:
+    """From here Ctrl-C is a KeyboardInterrupt again, which the command's code handles (see ``stages.__main__``)."""
+    if signal.getsignal(signal.SIGINT) is interrupted_while_loading:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def os_error_message(exc: OSError) -> str:

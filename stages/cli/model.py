@@ -55,9 +55,10 @@ def sample(prompt: str, max_tokens: int, temperature: float, top_k: int | None, 
     import torch
 
     from pipeline.model.bigram import generate
-    from pipeline.model.checkpoint import load_checkpoint, tokenizer_beside
+    from pipeline.model.checkpoint import load_checkpoint, read_header, tokenizer_beside
 
     checkpoint_path = checkpoint_path or config.output_path(config.train.output_dir)
+    read_header(checkpoint_path)  # the files beside it, tokenizer.json among them, have their checksums
     tokenizer_path = tokenizer_path or tokenizer_beside(checkpoint_path) or config.output_path(config.tokenizer.output)
     tokenizer = Tokenizer.load(tokenizer_path)
     checkpoint = load_checkpoint(checkpoint_path, tokenizer)  # the guard, whichever tokenizer file it is

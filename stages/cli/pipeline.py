@@ -100,6 +100,8 @@ def show_status(report: list[StageStatus]) -> None:
     for stage in report:
         if stage.reasons in ((), ("never run",)):
             click.echo(f"{stage.name}: {stage.describe()}")
+            if stage.warning and not stage.reasons:  # the scratch an interrupted run left
+                click.echo(f"    warning: {stage.warning}")
             continue
         click.echo(f"{stage.name}: stale")
         for reason in stage.reasons:

@@ -127,9 +127,12 @@ def test_overrides_parse_yaml_scalars(tmp_path):
         ("train: {seed: " + "9" * 5000 + "}\n", (), "line 1: the integer 99999999999999999999... has too many"),
         # a bucket number is computed in 64 bits in a worker: more buckets was an OverflowError there
         ("prepare: {steps: [{exact_dedup: {}}]}\n", ("prepare.steps.0.exact_dedup.buckets=18446744073709551616",),
-         "prepare.steps[0].exact_dedup.buckets must be an integer >= 1 and <= 65536, got 18446744073709551616"),
+         "prepare.steps[0].exact_dedup.buckets must be an integer >= 1 and <= 1024, got 18446744073709551616"),
         ("prepare: {steps: [{near_dedup: {buckets: 100000}}]}\n", (),
-         "prepare.steps[0].near_dedup.buckets must be an integer >= 1 and <= 65536, got 100000"),
+         "prepare.steps[0].near_dedup.buckets must be an integer >= 1 and <= 1024, got 100000"),
+        # a task per bucket, each reading every partition's keys: 65,536 ran over 400 s on 137 KB
+        ("prepare: {steps: [{exact_dedup: {}}]}\n", ("prepare.steps.0.exact_dedup.buckets=65536",),
+         "prepare.steps[0].exact_dedup.buckets must be an integer >= 1 and <= 1024, got 65536"),
     ],
 )
 def test_errors_name_key_value_and_allowed(tmp_path, text, overrides, expected):
@@ -395,3 +398,10 @@ def test_an_export_format_that_cannot_hold_the_vocabulary_is_refused_at_load(tmp
         "but tokenizer.vocab_size is 3,000,000,000; remove megatron from export.formats")
     config = load_config(write_config(tmp_path, text.replace("megatron", "nanogpt")))
     assert config.export.formats == ("parquet", "nanogpt")  # uint32 holds it
+
+
+def test_a_section_given_twice_is_refused_naming_both_lines(tmp_path):
+    """YAML keeps the second ``train:`` whole, so the first one's settings would be dropped without a word."""
+    message = error_of(tmp_path, "train: {steps: 5}\nprepare: {seed: 1}\ntrain:\n  lr: 0.1\n")
+    assert message == (f"{tmp_path / 'config.yaml'}: line 3: the key 'train' is given twice in one mapping "
+                       "(first at line 1); keep one")

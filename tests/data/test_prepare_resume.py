@@ -148,3 +148,27 @@ def test_a_killed_prepare_resumes_with_the_partitions_its_tasks_finished(project
     assert rerun.returncode == 0, rerun.stderr
     assert reused(rerun.stderr) == [(11, 12, " of round 1 of 2")], rerun.stderr
     assert prepared(project) == reference
+
+
+def forge_a_digit(record: Path) -> None:
+    """Change one digit of what a completion record says its task returned (its files keep their checksums)."""
+    text = record.read_text()
+    start = text.index('"result"')
+    at = next(i for i in range(start, len(text)) if text[i] in "123456789")
+    record.write_text(text[:at] + str(int(text[at]) % 9 + 1) + text[at + 1:])
+
+
+@pytest.mark.parametrize("method, round_", [("_write_candidates", 0), ("_write_rejected", 1)])
+def test_a_forged_completion_record_is_not_reused(project, reference, monkeypatch, method, round_):
+    """One digit changed in a record's result would go into parts.json and stats.json unchecked: the
+    record's own checksum fails, and its partition runs again."""
+    with monkeypatch.context() as patch:
+        fail_partition(patch, method)
+        assert lmprep("run", "prepare").exit_code == 2
+    kept = finished(project, round_)
+    record = sorted((project / "out" / "prepared.partial").glob(f"r{round_}-0*.done.json"))[0]
+    forge_a_digit(record)
+    resumed = lmprep("run", "prepare")
+    assert resumed.exit_code == 0, resumed.output
+    assert reused(resumed.stderr)[-1] == (kept - 1, 12, f" of round {round_ + 1} of 2"), resumed.stderr
+    assert prepared(project) == reference

@@ -360,3 +360,23 @@ def test_ctrl_c_at_the_terminal_during_a_local_cluster_is_the_driver_line_alone(
         command.kill()
     assert command.returncode == 130, stderr
     assert stderr == "interrupted; the previous outputs are intact\n"
+
+
+def test_a_stopped_worker_fails_the_stage_within_the_timeout(project, tmp_path):
+    """A worker stopped with SIGSTOP keeps its connection open and stays listed until distributed's worker-ttl
+    (5 minutes) while its tasks wait: the only one stopped took 586 s to report. It sends no heartbeat, and
+    that is what the driver watches."""
+    with stage_running_on_a_worker(project, tmp_path) as (command, cluster):
+        cluster["worker"].send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            line = one_error_line(finished(command))
+        finally:
+            cluster["worker"].send_signal(signal.SIGCONT)
+        elapsed = time.monotonic() - stopped
+    assert re.fullmatch(rf"error: executor\.address '{re.escape(cluster['address'])}': the Dask worker \S+ has sent "
+                        r"no heartbeat for 1\.5 s \(executor\.timeout; stopped or frozen\?\) while running this "
+                        r"stage's tasks, with \d+ of \d+ partitions unfinished; resume or restart it and run again",
+                        line), line
+    assert elapsed < TIMEOUT + 15
+    assert not (project / "out" / "prepared").exists()

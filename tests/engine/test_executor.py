@@ -41,3 +41,21 @@ def test_a_failed_task_reaches_the_driver_without_the_unpicklable_causes_of_its_
     with process_pool(1) as pool, pytest.raises(StorageError) as failure:
         Tasks(pool).map(fail_with_an_unpicklable_cause, [0], labels=["part-0"])
     assert str(failure.value).startswith("s3://bucket/key: the store said no (partition part-0, on ")
+
+
+def die(_item: int) -> None:
+    import os
+
+    os._exit(9)
+
+
+def test_a_dead_worker_is_one_line_that_does_not_say_the_stage_wrote_nothing():
+    """The stage keeps its finished tasks' work in its scratch for the next run: 'the stage wrote nothing'
+    was not so."""
+    from pipeline.errors import PipelineError
+
+    with process_pool(1) as pool, pytest.raises(PipelineError) as failure:
+        Tasks(pool).map(die, [0], labels=["part-0"])
+    assert str(failure.value) == ("a worker process died while running partition part-0 (killed, or out of "
+                                  "memory?); its previous output is left as it was, run it again (the tasks that "
+                                  "finished are not redone where the stage keeps their work)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from pipeline.engine.hashing import HashCache, sha256_file
@@ -46,3 +47,30 @@ def test_the_hash_cache_keeps_a_file_whose_name_is_not_utf8(tmp_path):
     digest = cache.file_hash(os.fsdecode(odd))
     cache.save()
     assert HashCache(tmp_path / "hashes.json")._entries[os.fsdecode(odd)][-1] == digest
+
+
+def test_a_hash_cache_that_is_not_one_is_ignored(tmp_path):
+    """``[]``, a number or a torn entry in hashes.json only costs the hashing it would have saved."""
+    path = tmp_path / "data.txt"
+    path.write_bytes(b"hello")
+    for saved in ("[]", "7", json.dumps({str(path): [1, 2]}), json.dumps({str(path): "x"})):
+        (tmp_path / "hashes.json").write_text(saved)
+        cache = HashCache(tmp_path / "hashes.json")
+        assert cache.file_hash(path) == sha256_file(path)
+        cache.save()
+
+
+def test_a_fifo_or_a_link_to_a_device_is_never_read(tmp_path):
+    """Hashing an output or a scratch file that a FIFO or a link to /dev/zero replaced would block or never
+    end: it is refused (sha256_file) or stands for what it is (the cache), unread."""
+    import pytest
+
+    from pipeline.errors import StorageError
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    for name, kind in (("fifo", "a FIFO"), ("zero", "a character device")):
+        with pytest.raises(StorageError, match=f"is {kind}, not a regular file"):
+            sha256_file(tmp_path / name)
+        assert HashCache(tmp_path / "hashes.json").file_hash(tmp_path / name) == f"not a regular file: {kind}"
+    assert HashCache(tmp_path / "hashes.json").tree_hash(tmp_path)

@@ -38,8 +38,9 @@ ACCESS_DENIED = (403, "AccessDenied", "Access Denied")
 class Failing:
     """WSGI middleware: the next ``count`` requests (of ``method`` on an object, when given) get ``error``."""
 
-    def __init__(self, app, error: tuple[int, str, str], count: int, *, method: str | None = None):
-        self.app, self.error, self.left, self.method = app, error, count, method
+    def __init__(self, app, error: tuple[int, str, str], count: int, *, method: str | None = None,
+                 copies: bool = False):
+        self.app, self.error, self.left, self.method, self.copies = app, error, count, method, copies
         self.failed = 0
         self._lock = threading.Lock()
 
@@ -47,6 +48,7 @@ class Failing:
         with self._lock:
             wanted = self.method is None or (environ["REQUEST_METHOD"] == self.method
                                              and "/" in environ.get("PATH_INFO", "").strip("/"))
+            wanted = wanted and (not self.copies or "HTTP_X_AMZ_COPY_SOURCE" in environ)
             fail = wanted and self.left > 0
             if fail:
                 self.left -= 1
@@ -61,10 +63,12 @@ class Failing:
 
 
 @contextlib.contextmanager
-def failing(s3_server, error: tuple[int, str, str], count: int, *, method: str | None = None) -> Iterator[Failing]:
-    """The server's next ``count`` requests answered with ``error`` while in the block."""
+def failing(s3_server, error: tuple[int, str, str], count: int, *, method: str | None = None,
+            copies: bool = False) -> Iterator[Failing]:
+    """The server's next ``count`` requests (copies of an object only, with ``copies``) answered with ``error``
+    while in the block."""
     _, counter = s3_server
-    layer = counter.app = Failing(counter.app, error, count, method=method)
+    layer = counter.app = Failing(counter.app, error, count, method=method, copies=copies)
     try:
         yield layer
     finally:
@@ -96,6 +100,19 @@ def test_transient_errors_are_retried_counted_and_change_no_byte(s3, s3_server, 
     assert result.exit_code == 0, result.output
     assert (driver_side.failed, reads.failed) == (3, 2)
     assert "storage: 5 storage requests retried after transient failures (SlowDown (HTTP 503) ×5)\n" in result.stderr
+    assert committed_files(s3, "shards") == expected
+
+
+def test_transient_errors_of_the_drivers_copies_into_the_output_are_retried(s3, s3_server, project):
+    """The driver gives each finished part's shards their names in the new output by copies the store makes:
+    a 503 there failed the run after every task had succeeded."""
+    first = lmprep("run", "encode")
+    assert first.exit_code == 0, first.output
+    expected = committed_files(s3, "shards")
+    with failing(s3_server, SLOW_DOWN, 2, copies=True) as copies:
+        result = lmprep("run", "encode", "--force", "prepare")
+    assert result.exit_code == 0, result.output
+    assert copies.failed == 2
     assert committed_files(s3, "shards") == expected
 
 

@@ -290,3 +290,15 @@ def test_an_optimizer_state_of_another_shape_is_refused_before_resuming(tmp_path
     resave_checkpoint(path, tensors=transposed)
     with pytest.raises(CheckpointError, match=r"optimizer state exp_avg has shape \[4, 258\], its parameter \[258, 4"):
         ckpt.read_checkpoint(path)
+
+
+def test_a_flipped_byte_in_the_name_of_the_checksums_blames_the_header(tmp_path):
+    """One byte of the header flipped where it names the checksums ('checksums' -> 'checksuls') left a file
+    that the message blamed on 'an lmprep that did not record them'."""
+    path = _save(tmp_path)
+    data = path.read_bytes()
+    at = data.index(b'checksums\\"')  # the metadata is a JSON text inside the header's JSON
+    path.write_bytes(data[:at + 7] + b"l" + data[at + 8:])
+    with pytest.raises(CheckpointError, match=r"has no checksums \(its header is damaged, or an lmprep that did not "
+                                              r"record them wrote it\)"):
+        ckpt.read_header(path)

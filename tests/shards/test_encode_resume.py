@@ -100,3 +100,22 @@ def test_a_damaged_finished_part_is_encoded_again(project, monkeypatch):
     resumed = lmprep("run", "encode")
     assert resumed.exit_code == 0, resumed.output
     assert f"reusing {kept - 1} of " in resumed.stderr
+
+
+def test_a_forged_completion_record_is_not_reused(project, monkeypatch):
+    """One digit changed in a part's record (its token count) would give wrong totals and a manifest its
+    own reader refuses: the record's checksum fails, and the part is encoded again."""
+    assert lmprep("run", "encode").exit_code == 0
+    reference = shards(project)
+    with monkeypatch.context() as patch:
+        fail_one_part(patch)
+        assert lmprep("run", "encode", "--force").exit_code == 2
+    records = sorted((project / "out" / "shards.partial").glob("*.done.json"))
+    text = records[0].read_text()
+    at = text.index('"tokens": ') + len('"tokens": ')
+    records[0].write_text(text[:at] + str(int(text[at]) % 9 + 1) + text[at + 1:])
+    resumed = lmprep("run", "encode", "--force")
+    assert resumed.exit_code == 0, resumed.output
+    found = re.search(r"encode: reusing (\d+) of (\d+) parts", resumed.stderr)
+    assert found and int(found[1]) == len(records) - 1, resumed.stderr
+    assert shards(project) == reference

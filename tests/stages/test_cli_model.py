@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import numpy as np
 import pytest
@@ -343,11 +344,13 @@ def test_a_model_too_small_for_the_tokenizer_cannot_be_stamped(trained, tmp_path
 
 
 def damaged_copy(checkpoint, tmp_path):
-    """A copy of the checkpoint file with one byte of its last tensor's data inverted."""
-    data = bytearray((checkpoint / "checkpoint.safetensors").read_bytes())
+    """A copy of the checkpoint directory with one byte of its last tensor's data inverted."""
+    copy = tmp_path / "copy"
+    shutil.copytree(checkpoint, copy)
+    data = bytearray((copy / "checkpoint.safetensors").read_bytes())
     data[-5] ^= 0xFF
-    (tmp_path / "checkpoint.safetensors").write_bytes(bytes(data))
-    return tmp_path / "checkpoint.safetensors"
+    (copy / "checkpoint.safetensors").write_bytes(bytes(data))
+    return copy / "checkpoint.safetensors"
 
 
 def test_a_damaged_checkpoint_is_refused_by_sample_and_check_verify_in_one_line(trained, tmp_path):
@@ -364,3 +367,38 @@ def test_a_damaged_checkpoint_is_refused_by_sample_and_check_verify_in_one_line(
     verified = invoke("check", damaged, "--tokenizer", root / "tok.json", "--verify")
     assert verified.exit_code == 2 and verified.output == sampled.output
     assert invoke("check", checkpoint, "--tokenizer", root / "tok.json", "--verify").exit_code == 0
+
+
+@pytest.mark.parametrize("damage", ["flip tokenizer.json", "delete tokenizer.json", "truncate metrics.jsonl"])
+def test_a_damaged_companion_file_is_never_recorded_as_up_to_date(project, damage):
+    """tokenizer.json (which sample and the guard read) and metrics.jsonl (which a resume continues) are
+    covered by the checkpoint's checksums: one changed or missing makes the checkpoint damaged, so
+    the run sets it aside and retrains, and sample refuses it in one line meanwhile."""
+    directory = project / "out" / "ckpt"
+    verb, name = damage.split()
+    if verb == "delete":
+        (directory / name).unlink()
+    else:
+        data = bytearray((directory / name).read_bytes())
+        if verb == "flip":
+            data[len(data) // 2] ^= 0x01
+        (directory / name).write_bytes(bytes(data[:-20] if verb == "truncate" else data))
+    sampled = invoke("sample", "--config", "lmprep.yaml", "--prompt", "the")
+    assert sampled.exit_code == 2 and sampled.output.count("\n") == 1, sampled.output
+    assert sampled.output.startswith(f"error: checkpoint out/ckpt/checkpoint.safetensors is damaged: {name} "
+                                     "beside it "), sampled.output
+    result = invoke("run", "train", "--config", "lmprep.yaml")
+    assert result.exit_code == 0, result.output
+    assert "nothing to train" not in result.output and "the previous checkpoint is unreadable" in result.output
+    assert (project / "out" / "ckpt-unreadable").is_dir()
+    assert invoke("sample", "--config", "lmprep.yaml", "--prompt", "the").exit_code == 0
+    assert "up to date" in invoke("status", "--config", "lmprep.yaml").output
+
+
+def test_the_checkpoint_bytes_do_not_depend_on_the_working_directory(project, monkeypatch):
+    """train.output_dir, as a path from where the command ran, is not recorded in the checkpoint."""
+    before = (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes()
+    monkeypatch.chdir(project.parent)
+    result = invoke("run", "train", "--force", "--config", project / "lmprep.yaml")
+    assert result.exit_code == 0, result.output
+    assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before

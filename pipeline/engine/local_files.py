@@ -1,0 +1,56 @@
+"""Local files that are not what they seem: what a glob or a read must refuse rather than block on or skip."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from pipeline.errors import StorageError
+
+_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+               stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for messages (``a FIFO``)."""
+    return _FILE_KINDS.get(stat.S_IFMT(mode), "not a file")
+
+
+def refuse_odd_matches(files: list[Path], recursive: bool) -> None:
+    """Raise naming the first match that is not a regular file (a FIFO would block the read, a device never
+    end, and skipping them would drop data without a word), and, under ``**``, a match reached through a
+    link to a directory that contains the link: ``glob`` follows it round until the path is too long, so
+    every file under it would be read some forty times."""
+    loops: dict[Path, bool] = {}
+    for path in files:
+        if path.exists() and not path.is_file():
+            raise StorageError(f"{path} matches a source glob but is {file_kind(path.stat().st_mode)}, not a "
+                               "regular file, so it cannot be read as data; remove it or narrow the glob")
+        for directory in path.parents if recursive else ():
+            if directory not in loops:
+                loops[directory] = directory.is_symlink() and _contains(directory.resolve(), directory.parent)
+            if loops[directory]:
+                raise StorageError(f"{directory} is a symbolic link to {os.readlink(directory)}, a directory "
+                                   "that contains it, so a ** glob would read the files under it again and again; "
+                                   "remove the link or narrow the glob")
+
+
+def _contains(directory: Path, inner: Path) -> bool:
+    """Whether ``inner`` lies in ``directory`` (or is it), links resolved."""
+    return inner.resolve().is_relative_to(directory)
+
+
+def leftover_note(root: Path, scratch: tuple[str, ...]) -> str | None:
+    """What ``status`` says of the scratch an interrupted run of an up-to-date stage left (local ones only: sizing
+    a remote prefix costs a listing): its size, and what becomes of it."""
+    found = []
+    for name in scratch:
+        path = root / name
+        if "://" not in name and path.is_dir():
+            size = sum(os.path.getsize(os.path.join(where, file)) for where, _, files in os.walk(path) for file in files
+                       if os.path.isfile(os.path.join(where, file)))
+            found.append(f"{name} holds {size:,} bytes that an interrupted run left")
+    if not found:
+        return None
+    return "; ".join(found) + " (the next `lmprep run` removes it, the output being up to date)"
