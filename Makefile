@@ -1,4 +1,5 @@
-# lmprep: `make` runs the whole pipeline on data/raw/, `make test` runs the test suite.
+# lmprep: `make` runs the whole pipeline on data/raw/, `make test` runs the test suite (its fast tier) and
+# `make test-slow` its slow tier (CI runs both: .ci/run).
 # Both create .venv and install the pinned dependencies first when missing or when
 # pyproject.toml changed, building the native tokenizer core (C++; optional: without a compiler
 # lmprep runs on its pure-Python path). Pick another config with CONFIG=configs/x.yaml make ...
@@ -14,7 +15,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 LMPREP := $(BIN)/lmprep
 
 .DEFAULT_GOAL := all
-.PHONY: all prepare tokenize train status test clean help
+.PHONY: all prepare tokenize train status test test-slow constraints clean help
 
 all: $(INSTALLED) ## Run every stale stage in one lmprep process (prepare, tokenizer, encode, train, export, stats)
 	$(LMPREP) run --config $(CONFIG)
@@ -31,15 +32,26 @@ train: $(INSTALLED) ## Train the tiny model on the shards and save a checkpoint
 status: $(INSTALLED) ## Show which stages are up to date and why the others are not
 	$(LMPREP) status --config $(CONFIG)
 
-test: $(TEST_INSTALLED) ## Run the linter and the test suite
+# The suite runs on every core (pytest-xdist), each test file on one worker (its module fixtures built once).
+# Tests marked `slow` (end to end through make, the benchmarks' smoke runs) are the second tier.
+PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile
+
+test: $(TEST_INSTALLED) ## Run the linter and the fast tier of the test suite (every test not marked slow)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(PYTEST) -m "not slow"
+
+test-slow: $(TEST_INSTALLED) ## Run the slow tier: the tests marked slow (CI runs it after `make test`)
+	$(PYTEST) -m slow
+
+constraints: $(TEST_INSTALLED) ## Rewrite constraints.txt from the test environment (after changing a pin)
+	{ grep '^#' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable | sed 's/+cpu$$//'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 clean: $(INSTALLED) ## Delete derived data (never data/raw/ or checkpoints/)
 	$(LMPREP) clean --config $(CONFIG)
 
 help: ## List the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
 
 # Two `make` at once must not create or pip-install into one venv together: each install step runs
 # under flock (util-linux; unlocked where flock is missing) on pyproject.toml, and skips the work
@@ -54,5 +66,7 @@ $(INSTALLED): pyproject.toml $(NATIVE_SOURCES)
 	$(LOCKED) 'for p in $^; do test $@ -nt $$p || stale=1; done; test -z "$$stale" || \
 	  { { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } && $(PIP) install -e . && touch $@; }'
 
-$(TEST_INSTALLED): $(INSTALLED)
-	$(LOCKED) 'test $@ -nt $< || { $(PIP) install -e ".[test]" && touch $@; }'
+# The test dependencies in one resolver pass: constraints.txt gives each package one version.
+$(TEST_INSTALLED): $(INSTALLED) constraints.txt
+	$(LOCKED) 'for p in $^; do test $@ -nt $$p || stale=1; done; test -z "$$stale" || \
+	  { $(PIP) install -c constraints.txt -e ".[test]" && touch $@; }'
