@@ -22,24 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_project
 
 distributed = pytest.importorskip("distributed")
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 1.5  # executor.timeout in these tests
 DEADLINE = 60.0  # for anything here to happen: a hang fails the test instead of blocking it
-
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2, partition_bytes: 200}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300}
-encode: {output_dir: out/shards}
-executor: {kind: dask, timeout: 1.5}
-state_dir: state
-"""
 
 # makes prepare's tasks sleep on the worker it runs in, so that a fault lands while they run
 HANG_PREPARE = """\
@@ -63,9 +51,9 @@ HANGING = {"prepare": HANG_PREPARE, "tokenizer": HANG_COUNTING}
 
 
 @pytest.fixture
-def project(tmp_path) -> Path:
-    (tmp_path / "project").mkdir()
-    return make_project(tmp_path / "project", CONFIG)
+def project(tmp_path, tiny_project) -> Path:
+    return tiny_project(tmp_path / "project", prepare={"partition_bytes": 200},
+                        executor={"kind": "dask", "timeout": 1.5}, train=None)
 
 
 def environment() -> dict[str, str]:
