@@ -122,8 +122,10 @@ def address_option(address: str) -> list[str]:
 @pytest.mark.parametrize("answer", [None, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"],
                          ids=["silent", "http"])
 def test_an_address_that_accepts_connections_but_is_no_scheduler_fails_within_the_timeout(project, answer):
-    """distributed waits for its handshake without a deadline, and takes an HTTP reply for a frame length."""
-    server, held = socket.socket(), []
+    """distributed waits for its handshake without a deadline, and takes an HTTP reply for a frame length.
+    Timed from the command's first connection: its start-up, slow on a loaded machine, is not what the
+    timeout bounds."""
+    server, held, accepted = socket.socket(), [], []
     server.bind(("127.0.0.1", 0))
     server.listen()
 
@@ -132,6 +134,7 @@ def test_an_address_that_accepts_connections_but_is_no_scheduler_fails_within_th
             while True:
                 connection, _ = server.accept()
                 held.append(connection)
+                accepted.append(time.monotonic())
                 if answer is not None:
                     connection.recv(65536)
                     connection.sendall(answer)
@@ -139,9 +142,8 @@ def test_an_address_that_accepts_connections_but_is_no_scheduler_fails_within_th
     threading.Thread(target=serve, daemon=True).start()
     address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     try:
-        started = time.monotonic()
         line = one_error_line(lmprep(project, "run", "prepare", *address_option(address)))
-        elapsed = time.monotonic() - started
+        finished = time.monotonic()
     finally:
         server.close()
         for connection in held:
@@ -150,7 +152,8 @@ def test_an_address_that_accepts_connections_but_is_no_scheduler_fails_within_th
         assert line.startswith(f"error: executor.address '{address}': no Dask scheduler answered within 1.5 s"), line
     else:
         assert line.startswith(f"error: executor.address '{address}': what answers there is not a Dask scheduler"), line
-    assert elapsed < TIMEOUT + 15  # the command's start-up included, on a loaded machine
+    assert accepted, "the command never connected"
+    assert finished - accepted[0] < TIMEOUT + 15  # the timeout, then the command's exit on a loaded machine
 
 
 def test_a_scheduler_that_never_had_a_worker_fails_within_the_timeout(project, tmp_path):
