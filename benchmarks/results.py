@@ -66,10 +66,16 @@ def load() -> str:
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
+def relative(text: str) -> str:
+    """``text`` with the checkout's own path left out: a results file names no directory of this machine."""
+    return text.replace(f"{ROOT}/", "").replace(str(ROOT), ".")
+
+
 def stamp(*, smoke: bool, load_before: str, argv: list[str]) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     kind = "smoke run (figures mean nothing)" if smoke else "measured"
-    return (f"{kind} at commit `{commit()}`, {now}, `{' '.join(['python', *argv])}`; "
+    script = relative(str(Path(argv[0]).resolve()))
+    return (f"{kind} at commit `{commit()}`, {now}, `{' '.join(['python', script, *argv[1:]])}`; "
             f"{os.cpu_count()} cores, load average {load_before} before, {load()} after; "
             f"Python {platform.python_version()}")
 
@@ -124,7 +130,7 @@ def smoke_directory(name: str) -> Path:
 
 def write_section(path: Path, name: str, stamp_line: str, output: str) -> None:
     text = path.read_text("utf-8") if path.exists() else HEADER
-    body = output.rstrip("\n").replace("```", "'''")
+    body = relative(output.rstrip("\n")).replace("```", "'''")
     section = f"## {name}\n\n{stamp_line}\n\n```text\n{body}\n```\n"
     pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", flags=re.MULTILINE | re.DOTALL)
     if pattern.search(text):
