@@ -20,6 +20,16 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import strategies as st
 
+# The test files that take longest, run first: `make test` gives each file to one xdist worker (--dist
+# loadfile), and a long file started last would leave the other workers idle at the end of the run.
+LONGEST_FIRST = ("test_docs.py", "test_dask.py", "test_s3.py", "test_cli_pipeline.py", "test_reader_fuzz.py",
+                 "test_s3_exports.py", "test_s3_encode_resume.py", "test_benchmarks.py", "test_make_flow.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest in collection order
+
 
 @pytest.fixture(autouse=True)
 def _in_tmp_path(tmp_path, tmp_path_factory, monkeypatch):
