@@ -30,19 +30,21 @@ TIMEOUT = 1.5  # executor.timeout in these tests
 DEADLINE = 60.0  # for anything here to happen: a hang fails the test instead of blocking it
 
 # makes prepare's tasks sleep on the worker it runs in, so that a fault lands while they run
+# (run on the worker as exec(code, {}): without a namespace of its own, exec ran it in the globals of
+# distributed's module that called it, whose ``time`` is the function, and a hang once found that there)
 HANG_PREPARE = """\
-import time
 import pipeline.data.prepare as prepare
 def hang(*args):
+    import time
     time.sleep(120)
 hang.__module__, hang.__qualname__ = prepare._read_rows.__module__, prepare._read_rows.__qualname__
 prepare._read_rows = hang
 """
 # the same for the tokenizer's counting, a map-reduce
 HANG_COUNTING = """\
-import time
 import pipeline.data.chunk_counts as counting
 def hang(pattern, location):
+    import time
     time.sleep(120)
 hang.__module__, hang.__qualname__ = counting.count_part.__module__, counting.count_part.__qualname__
 counting.count_part = hang
@@ -211,7 +213,7 @@ def stage_running_on_a_worker(project: Path, tmp_path: Path,
         worker = start_worker(started, address)
         with distributed.Client(address, timeout=DEADLINE) as client:
             client.wait_for_workers(1, timeout=DEADLINE)
-            client.run(exec, HANGING[stage])
+            client.run(exec, HANGING[stage], {})
             command = subprocess.Popen([sys.executable, "-m", "stages", "run", stage, "--config", "lmprep.yaml",
                                         *address_option(address)], cwd=project, env=environment(),
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
