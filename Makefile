@@ -1,4 +1,5 @@
-# lmprep: `make` runs the whole pipeline on data/raw/, `make test` runs the test suite.
+# lmprep: `make` runs the whole pipeline on data/raw/, `make test` runs the test suite (its fast tier) and
+# `make test-slow` its slow tier (CI runs both: .ci/run).
 # Both create .venv and install the pinned dependencies first when missing or when
 # pyproject.toml changed, building the native tokenizer core (C++; optional: without a compiler
 # lmprep runs on its pure-Python path). Pick another config with CONFIG=configs/x.yaml make ...
@@ -14,7 +15,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 LMPREP := $(BIN)/lmprep
 
 .DEFAULT_GOAL := all
-.PHONY: all prepare tokenize train status test sanitize clean help report browser
+.PHONY: all prepare tokenize train status test test-slow constraints sanitize clean help report browser
 
 all: $(INSTALLED) ## Run every stale stage in one lmprep process (prepare, tokenizer, encode, train, export, stats)
 	$(LMPREP) run --config $(CONFIG)
@@ -31,9 +32,23 @@ train: $(INSTALLED) ## Train the tiny model on the shards and save a checkpoint
 status: $(INSTALLED) ## Show which stages are up to date and why the others are not
 	$(LMPREP) status --config $(CONFIG)
 
-test: $(TEST_INSTALLED) browser ## Run the linter and the test suite
+# The suite runs on every core (pytest-xdist), each test file on one worker (its module fixtures built once),
+# with one worker more than cores: many tests wait for a subprocess or a timeout, and the extra worker fills
+# those waits (on 2 cores the fast tier took 4.5 minutes with 3 workers, 5.9 with 2). TEST_WORKERS=N to choose.
+# Tests marked `slow` (end to end through make, the benchmarks' smoke runs) are the second tier.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+test: $(TEST_INSTALLED) browser ## Run the linter and the fast tier of the test suite (every test not marked slow)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(PYTEST) -m "not slow"
+
+test-slow: $(TEST_INSTALLED) ## Run the slow tier: the tests marked slow (CI runs it after `make test`)
+	$(PYTEST) -m slow
+
+constraints: $(TEST_INSTALLED) ## Rewrite constraints.txt from the test environment (after changing a pin)
+	{ grep '^#' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable | sed 's/+cpu$$//'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 report: $(INSTALLED) ## Write report.html, one page of the run's outputs (runs no stage)
 	$(LMPREP) report --config $(CONFIG)
@@ -60,7 +75,7 @@ clean: $(INSTALLED) ## Delete derived data (never data/raw/ or checkpoints/)
 	$(LMPREP) clean --config $(CONFIG)
 
 help: ## List the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
 
 # Two `make` at once must not create or pip-install into one venv together: each install step runs
 # under flock (util-linux; unlocked where flock is missing) on pyproject.toml, and skips the work
@@ -84,5 +99,7 @@ SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -
 SANITIZE_RUNTIMES = $(shell $(CXX) -print-file-name=libasan.so) $(shell $(CXX) -print-file-name=libubsan.so)
 NATIVE_TESTS := $(wildcard tests/tokenizer/test_native_*.py) tests/tokenizer/test_tokenizer_tiktoken.py
 
-$(TEST_INSTALLED): $(INSTALLED)
-	$(LOCKED) 'test $@ -nt $< || { $(PIP) install -e ".[test]" && touch $@; }'
+# The test dependencies in one resolver pass: constraints.txt gives each package one version.
+$(TEST_INSTALLED): $(INSTALLED) constraints.txt
+	$(LOCKED) 'for p in $^; do test $@ -nt $$p || stale=1; done; test -z "$$stale" || \
+	  { $(PIP) install -c constraints.txt -e ".[test]" && touch $@; }'

@@ -21,7 +21,10 @@ datatrove runs in ``benchmarks/.venv-datatrove`` when it exists (see ``bench_sca
 ``spacy==3.8.18`` for its word tokenizer), else in this interpreter. On a shared machine the CPU seconds
 are the steadier figure: wall time depends on the other jobs.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_curation.py --originals 1000 --variants 1000 --workers 2
+    .venv/bin/python benchmarks/bench_curation.py --originals 1000 --variants 1000 --workers 2 [--smoke]
+
+``--smoke`` runs a few dozen documents in two files, and leaves datatrove's side out when its interpreter
+lacks datatrove or spaCy.
 
 Prints one JSON object.
 """
@@ -39,20 +42,20 @@ import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import results
+from bench_dedup import corpus_index, jaccard, originals, scores, variant
+from bench_scale import sample_tree
+
+from pipeline.config.schema import ExecutorConfig, PrepareConfig, SourceConfig, StepConfig
+from pipeline.data.dedup import ExactDedupStep
+from pipeline.data.documents import iter_records
+from pipeline.data.near_dedup import NearDedupStep
+from pipeline.data.prepare import prepare_corpus
+from pipeline.data.quality import GopherQualityStep, GopherRepetitionStep
+from pipeline.data.sources import expand_sources
+from pipeline.engine.executor import Tasks, open_tasks
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench_dedup import corpus_index, jaccard, originals, scores, variant  # noqa: E402
-from bench_scale import sample_tree  # noqa: E402
-
-from pipeline.config.schema import ExecutorConfig, PrepareConfig, SourceConfig, StepConfig  # noqa: E402
-from pipeline.data.dedup import ExactDedupStep  # noqa: E402
-from pipeline.data.documents import iter_records  # noqa: E402
-from pipeline.data.near_dedup import NearDedupStep  # noqa: E402
-from pipeline.data.prepare import prepare_corpus  # noqa: E402
-from pipeline.data.quality import GopherQualityStep, GopherRepetitionStep  # noqa: E402
-from pipeline.data.sources import expand_sources  # noqa: E402
-from pipeline.engine.executor import Tasks, open_tasks  # noqa: E402
 
 DATATROVE_VENV = ROOT / "benchmarks" / ".venv-datatrove" / "bin" / "python"
 EXACT = StepConfig("exact_dedup", ExactDedupStep())
@@ -164,11 +167,17 @@ def main() -> None:
                         default=DATATROVE_VENV if DATATROVE_VENV.exists() else Path(sys.executable))
     parser.add_argument("--child", nargs=3, metavar=("CHAIN", "RAW", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--memory-child", nargs=3, metavar=("RAW", "OUT", "BUCKETS"), help=argparse.SUPPRESS)
+    results.add_arguments(parser)
     args = parser.parse_args()
     if args.child:
         return child(args.child[0], Path(args.child[1]), Path(args.child[2]), args.workers)
     if args.memory_child:
         return memory_child(Path(args.memory_child[0]), Path(args.memory_child[1]), int(args.memory_child[2]))
+    with_datatrove = True
+    if args.smoke:
+        args.originals, args.variants, args.files, args.scale = 12, 12, 2, 2
+        with_datatrove = subprocess.run([str(args.datatrove_python), "-c", "import datatrove, spacy"],
+                                        capture_output=True).returncode == 0
     rng = random.Random(args.seed)
     base = originals(args.originals, rng)
     planted = [(source, *variant(base[source], rng)) for source in rng.sample(range(len(base)), args.variants)]
@@ -183,6 +192,10 @@ def main() -> None:
         datatrove = [str(args.datatrove_python), str(ROOT / "benchmarks" / "datatrove_curation.py")]
         for chain, pipeline in (("near", "minhash"), ("quality", "gopher")):
             ours = measured([*me, "--child", chain, str(raw), str(Path(tmp) / f"lmprep-{chain}")])
+            if not with_datatrove:
+                report[chain] = {"lmprep": {**throughput(megabytes, ours), "kept": len(texts) - len(ours["rejected"])},
+                                 "datatrove": "left out (smoke run: its interpreter lacks datatrove or spaCy)"}
+                continue
             theirs = measured([*datatrove, pipeline, str(raw), str(Path(tmp) / f"datatrove-{pipeline}"),
                                "--workers", str(args.workers)])
             report[chain] = {"lmprep": throughput(megabytes, ours), "datatrove": throughput(megabytes, theirs)}
@@ -222,4 +235,4 @@ def memory_figures(base: list[str], planted: list, rng: random.Random, tmp: Path
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_curation", main)

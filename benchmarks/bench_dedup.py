@@ -13,7 +13,7 @@ of ``--repeat`` runs): prepare with the default chain (exact de-duplication only
 it, and with Gopher's quality and repetition filters and C4's after it, on the same corpus and workers; and
 datasketch's MinHashLSH (one process, same threshold and hashes) for reference when installed.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_dedup.py --originals 1500 --variants 1500 --workers 2
+    .venv/bin/python benchmarks/bench_dedup.py --originals 1500 --variants 1500 --workers 2 [--smoke]
 
 Prints one JSON object.
 """
@@ -26,24 +26,24 @@ import gzip
 import json
 import random
 import resource
-import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import results
 
-from pipeline.config.schema import PrepareConfig, SourceConfig, StepConfig  # noqa: E402
-from pipeline.data import minhash  # noqa: E402
-from pipeline.data.dedup import ExactDedupStep  # noqa: E402
-from pipeline.data.documents import iter_records  # noqa: E402
-from pipeline.data.near_dedup import NearDedupStep  # noqa: E402
-from pipeline.data.prepare import prepare_corpus  # noqa: E402
-from pipeline.data.quality import C4Step, GopherQualityStep, GopherRepetitionStep  # noqa: E402
-from pipeline.data.sources import expand_sources  # noqa: E402
-from pipeline.engine.executor import Tasks  # noqa: E402
+from pipeline.config.schema import PrepareConfig, SourceConfig, StepConfig
+from pipeline.data import minhash
+from pipeline.data.dedup import ExactDedupStep
+from pipeline.data.documents import iter_records
+from pipeline.data.near_dedup import NearDedupStep
+from pipeline.data.prepare import prepare_corpus
+from pipeline.data.quality import C4Step, GopherQualityStep, GopherRepetitionStep
+from pipeline.data.sources import expand_sources
+from pipeline.engine.executor import Tasks
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BOILERPLATE = ["this", "document", "is", "distributed", "in", "the", "hope", "that", "it", "will", "be", "useful",
                "but", "without", "any", "warranty", "see", "the", "license", "for", "more", "details", "and",
@@ -184,7 +184,10 @@ def main() -> None:
     parser.add_argument("--hashes", type=int, default=NearDedupStep().hashes)
     parser.add_argument("--bands", type=int, default=NearDedupStep().bands)
     parser.add_argument("--rows", type=int, default=NearDedupStep().rows)
+    results.add_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.originals, args.variants, args.repeat = 20, 20, 1
     rng = random.Random(args.seed)
     near = NearDedupStep(hashes=args.hashes, bands=args.bands, rows=args.rows)
     base = originals(args.originals, rng)
@@ -241,4 +244,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_dedup", main)

@@ -12,6 +12,8 @@ wall-clock throughput and its CPU time (process plus workers), which a busy mach
 
     python benchmarks/build_corpus.py            # once: benchmarks/.data/corpus*.jsonl
     python benchmarks/bench_encode.py [--vocab-size 32768] [--limit-mb 100] [--corpus full,unique-lines] [--repeats 2]
+
+``--smoke``: a 0.2 MB corpus built in a temporary directory, 300 IDs, each engine once with one worker.
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import build_corpus
 import numpy as np
+import results
+from build_corpus import CORPORA, DATA, corpus_path
+
+from pipeline.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from build_corpus import CORPORA, DATA, corpus_path  # noqa: E402
-
-from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 BATCH = 256
 RUNS = [("lmprep", 1), ("lmprep", 2), ("lmprep-lists", 1), ("tiktoken", 1), ("tiktoken", 2), ("hf", 1), ("hf", 2)]
@@ -174,22 +176,28 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--one", choices=["lmprep", "lmprep-lists", "tiktoken", "hf"], help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    results.add_arguments(parser)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(args.corpus, args.one, args.workers, args.vocab_size, args.limit_mb)))
         return
+    runs = RUNS
+    if args.smoke:
+        args.vocab_size, args.corpus, args.repeats = 300, "full", 1
+        runs = [(engine, workers) for engine, workers in RUNS if workers == 1]
+        build_corpus.build(build_corpus.SMOKE_MEGABYTES)
     corpora = args.corpus.split(",")
     for corpus in corpora:
         tokenizer_path(corpus, args.vocab_size, load_texts(corpus, args.limit_mb))
-    results = [run_isolated(corpus, engine, workers, args)
-               for _ in range(args.repeats) for engine, workers in RUNS for corpus in corpora]
-    report(results, corpora)
+    measured = [run_isolated(corpus, engine, workers, args)
+                for _ in range(args.repeats) for engine, workers in runs for corpus in corpora]
+    report(measured, corpora, runs)
 
 
-def report(results: list[dict], corpora: list[str]) -> None:
+def report(measured: list[dict], corpora: list[str], runs_made: list[tuple[str, int]] = RUNS) -> None:
     """One row per engine and worker count, one group of columns per corpus: best throughput, CPU of each run."""
     runs = defaultdict(list)
-    for r in results:
+    for r in measured:
         runs[(r["corpus"], r["engine"], r["workers"])].append(r)
     for corpus in corpora:
         first = runs[(corpus, *RUNS[0])][0]
@@ -197,7 +205,7 @@ def report(results: list[dict], corpora: list[str]) -> None:
     columns = "MB/s | vs tiktoken | CPU s | peak RSS MB | same IDs"
     print("| engine | workers | " + " | ".join(f"{c}: {columns}" for c in corpora) + " |")
     print("| --- | --- |" + " --- | --- | --- | --- | --- |" * len(corpora))
-    for engine, workers in RUNS:
+    for engine, workers in runs_made:
         cells = []
         for corpus in corpora:
             mine, reference = runs[(corpus, engine, workers)], runs[(corpus, "tiktoken", workers)]
@@ -210,4 +218,4 @@ def report(results: list[dict], corpora: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_encode", main, children=("--one",))

@@ -6,23 +6,24 @@ and the weighted mixture (``--weights``, one per source; equal weights by defaul
 shares the weighted sampler reached against the targets.
 
     python benchmarks/bench_mixture.py [--shards data/shards] [--weights 0.4,0.1,0.1,0.2,0.2]
-        [--batches 300] [--batch-size 32] [--context 64]
+        [--batches 300] [--batch-size 32] [--context 64] [--smoke]
+
+``--smoke`` encodes a tiny project of two sources in a temporary directory and samples a few batches.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import results
+
+from pipeline.shards.format import ShardSet
+from pipeline.shards.mixture import MixtureSampler, mixture_report
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from pipeline.shards.format import ShardSet  # noqa: E402
-from pipeline.shards.mixture import MixtureSampler, mixture_report  # noqa: E402
 
 
 def per_batch_ms(draw, batches: int) -> float:
@@ -32,6 +33,35 @@ def per_batch_ms(draw, batches: int) -> float:
     return (time.process_time() - began) / batches * 1e3
 
 
+def smoke_shards() -> str:
+    """The shards of a tiny project of two sources, encoded in a temporary directory."""
+    import os
+
+    from click.testing import CliRunner
+
+    from stages.cli.main import cli
+
+    root = results.smoke_directory("bench_mixture")
+    (root / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(60)))
+    (root / "b.txt").write_text("\n\n".join(f"The number {i} follows {i - 1}." for i in range(60)))
+    (root / "lmprep.yaml").write_text("""\
+data: {sources: [{glob: a.txt, separator: blank_line}, {glob: b.txt, separator: blank_line}]}
+prepare: {output_dir: out/prepared, val_fraction: 0.2}
+tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
+encode: {output_dir: out/shards, workers: 1}
+state_dir: state
+""")
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        result = CliRunner().invoke(cli, ["run", "encode", "--config", "lmprep.yaml"])
+    finally:
+        os.chdir(here)
+    if result.exit_code != 0:
+        raise SystemExit(result.output)
+    return str(root / "out" / "shards")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", default="data/shards")
@@ -39,7 +69,10 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--context", type=int, default=64)
+    results.add_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.shards, args.batches, args.batch_size, args.context = smoke_shards(), 5, 4, 8
     shard_set = ShardSet.open(args.shards, "train")
     sources = len(shard_set.manifest.sources)
     weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else (1.0,) * sources
@@ -61,4 +94,4 @@ def main() -> None:
               f"(target {row['target']:.1%})")
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_mixture", main)

@@ -34,6 +34,9 @@ riptoken is not a dependency of lmprep; install it beside the others (it needs n
 already bring) with ``pip install --no-deps riptoken==0.2.4``; without it its rows are left out.
 
     python benchmarks/bench_native.py [--megabytes 2] [--vocab-size 8192] [--repeats 3] [--corpus english,...]
+
+``--smoke``: 0.05 MB of the ``code`` corpus, 300 IDs, the flat API on one thread, once (in a temporary
+directory).
 """
 
 from __future__ import annotations
@@ -57,22 +60,25 @@ from itertools import chain
 from pathlib import Path
 
 import numpy as np
+import results
+
+from pipeline.data import documents
+from pipeline.engine.executor import Tasks
+from pipeline.shards.corpus import encode_corpus
+from pipeline.shards.format import ShardSet
+from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer.tiktoken_export import mergeable_ranks, tiktoken_pattern
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from pipeline.data import documents  # noqa: E402
-from pipeline.engine.executor import Tasks  # noqa: E402
-from pipeline.shards.corpus import encode_corpus  # noqa: E402
-from pipeline.shards.format import ShardSet  # noqa: E402
-from pipeline.tokenizer import Tokenizer  # noqa: E402
-from pipeline.tokenizer.tiktoken_export import mergeable_ranks, tiktoken_pattern  # noqa: E402
-
-DATA = ROOT / "benchmarks" / ".data"
+DATA = results.data_dir()
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 CATALOG_CHARS = 4000  # from each catalog: many languages, not a few large catalogs
 EOT = "<|endoftext|>"
 SCRIPT_SHARE = 0.001  # a script counts in the mix from this share of the letters
+# a smoke run measures one API with one thread (and the stage with one worker)
+APIS = ("flat",) if results.SMOKE else ("flat", "list")
+THREADS = (1,) if results.SMOKE else (1, 2)
 
 
 def unique_lines(documents: list[str], megabytes: float) -> list[str]:
@@ -239,7 +245,7 @@ def child(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, re
 
 
 def measure(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, repeats: int, warm: bool = False):
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
     env["LMPREP_BACKEND"] = "python" if engine == "lmprep python" else "native"
     command = [sys.executable, __file__, "--child", json.dumps([engine, api, threads, str(corpus), str(tokenizer),
                                                                  repeats, warm])]
@@ -265,24 +271,24 @@ def available(engine: str) -> bool:
 def encode_table(name: str, corpus: Path, tokenizer: Path, megabytes: float, args: argparse.Namespace) -> None:
     rows = []
     for engine in filter(available, ENGINES):
-        for api in ("flat", "list"):
-            for threads in (1, 2):
+        for api in APIS:
+            for threads in THREADS:
                 if engine == "lmprep python" and threads == 2:
                     continue  # the Python path holds the GIL: one thread whatever it is told
                 rows.append((engine, api, threads, measure(engine, api, threads, corpus, tokenizer, args.repeats)))
         if engine == "lmprep native":
-            for threads in (1, 2):
+            for threads in THREADS:
                 rows.append(("lmprep native, warm cache", "flat", threads,
                              measure(engine, "flat", threads, corpus, tokenizer, args.repeats, warm=True)))
-    results = {(engine, api, threads): result for engine, api, threads, result in rows if result}
-    reference = results[("tiktoken", "flat", 1)]
+    measured = {(engine, api, threads): result for engine, api, threads, result in rows if result}
+    reference = measured[("tiktoken", "flat", 1)]
     print(f"\n{name}: best of {args.repeats}; × tiktoken: against tiktoken with the same API and threads")
     print("| engine | API | threads | MB/s | × tiktoken | MB per CPU s | × tiktoken | 1 → 2 threads (wall) "
           "| peak RSS MB (at start) | same IDs |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (engine, api, threads), result in results.items():
-        peer = results.get(("tiktoken", api, threads), reference)
-        one = results.get((engine, api, 1))
+    for (engine, api, threads), result in measured.items():
+        peer = measured.get(("tiktoken", api, threads), reference)
+        one = measured.get((engine, api, 1))
         scaling = f"{one['wall'] / result['wall']:.2f}×" if threads == 2 and one else ""
         same = "yes" if result["digest"] == reference["digest"] else "NO"
         print(f"| {engine} | {api} | {threads} | {megabytes / result['wall']:.1f} "
@@ -343,7 +349,7 @@ def stage_table(name: str, corpus: Path, texts: list[str], tokenizer: Path, mega
     work = DATA / f"stage-{corpus.stem}"  # the prepared text of this corpus file, made once
     best: dict[tuple[str, int], tuple[float, float]] = {}
     for _ in range(args.repeats):
-        for workers in (1, 2):
+        for workers in THREADS:
             for which in ("lmprep", "nanoGPT"):
                 wall, cpu = stage_run(which, workers, texts, tokenizer, work)
                 old = best.get((which, workers), (float("inf"), float("inf")))
@@ -367,7 +373,10 @@ def main() -> None:
     parser.add_argument("--corpus", default=",".join(CORPORA))
     parser.add_argument("--no-stage", action="store_true", help="leave out the encode stage end to end")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    results.add_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.megabytes, args.vocab_size, args.repeats, args.corpus = 0.05, 300, 1, "code"
     if args.child:
         engine, api, threads, corpus, tokenizer, repeats, warm = json.loads(args.child)
         child(engine, api, threads, Path(corpus), Path(tokenizer), repeats, warm)
@@ -387,4 +396,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_native", main)

@@ -1,6 +1,6 @@
 """How long a no-op ``status`` / ``run`` takes over gigabytes of dependencies.
 
-    python benchmarks/bench_noop.py [--gigabytes 3] [--files 300]
+    python benchmarks/bench_noop.py [--gigabytes 3] [--files 300] [--smoke]
 
 Generates the files once under benchmarks/.data (git-ignored), runs a
 two-stage pipeline once to fill the lock and the hash cache (this first pass
@@ -17,10 +17,12 @@ import shutil
 import time
 from pathlib import Path
 
+import results
+
 from pipeline.engine import atomic
 from pipeline.engine.runner import Pipeline, Stage
 
-DATA = Path(__file__).resolve().parent / ".data" / "noop"
+DATA = results.data_dir() / "noop"
 BLOCK = os.urandom(1 << 20)
 
 
@@ -64,17 +66,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gigabytes", type=float, default=3.0)
     parser.add_argument("--files", type=int, default=300)
+    results.add_arguments(parser)
     args = parser.parse_args()
+    data = DATA
+    if args.smoke:
+        args.gigabytes, args.files = 0.001, 3
     start = time.perf_counter()
-    deps = generate(DATA, args.gigabytes, args.files)
+    deps = generate(data, args.gigabytes, args.files)
     print(f"data: {args.gigabytes:g} GiB in {args.files} files ({time.perf_counter() - start:.1f} s to generate)")
-    shutil.rmtree(DATA / "state", ignore_errors=True)
-    shutil.rmtree(DATA / "out", ignore_errors=True)
-    timed("first run (hashes everything twice over)", lambda: pipeline(DATA, deps).run(), repeat=1)
-    timed("no-op status()", lambda: pipeline(DATA, deps).status())
-    timed("no-op run()", lambda: assert_nothing_ran(pipeline(DATA, deps).run()))
-    (DATA / "state" / "hashes.json").unlink()
-    timed("no-op run() without the hash cache", lambda: pipeline(DATA, deps).run(), repeat=1)
+    shutil.rmtree(data / "state", ignore_errors=True)
+    shutil.rmtree(data / "out", ignore_errors=True)
+    repeat = 1 if args.smoke else 3
+    timed("first run (hashes everything twice over)", lambda: pipeline(data, deps).run(), repeat=1)
+    timed("no-op status()", lambda: pipeline(data, deps).status(), repeat=repeat)
+    timed("no-op run()", lambda: assert_nothing_ran(pipeline(data, deps).run()), repeat=repeat)
+    (data / "state" / "hashes.json").unlink()
+    timed("no-op run() without the hash cache", lambda: pipeline(data, deps).run(), repeat=1)
 
 
 def assert_nothing_ran(ran: list[str]) -> None:
@@ -83,4 +90,4 @@ def assert_nothing_ran(ran: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_noop", main)

@@ -5,7 +5,9 @@
 2. ``encode`` throughput (MB of prepared text per second) with the prepared data and the shards on local
    disk, and both on the S3 server: 1-worker process pool, a 512-ID byte-level tokenizer, ``--mb`` of text.
 
-    python benchmarks/bench_s3.py [--objects 10000] [--mb 20]
+    python benchmarks/bench_s3.py [--objects 10000] [--mb 20] [--smoke]
+
+``--smoke``: 50 objects and 1 MB.
 """
 
 from __future__ import annotations
@@ -14,26 +16,35 @@ import argparse
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import results
+from click.testing import CliRunner
+from moto.server import ThreadedMotoServer
+
+from pipeline.config import ExecutorConfig
+from pipeline.data import documents
+from pipeline.engine import storage
+from pipeline.engine.executor import open_tasks
+from pipeline.shards.corpus import encode_corpus
+from pipeline.tokenizer import Tokenizer
+from stages.cli.main import cli
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from click.testing import CliRunner  # noqa: E402
-from conftest import RequestCounter  # noqa: E402
-from moto.server import ThreadedMotoServer  # noqa: E402
+class RequestCounter:
+    """WSGI middleware counting the GET-object requests (bodies read; listings are GETs of the bucket)."""
 
-from pipeline.config import ExecutorConfig  # noqa: E402
-from pipeline.data import documents  # noqa: E402
-from pipeline.engine import storage  # noqa: E402
-from pipeline.engine.executor import open_tasks  # noqa: E402
-from pipeline.shards.corpus import encode_corpus  # noqa: E402
-from pipeline.tokenizer import Tokenizer  # noqa: E402
-from stages.cli.main import cli  # noqa: E402
+    def __init__(self, app):
+        self.app, self.object_reads = app, 0
+
+    def __call__(self, environ, start_response):
+        if environ["REQUEST_METHOD"] == "GET" and "/" in environ.get("PATH_INFO", "").strip("/"):
+            self.object_reads += 1
+        return self.app(environ, start_response)
+
 
 CONFIG = """\
 data:
@@ -97,7 +108,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--mb", type=int, default=20)
+    results.add_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.objects, args.mb = 50, 1
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -120,4 +134,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_s3", main)

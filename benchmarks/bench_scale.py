@@ -21,13 +21,16 @@ number of hash buckets and the same number of workers) runs in its own environme
         pyarrow==26.0.1 pyyaml==6.0.4 regex==2026.11.15 tokenizers==0.23.3
 
     python benchmarks/build_corpus.py
-    python benchmarks/bench_scale.py [--files 24] [--scale 4] [--repeats 1]
+    python benchmarks/bench_scale.py [--files 24] [--scale 4] [--repeats 1] [--smoke]
+
+``--smoke``: a 0.2 MB corpus in 4 files, built in a temporary directory, a 300-ID tokenizer.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -36,21 +39,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
+import build_corpus
+import proc
+import results
+
+from pipeline.config import ExecutorConfig, PrepareConfig, SourceConfig
+from pipeline.data import documents
+from pipeline.data.dedup import ExactDedupStep
+from pipeline.data.prepare import prepare_corpus
+from pipeline.data.sources import expand_sources
+from pipeline.engine.executor import Tasks, open_tasks
+from pipeline.shards.corpus import encode_corpus
+from pipeline.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from pipeline.config import ExecutorConfig, PrepareConfig, SourceConfig  # noqa: E402
-from pipeline.data import documents  # noqa: E402
-from pipeline.data.dedup import ExactDedupStep  # noqa: E402
-from pipeline.data.prepare import prepare_corpus  # noqa: E402
-from pipeline.data.sources import expand_sources  # noqa: E402
-from pipeline.engine.executor import Tasks, open_tasks  # noqa: E402
-from pipeline.shards.corpus import encode_corpus  # noqa: E402
-from pipeline.tokenizer import Tokenizer  # noqa: E402
-
-DATA = ROOT / "benchmarks" / ".data"
+DATA = results.data_dir()
 CORPUS = DATA / "corpus.jsonl"
 WORK = DATA / "bench_scale"
 EOT = "<|endoftext|>"
@@ -81,19 +85,16 @@ def tokenizer_file() -> Path:
                 size += len(sample[-1])
                 if size > 20_000_000:
                     break
-        Tokenizer.train(sample, vocab_size=32768, special_tokens=[EOT], workers=2).save(path)
+        Tokenizer.train(sample, vocab_size=300 if results.SMOKE else 32768, special_tokens=[EOT], workers=2).save(path)
     return path
 
 
 def workers_cpu() -> dict[int, float]:
     """CPU seconds so far of each process below this one (the pool's or the cluster's workers)."""
     seconds = {}
-    for process in psutil.Process().children(recursive=True):
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        seconds[process.pid] = times.user + times.system
+    for pid in proc.descendants(os.getpid()):
+        if (cpu := proc.cpu_seconds(pid)) is not None:
+            seconds[pid] = cpu
     return seconds
 
 
@@ -147,7 +148,7 @@ def child(mode: str, files: int, scale: int) -> None:
                       "documents": sum(part.documents for split in documents.SPLITS
                                        for part in documents.read_parts(out / "prepared", split)),
                       "driver_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "load": psutil.getloadavg()[0]}))
+                      "load": os.getloadavg()[0]}))
 
 
 def run(mode: str, files: int, scale: int) -> dict:
@@ -160,12 +161,13 @@ def run_datatrove(workers: int, files: int) -> dict:
     command = [str(DATATROVE_PYTHON), str(ROOT / "benchmarks" / "datatrove_prepare.py"), str(raw_files(files, 1)),
                str(WORK / f"out-datatrove-{workers}"), "--tasks", str(files), "--workers", str(workers),
                "--buckets", str(ExactDedupStep().buckets)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})  # lmprep's cleaning, not installed there
     cpu, _ = sample_tree(process)
     stdout, _ = process.communicate()
     if process.returncode:
         raise SystemExit(f"{' '.join(command)} failed with exit status {process.returncode}")
-    return {**json.loads(stdout.splitlines()[-1]), "cpu_s": cpu, "load": psutil.getloadavg()[0]}
+    return {**json.loads(stdout.splitlines()[-1]), "cpu_s": cpu, "load": os.getloadavg()[0]}
 
 
 def sample_tree(process: subprocess.Popen, interval: float = 0.05) -> tuple[float, float]:
@@ -174,19 +176,13 @@ def sample_tree(process: subprocess.Popen, interval: float = 0.05) -> tuple[floa
     from a fork server)."""
     last: dict[int, float] = {}
     peak = 0
-    root = psutil.Process(process.pid)
     while process.poll() is None:
-        try:
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            break
-        for member in tree:
-            try:
-                times, memory = member.cpu_times(), member.memory_info()
-            except psutil.NoSuchProcess:
+        for pid in [process.pid, *proc.descendants(process.pid)]:
+            cpu, rss = proc.cpu_seconds(pid), proc.rss_bytes(pid)
+            if cpu is None or rss is None:
                 continue
-            last[member.pid] = times.user + times.system
-            peak = max(peak, memory.rss)
+            last[pid] = cpu
+            peak = max(peak, rss)
         time.sleep(interval)
     return sum(last.values()), peak / 1e6
 
@@ -241,9 +237,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs of each configuration, interleaved; the fastest of each stage is shown")
     parser.add_argument("--child", choices=sorted(MODES), help=argparse.SUPPRESS)
+    results.add_arguments(parser)
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.files, args.scale)
+    if args.smoke:
+        args.files, args.scale = 4, 2
+        build_corpus.build(build_corpus.SMOKE_MEGABYTES)
     raw_files(args.files, 1), raw_files(args.files, args.scale), tokenizer_file()
     with_datatrove = DATATROVE_PYTHON.exists()
     if not with_datatrove:
@@ -265,4 +265,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_scale", main)

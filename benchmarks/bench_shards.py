@@ -17,7 +17,9 @@ lines), same tokenizer for both sides (lmprep's, trained on that corpus, exporte
 
     python benchmarks/build_corpus.py
     python benchmarks/bench_shards.py [--workers 2] [--scale 4] [--repeats 2] [--corpus full,unique-lines]
-                                      [--cache-case-mb 200] [--cache-bounds 256,64]
+                                      [--cache-case-mb 200] [--cache-bounds 256,64] [--smoke]
+
+``--smoke``: a 0.2 MB corpus built in a temporary directory, 300 IDs, 4 parts, one repeat of each case.
 """
 
 from __future__ import annotations
@@ -31,26 +33,26 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import build_corpus
 import numpy as np
+import results
+from build_corpus import CORPORA, DATA, corpus_path, read_corpus
+
+from pipeline.data import documents
+from pipeline.engine.executor import Tasks
+from pipeline.shards.corpus import encode_corpus
+from pipeline.shards.format import ShardSet
+from pipeline.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from build_corpus import CORPORA, DATA, corpus_path, read_corpus  # noqa: E402
-
-from pipeline.data import documents  # noqa: E402
-from pipeline.engine.executor import Tasks  # noqa: E402
-from pipeline.shards.corpus import encode_corpus  # noqa: E402
-from pipeline.shards.format import ShardSet  # noqa: E402
-from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 WORK = DATA / "bench_shards"
 EOT = "<|endoftext|>"
-VOCAB_SIZE = 32768
+VOCAB_SIZE = 300 if results.SMOKE else 32768
 TRAIN_SAMPLE_BYTES = 20_000_000
 CHAR_DOCUMENT = 250
-PARTS = 24
-CHAR_VOCAB_SIZE = 4096
+PARTS = 4 if results.SMOKE else 24
+CHAR_VOCAB_SIZE = 1000 if results.SMOKE else 4096
 
 
 def write_parts(path: Path, texts: list[str]) -> None:
@@ -218,7 +220,11 @@ def main() -> None:
     parser.add_argument("--child-prepare", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-cache", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-cache-prepare", action="store_true", help=argparse.SUPPRESS)
+    results.add_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.scale, args.repeats, args.corpus, args.cache_case_mb, args.cache_bounds = 2, 1, "full", 1, "8"
+        build_corpus.build(build_corpus.SMOKE_MEGABYTES)
     if args.child_cache_prepare:
         return print(char_tokenizer_file(char_documents_file(args.cache_case_mb)))
     if args.child_cache is not None:
@@ -277,4 +283,4 @@ def speed(corpus: str, args: argparse.Namespace) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_shards", main)

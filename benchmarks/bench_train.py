@@ -21,6 +21,8 @@ Lines file (one ``{"text": ...}`` per document).
 
 ``--trainers python`` adds lmprep's Python path, ``reference.train``, which recounts every pair at every
 merge: only for small corpora and vocabularies (docs/native.md says how slow it is).
+
+``--smoke``: 0.05 MB of the ``code`` corpus, 300 IDs, one thread, every trainer once.
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ import sys
 import time
 from pathlib import Path
 
+import bench_native
+import results
+from build_corpus import CORPORA as BUILT_CORPORA
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from benchmarks import bench_native  # noqa: E402
-from benchmarks.build_corpus import CORPORA as BUILT_CORPORA  # noqa: E402
-
-DATA = ROOT / "benchmarks" / ".data"
+DATA = results.data_dir()
 GPT4_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
@@ -205,9 +207,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--trainers", default="native,rustbpe,hf", help=f"of {','.join(TRAINERS)}")
     parser.add_argument("--one", choices=TRAINERS, help=argparse.SUPPRESS)
+    results.add_arguments(parser)
     args = parser.parse_args()
     if args.one:
         return run_one(args.one, Path(args.corpus), int(args.vocab_size), int(args.threads))
+    if args.smoke:
+        args.corpus, args.megabytes, args.vocab_size, args.threads = "code", 0.05, "300", "1"
     names = args.trainers.split(",")
     for corpus_name in args.corpus.split(","):
         corpus = corpus_file(corpus_name, args.megabytes)
@@ -227,4 +232,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_train", main, children=("--one",))

@@ -8,7 +8,7 @@ and from ``getrusage`` the user and system (kernel) CPU time as shares of the
 wall time of the steps, with the minor page faults per step. System time is
 the allocator asking the kernel for fresh pages; its target is < 10 %.
 
-    python benchmarks/bench_train_loop.py [--tokens 4000000] [--steps 200] [--vocab-sizes 2048,8192,32768]
+    python benchmarks/bench_train_loop.py [--tokens 4000000] [--steps 200] [--vocab-sizes 2048,8192,32768] [--smoke]
 """
 
 from __future__ import annotations
@@ -16,21 +16,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+import results
+
+from pipeline.config import TrainConfig
+from pipeline.shards.format import ShardSet, ShardWriter
+from pipeline.shards.manifest import ShardStamp
+from pipeline.shards.origins import Origins
+from pipeline.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from pipeline.config import TrainConfig  # noqa: E402
-from pipeline.shards.format import ShardSet, ShardWriter  # noqa: E402
-from pipeline.shards.manifest import ShardStamp  # noqa: E402
-from pipeline.shards.origins import Origins  # noqa: E402
-from pipeline.tokenizer import Tokenizer  # noqa: E402
 
 SHAPES = [  # (dim, context, batch_size): the default config first
     (64, 64, 32),
@@ -40,10 +39,10 @@ SHAPES = [  # (dim, context, batch_size): the default config first
 LETTERS = list("abcdefghijklmnopqrstuvwxyz")
 
 
-def build_tokenizer(vocab_size: int) -> Tokenizer:
+def build_tokenizer(vocab_size: int, least_words: int = 40_000) -> Tokenizer:
     """A byte-level tokenizer trained on made-up words, enough of them to fill ``vocab_size``."""
     rng = np.random.default_rng(1)
-    words = ["".join(rng.choice(LETTERS, size=rng.integers(2, 7))) for _ in range(max(40_000, 8 * vocab_size))]
+    words = ["".join(rng.choice(LETTERS, size=rng.integers(2, 7))) for _ in range(max(least_words, 8 * vocab_size))]
     texts = [" ".join(words[i : i + 100]) for i in range(0, len(words), 100)]
     return Tokenizer.train(texts, vocab_size=vocab_size, special_tokens=("<|endoftext|>",), min_frequency=1)
 
@@ -86,7 +85,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--vocab-sizes", default="2048,8192,32768",
                         help="Comma-separated vocabulary sizes to measure.")
+    results.add_arguments(parser)
     args = parser.parse_args()
+    shapes, warm_up, least_words = SHAPES, 20, 40_000
+    if args.smoke:
+        args.tokens, args.steps, args.vocab_sizes = 20_000, 2, "300"
+        shapes, warm_up, least_words = SHAPES[:1], 1, 0
     import torch
 
     print(f"torch {torch.__version__}, 1 thread (the training loop pins it), {args.steps} steps per shape; "
@@ -94,12 +98,12 @@ def main() -> None:
     print(f"{'vocab':>6} {'dim':>5} {'context':>7} {'batch':>5} {'tokens/s':>12} {'ms/step':>8} {'data share':>10} "
           f"{'user':>6} {'system':>6} {'faults/step':>11} {'loss':>7}")
     for vocab_size in map(int, args.vocab_sizes.split(",")):
-        tokenizer = build_tokenizer(vocab_size)
+        tokenizer = build_tokenizer(vocab_size, least_words)
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             train_set = build_shards(work / "shards", tokenizer, args.tokens)
-            bench_shape(train_set, tokenizer, SHAPES[0], 20, work)  # warm up torch's kernels and allocator
-            for shape in SHAPES:
+            bench_shape(train_set, tokenizer, shapes[0], warm_up, work)  # warm up torch's kernels and allocator
+            for shape in shapes:
                 r = bench_shape(train_set, tokenizer, shape, args.steps, work)
                 print(f"{tokenizer.vocab_size:>6} {shape[0]:>5} {shape[1]:>7} {shape[2]:>5} "
                       f"{r['tokens_per_s']:>12,.0f} {r['ms_per_step']:>8.2f} {r['data_share']:>10.1%} "
@@ -108,4 +112,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_train_loop", main)

@@ -12,7 +12,9 @@ corpus, ``unique-lines``, is the same documents with every line that occurs more
 the corpus removed entirely (all its copies, blank lines included; documents left empty are dropped).
 Each corpus's share of characters in repeated lines is printed. The benchmarks run on both.
 
-    python benchmarks/build_corpus.py [--megabytes 100]
+    python benchmarks/build_corpus.py [--megabytes 100] [--smoke]
+
+A benchmark's ``--smoke`` run builds a corpus of 0.2 MB in its own temporary directory (``build``).
 """
 
 from __future__ import annotations
@@ -22,18 +24,18 @@ import gzip
 import hashlib
 import io
 import json
-import sys
 import sysconfig
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import results
+
+from pipeline.engine.atomic import atomic_path
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from pipeline.engine.atomic import atomic_path  # noqa: E402
-
-DATA = ROOT / "benchmarks" / ".data"
+DATA = results.data_dir()
 CORPORA = {"full": DATA / "corpus.jsonl", "unique-lines": DATA / "corpus-unique-lines.jsonl"}
 SOURCES = (
     (Path("/usr/share/common-licenses"), "*"),
@@ -138,18 +140,27 @@ def without_repeated_lines(texts: Iterable[str], counts: Counter[bytes]) -> Iter
             yield kept
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--megabytes", type=float, default=100.0)
-    args = parser.parse_args()
+def build(megabytes: float) -> None:
+    """Both corpora, ``megabytes`` of text in the full one."""
     DATA.mkdir(parents=True, exist_ok=True)
     full, unique = CORPORA["full"], CORPORA["unique-lines"]
-    write_corpus(full, documents(int(args.megabytes * 1e6)))
+    write_corpus(full, documents(int(megabytes * 1e6)))
     counts = line_counts(read_corpus(full))
     print(describe(full, counts))
     write_corpus(unique, without_repeated_lines(read_corpus(full), counts))
     print(describe(unique, line_counts(read_corpus(unique))))
 
 
+SMOKE_MEGABYTES = 0.2  # the corpus of a smoke run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--megabytes", type=float, default=100.0)
+    results.add_arguments(parser)
+    args = parser.parse_args()
+    build(SMOKE_MEGABYTES if args.smoke else args.megabytes)
+
+
 if __name__ == "__main__":
-    main()
+    results.run("build_corpus", main)

@@ -23,6 +23,7 @@ and again once a plain ``lmprep run`` after it has finished.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -37,7 +38,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from fault_injection import REPO, outputs, session_processes
+from fault_injection import REPO, outputs, session_processes, write_corpus
 
 DEADLINE = 60.0
 CONFIG = """\
@@ -263,35 +264,37 @@ def recovery(project: Path, reference: dict[str, str]) -> dict[str, bool]:
             "next_run": again["line"]}
 
 
-def main(trials: int, copies: int, seed: int) -> None:
+def main(trials: int, copies: int, seed: int, smoke: bool = False) -> None:
+    """``smoke``: a tiny corpus, and the first scenario of each kind."""
     randomness = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="lmprep-cluster-faults-") as scratch_name:
         scratch = Path(scratch_name)
         project, raw = scratch / "project", scratch / "project" / "raw"
         for copy in range(copies):
-            subprocess.run([sys.executable, str(REPO / "data" / "generate_corpus.py"), "--out",
-                            str(raw / f"copy-{copy}"), "--seed", str(copy)], check=True)
+            write_corpus(raw / f"copy-{copy}", copy, smoke)
         (project / "lmprep.yaml").write_text(CONFIG % {"raw": "raw"})
         began = time.monotonic()
         assert command(project, "run", *STAGES)["returncode"] == 0
         span = time.monotonic() - began
         reference = outputs(project)
         print(f"reference run (local processes): {span:.1f} s, {len(reference)} output files", flush=True)
-        results = []
+        outcomes = []
         for _ in range(trials):
-            for scenario, result in dask_scenarios(project, scratch, randomness, span):
-                results.append((scenario, {**result, **recovery(project, reference)}))
-                print(scenario, results[-1][1], flush=True)
-            for scenario, result in store_scenarios(scratch / f"store-{len(results)}", raw):
-                results.append((scenario, result))
+            for scenario, result in itertools.islice(dask_scenarios(project, scratch, randomness, span),
+                                                     1 if smoke else None):
+                outcomes.append((scenario, {**result, **recovery(project, reference)}))
+                print(scenario, outcomes[-1][1], flush=True)
+            for scenario, result in itertools.islice(store_scenarios(scratch / f"store-{len(outcomes)}", raw),
+                                                     1 if smoke else None):
+                outcomes.append((scenario, result))
                 print(scenario, result, flush=True)
     bad = Counter()
-    for _, result in results:
+    for _, result in outcomes:
         bad["hangs"] += result["hung"]
         bad["tracebacks"] += result["traceback"]
         bad["orphan processes"] += result["orphans"]
         bad["exits other than 0 or 2 with one line"] += not result["clean_exit"]
         bad["outputs not identical"] += not result["identical"]
-    print(f"{len(results)} faulty commands, by outcome: "
-          f"{dict(Counter((scenario, result['returncode']) for scenario, result in results))}")
+    print(f"{len(outcomes)} faulty commands, by outcome: "
+          f"{dict(Counter((scenario, result['returncode']) for scenario, result in outcomes))}")
     print(", ".join(f"{count} {name}" for name, count in bad.items()))

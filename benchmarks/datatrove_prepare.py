@@ -16,26 +16,24 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from datatrove.executor import LocalPipelineExecutor  # noqa: E402
-from datatrove.pipeline.base import PipelineStep  # noqa: E402
-from datatrove.pipeline.dedup.exact_dedup import (  # noqa: E402
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.dedup.exact_dedup import (
     ExactDedupConfig,
     ExactDedupFilter,
     ExactDedupSignature,
     ExactFindDedups,
 )
-from datatrove.pipeline.readers import JsonlReader  # noqa: E402
-from datatrove.pipeline.writers import JsonlWriter  # noqa: E402
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.writers import JsonlWriter
 
-from pipeline.config import PrepareConfig  # noqa: E402
-from pipeline.data.cleaning import clean_text, drop_reason  # noqa: E402
+from pipeline.config import PrepareConfig
+from pipeline.data.cleaning import clean_text, drop_reason
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Clean(PipelineStep):

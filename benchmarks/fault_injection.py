@@ -2,9 +2,12 @@
 what the next run finds: no orphan process, no wait for a dead run, no traceback, and byte-identical
 outputs once it has finished.
 
-    python benchmarks/fault_injection.py [--trials 12] [--copies 6] [--seed 0]
-    python benchmarks/fault_injection.py --cluster [--trials 2] [--copies 1] [--seed 0]
+    python benchmarks/fault_injection.py [--trials 12] [--copies 6] [--seed 0] [--smoke]
+    python benchmarks/fault_injection.py --cluster [--trials 2] [--copies 1] [--seed 0] [--smoke]
     python benchmarks/fault_injection.py --state [--copies 1] [--seed 0]
+
+``--smoke``: one trial on a corpus of a few dozen documents per file (with ``--cluster``: the first Dask
+and the first object-store scenario).
 
 The corpus is ``--copies`` corpora like the shipped data/raw/, each generated with its own seed (so that
 de-duplication keeps them all), with partitions small enough that prepare and encode run several tasks
@@ -38,6 +41,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import results
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = """\
 data:
@@ -58,6 +63,30 @@ STAGES = ("prepare", "tokenizer", "encode", "train")
 # A training run continued from its periodic checkpoint ends with the same checkpoint, bytes and all, but
 # its metrics and plot mark where it resumed: they differ from an uninterrupted run's by design.
 RESUMED_TRAINING_RECORDS = ("out/ckpt/metrics.jsonl", "out/ckpt/loss.png")
+
+
+def write_corpus(directory: Path, copy: int, smoke: bool) -> None:
+    """One corpus like the shipped data/raw/ (``data/generate_corpus.py`` with seed ``copy``), or for a smoke
+    run the same five files with a few dozen documents each."""
+    if not smoke:
+        subprocess.run([sys.executable, str(REPO / "data" / "generate_corpus.py"), "--out", str(directory),
+                        "--seed", str(copy)], check=True)
+        return
+    import gzip
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for name in ("qa", "facts", "stories", "dialogues", "glossary"):
+        (directory / name).mkdir(parents=True)
+    texts = [f"copy {copy}, item {i}: the walrus number {i} yodels beside jukebox {i * 7}." for i in range(40)]
+    (directory / "qa" / "questions.txt").write_text("\n\n".join(f"Q: what is {t}?\nA: {t}" for t in texts))
+    (directory / "facts" / "facts.txt").write_text("\n".join(texts))
+    (directory / "stories" / "stories.txt").write_text("<|endoftext|>".join(f"Once, {t} The end." for t in texts))
+    lines = "".join(json.dumps({"text": f"A said: {t}"}) + "\n" for t in texts)
+    (directory / "dialogues" / "dialogues.jsonl.gz").write_bytes(gzip.compress(lines.encode(), mtime=0))
+    pq.write_table(pa.table({"text": [f"term: {t}" for t in texts]}), directory / "glossary" / "glossary.parquet")
 
 
 def lmprep(project: Path, *args: str, **options) -> subprocess.Popen:
@@ -147,36 +176,40 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cluster", action="store_true", help="Dask and object-store faults instead of kills")
     parser.add_argument("--state", action="store_true", help="faults of state and input instead of kills")
+    results.add_arguments(parser)
     options = parser.parse_args()
     if options.state:
         import state_faults
 
         state_faults.main(options.copies, options.seed)
         return
+    if options.smoke:
+        options.trials, options.copies = 1, 1
     if options.cluster:
         import cluster_faults
 
-        cluster_faults.main(options.trials, options.copies, options.seed)
+        cluster_faults.main(options.trials, options.copies, options.seed, smoke=options.smoke)
         return
     randomness = random.Random(options.seed)
     with tempfile.TemporaryDirectory(prefix="lmprep-faults-") as scratch:
         project = Path(scratch)
         for copy in range(options.copies):
-            subprocess.run([sys.executable, str(REPO / "data" / "generate_corpus.py"), "--out",
-                            str(project / "raw" / f"copy-{copy}"), "--seed", str(copy)], check=True)
-        (project / "lmprep.yaml").write_text(CONFIG)
+            write_corpus(project / "raw" / f"copy-{copy}", copy, options.smoke)
+        config = CONFIG.replace("steps: 60, checkpoint_every: 20, eval_every: 20",
+                                "steps: 4, checkpoint_every: 2, eval_every: 2") if options.smoke else CONFIG
+        (project / "lmprep.yaml").write_text(config)
         spans = timed_run(project)
         reference = outputs(project)
         print(f"reference run: {spans}, {len(reference)} output files", flush=True)
-        results = []
+        outcomes = []
         for index in range(options.trials):
             how = "SIGKILL" if index % 8 < 4 else "SIGINT"
             start, end = spans[STAGES[index % len(STAGES)]]
             result = trial(project, how, randomness.uniform(start, end), reference)
-            results.append(result)
+            outcomes.append(result)
             print(result, flush=True)
     bad = Counter()
-    for result in results:
+    for result in outcomes:
         bad["hangs"] += result["hung"]
         bad["tracebacks"] += result["traceback"]
         bad["orphan processes"] += result["orphans"]
@@ -187,9 +220,9 @@ def main() -> None:
         bad["SIGINT without exit 130 and its line"] += (result["how"] == "SIGINT" and result["stage"] != "finished"
                                                          and not (result["returncode"] == 130
                                                                   and result["interrupt_line"]))
-    print(f"{len(results)} kills, by stage: {dict(Counter(r['stage'] for r in results))}")
+    print(f"{len(outcomes)} kills, by stage: {dict(Counter(r['stage'] for r in outcomes))}")
     print(", ".join(f"{count} {name}" for name, count in bad.items()))
 
 
 if __name__ == "__main__":
-    main()
+    results.run("fault_injection" + ("_cluster" if "--cluster" in sys.argv else ""), main)

@@ -21,6 +21,16 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import strategies as st
 
+# The test files that take longest, run first: `make test` gives each file to one xdist worker (--dist
+# loadfile), and a long file started last would leave the other workers idle at the end of the run.
+LONGEST_FIRST = ("test_docs.py", "test_dask.py", "test_s3.py", "test_cli_pipeline.py", "test_reader_fuzz.py",
+                 "test_s3_exports.py", "test_s3_encode_resume.py", "test_benchmarks.py", "test_make_flow.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest in collection order
+
 
 @pytest.fixture(autouse=True)
 def _in_tmp_path(tmp_path, tmp_path_factory, monkeypatch):
@@ -206,10 +216,61 @@ def running(pid: int) -> bool:
 
 def make_project(root: Path, config: str) -> Path:
     """A project in ``root``: 40 question/answer documents in ``raw/a.txt`` and ``config`` as ``lmprep.yaml``."""
+    root.mkdir(parents=True, exist_ok=True)
     (root / "raw").mkdir()
     (root / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
     (root / "lmprep.yaml").write_text(config)
     return root
+
+
+# The tiny project's config: every stage on the 40 documents of ``make_project``, in well under a second each.
+TINY_CONFIG = {
+    "data": {"sources": [{"glob": "raw/*.txt", "separator": "blank_line"}]},
+    "prepare": {"output_dir": "out/prepared", "val_fraction": 0.2},
+    "tokenizer": {"output": "out/tokenizer.json", "vocab_size": 300},
+    "encode": {"output_dir": "out/shards"},
+    "train": {"output_dir": "out/ckpt", "steps": 2, "eval_every": 1, "eval_batches": 1, "batch_size": 2,
+              "context": 8, "dim": 8},
+    "state_dir": "state",
+}
+
+
+# ``data=`` for a tiny project whose raw files hold one document a line
+ONE_A_LINE = {"sources": [{"glob": "raw/*.txt", "separator": "line"}]}
+
+
+def tiny_config(**sections) -> str:
+    """The tiny project's ``lmprep.yaml``, one line per section: a keyword naming a section updates its keys
+    (a dict: ``tokenizer={"workers": 1}``, a key given ``None`` left out), replaces it (any other value) or
+    leaves it out (``None``)."""
+    import yaml
+
+    config = {key: dict(value) if isinstance(value, dict) else value for key, value in TINY_CONFIG.items()}
+    for key, value in sections.items():
+        if value is None:
+            config.pop(key, None)
+        elif isinstance(value, dict):
+            section = config.setdefault(key, {})
+            section.update(value)
+            for name in [name for name, given in value.items() if given is None]:
+                del section[name]
+        else:
+            config[key] = value
+    if "state_dir" in config:  # last, as in the shipped configs
+        config["state_dir"] = config.pop("state_dir")
+    return "".join(f"{key}: {yaml.safe_dump(value, default_flow_style=True, width=1 << 16, sort_keys=False)}"
+                   .removesuffix("...\n") for key, value in config.items())
+
+
+@pytest.fixture
+def tiny_project(tmp_path):
+    """``tiny_project(root=tmp_path, **sections)``: :func:`make_project` in ``root`` with :func:`tiny_config`
+    of ``sections``; returns ``root``. Tests run in ``tmp_path``, so the default is the current directory."""
+
+    def make(root: Path | None = None, **sections) -> Path:
+        return make_project(root or tmp_path, tiny_config(**sections))
+
+    return make
 
 
 # --- object storage: a real S3 API (moto's server on 127.0.0.1) with s3fs as the client

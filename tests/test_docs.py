@@ -116,6 +116,8 @@ def environment(tmp_path_factory) -> dict[str, str]:
         shim.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
         shim.chmod(0o755)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("LMPREP", "PYTHON"))}
+    # No session shows a progress line (one every 10 s by default): however slow the machine, none appears.
+    env.update(LMPREP_PROGRESS_SECONDS="inf")
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                LC_ALL="C.UTF-8", MPLBACKEND="Agg", MPLCONFIGDIR=str(bin_dir / "matplotlib"),
                HF_HOME=str(bin_dir / "huggingface"), HF_HUB_OFFLINE="1")

@@ -7,22 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import files_under, lmprep_process, wait_until
+from conftest import ONE_A_LINE, files_under, lmprep_process, tiny_config, wait_until
 from conftest import lmprep_in_cwd as lmprep
 
 from pipeline.data import prepare
 from pipeline.errors import DataError
 
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2, partition_bytes: 300}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
-encode: {output_dir: out/shards, shard_tokens: 50, workers: 1}
-executor: {workers: 2}
-state_dir: state
-"""
 FAILING = 3  # the partition whose task fails
 
 
@@ -32,7 +22,9 @@ def project(tmp_path, monkeypatch) -> Path:
     for name in ("a", "b"):  # b repeats some of a's documents: the de-duplication step marks them
         lines = (f"Q: what is {i % 40}? A: it is {i}." for i in range(60))
         (tmp_path / "raw" / f"{name}.txt").write_text("\n".join(lines))
-    (tmp_path / "lmprep.yaml").write_text(CONFIG)
+    config = tiny_config(data=ONE_A_LINE, prepare={"partition_bytes": 300}, tokenizer={"workers": 1},
+                         encode={"shard_tokens": 50, "workers": 1}, executor={"workers": 2}, train=None)
+    (tmp_path / "lmprep.yaml").write_text(config)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FakeTokenizer, make_project
+from conftest import FakeTokenizer, tiny_config
 from conftest import lmprep_in_cwd as lmprep
 
 from pipeline.engine.hashing import HashCache
@@ -18,16 +18,7 @@ from pipeline.engine.runner import Pipeline, Stage
 from pipeline.model import checkpoint
 from pipeline.model.bigram import BigramLM, ModelConfig
 
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
-encode: {output_dir: out/shards, workers: 1}
-train: {output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
-state_dir: state
-"""
+ONE_WORKER = dict(tokenizer={"workers": 1}, encode={"workers": 1})
 
 
 def no_space(*args, **kwargs):
@@ -35,10 +26,8 @@ def no_space(*args, **kwargs):
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch) -> Path:
-    make_project(tmp_path, CONFIG)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def project(tiny_project) -> Path:
+    return tiny_project(**ONE_WORKER)
 
 
 def test_status_and_a_no_op_run_warn_once_when_the_hash_cache_cannot_be_saved(tmp_path, monkeypatch):
@@ -140,7 +129,7 @@ def test_pipeline_on_a_full_tmpfs(small_tmpfs):
     project = small_tmpfs
     (project / "raw").mkdir()
     (project / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(200)))
-    (project / "lmprep.yaml").write_text(CONFIG)
+    (project / "lmprep.yaml").write_text(tiny_config(**ONE_WORKER))
     assert lmprep_process(project, "run", "encode").returncode == 0
     outputs = tree_bytes(project / "out")
     fill(project)

@@ -7,23 +7,10 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from conftest import make_project
 
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError
 from stages.cli.main import cli
-
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
-encode: {output_dir: out/shards, workers: 1}
-train: {output_dir: out/ckpt, steps: 3, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
-executor: {workers: 1}
-state_dir: state
-"""
 
 
 def test_lines_count_bytes_and_values_and_end_with_a_last_line(monkeypatch):
@@ -57,9 +44,8 @@ def test_a_bad_interval_is_named(monkeypatch, value):
         Progress("train", total=3, unit="steps", enabled=True, stream=io.StringIO())
 
 
-def test_a_run_outside_a_terminal_logs_partitions_steps_loss_and_throughput(tmp_path, monkeypatch):
-    make_project(tmp_path, CONFIG)
-    monkeypatch.chdir(tmp_path)
+def test_a_run_outside_a_terminal_logs_partitions_steps_loss_and_throughput(tiny_project, monkeypatch):
+    tiny_project(tokenizer={"workers": 1}, encode={"workers": 1}, train={"steps": 3}, executor={"workers": 1})
     monkeypatch.setenv("LMPREP_PROGRESS_SECONDS", "0")
     result = CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml"])
     assert result.exit_code == 0, result.output

@@ -10,27 +10,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import make_project
 
 from pipeline.engine.runner import Pipeline, Stage
 from stages.cli.main import cli
-
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-state_dir: state
-"""
 
 WAITING = re.compile(r"^waiting for the run of PID (\d+) \(started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\) to finish$", re.M)
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch) -> Path:
-    make_project(tmp_path, CONFIG)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def project(tiny_project) -> Path:
+    return tiny_project(tokenizer=None, encode=None, train=None)
 
 
 @pytest.fixture

@@ -9,27 +9,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import make_project
 
 from stages.cli.main import cli
 
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2, partition_bytes: 400}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300}
-encode: {output_dir: out/shards}
-executor: {workers: 2}
-state_dir: state
-"""
-
 
 @pytest.fixture
-def project(tmp_path, monkeypatch) -> Path:
-    make_project(tmp_path, CONFIG)
+def project(tmp_path, tiny_project) -> Path:
+    tiny_project(prepare={"partition_bytes": 400}, executor={"workers": 2}, train=None)
     (tmp_path / "raw" / "b.txt").write_text("\n\n".join(f"Q: who is {i}?\nA: {i} is." for i in range(40)))
-    monkeypatch.chdir(tmp_path)
     return tmp_path
 
 

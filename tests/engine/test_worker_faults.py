@@ -14,29 +14,20 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DEADLINE, files_under, make_project, running, wait_until
+from conftest import DEADLINE, files_under, running, tiny_config, wait_until
 from conftest import lmprep_process as lmprep
-
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 2}
-encode: {output_dir: out/shards, workers: 2}
-executor: {workers: 2}
-state_dir: state
-"""
 
 # stage -> (module, task function) that the wrapper makes hang
 HANGING_TASKS = {"prepare": ("pipeline.data.prepare", "_read_documents"),
                  "encode": ("pipeline.shards.corpus", "encode_part")}
 
 
+WORKERS = dict(tokenizer={"workers": 2}, encode={"workers": 2}, executor={"workers": 2}, train=None)
+
+
 @pytest.fixture
-def project(tmp_path) -> Path:
-    make_project(tmp_path, CONFIG)
-    return tmp_path
+def project(tiny_project) -> Path:
+    return tiny_project(**WORKERS)
 
 
 def closes_within(stream, seconds: float) -> bool:
@@ -90,8 +81,8 @@ def test_ctrl_c_is_one_line_and_exit_130_from_every_process(project, hanging_run
     assert outputs_under(project / "out") == run.outputs_before  # and the staging output is gone
 
 
-SEVERAL_PARTS = CONFIG.replace("separator: blank_line", "separator: line").replace(
-    "{output_dir: out/prepared,", "{output_dir: out/prepared, partition_bytes: 200,")
+SEVERAL_PARTS = tiny_config(**{**WORKERS, "data": {"sources": [{"glob": "raw/*.txt", "separator": "line"}]},
+                                "prepare": {"partition_bytes": 200}})
 
 
 def test_ctrl_c_with_partitions_still_queued_ends_at_once(project, hanging_run):

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import FakeTokenizer, make_project, resave_checkpoint
+from conftest import FakeTokenizer, resave_checkpoint
 
 from pipeline.config import TrainConfig
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError
@@ -429,25 +429,12 @@ def test_a_shape_beyond_physical_memory_is_refused_before_training(tmp_path, sha
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
 
 
-CLI_CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
-encode: {output_dir: out/shards, workers: 1}
-train: {output_dir: out/ckpt, steps: 30, eval_every: 10, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
-state_dir: state
-"""
-
-
-def test_cli_diverging_training_is_one_line_and_keeps_the_checkpoint(tmp_path, monkeypatch):
+def test_cli_diverging_training_is_one_line_and_keeps_the_checkpoint(tmp_path, tiny_project):
     from click.testing import CliRunner
 
     from stages.cli.main import cli
 
-    make_project(tmp_path, CLI_CONFIG)
-    monkeypatch.chdir(tmp_path)
+    tiny_project(tokenizer={"workers": 1}, encode={"workers": 1}, train={"steps": 30, "eval_every": 10})
     assert CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml"]).exit_code == 0
     before = snapshot(tmp_path / "out" / "ckpt")
     result = CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml", "--set", "train.lr=1e30"])

@@ -7,21 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ONE_A_LINE, tiny_config
 from conftest import lmprep_in_cwd as lmprep
 
 from pipeline.errors import DataError
 from pipeline.shards import corpus
 
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2, partition_bytes: 200}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300, workers: 1}
-encode: {output_dir: out/shards, shard_tokens: 50, workers: 1}
-executor: {workers: 1}
-state_dir: state
-"""
 FAILING_PART = "train-00004"
 
 
@@ -29,7 +20,9 @@ FAILING_PART = "train-00004"
 def project(tmp_path, monkeypatch) -> Path:
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "a.txt").write_text("\n".join(f"Q: what is {i}? A: it is {i}." for i in range(80)))
-    (tmp_path / "lmprep.yaml").write_text(CONFIG)
+    config = tiny_config(data=ONE_A_LINE, prepare={"partition_bytes": 200}, tokenizer={"workers": 1},
+                         encode={"shard_tokens": 50, "workers": 1}, executor={"workers": 1}, train=None)
+    (tmp_path / "lmprep.yaml").write_text(config)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

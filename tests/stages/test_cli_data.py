@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from conftest import ONE_A_LINE, tiny_config
 
 from pipeline.shards import export
 from pipeline.shards.format import ShardSet
@@ -20,24 +21,16 @@ from stages.cli.main import cli
 
 TEXTS = [f"document {i}: the cat sat on the mat, {'again ' * (i % 7)}naïve café 🙂" for i in range(120)]
 
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-tokenizer: {output: out/tokenizer/tokenizer.json, vocab_size: 300, kind: KIND}
-encode: {output_dir: out/shards, shard_tokens: 300}
-train: {output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
-export: {output_dir: out/export}
-stats: {output_dir: out/stats, top: 30}
-state_dir: state
-"""
+def config(kind: str = "byte", **sections) -> str:
+    return tiny_config(**{"data": ONE_A_LINE, "tokenizer": {"output": "out/tokenizer/tokenizer.json", "kind": kind},
+                          "encode": {"shard_tokens": 300}, "export": {"output_dir": "out/export"},
+                          "stats": {"output_dir": "out/stats", "top": 30}, **sections})
 
 
 def write_project(root: Path, kind: str = "byte") -> Path:
     (root / "raw").mkdir()
     (root / "raw" / "a.txt").write_text("\n".join(TEXTS) + "\n", "utf-8")
-    (root / "lmprep.yaml").write_text(CONFIG.replace("KIND", kind))
+    (root / "lmprep.yaml").write_text(config(kind))
     return root
 
 
@@ -201,7 +194,7 @@ def test_export_options_are_the_config_keys(project):
 
 
 def test_undeclared_stages_are_named_errors(project):
-    Path("lmprep.yaml").write_text(CONFIG.replace("KIND", "byte").replace("export: {output_dir: out/export}\n", ""))
+    Path("lmprep.yaml").write_text(config(export=None))
     result = lmprep("export", code=2)
     assert result.output == "error: the config declares no export stage: set export.output_dir (or pass --out)\n"
     result = lmprep("run", "export", code=2)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import make_project, resave_checkpoint
+from conftest import resave_checkpoint
 
 from pipeline.config import TrainConfig
 from pipeline.model import training
@@ -202,23 +202,12 @@ def test_check_of_a_missing_checkpoint_says_to_give_its_path(trained, tmp_path):
                              "with `lmprep run train` or give the path of an existing checkpoint\n")
 
 
-PROJECT_CONFIG = """\
-data: {sources: [{glob: "raw/*.txt", separator: blank_line}]}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300}
-encode: {output_dir: out/shards}
-train: {output_dir: out/ckpt, steps: 3, eval_every: 3, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
-state_dir: state
-"""
-
-
 @pytest.fixture
-def project(tmp_path, monkeypatch):
+def project(tiny_project):
     """A tiny project whose whole pipeline has run once."""
-    make_project(tmp_path, PROJECT_CONFIG)
-    monkeypatch.chdir(tmp_path)
+    root = tiny_project(train={"steps": 3, "eval_every": 3})
     assert invoke("run", "--config", "lmprep.yaml").exit_code == 0
-    return tmp_path
+    return root
 
 
 def test_forced_train_with_a_complete_checkpoint_retrains_and_keeps_the_old_one(project):

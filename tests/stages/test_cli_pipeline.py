@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import lmprep_in_cwd as lmprep
-from conftest import make_project
+from conftest import tiny_config
 
 from pipeline.data.documents import iter_records
 from pipeline.shards.format import ShardSet
@@ -20,23 +20,9 @@ from stages.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-tokenizer: {output: out/tokenizer.json, vocab_size: 300}
-encode: {output_dir: out/shards}
-train: {output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}
-state_dir: state
-"""
-
-
 @pytest.fixture
-def project(tmp_path, monkeypatch) -> Path:
-    make_project(tmp_path, CONFIG)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def project(tiny_project) -> Path:
+    return tiny_project()
 
 
 def test_run_prepare_then_nothing_to_do(project):
@@ -60,19 +46,19 @@ def test_status_names_what_changed_and_check_exits_1(project):
     assert "dependency 'raw/b.txt' added" in result.output
 
 
-def test_source_names_that_are_not_utf8_run_and_rerun(tmp_path, monkeypatch):
+def test_source_names_that_are_not_utf8_run_and_rerun(tmp_path, tiny_project):
     """A directory and a file whose names are not UTF-8: prepare reads them, the run cache, the hash cache and the
     lock record them, and every later command works; a line names them with backslash escapes, as Python would."""
-    make_project(tmp_path, CONFIG)
-    monkeypatch.chdir(tmp_path)
+    tiny_project()
     odd = os.fsencode(tmp_path / "raw") + b"/sub\xffdir"
     os.mkdir(odd)
     with open(odd + b"/caf\xe9.txt", "w") as file:
         file.write("Q: what is odd?\nA: a name that is not UTF-8.")
     with open(odd + b"/short\xff.txt", "w") as file:
         file.write("x")  # too short: its document ID names the file in rejected/
-    (tmp_path / "lmprep.yaml").write_text(CONFIG.replace('"raw/*.txt"', '"raw/**/*.txt"').replace(
-        "val_fraction: 0.2", "val_fraction: 0.2, min_chars: 2"))
+    (tmp_path / "lmprep.yaml").write_text(tiny_config(data={"sources": [{"glob": "raw/**/*.txt",
+                                                                          "separator": "blank_line"}]},
+                                                      prepare={"min_chars": 2}))
     first = lmprep("run", "prepare")
     assert first.exit_code == 0 and "kept 41 documents" in first.output and "1 length/too_short" in first.output, \
         first.output
@@ -274,7 +260,7 @@ def test_checkpoint_directories_keep_their_tokenizer_and_sample_without_flags(pr
     assert lmprep("run").exit_code == 0
     first = (project / "out" / "tokenizer.json").read_bytes()
     assert (project / "out" / "ckpt" / "tokenizer.json").read_bytes() == first
-    (project / "lmprep.yaml").write_text(CONFIG.replace("vocab_size: 300", "vocab_size: 270"))
+    (project / "lmprep.yaml").write_text(tiny_config(tokenizer={"vocab_size": 270}))
     retrained = lmprep("run")
     assert retrained.exit_code == 0, retrained.output
     aside = next(path for path in (project / "out").iterdir() if path.name.startswith("ckpt-"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import tokenizers
 from click.testing import CliRunner
-from conftest import make_project
 
 from pipeline.config import load_config, parse_config
 from pipeline.errors import AlphabetTooLargeError, ConfigError, TokenizerError
@@ -70,22 +69,9 @@ def test_a_coverage_applies_to_the_char_kind_only():
         parse_config({"tokenizer": {"kind": "char", "character_coverage": 0}})
 
 
-CONFIG = """\
-data:
-  sources:
-    - {glob: "raw/*.txt", separator: blank_line}
-prepare: {output_dir: out/prepared, val_fraction: 0.2}
-tokenizer: {output: out/tokenizer.json, kind: char, vocab_size: 20, workers: 1}
-encode: {output_dir: out/shards}
-train: {output_dir: out/ckpt}
-state_dir: state
-"""
-
-
-def test_a_config_run_names_the_config_keys_and_says_what_the_coverage_left_out(tmp_path, monkeypatch):
-    make_project(tmp_path, CONFIG)
+def test_a_config_run_names_the_config_keys_and_says_what_the_coverage_left_out(tmp_path, tiny_project):
+    tiny_project(tokenizer={"kind": "char", "vocab_size": 20, "workers": 1})
     (tmp_path / "raw" / "rare.txt").write_text("ÿ✓ and ¿¡ too")
-    monkeypatch.chdir(tmp_path)
     refused = CliRunner().invoke(cli, ["run", "tokenizer", "--config", "lmprep.yaml"])
     assert refused.exit_code == 2, refused.output
     error = refused.output.splitlines()[-1]

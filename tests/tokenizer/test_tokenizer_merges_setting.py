@@ -76,15 +76,8 @@ def test_cli_train_takes_merges_but_not_with_vocab_size(tmp_path):
     assert both.exit_code == 2 and "give --vocab-size or --merges, not both" in both.output
 
 
-def test_changing_merges_reruns_the_tokenizer_stage(tmp_path, monkeypatch):
-    (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i}." for i in range(40)))
-    (tmp_path / "lmprep.yaml").write_text(
-        'data: {sources: [{glob: "raw/*.txt", separator: blank_line}]}\n'
-        "prepare: {output_dir: out/prepared, val_fraction: 0.2}\n"
-        "tokenizer: {output: out/tokenizer.json, merges: 20}\n"
-        "state_dir: state\n")
-    monkeypatch.chdir(tmp_path)
+def test_changing_merges_reruns_the_tokenizer_stage(tmp_path, tiny_project):
+    tiny_project(tokenizer={"vocab_size": None, "merges": 20}, encode=None, train=None)
 
     def lmprep(*args):
         return CliRunner().invoke(cli, [*args, "--config", "lmprep.yaml"])

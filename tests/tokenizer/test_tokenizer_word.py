@@ -94,17 +94,9 @@ def test_eval_shows_the_unknown_share_beside_bpe(tmp_path, word_tokenizer, byte_
     assert row.split()[2:5] == ["7", "3.86", "14.29%"] and row.split()[7] == "0.00%"
 
 
-def test_pipeline_trains_encodes_and_guards_with_the_word_kind(tmp_path, monkeypatch):
-    (tmp_path / "raw").mkdir()
+def test_pipeline_trains_encodes_and_guards_with_the_word_kind(tmp_path, tiny_project):
+    tiny_project(tokenizer={"kind": "word", "vocab_size": 20})
     (tmp_path / "raw" / "a.txt").write_text("\n\n".join(f"Q: what is {i}?\nA: it is {i % 7}." for i in range(40)))
-    (tmp_path / "lmprep.yaml").write_text(
-        'data: {sources: [{glob: "raw/*.txt", separator: blank_line}]}\n'
-        "prepare: {output_dir: out/prepared, val_fraction: 0.2}\n"
-        "tokenizer: {kind: word, vocab_size: 20, output: out/tokenizer.json}\n"
-        "encode: {output_dir: out/shards}\n"
-        "train: {output_dir: out/ckpt, steps: 2, eval_every: 1, eval_batches: 1, batch_size: 2, context: 8, dim: 8}\n"
-        "state_dir: state\n")
-    monkeypatch.chdir(tmp_path)
     run = CliRunner().invoke(cli, ["run", "--config", "lmprep.yaml"])
     assert run.exit_code == 0, run.output
     assert "trained vocab 16 (0 merges) (only 14 distinct pieces occur at least 2 times)" in run.output
