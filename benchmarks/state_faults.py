@@ -144,7 +144,8 @@ def cases() -> dict[str, tuple[Callable[[Path], object], tuple[tuple[str, ...], 
         (p / "lmprep.yaml").read_text() + "train: {steps: 3}\n"), (status,), False)
     found["hash cache holding []"] = (lambda p: (p / "state" / "hashes.json").write_text("[]"), (status, run), True)
     found["prepare.partition_bytes=1"] = (lambda p: None, (("run", "--set", "prepare.partition_bytes=1"),), False)
-    found["prepare.dedup_buckets=65536"] = (lambda p: None, (("run", "--set", "prepare.dedup_buckets=65536"),), False)
+    buckets = "prepare.steps.0.exact_dedup.buckets=65536"
+    found[buckets] = (lambda p: None, (("run", "--set", buckets),), False)
     return found
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import lmprep_in_cwd as lmprep
-from conftest import tiny_config
+from conftest import make_project, tiny_config
 
 from pipeline.data.documents import iter_records
 from pipeline.shards.format import ShardSet
