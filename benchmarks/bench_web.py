@@ -32,16 +32,17 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import results
 
-from pipeline.data.quality import C4, FineWeb, GopherQuality, GopherRepetition  # noqa: E402
-from pipeline.data.record import Document, Drop, Rewrite  # noqa: E402
-from pipeline.data.web.decontam import Decontaminator, EvalSet, read_items, words_of  # noqa: E402
-from pipeline.data.web.extract import extract  # noqa: E402
-from pipeline.data.web.pii import Redactor  # noqa: E402
-from pipeline.data.web.urls import UrlFilter, read_list  # noqa: E402
-from pipeline.data.web.warc import Skipped, read_pages  # noqa: E402
+from pipeline.data.quality import C4, FineWeb, GopherQuality, GopherRepetition
+from pipeline.data.record import Document, Drop, Rewrite
+from pipeline.data.web.decontam import Decontaminator, EvalSet, read_items, words_of
+from pipeline.data.web.extract import extract
+from pipeline.data.web.pii import Redactor
+from pipeline.data.web.urls import UrlFilter, read_list
+from pipeline.data.web.warc import Skipped, read_pages
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def generate(pages: int, out: Path) -> None:
@@ -126,7 +127,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=3000)
     parser.add_argument("--planted", type=int, default=200)
-    parser.add_argument("--smoke", action="store_true", help="a small corpus: checks that both sides run")
+    results.add_arguments(parser)
     args = parser.parse_args()
     if args.smoke:
         args.pages, args.planted = 60, 10
@@ -149,4 +150,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_web", main)

@@ -34,12 +34,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import results
+
+from pipeline.data.web.extract import decode, main_text
+from pipeline.data.web.warc import Skipped, read_pages
+
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "benchmarks" / "web_golden"
-sys.path.insert(0, str(ROOT))
-
-from pipeline.data.web.extract import decode, main_text  # noqa: E402
-from pipeline.data.web.warc import Skipped, read_pages  # noqa: E402
 
 
 def generated_warcs(pages: int, folder: Path) -> list[Path]:
@@ -137,7 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true", help="a small corpus, one run each")
+    results.add_arguments(parser)
     args = parser.parse_args()
     if args.smoke:
         args.pages, args.repeat = 60, 1
@@ -166,4 +167,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    results.run("bench_web_parts", main)

@@ -19,9 +19,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "benchmarks"
 # scripts that are not benchmarks of their own: the shared modules, datatrove's sides (run by
-# bench_curation.py and bench_scale.py in datatrove's environment), and the Dask and object-store faults
-# (run by ``fault_injection.py --cluster``)
-NOT_RUN_ALONE = {"results.py", "proc.py", "datatrove_curation.py", "datatrove_prepare.py", "cluster_faults.py"}
+# bench_curation.py, bench_scale.py and bench_web.py), the Dask and object-store faults and the state faults
+# (run by ``fault_injection.py --cluster`` and ``--state``), and the README's screenshot of the report
+NOT_RUN_ALONE = {"results.py", "proc.py", "datatrove_curation.py", "datatrove_prepare.py", "datatrove_web.py",
+                 "cluster_faults.py", "state_faults.py", "report_screenshot.py"}
 SMOKE_RUNS = {  # section name: the command's arguments
     **{path.stem: [path.name] for path in sorted(BENCHMARKS.glob("*.py")) if path.name not in NOT_RUN_ALONE},
     "fault_injection_cluster": ["fault_injection.py", "--cluster"],

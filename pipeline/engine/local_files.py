@@ -42,8 +42,9 @@ def _contains(directory: Path, inner: Path) -> bool:
 
 
 def leftover_note(root: Path, scratch: tuple[str, ...]) -> str | None:
-    """What ``status`` says of the scratch an interrupted run of an up-to-date stage left (local ones only: sizing
-    a remote prefix costs a listing): its size, and what becomes of it."""
+    """What ``status`` and an up-to-date ``run`` say of the scratch an interrupted run of a stage left (local
+    ones only: sizing a remote prefix costs a listing): its size, and what becomes of it. It is kept: a forced
+    run of the stage takes the tasks it finished."""
     found = []
     for name in scratch:
         path = root / name
@@ -53,4 +54,4 @@ def leftover_note(root: Path, scratch: tuple[str, ...]) -> str | None:
             found.append(f"{name} holds {size:,} bytes that an interrupted run left")
     if not found:
         return None
-    return "; ".join(found) + " (the next `lmprep run` removes it, the output being up to date)"
+    return "; ".join(found) + " (a run of the stage takes what it can of it; `lmprep clean` removes it)"

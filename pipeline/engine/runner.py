@@ -156,7 +156,7 @@ class Pipeline:
                 stale.append(stage.name)
             if reasons:
                 warning = stage.preview(stale_upstream) if stage.preview is not None else None
-            else:  # what an interrupted run left, which the next run of the stage removes
+            else:  # what an interrupted run left: a forced run resumes from it, `lmprep clean` removes it
                 warning = local_files.leftover_note(self.root, stage.scratch)
             report.append(StageStatus(stage.name, tuple(reasons), warning))
         self._save_cache(cache)
@@ -204,8 +204,8 @@ class Pipeline:
         reasons = ["forced"] if forced else self._reasons(stage, lock.get(stage.name), cache)
         self._save_cache(cache)
         if not reasons:
-            self._log(f"'{stage.name}' is up to date")
-            self._drop_scratch(stage)
+            leftover = local_files.leftover_note(self.root, stage.scratch)
+            self._log(f"'{stage.name}' is up to date" + (f"; {leftover}" if leftover else ""))
             return False
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
         self._check_deps_exist(stage, cache)
@@ -229,15 +229,6 @@ class Pipeline:
         if key is not None:
             self._runs.remember(key, outs)
         return True
-
-    def _drop_scratch(self, stage: Stage) -> None:
-        """Remove what an interrupted run (``--force``, or of settings since reverted) of an up-to-date stage left,
-        which no run would take; a remote scratch is left alone, so that an up-to-date stage costs no listing."""
-        for path in stage.scratch:
-            where = self._where(path)
-            if isinstance(where, Path) and _remove(where):
-                self._log(f"removed {self._shown(path)}, what an interrupted run of '{stage.name}' left (its output "
-                          "is up to date)")
 
     def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> dict[str, str]:
         outs = {}

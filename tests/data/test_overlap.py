@@ -168,14 +168,14 @@ def test_two_configs_run_at_once(project):
         from pipeline.model import training
         from stages.cli.main import cli
 
-        real_write_metrics = training._write_metrics
+        real_plot_losses = training._plot_losses
 
-        def write_metrics(directory, metrics, **options):  # the checkpoint is in the staging directory by now
+        def plot_losses(path, metrics):  # the checkpoint is in the staging directory by now
             print("training", flush=True)
             sys.stdin.readline()
-            real_write_metrics(directory, metrics, **options)
+            real_plot_losses(path, metrics)
 
-        training._write_metrics = write_metrics
+        training._plot_losses = plot_losses
         cli(["run", "--set", "train.steps=4"])
     """)
     default = subprocess.Popen([sys.executable, "-c", pause_training], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -105,10 +105,11 @@ def test_the_scratch_of_an_interrupted_forced_run_is_named_by_status_and_run(enc
     and run said nothing of it."""
     (encoded / "out" / "shards.partial" / "train-00000").mkdir(parents=True)
     (encoded / "out" / "shards.partial" / "train-00000" / "shard.arrow").write_bytes(b"x" * 1234)
-    note = ("out/shards.partial holds 1,234 bytes that an interrupted run left (the next `lmprep run` removes it, "
-            "the output being up to date)")
+    note = ("out/shards.partial holds 1,234 bytes that an interrupted run left (a run of the stage takes what it "
+            "can of it; `lmprep clean` removes it)")
     status = lmprep("status", "--config", "lmprep.yaml")
     assert status.exit_code == 0 and f"warning: {note}" in status.output, status.output
     ran = lmprep("run", "encode", "--config", "lmprep.yaml")
-    assert ran.exit_code == 0 and "removed out/shards.partial, what an interrupted run of 'encode' left" in ran.output
+    assert ran.exit_code == 0 and f"'encode' is up to date; {note}" in ran.output, ran.output
+    assert lmprep("clean", "--config", "lmprep.yaml").exit_code == 0
     assert not (encoded / "out" / "shards.partial").exists()

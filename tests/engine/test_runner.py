@@ -426,16 +426,16 @@ def test_state_files_are_read_within_bounds(ws, monkeypatch):
         ws.pipeline().run()
 
 
-def test_an_up_to_date_stage_drops_the_scratch_an_interrupted_forced_run_left(ws):
-    """Nothing would ever re-run to use or remove it: ``out/upper.partial`` stayed for good."""
+def test_an_up_to_date_stage_names_the_scratch_an_interrupted_forced_run_left(ws):
+    """It stayed without a word; it is kept (a forced run resumes from it) and named with its size."""
     ws.pipeline().run()
     prepare = dataclasses.replace(ws._prepare(), scratch=("out/upper.partial",))
     (ws.root / "out" / "upper.partial").mkdir()
     (ws.root / "out" / "upper.partial" / "record.json").write_text("{}")  # as a killed `run --force` leaves it
     assert ws.pipeline(prepare=prepare).run() == []
-    assert not (ws.root / "out" / "upper.partial").exists()
-    assert ws.log[-4:-2] == ["'prepare' is up to date", "removed out/upper.partial, what an interrupted run of "
-                             "'prepare' left (its output is up to date)"]
+    assert (ws.root / "out" / "upper.partial" / "record.json").exists()
+    assert any(line.startswith("'prepare' is up to date; out/upper.partial holds 2 bytes that an interrupted run left")
+               for line in ws.log), ws.log
 
 
 def test_a_stage_that_switches_mode_gives_that_as_its_one_reason(ws):
