@@ -182,7 +182,8 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
     chain = chain or build_chain(settings)
     chain.load()
     records = PrepareRecords(out_dir, settings, code_version, [partition_inputs(job.partition, job.piece_names)
-                                                               for job in jobs], notify, rounds=len(chain.segments))
+                                                               for job in jobs], notify, rounds=len(chain.segments),
+                             files=_steps_and_readers_files(chain, files))
     work = records.scratch.path(WORK_DIR)
     for directory in (work, *(documents.split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
         storage.make_dir(directory)
@@ -229,6 +230,12 @@ def _resolve(dedup: DedupStep, records: PrepareRecords, identity: str, *, tasks:
     if not records.step_finished(round_, dedup.name, identity):
         dedup.resolve(tasks, work, round_, partitions, progress=progress)
         records.save_step(round_, dedup.name, identity, dedup.mark_files(work, round_))
+
+
+def _steps_and_readers_files(chain: Chain, files: Sequence[SourceFile]) -> list[str]:
+    """The files of the user's code and the steps' own inputs (blocklists, evaluation sets): a record made while
+    any of them was other than now is never taken."""
+    return [*chain.code_files, *sorted({file.code.file for file in files if file.code is not None})]
 
 
 def _refuse_empty_train_split(stats: PrepareStats, files: Sequence[SourceFile], val_fraction: float) -> None:

@@ -69,11 +69,13 @@ class PrepareRecords:
     """The identities of one prepare's tasks, round after round, and which of them a record says are done."""
 
     def __init__(self, output_dir: str | os.PathLike[str], settings: PrepareConfig, code_version: int,
-                 inputs: Sequence[list[Any]], notify: Callable[[str], None], rounds: int):
+                 inputs: Sequence[list[Any]], notify: Callable[[str], None], rounds: int,
+                 files: Sequence[str] = ()):
         refuse_tiny_partitions(len(inputs), settings.partition_bytes)
         self.scratch = Scratch.of(output_dir)
         self.scratch.check_place()
-        self._base = completion.job_identity("prepare", code_version, dataclasses.asdict(settings))
+        self._base = completion.job_identity("prepare", code_version, dataclasses.asdict(settings),
+                                             [hashing.sha256_file(path) for path in files])
         self._inputs = inputs
         self._notify, self._rounds = notify, rounds
         self._before: str | None = None  # the identity of the step the current round reads the marks of

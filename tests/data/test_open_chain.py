@@ -198,3 +198,22 @@ def test_a_worker_refuses_another_version_of_the_file_than_the_driver_hashed(tmp
     (tmp_path / "step.py").write_text("def keep(document):\n    return False\n")  # edited after the run started
     with pytest.raises(DataError, match="this worker sees another .*step.py than the run started with"):
         code.load()
+
+
+def test_a_run_after_the_step_file_changed_takes_no_partition_the_old_code_finished(project):
+    """A failed run's finished partitions were made by the step as it was: with the file edited since, none is
+    reused, and the output is that of a run from scratch."""
+    (project / "steps" / "my_filter.py").write_text(STEP + "\n\ndef failing(document, *, words):\n"
+                                                    "    if 'Paragraph 11 ' in document.text:\n"
+                                                    "        raise ValueError('not yet')\n    return True\n")
+    (project / "lmprep.yaml").write_text((project / "lmprep.yaml").read_text().replace(":drop_boilerplate", ":failing"))
+    assert lmprep_in_cwd("run", "prepare").exit_code == 2
+    assert list((project / "out" / "prepared.partial").glob("*.done.json"))  # partitions the failed run finished
+    (project / "steps" / "my_filter.py").write_text(STEP + "\n\ndef failing(document, *, words):\n"
+                                                    "    return 'Paragraph 1 ' not in document.text\n")
+    result = lmprep_in_cwd("run", "prepare")
+    assert result.exit_code == 0 and "reusing" not in result.output, result.output
+    edited = tree(project / "out" / "prepared")
+    assert lmprep_in_cwd("run", "prepare", "--force").exit_code == 0
+    assert tree(project / "out" / "prepared") == edited
+    assert not any("Paragraph 1 is" in row["text"] for row in kept(project))
