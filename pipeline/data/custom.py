@@ -101,7 +101,7 @@ class Custom(FilterStep):
                     continue
                 raise DataError(f"step {self.name!r} ({self.code.shown}) set metadata {name!r} on document "
                                 f"{document.id} without declaring it; add it to the step's metadata: "
-                                f"[{name}:string] (or :int64, :float64, :bool)")
+                                f"[{name}:{_type_name(value)}]")
             problem = declared.check(value)
             if problem is not None:
                 raise DataError(f"step {self.name!r} ({self.code.shown}) on document {document.id}: {problem}")
@@ -109,3 +109,8 @@ class Custom(FilterStep):
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the imported function: each worker imports the file itself (and checks its hash)."""
         return {**self.__dict__, "_function": None}
+
+
+def _type_name(value: Any) -> str:
+    """The metadata type that holds ``value``, for the message that asks to declare it."""
+    return {bool: "bool", int: "int64", float: "float64"}.get(type(value), "string")

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -57,6 +58,9 @@ class UserCode:
         module = _LOADED.get(self.sha256) or _import(self)
         _LOADED[self.sha256] = module
         function = getattr(module, self.attribute, None)
+        if function is not None and not callable(function):
+            raise DataError(f"{self.shown}: {self.attribute!r} in {self.target} is {type(function).__name__} "
+                            f"{shorten(repr(function))}, not a function")
         if not callable(function):
             names = sorted(name for name, value in vars(module).items() if callable(value) and not name.startswith("_"))
             raise DataError(f"{self.shown}: {self.target} has no function {self.attribute!r} "
@@ -98,6 +102,14 @@ def _import(code: UserCode) -> ModuleType:
         spec.loader.exec_module(module)
         return module
     except Exception as exc:  # the user's module may raise anything while it runs
-        line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) else ""
+        line = f" (line {_failing_line(exc, code.file)})" if _failing_line(exc, code.file) else ""
         raise DataError(f"{code.shown}: importing {code.target} failed{line}: "
                         f"{type(exc).__name__}: {shorten(str(exc))}") from exc
+
+
+def _failing_line(exc: BaseException, file: str) -> int | None:
+    """The line of ``file`` where importing it failed: a syntax error's, or the last frame of the file."""
+    if isinstance(exc, SyntaxError) and exc.filename == file:
+        return exc.lineno
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == file]
+    return lines[-1] if lines else None

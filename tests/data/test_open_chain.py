@@ -140,14 +140,16 @@ def test_metadata_reaches_locate(project):
 
 
 BAD_STEPS = {
-    "import error": ("import no_such_module\n", "importing", "ModuleNotFoundError"),
+    "import error": ("import os\n\nimport no_such_module\n", "importing steps/my_filter.py failed (line 3)",
+                     "ModuleNotFoundError"),
+    "not a function": ("drop_boilerplate = 5\n", "'drop_boilerplate' in steps/my_filter.py is int 5, not a function"),
     "missing function": ("def other(document):\n    return True\n", "has no function 'drop_boilerplate'", "other"),
     "wrong return type": ("def drop_boilerplate(document, words):\n    return [1]\n", "returned list", "raw/"),
     "exception on one document": ("def drop_boilerplate(document, words):\n"
                                   "    if 'Paragraph 3 ' in document.text:\n        raise ValueError('bad doc')\n"
                                   "    return True\n", "raised ValueError: bad doc on document raw/a.txt", ""),
     "undeclared metadata": ("def drop_boilerplate(document, words):\n    document.metadata['x'] = 1\n"
-                            "    return True\n", "without declaring it", ""),
+                            "    return True\n", "without declaring it; add it to the step's metadata: [x:int64]"),
 }
 
 
