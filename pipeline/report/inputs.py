@@ -52,28 +52,32 @@ def read_json(location: str | os.PathLike[str], what: str, writer: str,
     if not exists(location):
         raise Missing(f"{os.fspath(location)} is missing ({what}: {writer} writes it)")
     data = storage.read_bounded(location, MAX_JSON_BYTES, what=what)
-    document = parse_json(location, data, what)
+    document = parse_json(location, data, what, writer)
     if shape is not None:
-        check_shape(location, document, what, shape)
+        check_shape(location, document, what, shape, writer)
     return document
 
 
-def check_shape(location: str | os.PathLike[str], document: Any, what: str, shape: dict[str, type]) -> None:
+def check_shape(location: str | os.PathLike[str], document: Any, what: str, shape: dict[str, type],
+                writer: str) -> None:
     if not isinstance(document, dict):
-        raise ReportError(f"{os.fspath(location)}: the {what} is not a JSON object; run the stage that writes it "
-                          "again (lmprep run --force STAGE)")
+        raise ReportError(f"{os.fspath(location)}: the {what} is not a JSON object; {_again(writer)}")
     for key, kind in shape.items():
         if not isinstance(document.get(key), kind):
-            raise ReportError(f"{os.fspath(location)}: the {what} has no {kind.__name__} {key!r}; run the stage "
-                              "that writes it again (lmprep run --force STAGE)")
+            raise ReportError(f"{os.fspath(location)}: the {what} has no {kind.__name__} {key!r}; {_again(writer)}")
 
 
-def parse_json(location: str | os.PathLike[str], data: bytes, what: str) -> Any:
+def parse_json(location: str | os.PathLike[str], data: bytes, what: str, writer: str) -> Any:
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise ReportError(f"{os.fspath(location)}: the {what} is not valid JSON ({json_error_reason(exc)}); "
-                          "run the stage that writes it again (lmprep run --force STAGE)") from None
+                          f"{_again(writer)}") from None
+
+
+def _again(writer: str) -> str:
+    """The advice for a file its writer would not have written: ``writer`` (``the stats stage``) again."""
+    return f"{writer} writes it: run that again (lmprep run --force)"
 
 
 def read_jsonl(location: str | os.PathLike[str], what: str, writer: str) -> list[Any]:
@@ -84,8 +88,8 @@ def read_jsonl(location: str | os.PathLike[str], what: str, writer: str) -> list
     records = []
     for number, line in enumerate(data.splitlines(), 1):
         if line.strip():
-            record = parse_json(f"{os.fspath(location)} line {number}", line, what)
-            check_shape(f"{os.fspath(location)} line {number}", record, what, {"step": int})
+            record = parse_json(f"{os.fspath(location)} line {number}", line, what, writer)
+            check_shape(f"{os.fspath(location)} line {number}", record, what, {"step": int}, writer)
             records.append(record)
     return records
 

@@ -80,7 +80,7 @@ def _as_written(*paths: str | os.PathLike[str]) -> Iterator[None]:
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         named = " or ".join(os.fspath(path) for path in paths)
         raise ReportError(f"{named}: not as the stages write it ({type(exc).__name__}: {shorten(str(exc))}); "
-                          "run the stage that writes it again (lmprep run --force STAGE)") from None
+                          "run the stages that write them again (lmprep run --force)") from None
 
 
 def _read(section: dict[str, Any], read: Callable[[], Any]) -> Any:

@@ -112,8 +112,8 @@ def test_a_corrupt_json_file_is_one_line_naming_it(small):
     assert lines[0].startswith("error: ") and "out/stats/stats.json: the stats summary is not valid JSON" in lines[0]
     (small / "out" / "stats" / "stats.json").write_text("[]")
     code, lines = report("--out", "r.html")
-    assert code == 2 and lines == ["error: out/stats/stats.json: the stats summary is not a JSON object; run the stage "
-                                   "that writes it again (lmprep run --force STAGE)"]
+    assert code == 2 and lines == ["error: out/stats/stats.json: the stats summary is not a JSON object; the stats "
+                                   "stage writes it: run that again (lmprep run --force)"]
     (small / "out" / "stats" / "stats.json").write_text('{"splits": {"train": {"documents": 3}}}')
     code, lines = report("--out", "r.html")
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: out/stats/stats.json: not as the stages write")
