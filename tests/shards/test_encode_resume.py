@@ -102,8 +102,10 @@ def test_a_forged_completion_record_is_not_reused(project, monkeypatch):
     reference = shards(project)
     with monkeypatch.context() as patch:
         fail_one_part(patch)
-        assert lmprep("run", "encode", "--force").exit_code == 2
+        failed = lmprep("run", "encode", "--force")
+    assert failed.exit_code == 2 and f"partition {FAILING_PART}" in failed.stderr, failed.output
     records = sorted((project / "out" / "shards.partial").glob("*.done.json"))
+    assert records, failed.stderr  # the parts finished before the failing one
     text = records[0].read_text()
     at = text.index('"tokens": ') + len('"tokens": ')
     records[0].write_text(text[:at] + str(int(text[at]) % 9 + 1) + text[at + 1:])
