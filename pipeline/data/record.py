@@ -141,12 +141,6 @@ class FilterStep:
     def apply(self, document: Document) -> Answer:
         raise NotImplementedError
 
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.settings == other.settings  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self), self.settings))
-
 
 class TextRule(FilterStep):
     """A filter that decides from the text alone, through :meth:`reject`."""
