@@ -1,4 +1,4 @@
-"""Scaling benchmark: prepare and encode throughput with 1 and 2 local processes and a 2-worker Dask
+"""Workers benchmark: prepare and encode throughput with 1 and 2 local processes and a 2-worker Dask
 cluster, datatrove's prepare beside lmprep's, and the driver's peak RSS as the corpus grows.
 
 The corpus of ``build_corpus.py`` is cut into ``--files`` JSON Lines files (``--scale`` × repeats it for
@@ -21,7 +21,7 @@ number of hash buckets and the same number of workers) runs in its own environme
         pyarrow==26.0.1 pyyaml==6.0.4 regex==2026.11.15 tokenizers==0.23.3
 
     python benchmarks/build_corpus.py
-    python benchmarks/bench_scale.py [--files 24] [--scale 4] [--repeats 1] [--smoke]
+    python benchmarks/bench_workers.py [--files 24] [--scale 4] [--repeats 1] [--smoke]
 
 ``--smoke``: a 0.2 MB corpus in 4 files, built in a temporary directory, a 300-ID tokenizer.
 """
@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 DATA = results.data_dir()
 CORPUS = DATA / "corpus.jsonl"
-WORK = DATA / "bench_scale"
+WORK = DATA / "bench_workers"
 EOT = "<|endoftext|>"
 MODES = {"local-1": ExecutorConfig(kind="local", workers=1), "local-2": ExecutorConfig(kind="local", workers=2),
          "dask-2": ExecutorConfig(kind="dask", address="local", workers=2)}
@@ -265,4 +265,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    results.run("bench_scale", main)
+    results.run("bench_workers", main)
