@@ -3,11 +3,13 @@ one recipe, in .txt, .jsonl.gz and .parquet files, with planted near-duplicates 
 
 The text comes from these packages (installed with ``--install``, as root, by apt-get; never otherwise):
 
-- ``linux-source-6.1``: the kernel's source tarball (C, assembly, Kconfig, its Documentation/ in
-  reStructuredText), read member by member from ``/usr/src/linux-source-*.tar.xz``;
 - ``manpages``, ``manpages-dev``: man pages (roff source, decompressed) under ``/usr/share/man``;
 - ``python3.11-doc``: Python's HTML documentation (tags stripped, entities decoded), with the rest of
-  ``/usr/share/doc`` (READMEs, changelogs, copyright files; ``.gz`` decompressed).
+  ``/usr/share/doc`` (READMEs, changelogs, copyright files; ``.gz`` decompressed);
+- ``linux-source-6.1``: the kernel's source tarball (C, assembly, Kconfig, its Documentation/ in
+  reStructuredText), read member by member from ``/usr/src/linux-source-*.tar.xz``;
+- ``gcc-12-source``: GCC's source tarball (C, C++, Fortran, Ada, its testsuite and manuals), read the same
+  way from ``/usr/src/gcc-12/gcc-*.tar.xz``, until the full corpus holds ``--gigabytes`` of text.
 
 Each file is one document; files that are not UTF-8, hold a NUL or are over 2 MB are skipped. Documentation
 and source code repeat lines (licence headers, ``#include``, man-page macros), and a pipeline pays less for
@@ -31,7 +33,8 @@ boundaries; ``--huge-gigabytes G`` writes ``huge/huge.jsonl``, one file of G GB:
 documents, repeated (each copy with its own ``id``) until the size is reached, so exact de-duplication
 drops the repeats. These two are for the task plan, not for the rates.
 
-    python benchmarks/build_scale_corpus.py [--install] [--small-files 100000] [--huge-gigabytes 2] [--smoke]
+    python benchmarks/build_scale_corpus.py [--gigabytes 1.05] [--install] [--small-files 100000]
+        [--huge-gigabytes 2] [--smoke]
 
 ``--smoke``: 2 MB of text from ``/usr/share/doc`` alone, in a temporary directory.
 """
@@ -58,8 +61,8 @@ import xxhash
 from pipeline.engine.atomic import atomic_dir
 
 DATA = results.data_dir() / "scale"
-PACKAGES = ("linux-source-6.1", "manpages", "manpages-dev", "python3.11-doc")
-KERNEL_TARBALLS = "/usr/src"
+PACKAGES = ("manpages", "manpages-dev", "python3.11-doc", "linux-source-6.1", "gcc-12-source")
+TARBALLS = ("/usr/src/linux-source-*.tar.xz", "/usr/src/gcc-12/gcc-*.tar.xz")
 TREES = (Path("/usr/share/man"), Path("/usr/share/doc"))
 SIZES = {"sixteenth": 1, "quarter": 4, "full": 16}  # slots of 16 each size holds
 FORMATS = ("txt", "jsonl.gz", "parquet")
@@ -67,7 +70,6 @@ SEPARATOR = "<|endoftext|>"
 FILE_BYTES = 32_000_000
 MAX_DOCUMENT_BYTES = 2_000_000
 PLANTED_ONE_IN = 50
-MIN_GIGABYTES = 1.0
 SMOKE_BYTES = 2_000_000
 PARQUET_ROW_GROUP = 1000
 _TAG = re.compile(r"<[^>]*>")
@@ -88,9 +90,9 @@ def decoded(data: bytes) -> str | None:
     return text if text.strip() and SEPARATOR not in text else None
 
 
-def kernel_documents() -> Iterator[tuple[str, bytes]]:
-    """Every regular member of the kernel source tarballs, in archive order."""
-    for tarball in sorted(Path(KERNEL_TARBALLS).glob("linux-source-*.tar.xz")):
+def tarball_documents(pattern: str) -> Iterator[tuple[str, bytes]]:
+    """Every regular member of the source tarballs matching ``pattern``, in archive order."""
+    for tarball in sorted(Path("/").glob(pattern.lstrip("/"))):
         with tarfile.open(tarball, "r:xz") as archive:
             for member in archive:
                 if member.isfile() and 0 < member.size <= MAX_DOCUMENT_BYTES:
@@ -115,7 +117,7 @@ def tree_documents(root: Path) -> Iterator[tuple[str, bytes]]:
 
 def source_documents(smoke: bool) -> Iterator[tuple[str, str]]:
     """(name, text) of every usable file of the sources, in corpus order."""
-    sources = [tree_documents(TREES[1])] if smoke else [kernel_documents(), *map(tree_documents, TREES)]
+    sources = [tree_documents(TREES[1])] if smoke else [*map(tree_documents, TREES), *map(tarball_documents, TARBALLS)]
     for documents in sources:
         for name, data in documents:
             if (text := decoded(data)) is not None:
@@ -236,7 +238,8 @@ class Size:
                 f"{self.text_bytes / 1e6:,.1f} MB of text, {disk / 1e6:,.1f} MB on disk in {counts} files")
 
 
-def build(smoke: bool) -> None:
+def build(smoke: bool, gigabytes: float = 1.05) -> None:
+    """The three sizes, the full one of ``gigabytes`` GB of text (2 MB for a smoke run)."""
     DATA.mkdir(parents=True, exist_ok=True)
     lines = LineFilter()
     with atomic_dir(DATA / "sixteenth") as sixteenth, atomic_dir(DATA / "quarter") as quarter, \
@@ -254,10 +257,10 @@ def build(smoke: bool) -> None:
                     if copy is not None:
                         size.add(f"{name}#near", copy)
                         size.planted += 1
-            if smoke and sizes[-1].text_bytes >= SMOKE_BYTES:
+            if sizes[-1].text_bytes >= (SMOKE_BYTES if smoke else gigabytes * 1e9):
                 break
         summaries = [size.close() for size in sizes]
-        if not smoke and sizes[-1].text_bytes < MIN_GIGABYTES * 1e9:
+        if not smoke and sizes[-1].text_bytes < gigabytes * 1e9:
             raise SystemExit(f"only {sizes[-1].text_bytes / 1e9:.2f} GB of text; install {' '.join(PACKAGES)} "
                              f"(--install)")
     print(f"lines: {lines.removed / max(lines.kept + lines.removed, 1):.1%} of characters removed as repeated")
@@ -304,6 +307,7 @@ def corpus_texts(directory: Path) -> Iterator[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gigabytes", type=float, default=1.05, help="text in the full corpus [%(default)s]")
     parser.add_argument("--install", action="store_true", help=f"apt-get install {' '.join(PACKAGES)} first")
     parser.add_argument("--small-files", type=int, default=0, help="also write this many files of about 1 KB")
     parser.add_argument("--huge-gigabytes", type=float, default=0.0, help="also write one .jsonl file this large")
@@ -311,7 +315,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.install:
         install()
-    build(args.smoke)
+    build(args.smoke, args.gigabytes)
     if args.small_files or args.smoke:
         write_small_files(args.small_files or 100)
     if args.huge_gigabytes or args.smoke:
