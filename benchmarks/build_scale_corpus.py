@@ -28,7 +28,8 @@ The output is deterministic (the same bytes on every run: gzip without a time st
 pinned pyarrow) and written atomically, one directory per size, under ``benchmarks/.data/scale/``
 (git-ignored: never commit data).
 
-``--small-files N`` also writes ``small/``: N files of about 1 KB, the 1/16 corpus's text cut at line
+The three sizes are built when one of them is missing, or with ``--rebuild``. ``--small-files N`` also
+writes ``small/``: N files of about 1 KB, the full corpus's .jsonl.gz text cut at line
 boundaries; ``--huge-gigabytes G`` writes ``huge/huge.jsonl``, one file of G GB: the full corpus's
 documents, repeated (each copy with its own ``id``) until the size is reached, so exact de-duplication
 drops the repeats. These two are for the task plan, not for the rates.
@@ -36,7 +37,7 @@ drops the repeats. These two are for the task plan, not for the rates.
     python benchmarks/build_scale_corpus.py [--gigabytes 1.05] [--install] [--small-files 100000]
         [--huge-gigabytes 2] [--smoke]
 
-``--smoke``: 2 MB of text from ``/usr/share/doc`` alone, in a temporary directory.
+``--smoke``: 4 MB of text from ``/usr/share/doc`` alone, in a temporary directory.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ SEPARATOR = "<|endoftext|>"
 FILE_BYTES = 32_000_000
 MAX_DOCUMENT_BYTES = 2_000_000
 PLANTED_ONE_IN = 50
-SMOKE_BYTES = 2_000_000
+SMOKE_BYTES = 4_000_000
 PARQUET_ROW_GROUP = 1000
 _TAG = re.compile(r"<[^>]*>")
 
@@ -239,7 +240,7 @@ class Size:
 
 
 def build(smoke: bool, gigabytes: float = 1.05) -> None:
-    """The three sizes, the full one of ``gigabytes`` GB of text (2 MB for a smoke run)."""
+    """The three sizes, the full one of ``gigabytes`` GB of text (4 MB for a smoke run)."""
     DATA.mkdir(parents=True, exist_ok=True)
     lines = LineFilter()
     with atomic_dir(DATA / "sixteenth") as sixteenth, atomic_dir(DATA / "quarter") as quarter, \
@@ -268,11 +269,11 @@ def build(smoke: bool, gigabytes: float = 1.05) -> None:
 
 
 def write_small_files(count: int) -> None:
-    """``count`` files of about 1 KB, cut at line boundaries from the 1/16 corpus's .jsonl.gz documents."""
+    """``count`` files of about 1 KB, cut at line boundaries from the full corpus's .jsonl.gz documents."""
     with atomic_dir(DATA / "small") as directory:
         written = 0
         piece: list[str] = []
-        for text in corpus_texts(DATA / "sixteenth"):
+        for text in corpus_texts(DATA / "full"):
             for line in text.splitlines(keepends=True):
                 piece.append(line)
                 if sum(map(len, piece)) >= 1000:
@@ -282,7 +283,7 @@ def write_small_files(count: int) -> None:
                     if written == count:
                         print(f"small: {count:,} files of about 1 KB")
                         return
-    raise SystemExit(f"the 1/16 corpus holds only {written:,} pieces of 1 KB")
+    raise SystemExit(f"the full corpus's .jsonl.gz files hold only {written:,} pieces of 1 KB")
 
 
 def write_huge_file(gigabytes: float) -> None:
@@ -308,6 +309,7 @@ def corpus_texts(directory: Path) -> Iterator[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gigabytes", type=float, default=1.05, help="text in the full corpus [%(default)s]")
+    parser.add_argument("--rebuild", action="store_true", help="build the three sizes even where they exist")
     parser.add_argument("--install", action="store_true", help=f"apt-get install {' '.join(PACKAGES)} first")
     parser.add_argument("--small-files", type=int, default=0, help="also write this many files of about 1 KB")
     parser.add_argument("--huge-gigabytes", type=float, default=0.0, help="also write one .jsonl file this large")
@@ -315,7 +317,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.install:
         install()
-    build(args.smoke, args.gigabytes)
+    if args.rebuild or args.smoke or not all((DATA / size).is_dir() for size in SIZES):
+        build(args.smoke, args.gigabytes)
+    else:
+        for size in SIZES:
+            files = sorted((DATA / size).iterdir())
+            print(f"{size}: built before, {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:,.1f} MB")
     if args.small_files or args.smoke:
         write_small_files(args.small_files or 100)
     if args.huge_gigabytes or args.smoke:
