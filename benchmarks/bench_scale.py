@@ -66,13 +66,7 @@ data:
 {sources}
 prepare:
   steps:
-    - exact_dedup: {{}}
-    - gopher_quality: {{min_words: 50}}
-    - gopher_repetition: {{}}
-    - c4: {{min_sentences: 5}}
-    - fineweb: {{}}
-    - language: {{languages: [en], min_score: 0.5}}
-    - near_dedup: {{threshold: 0.8}}
+{steps}
   output_dir: {out}/prepared
 tokenizer: {{vocab_size: {vocab}, workers: {workers}, output: {out}/tokenizer/tokenizer.json}}
 encode: {{workers: {workers}, output_dir: {out}/shards}}
@@ -83,6 +77,16 @@ output_root: .
 state_dir: state
 run_cache_dir: null
 """
+CHAINS = {  # docs/curation.md's chain, and its de-duplication alone
+    "curation": ("exact_dedup: {}", "gopher_quality: {min_words: 50}", "gopher_repetition: {}",
+                 "c4: {min_sentences: 5}", "fineweb: {}", "language: {languages: [en], min_score: 0.5}",
+                 "near_dedup: {threshold: 0.8}"),
+    "dedup": ("exact_dedup: {}", "near_dedup: {threshold: 0.8}"),
+}
+# the rows of the table: (row, chain, stage); the curation chain keeps ~3 % of this corpus (source code and
+# man pages are not the web pages its rules are for), so the stages after prepare run on the dedup chain's output
+ROWS = (("prepare, curation chain", "curation", "prepare"), ("prepare, dedup only", "dedup", "prepare"),
+        ("tokenizer", "dedup", "tokenizer"), ("encode", "dedup", "encode"), ("export", "dedup", "export"))
 SOURCES = {"txt": '    - {{glob: "{raw}/*.txt", separator: "<|endoftext|>"}}',
            "jsonl.gz": '    - {{glob: "{raw}/*.jsonl.gz", field: text}}',
            "parquet": '    - {{glob: "{raw}/*.parquet", field: text}}'}
@@ -127,7 +131,8 @@ def reset_peaks(pids: list[int]) -> None:
             continue
 
 
-def run_stage(config: Path, stage: str, *, env: dict[str, str], workers_of: int | None = None) -> StageFigures:
+def run_stage(config: Path, stage: str, *, env: dict[str, str], workers_of: int | None = None,
+              command: list[str] | None = None) -> StageFigures:
     """``lmprep run STAGE`` in its own process, its tree sampled until it exits; ``workers_of`` is the pid
     whose descendants are the workers when they are not the driver's (a Dask worker process)."""
     outside = [] if workers_of is None else proc.descendants(workers_of)
@@ -135,8 +140,8 @@ def run_stage(config: Path, stage: str, *, env: dict[str, str], workers_of: int 
     cpu_outside = {pid: proc.cpu_seconds(pid) or 0.0 for pid in outside}
     start = time.perf_counter()
     with open(config.parent / f"{stage}.out", "wb") as out:
-        process = subprocess.Popen([str(BIN / "lmprep"), "run", stage, "--config", str(config)], env=env,
-                                   stdout=out, stderr=subprocess.STDOUT, cwd=config.parent)
+        process = subprocess.Popen([*(command or [str(BIN / "lmprep")]), "run", stage, "--config", str(config)],
+                                   env=env, stdout=out, stderr=subprocess.STDOUT, cwd=config.parent)
     driver_peak = worker_peak = 0
     driver_cpu = 0.0
     while True:  # wait4, not poll: the exit's resource usage covers the driver and the workers it reaped
@@ -174,28 +179,39 @@ def tree_bytes(path: Path) -> int:
     return sum(file.stat().st_size for file in path.rglob("*") if file.is_file()) if path.exists() else 0
 
 
-def write_config(work: Path, size: str, raw: str, out: str, executor: str) -> Path:
+def write_config(work: Path, size: str, raw: str, out: str, executor: str, chain: str = "dedup") -> Path:
     """The config of one run of ``size`` (a source for each format its directory holds: a smoke run's tiny
     corpus may lack one) with its raw files at ``raw`` and its outputs under ``out``."""
     work.mkdir(parents=True, exist_ok=True)
     path = work / "lmprep.yaml"
     formats = [kind for kind in SOURCES if any((build_scale_corpus.DATA / size).glob(f"*.{kind}"))]
     sources = "\n".join(SOURCES[kind].format(raw=raw) for kind in formats)
-    path.write_text(CONFIG.format(sources=sources, out=out, executor=executor, workers=WORKERS,
+    steps = "\n".join(f"    - {step}" for step in CHAINS[chain])
+    path.write_text(CONFIG.format(sources=sources, steps=steps, out=out, executor=executor, workers=WORKERS,
                                   vocab=1024 if results.SMOKE else 65536), "utf-8")
     return path
 
 
 def local_run(size: str) -> dict[str, StageFigures]:
-    work = WORK / size
-    shutil.rmtree(work, ignore_errors=True)
-    executor = f"{{kind: local, workers: {WORKERS}}}"
-    config = write_config(work, size, str(build_scale_corpus.DATA / size), "out", executor)
+    """Each row of :data:`ROWS` at ``size`` on the local pool, keyed by row."""
     figures = {}
-    for stage in STAGES:
-        figures[stage] = run_stage(config, stage, env=dict(os.environ))
-        print(f"  {size} {stage}: {describe(figures[stage])}", flush=True)
+    for chain in CHAINS:
+        work = WORK / size / chain
+        shutil.rmtree(work, ignore_errors=True)
+        config = write_config(work, size, str(build_scale_corpus.DATA / size), "out",
+                              f"{{kind: local, workers: {WORKERS}}}", chain)
+        for row, row_chain, stage in ROWS:
+            if row_chain == chain:
+                figures[row] = run_stage(config, stage, env=dict(os.environ))
+                print(f"  {size} {row}: {describe(figures[row])}", flush=True)
+        print(f"  {size} {chain}: {kept_line(work)}", flush=True)
     return figures
+
+
+def kept_line(work: Path) -> str:
+    """What prepare kept, as its summary says it."""
+    return next((line.strip() for line in (work / "prepare.out").read_text("utf-8").splitlines()
+                 if line.startswith("kept ")), "kept: not said")
 
 
 def describe(figures: StageFigures) -> str:
@@ -239,7 +255,7 @@ def table(megabytes: dict[str, float], runs: dict[str, dict[str, StageFigures]])
     """One row per stage and size, and a row per stage with the fitted exponents."""
     header = "| stage | corpus MB | " + " | ".join(METRICS) + " |"
     rows = [header, "|" + "---|" * (len(METRICS) + 2)]
-    for stage in STAGES:
+    for stage, _, _ in ROWS:
         for size, figures in runs.items():
             cells = [f"{getattr(figures[stage], attribute):,.1f}" for attribute in METRICS.values()]
             rows.append(f"| {stage} | {megabytes[size]:,.0f} | " + " | ".join(cells) + " |")
@@ -258,7 +274,7 @@ def plot(megabytes: dict[str, float], runs: dict[str, dict[str, StageFigures]], 
 
     figure, (time_axis, memory_axis) = pyplot.subplots(1, 2, figsize=(11, 4.2))
     x = [megabytes[size] for size in runs]
-    for stage in STAGES:
+    for stage, _, _ in ROWS:
         time_axis.plot(x, [runs[s][stage].cpu_s for s in runs], marker="o", label=stage)
         memory_axis.plot(x, [runs[s][stage].driver_peak_mb for s in runs], marker="o", label=f"{stage} driver")
         memory_axis.plot(x, [runs[s][stage].worker_peak_mb for s in runs], marker="s", linestyle="--",
@@ -276,6 +292,58 @@ def plot(megabytes: dict[str, float], runs: dict[str, dict[str, StageFigures]], 
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, metadata={"Software": None})
     pyplot.close(figure)
+
+
+# --- the task plan: many small files, one huge file ---------------------------
+
+PLAN_CONFIG = """\
+data:
+  sources:
+    - {{glob: "{glob}"{field}}}
+prepare: {{steps: [{{exact_dedup: {{}}}}], output_dir: out/prepared}}
+tokenizer: {{output: out/tokenizer/tokenizer.json}}
+encode: {{output_dir: out/shards}}
+train: {{output_dir: out/checkpoints}}
+executor: {{kind: local, workers: {workers}}}
+output_root: .
+state_dir: state
+run_cache_dir: null
+"""
+# lmprep's CLI with every listing of a source glob counted, the count printed as it exits
+COUNTED_CLI = """\
+import atexit, sys
+from pipeline.engine import storage
+from stages.cli.main import main
+listings = []
+glob_files = storage.glob_files
+storage.glob_files = lambda pattern, root: listings.append(pattern) or glob_files(pattern, root)
+atexit.register(lambda: print(f"listings: {len(listings)}", file=sys.stderr))
+sys.argv[0] = "lmprep"
+main()
+"""
+PLAN_CASES = {"small": ("**/*.txt", ""), "huge": ("*.jsonl", ", field: text"),
+              "sixteenth": ("*.jsonl.gz", ", field: text")}
+
+
+def plan_case(name: str) -> str:
+    """prepare (``exact_dedup`` alone) over one of the builder's extra corpora: the plan's tasks and their sizes,
+    the listings made, the driver's peak and the largest worker's."""
+    from pipeline.config import SourceConfig
+    from pipeline.data.sources import expand_sources, plan_partitions
+
+    raw = build_scale_corpus.DATA / name
+    glob, field_key = PLAN_CASES[name]
+    work = WORK / f"plan-{name}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    config = work / "lmprep.yaml"
+    config.write_text(PLAN_CONFIG.format(glob=f"{raw}/{glob}", field=field_key, workers=WORKERS), "utf-8")
+    files = expand_sources([SourceConfig(glob=glob)], root=raw)
+    sizes = [partition.size for partition in plan_partitions(files, 64_000_000)]
+    figures = run_stage(config, "prepare", env=dict(os.environ), command=[sys.executable, "-c", COUNTED_CLI])
+    listings = re.findall(r"^listings: (\d+)$", (work / "prepare.out").read_text("utf-8"), flags=re.MULTILINE)
+    return (f"{name}: {len(files):,} files, {sum(sizes) / 1e6:,.0f} MB → {len(sizes)} tasks of {min(sizes) / 1e6:.1f}"
+            f"-{max(sizes) / 1e6:.1f} MB; prepare: {describe(figures)}; source listings: {listings[-1]}")
 
 
 # --- the Dask cluster over S3 -------------------------------------------------
@@ -337,9 +405,10 @@ def wait_for_workers(address: str, env: dict[str, str], seconds: float = 120.0) 
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=seconds + 60)
 
 
-def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, tuple[int, int, list[str]]]]:
-    """``size`` with raw files and outputs in S3 and tasks on the Dask cluster; its figures per stage and how
-    each stage's output compares with the local run's (:func:`same_as_local`)."""
+def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, StageFigures], dict[str, tuple[int, list[str]]]]:
+    """``size`` (the dedup chain) with its raw files in S3, twice: on the local pool writing to local disk, and on
+    the Dask cluster writing to S3; the figures per stage of each, and how each stage's outputs compare
+    (:func:`same_outputs`). The document IDs name the source files, so both runs read the same objects."""
     import s3fs
     from moto.server import ThreadedMotoServer
 
@@ -352,28 +421,32 @@ def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, tuple[int, i
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
     env.pop("AWS_PROFILE", None)
     os.environ.update({key: env[key] for key in env if key.startswith("AWS_")})
+    raw = f"s3://scale/raw/{size}"
     try:
         fs = s3fs.S3FileSystem(use_listings_cache=False)
         fs.mkdir("scale")
         fs.put(str(build_scale_corpus.DATA / size) + "/", f"scale/raw/{size}/", recursive=True)
-        work = WORK / f"{size}-dask"
-        shutil.rmtree(work, ignore_errors=True)
-        figures = {}
+        local_work, remote_work = WORK / f"{size}-s3-local", WORK / f"{size}-s3-dask"
+        for work in (local_work, remote_work):
+            shutil.rmtree(work, ignore_errors=True)
+        config = write_config(local_work, size, raw, "out", f"{{kind: local, workers: {WORKERS}}}")
+        local = {stage: run_stage(config, stage, env=env) for stage in STAGES}
+        remote = {}
         with dask_cluster(env) as (address, worker_pid):
-            config = write_config(work, size, f"s3://scale/raw/{size}", "s3://scale/out",
+            config = write_config(remote_work, size, raw, "s3://scale/out",
                                   f"{{kind: dask, address: '{address}', workers: {WORKERS}}}")
             for stage in STAGES:
                 before, seconds = Counter(timed.counts), timed.seconds
-                figures[stage] = run_stage(config, stage, env=env, workers_of=worker_pid)
-                figures[stage].requests = Counter(timed.counts) - before
-                figures[stage].store_s = timed.seconds - seconds
-                figures[stage].output_mb = remote_bytes(fs, f"scale/out/{OUTPUTS[stage]}") / 1e6
-                print(f"  {size} on Dask over S3, {stage}: {describe(figures[stage])}", flush=True)
-        fs.get("scale/out/", str(work / "remote") + "/", recursive=True)
-        comparison = {stage: same_as_local(work / "remote", size, stage) for stage in STAGES}
+                remote[stage] = run_stage(config, stage, env=env, workers_of=worker_pid)
+                remote[stage].requests = Counter(timed.counts) - before
+                remote[stage].store_s = timed.seconds - seconds
+                remote[stage].output_mb = remote_bytes(fs, f"scale/out/{OUTPUTS[stage]}") / 1e6
+                print(f"  {size} on Dask over S3, {stage}: {describe(remote[stage])}", flush=True)
+        fs.get("scale/out/", str(remote_work / "remote") + "/", recursive=True)
+        comparison = {stage: same_outputs(remote_work / "remote", local_work / "out", stage) for stage in STAGES}
     finally:
         server.stop()
-    return figures, comparison
+    return local, remote, comparison
 
 
 def remote_bytes(fs, prefix: str) -> int:
@@ -395,24 +468,16 @@ def local_files(path: Path) -> dict[str, bytes]:
     return {str(file.relative_to(path)): file.read_bytes() for file in path.rglob("*") if file.is_file()}
 
 
-def same_as_local(remote_copy: Path, size: str, stage: str) -> tuple[int, int, list[str]]:
-    """How the remote output of ``stage`` compares with the local run's: files equal byte for byte, files equal
-    once the document IDs' source names are mapped (``s3://scale/raw/SIZE/part-0000.txt`` for the local path
-    relative to the project), and the files that differ otherwise."""
+def same_outputs(remote_copy: Path, local_out: Path, stage: str) -> tuple[int, list[str]]:
+    """The files of ``stage``'s remote output (copied to ``remote_copy``) equal byte for byte to the local run's,
+    and those that differ (or are on one side only)."""
     output = OUTPUTS[stage] if stage != "tokenizer" else "tokenizer/tokenizer.json"
-    remote, local = committed_files(remote_copy / output), local_files(WORK / size / "out" / output)
-    names = (f"s3://scale/raw/{size}/", os.path.relpath(build_scale_corpus.DATA / size, WORK / size) + "/")
-    exact = mapped = 0
-    differing = sorted(set(remote) ^ set(local))
-    for name in sorted(set(remote) & set(local)):
-        if remote[name] == local[name]:
-            exact += 1
-        elif same_content(name, remote[name], local[name], names):
-            mapped += 1
-        else:
-            differing.append(name)
-            print(f"  {stage}/{name} differs: {first_difference(remote[name], local[name])}")
-    return exact, mapped, differing
+    remote, local = committed_files(remote_copy / output), local_files(local_out / output)
+    common = sorted(set(remote) & set(local))
+    differing = [name for name in common if remote[name] != local[name]]
+    for name in differing:
+        print(f"  {stage}/{name} differs: {first_difference(remote[name], local[name])}")
+    return len(common) - len(differing), sorted(differing + sorted(set(remote) ^ set(local)))
 
 
 def first_difference(remote: bytes, local: bytes) -> str:
@@ -439,55 +504,71 @@ def same_content(name: str, remote: bytes, local: bytes, names: tuple[str, str])
 
 
 def report_dask(size: str, local: dict[str, StageFigures], remote: dict[str, StageFigures],
-                comparison: dict[str, tuple[int, int, list[str]]]) -> None:
-    print(f"{size} on a Dask cluster over S3, against the local run:")
+                comparison: dict[str, tuple[int, list[str]]]) -> None:
+    print(f"{size} (dedup chain), raw files in S3: on a Dask cluster writing to S3 against local processes writing "
+          f"to local disk")
     for stage in STAGES:
         theirs, ours = remote[stage], local[stage]
-        exact, mapped, differing = comparison[stage]
-        print(f"  {stage}: {exact} files byte-identical, {mapped} equal once the source names are mapped (the IDs "
-              f"name the s3:// URL, not the local path), {len(differing)} differing{': ' if differing else ''}"
-              f"{', '.join(differing[:5])}")
+        same, differing = comparison[stage]
         requests = ", ".join(f"{count:,} {kind}" for kind, count in sorted(theirs.requests.items()))
-        print(f"  {stage}: {theirs.wall_s:.1f} s wall (local {ours.wall_s:.1f}), {theirs.cpu_s:.1f} s CPU "
-              f"(local {ours.cpu_s:.1f}), {theirs.tasks} tasks; overhead per task {overhead(theirs):.2f} s "
-              f"(local {overhead(ours):.2f}); S3: {requests or 'none'}; server {theirs.store_s:.1f} s = "
-              f"{theirs.store_s / max(WORKERS * theirs.wall_s, 1e-9):.0%} of the workers' time")
+        print(f"  {stage}: {same} files byte-identical, {len(differing)} differing{': ' if differing else ''}"
+              f"{', '.join(differing[:5])}; {theirs.wall_s:.1f} s wall (local {ours.wall_s:.1f}), {theirs.cpu_s:.1f} s "
+              f"CPU (local {ours.cpu_s:.1f}), driver {theirs.driver_peak_mb:.0f} MB (local {ours.driver_peak_mb:.0f}), "
+              f"largest worker {theirs.worker_peak_mb:.0f} MB (local {ours.worker_peak_mb:.0f}), {theirs.tasks} tasks, "
+              f"overhead per task {overhead(theirs)} (local {overhead(ours)}); S3 requests: {requests or 'none'}; "
+              f"server {theirs.store_s:.1f} s = {theirs.store_s / max(WORKERS * theirs.wall_s, 1e-9):.0%} of the "
+              f"workers' time")
 
 
-def overhead(figures: StageFigures) -> float:
-    return (WORKERS * figures.wall_s - figures.task_s) / max(figures.tasks, 1)
+def overhead(figures: StageFigures) -> str:
+    """``(workers × wall − Σ task seconds) / tasks``: what a task costs beyond its own work (the driver's phases
+    count in it); "–" for a stage without tasks."""
+    return f"{(WORKERS * figures.wall_s - figures.task_s) / figures.tasks:.2f} s" if figures.tasks else "–"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", choices=sorted(build_scale_corpus.SIZES),
-                        default=list(build_scale_corpus.SIZES))
+                        help="the sizes to run [all three, unless --dask or --plan is given]")
     parser.add_argument("--dask", choices=sorted(build_scale_corpus.SIZES),
-                        help="also run this size on a Dask cluster over S3")
+                        help="run this size on a Dask cluster over S3, beside local processes")
+    parser.add_argument("--plan", nargs="*", choices=sorted(PLAN_CASES),
+                        help="prepare over the builder's many small files and one huge file (and the 1/16 corpus "
+                             "beside them): the task plan, the listings, the driver's memory")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "scale.png")
     results.add_arguments(parser)
     args = parser.parse_args()
     if args.smoke:
         build_scale_corpus.build(smoke=True)
-        args.dask = args.dask or "sixteenth"
+        build_scale_corpus.write_small_files(100)
+        build_scale_corpus.write_huge_file(0.004)
+        args.sizes, args.dask, args.plan = list(build_scale_corpus.SIZES), "sixteenth", list(PLAN_CASES)
         args.plot = WORK / "scale.png"
-    missing = [size for size in args.sizes if not (build_scale_corpus.DATA / size).is_dir()]
+    elif args.sizes is None and args.dask is None and args.plan is None:
+        args.sizes = list(build_scale_corpus.SIZES)
+    needed = {*(args.sizes or ()), *([args.dask] if args.dask else []), *(args.plan or ())}
+    missing = sorted(name for name in needed if not (build_scale_corpus.DATA / name).is_dir())
     if missing:
         raise SystemExit(f"no corpus for {', '.join(missing)}; run benchmarks/build_scale_corpus.py first")
-    sizes = sorted(args.sizes, key=list(build_scale_corpus.SIZES).index)
+    if args.sizes:
+        run_sizes(sorted(args.sizes, key=list(build_scale_corpus.SIZES).index), args.plot)
+    for case in args.plan or ():
+        print(plan_case(case), flush=True)
+    if args.dask:
+        report_dask(args.dask, *dask_run(args.dask))
+
+
+def run_sizes(sizes: list[str], plot_path: Path) -> None:
     megabytes = {size: raw_megabytes(size) for size in sizes}
     runs = {}
     for size in sizes:
         print(f"{size}: {megabytes[size]:,.1f} MB of text", flush=True)
         runs[size] = local_run(size)
     print(table(megabytes, runs))
-    plot(megabytes, runs, args.plot)
-    print(f"plot: {results.relative(str(args.plot.resolve()))}")
-    if args.dask:
-        local = runs.get(args.dask) or local_run(args.dask)
-        remote, comparison = dask_run(args.dask)
-        report_dask(args.dask, local, remote, comparison)
+    plot(megabytes, runs, plot_path)
+    print(f"plot: {results.relative(str(plot_path.resolve()))}")
 
 
 if __name__ == "__main__":
-    results.run("bench_scale_dask" if "--dask" in sys.argv and "--smoke" not in sys.argv else "bench_scale", main)
+    results.run(next((f"bench_scale_{mode[2:]}" for mode in ("--dask", "--plan") if mode in sys.argv[1:]
+                      and "--sizes" not in sys.argv[1:] and "--smoke" not in sys.argv[1:]), "bench_scale"), main)
