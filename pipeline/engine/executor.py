@@ -36,14 +36,14 @@ import socket
 import sys
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, as_completed, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pipeline.engine import dask_watch, retries, stage_log, storage
-from pipeline.engine.pool import ctrl_c_held, kill_workers, process_pool, worker_count
+from pipeline.engine.pool import TreeFold, ctrl_c_held, kill_workers, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
 
@@ -66,8 +66,8 @@ class ExecutorSettings(Protocol):
 class Tasks:
     """Runs partition tasks on a :class:`concurrent.futures.Executor` (a process pool by default)."""
 
-    def __init__(self, executor: Executor):
-        self._executor = executor
+    def __init__(self, executor: Executor, *, in_flight: int = 8):
+        self._executor, self._in_flight = executor, max(1, in_flight)
 
     def map(self, function: Callable[[_T], _R], items: Sequence[_T], *, labels: Sequence[str],
             sizes: Sequence[int] | None = None, desc: str = "", progress: bool = False) -> list[_R]:
@@ -83,38 +83,59 @@ class Tasks:
                    labels: Sequence[str], desc: str = "", progress: bool = False) -> _R:
         """``combine`` folded over the results as a binary tree whose shape depends on the item count alone.
 
-        Results are folded in item order as they arrive, so at most about log2(items) partial results
-        are held at once.
+        Results are folded in item order as they arrive, and no task starts more than ``in_flight`` items
+        ahead of the fold, so the driver holds at most ``in_flight`` results and about log2(items) partial
+        ones, however many items there are (the tokenizer's chunk counts of every part, held at once, grew
+        with the corpus).
         """
         context = _TaskContext.here()
-        futures = [self._executor.submit(run_task, function, label, item, context)
-                   for label, item in zip(labels, items)]
-        self._wait(futures, labels, desc=desc, progress=progress)
-        fold, pending = _TreeFold(combine), deque(futures)
-        del futures
-        while pending:
-            fold.add(_received(pending.popleft().result()))  # the future, and so its result, is dropped once folded
+        fold, log = TreeFold(combine), stage_log.current()
+        running: dict[int, Future] = {}
+        arrived: dict[int, _Done] = {}
+        submitted = folded = 0
+        with self._stopping(lambda: [(labels[index], future) for index, future in running.items()]), \
+                Progress(desc, total=len(items), unit="parts", enabled=progress, leave=False) as bar:
+            while folded < len(items):
+                for index in range(submitted, min(len(items), folded + self._in_flight)):
+                    running[index] = self._executor.submit(run_task, function, labels[index], items[index], context)
+                    submitted = index + 1
+                finished, _ = wait(list(running.values()), return_when=FIRST_COMPLETED)
+                for index in [index for index, future in running.items() if future in finished]:
+                    arrived[index] = self._done(running[index])  # a failure raises while its future is tracked
+                    del running[index]
+                    _log_done(log, labels[index], arrived[index])
+                    bar.update()
+                while folded in arrived:
+                    fold.add(_received(arrived.pop(folded)))
+                    folded += 1
         return fold.result()
 
     def _wait(self, futures: Sequence[Future], labels: Sequence[str], *, desc: str, progress: bool,
               sizes: Sequence[int] | None = None) -> None:
-        """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it.
+        """Wait for every future, counting finished ones; on the first failure cancel the rest and raise it
+        (:meth:`_stopping`)."""
+        size_of = dict(zip(futures, sizes)) if sizes is not None else {}
+        log = stage_log.current()
+        with self._stopping(lambda: list(zip(labels, futures))), \
+                Progress(desc, total=len(futures), unit="parts", enabled=progress, leave=False) as bar:
+            for future, label in self._completed(futures, labels):
+                _log_done(log, label, self._done(future))
+                bar.update(nbytes=size_of.get(future, 0))
+
+    @contextlib.contextmanager
+    def _stopping(self, tracked: Callable[[], Sequence[tuple[str, Future]]]) -> Iterator[None]:
+        """On a failure inside, cancel the tasks ``tracked()`` names (label and future) and raise it.
 
         On Ctrl-C the local workers are killed rather than awaited (what they write is thrown away), before
         the stage's staging output is deleted; Dask tasks end with the client.
         """
-        size_of = dict(zip(futures, sizes)) if sizes is not None else {}
         log = stage_log.current()
         try:
-            with Progress(desc, total=len(futures), unit="parts", enabled=progress, leave=False) as bar:
-                for future, label in self._completed(futures, labels):
-                    done = self._done(future)
-                    log.task_done(label, worker=done.worker, seconds=done.seconds, summary=done.summary,
-                                  retried=sum(done.retried.values()))
-                    bar.update(nbytes=size_of.get(future, 0))
+            yield
         except BrokenProcessPool:
-            self._stop(futures)
-            running = next((label for label, f in zip(labels, futures) if f.done() and f.exception()), "?")
+            pairs = tracked()
+            self._stop([future for _, future in pairs])
+            running = next((label for label, f in pairs if f.done() and f.exception()), "?")
             raise PipelineError(f"a worker process died while running partition {running} (killed, or out of "
                                 "memory?); its previous output is left as it was, run it again (the tasks that "
                                 "finished are not redone where the stage keeps their work)") from None
@@ -122,8 +143,9 @@ class Tasks:
             kill_workers(self._executor)
             raise
         except BaseException:
-            self._stop(futures)
-            _log_failures(log, futures, labels)
+            pairs = tracked()
+            self._stop([future for _, future in pairs])
+            _log_failures(log, [future for _, future in pairs], [label for label, _ in pairs])
             raise
 
     def _done(self, future: Future) -> _Done:
@@ -161,7 +183,7 @@ class DaskTasks(Tasks):
         submit = functools.partial(client.submit, pure=False)
         context = _TaskContext.here()
         leaves = [submit(run_task, function, label, item, context) for label, item in zip(labels, items)]
-        fold = _TreeFold(functools.partial(submit, _combine_done, combine))
+        fold = TreeFold(functools.partial(submit, _combine_done, combine))
         for leaf in leaves:
             fold.add(leaf)
         root = fold.result()
@@ -277,6 +299,11 @@ class _Done(NamedTuple):
     summary: str = ""
 
 
+def _log_done(log: stage_log.StageLog, label: str, done: _Done) -> None:
+    log.task_done(label, worker=done.worker, seconds=done.seconds, summary=done.summary,
+                  retried=sum(done.retried.values()))
+
+
 def _log_failures(log: stage_log.StageLog, futures: Sequence[Future], labels: Sequence[str]) -> None:
     """Each task that raised (a failure that :func:`run_task` formatted), with its worker's traceback."""
     for future, label in zip(futures, labels):
@@ -380,7 +407,7 @@ def open_tasks(settings: ExecutorSettings, *, workers: int = 0,
         count = worker_count(workers or settings.workers)
         stage_log.note(f"executor: local process pool of {count} workers")
         with process_pool(count) as pool:
-            yield Tasks(pool)
+            yield Tasks(pool, in_flight=2 * count)
         return
     with _dask_client(settings) as client:
         address = client.scheduler.address if settings.address == "local" else settings.address
@@ -560,32 +587,3 @@ class _DaskStatus(Future):
             self.set_exception(done.exception())
         else:  # cancelled, or lost with the scheduler
             self.set_exception(PipelineError(f"a task was {done.status} before it finished"))
-
-
-class _TreeFold:
-    """Pairwise folding in item order, like a binary counter: ((0+1)+(2+3))+((4+5)+6) ...
-
-    The tree's shape depends on the number of values alone, so the result (down to dict order) is the
-    same for any worker count. ``combine`` may return a future (Dask): the tree is then built on the
-    cluster while the leaves are still running.
-    """
-
-    def __init__(self, combine: Callable[[Any, Any], Any]):
-        self._combine = combine
-        self._stack: list[tuple[int, Any]] = []  # (level, value), levels strictly decreasing
-
-    def add(self, value: Any) -> None:
-        level = 0
-        while self._stack and self._stack[-1][0] == level:
-            _, left = self._stack.pop()
-            value, level = self._combine(left, value), level + 1
-        self._stack.append((level, value))
-
-    def result(self) -> Any:
-        if not self._stack:
-            raise PipelineError("nothing to reduce: no partitions")
-        _, value = self._stack.pop()
-        while self._stack:
-            _, left = self._stack.pop()
-            value = self._combine(left, value)
-        return value

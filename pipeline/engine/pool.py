@@ -1,5 +1,5 @@
-"""Worker processes that never outlive their driver, and order-preserving, memory-bounded mapping
-over any ``concurrent.futures.Executor``.
+"""Worker processes that never outlive their driver, order-preserving, memory-bounded mapping over any
+``concurrent.futures.Executor``, and the pairwise fold of a map-reduce whose shape the item count alone sets.
 
 A worker forked by a pool shares its driver's open files: the run lock among them, and the pipe of
 ``lmprep run | tee log``. A worker left running after its driver was killed would keep the lock
@@ -19,7 +19,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from pipeline.errors import PipelineError
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -174,3 +176,32 @@ def ordered_map(executor: Executor, function: Callable[[_T], _R], items: Iterabl
     finally:
         for future in pending:
             future.cancel()
+
+
+class TreeFold:
+    """Pairwise folding in item order, like a binary counter: ((0+1)+(2+3))+((4+5)+6) ...
+
+    The tree's shape depends on the number of values alone, so the result (down to dict order) is the
+    same for any worker count. ``combine`` may return a future (Dask): the tree is then built on the
+    cluster while the leaves are still running.
+    """
+
+    def __init__(self, combine: Callable[[Any, Any], Any]):
+        self._combine = combine
+        self._stack: list[tuple[int, Any]] = []  # (level, value), levels strictly decreasing
+
+    def add(self, value: Any) -> None:
+        level = 0
+        while self._stack and self._stack[-1][0] == level:
+            _, left = self._stack.pop()
+            value, level = self._combine(left, value), level + 1
+        self._stack.append((level, value))
+
+    def result(self) -> Any:
+        if not self._stack:
+            raise PipelineError("nothing to reduce: no partitions")
+        _, value = self._stack.pop()
+        while self._stack:
+            _, left = self._stack.pop()
+            value = self._combine(left, value)
+        return value

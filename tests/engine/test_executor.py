@@ -59,3 +59,45 @@ def test_a_dead_worker_is_one_line_that_does_not_say_the_stage_wrote_nothing():
     assert str(failure.value) == ("a worker process died while running partition part-0 (killed, or out of "
                                   "memory?); its previous output is left as it was, run it again (the tasks that "
                                   "finished are not redone where the stage keeps their work)")
+
+
+class Counted:
+    """A task's result that counts how many of its kind are alive at once."""
+
+    alive = peak = 0
+
+    def __init__(self, value: int):
+        self.value = value
+        Counted.alive += 1
+        Counted.peak = max(Counted.peak, Counted.alive)
+
+    def __del__(self):
+        Counted.alive -= 1
+
+
+def add_counted(left: Counted, right: Counted) -> Counted:
+    return Counted(left.value + right.value)
+
+
+def test_a_map_reduce_holds_a_bounded_number_of_results_however_many_items():
+    """The driver used to wait for every task before folding, holding every result at once (the tokenizer's
+    chunk counts of each part: memory that grew with the corpus)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    Counted.alive = Counted.peak = 0
+    with ThreadPoolExecutor(2) as pool:
+        total = Tasks(pool, in_flight=4).map_reduce(Counted, add_counted, list(range(200)),
+                                                    labels=[str(i) for i in range(200)])
+    assert total.value == sum(range(200))
+    assert Counted.peak <= 4 + 8 + 2  # the results in flight, the fold's partial sums (log2 200), the pair it adds
+
+
+def test_a_map_reduce_folds_in_item_order_whatever_the_window():
+    """The tree's shape, and so the result down to its order, depends on the item count alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    items, labels = [[i] for i in range(37)], [str(i) for i in range(37)]
+    with ThreadPoolExecutor(3) as pool:
+        folds = {window: Tasks(pool, in_flight=window).map_reduce(list, list.__add__, items, labels=labels)
+                 for window in (1, 2, 5, 64)}
+    assert all(fold == list(range(37)) for fold in folds.values())
