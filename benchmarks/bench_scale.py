@@ -10,7 +10,8 @@ tokenizer, encode, export), on 2 local worker processes, with the curation chain
   from ``wait4``), the load average beside them: on a shared machine CPU seconds are the steady figure;
 - the peak resident set (``VmHWM``) of the driver (the ``lmprep`` process) and of the largest worker,
   sampled from ``/proc`` every 50 ms (a peak is a high-water mark, so a sample misses only what grew in
-  the last 50 ms of a process's life);
+  the last 50 ms of a process's life), and the largest anonymous resident memory (``RssAnon``, sampled:
+  the heap, without the pages of memory-mapped shards and signatures, which the kernel can drop);
 - bytes written to disk (the kernel's block-write accounting of the tree, scratch files included) and
   the size of the stage's outputs;
 - the tasks it ran (its log, ``{state_dir}/logs/<stage>.log``).
@@ -101,6 +102,8 @@ class StageFigures:
     driver_cpu_s: float
     driver_peak_mb: float
     worker_peak_mb: float
+    driver_anon_mb: float
+    worker_anon_mb: float
     written_mb: float
     output_mb: float
     tasks: int
@@ -110,15 +113,16 @@ class StageFigures:
     store_s: float = 0.0
 
 
-def vmhwm_bytes(pid: int) -> int | None:
-    """The peak resident set of ``pid`` so far (``VmHWM``); ``None`` once it is gone."""
+def memory_bytes(pid: int) -> tuple[int, int]:
+    """The peak resident set of ``pid`` so far (``VmHWM``, memory-mapped files' pages included) and its
+    anonymous resident memory now (``RssAnon``: the heap, what no file backs); zeros once it is gone."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if line.startswith(("VmHWM:", "RssAnon:")))
     except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None
+        return 0, 0
+    kilobytes = {key: int(value.split()[0]) for key, value in fields.items()}
+    return kilobytes.get("VmHWM", 0) * 1024, kilobytes.get("RssAnon", 0) * 1024
 
 
 def reset_peaks(pids: list[int]) -> None:
@@ -142,16 +146,18 @@ def run_stage(config: Path, stage: str, *, env: dict[str, str], workers_of: int 
     with open(config.parent / f"{stage}.out", "wb") as out:
         process = subprocess.Popen([*(command or [str(BIN / "lmprep")]), "run", stage, "--config", str(config)],
                                    env=env, stdout=out, stderr=subprocess.STDOUT, cwd=config.parent)
-    driver_peak = worker_peak = 0
+    driver_peak = worker_peak = driver_anon = worker_anon = 0
     driver_cpu = 0.0
     while True:  # wait4, not poll: the exit's resource usage covers the driver and the workers it reaped
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             break
-        driver_peak = max(driver_peak, vmhwm_bytes(process.pid) or 0)
+        peak, anon = memory_bytes(process.pid)
+        driver_peak, driver_anon = max(driver_peak, peak), max(driver_anon, anon)
         driver_cpu = proc.cpu_seconds(process.pid) or driver_cpu
         for pid in proc.descendants(process.pid) + (proc.descendants(workers_of) if workers_of else []):
-            worker_peak = max(worker_peak, vmhwm_bytes(pid) or 0)
+            peak, anon = memory_bytes(pid)
+            worker_peak, worker_anon = max(worker_peak, peak), max(worker_anon, anon)
         time.sleep(SAMPLE_SECONDS)
     wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -162,6 +168,7 @@ def run_stage(config: Path, stage: str, *, env: dict[str, str], workers_of: int 
     worker_cpu = sum((proc.cpu_seconds(pid) or 0.0) - cpu_outside.get(pid, 0.0) for pid in outside)
     return StageFigures(wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime + worker_cpu, driver_cpu_s=driver_cpu,
                         driver_peak_mb=driver_peak / 1e6, worker_peak_mb=worker_peak / 1e6,
+                        driver_anon_mb=driver_anon / 1e6, worker_anon_mb=worker_anon / 1e6,
                         written_mb=usage.ru_oublock * 512 / 1e6,
                         output_mb=tree_bytes(config.parent / "out" / OUTPUTS[stage]) / 1e6, tasks=tasks,
                         task_s=task_s, load=os.getloadavg()[0])
@@ -216,7 +223,8 @@ def kept_line(work: Path) -> str:
 
 def describe(figures: StageFigures) -> str:
     return (f"{figures.wall_s:.1f} s wall, {figures.cpu_s:.1f} s CPU (driver {figures.driver_cpu_s:.1f}), "
-            f"driver {figures.driver_peak_mb:.0f} MB, largest worker {figures.worker_peak_mb:.0f} MB, "
+            f"driver {figures.driver_peak_mb:.0f} MB ({figures.driver_anon_mb:.0f} anonymous), largest worker "
+            f"{figures.worker_peak_mb:.0f} MB ({figures.worker_anon_mb:.0f} anonymous), "
             f"{figures.written_mb:.0f} MB written, {figures.tasks} tasks, load {figures.load:.1f}")
 
 
@@ -247,7 +255,8 @@ def growth(sizes: list[float], values: list[float]) -> float | None:
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else None
 
 
-METRICS = {"wall s": "wall_s", "CPU s": "cpu_s", "driver MB": "driver_peak_mb", "worker MB": "worker_peak_mb",
+METRICS = {"wall s": "wall_s", "CPU s": "cpu_s", "driver MB": "driver_peak_mb", "driver anon MB": "driver_anon_mb",
+           "worker MB": "worker_peak_mb", "worker anon MB": "worker_anon_mb",
            "written MB": "written_mb", "tasks": "tasks"}
 
 
