@@ -20,7 +20,7 @@ from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources
 from pipeline.data.steps import Chain, build_chain
-from pipeline.engine import completion, storage
+from pipeline.engine import completion, locations
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from stages.console import PROGRESS, say
@@ -40,7 +40,7 @@ def build(config: Config) -> Stage:
     output = config.out(config.prepare.output_dir)
     return Stage(
         name="prepare",
-        deps=tuple(file.path if storage.is_url(file.path) else os.path.relpath(file.path, config.project_root)
+        deps=tuple(file.path if locations.is_url(file.path) else os.path.relpath(file.path, config.project_root)
                    for file in files) + tuple(os.path.relpath(path, config.project_root) for path in code),
         outs=(output,),
         params=(*source_params(config), "prepare"),
@@ -61,8 +61,8 @@ def source_params(config: Config) -> tuple[str, ...]:
 
 def glob_base(pattern: str) -> str:
     """The directory a glob reads under: its leading components without a wildcard."""
-    pattern = os.fspath(storage.local(pattern))
-    if storage.is_url(pattern):
+    pattern = os.fspath(locations.local(pattern))
+    if locations.is_url(pattern):
         parts = pattern.split("/")
         return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
     parts = []

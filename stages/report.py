@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from pipeline.config import Config
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.engine.runner import Stage
 from pipeline.report import gather, render
 from pipeline.tokenizer import backend
@@ -59,7 +59,7 @@ def write_report(config: Config, path: str, origin: Callable[[str], str] | None 
     project = os.path.basename(os.path.abspath(config.project_root))
     page = render(data, title=f"lmprep report: {project}", generated=generated)
     encoded = page.encode("utf-8")
-    if not storage.is_url(path):
+    if not locations.is_url(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     storage.write_bytes(path, encoded)
     missing = tuple(data["titles"][name] for name, section in data["sections"].items() if section["missing"])

@@ -31,7 +31,7 @@ from pipeline.config.schema import (
 )
 from pipeline.config.validate import config_from, kind_of
 from pipeline.config.yaml_safe import parse_value, read_yaml
-from pipeline.engine import storage
+from pipeline.engine import locations
 from pipeline.errors import ConfigError, describe
 
 
@@ -154,7 +154,7 @@ def _normalize_urls(raw: Any, parts: tuple[str, ...] = ()) -> None:
         if isinstance(value, (dict, list)):
             _normalize_urls(value, (*parts, str(key)))
         elif isinstance(value, str) and "://" in value and _is_path_key([*parts, str(key)]):
-            raw[key] = storage.normalize_url(value)
+            raw[key] = locations.normalize_url(value)
 
 
 def _is_path_key(parts: list[str]) -> bool:
@@ -176,7 +176,7 @@ def _rebase_paths(raw: dict[str, Any], from_dir: str, to_dir: str) -> None:
     for key_path in _input_path_keys(raw):
         node, last = _parent_node(raw, key_path)
         value = node[last]
-        if isinstance(value, str) and not os.path.isabs(value) and not storage.is_url(value):
+        if isinstance(value, str) and not os.path.isabs(value) and not locations.is_url(value):
             node[last] = os.path.relpath(os.path.join(from_dir, value), to_dir)
 
 
@@ -213,7 +213,7 @@ def _rebase_set_path(raw: dict[str, Any], key_path: str, config_dir: str) -> Non
     kind = path_kind(split_key(key_path))
     node, last = _parent_node(raw, key_path)
     value = node[last]
-    if kind is None or not isinstance(value, str) or os.path.isabs(value) or storage.is_url(value):
+    if kind is None or not isinstance(value, str) or os.path.isabs(value) or locations.is_url(value):
         return
     base = config_dir
     if kind == "output":

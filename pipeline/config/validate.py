@@ -31,7 +31,7 @@ from pipeline.config.schema import (
     union_members,
     unknown_key_message,
 )
-from pipeline.engine import storage
+from pipeline.engine import locations
 from pipeline.errors import ConfigError, counted, describe
 from pipeline.tokenizer.layout import base_id_count
 
@@ -250,12 +250,12 @@ def _check_places(config: Config, origin: Origins) -> None:
     _check_weights(config, origin)
     for key in LOCAL_ONLY_KEYS:
         value = config.value(key)
-        if value is not None and storage.is_url(value):
+        if value is not None and locations.is_url(value):
             raise ConfigError(f"{origin(key)}: {key} {value!r} must be a local path (URLs are supported for "
                               "data.sources, tokenizer.path and every output)")
     for key in OUTPUT_KEYS:
         value = config.value(key)
-        if value is not None and storage.is_url(value) and storage.is_container(value):
+        if value is not None and locations.is_url(value) and locations.is_container(value):
             raise ConfigError(f"{origin(key)}: {key} {value!r} is a whole bucket; name a prefix inside it "
                               f"(such as {value.rstrip('/')}/{key.partition('.')[0]}): lmprep replaces and cleans an "
                               "output as a whole")

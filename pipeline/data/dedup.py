@@ -29,7 +29,7 @@ import numpy as np
 
 from pipeline.config.schema import MAX_BUCKETS, bounded
 from pipeline.data.record import DedupStep
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.engine.executor import Tasks
 
 Marks = dict[int, tuple[int, int]]
@@ -51,7 +51,7 @@ class ExactDedup(DedupStep):
     rule = "duplicate"
 
     def keys(self, work: Path | str, round_: int, index: int) -> DigestWriter:
-        return DigestWriter(storage.join(work, f"r{round_}-digests-{index:05d}.npz"), self.buckets)
+        return DigestWriter(locations.join(work, f"r{round_}-digests-{index:05d}.npz"), self.buckets)
 
     def resolve(self, tasks: Tasks, work: Path | str, round_: int, partitions: int, *, progress: bool) -> None:
         buckets = range(self.buckets)
@@ -62,7 +62,7 @@ class ExactDedup(DedupStep):
         return read_marks(self.mark_files(work, round_), index)
 
     def mark_files(self, work: Path | str, round_: int) -> list[Path | str]:
-        return [storage.join(work, f"r{round_}-duplicates-{b:05d}.npy") for b in range(self.buckets)]
+        return [locations.join(work, f"r{round_}-duplicates-{b:05d}.npy") for b in range(self.buckets)]
 
 
 class DigestWriter:
@@ -99,7 +99,7 @@ class _Bucket:
     def __call__(self, bucket: int) -> None:
         digests, where = [], []
         for index in range(self.partitions):
-            with load_arrays(storage.join(self.work, f"r{self.round_}-digests-{index:05d}.npz")) as saved:
+            with load_arrays(locations.join(self.work, f"r{self.round_}-digests-{index:05d}.npz")) as saved:
                 start, end = saved["bounds"][bucket : bucket + 2]
                 digests.append(saved["digests"][start:end])
                 where.append(np.stack([np.full(end - start, index, dtype=np.int64), saved["positions"][start:end]], 1))
@@ -110,7 +110,7 @@ class _Bucket:
         later = np.ones(len(digests_all), dtype=bool)
         later[first] = False  # np.unique's index is the first occurrence, and the rows are in corpus order
         marks = np.concatenate([where_all[later], where_all[first[group[later]]]], axis=1)
-        save_marks(storage.join(self.work, f"r{self.round_}-duplicates-{bucket:05d}.npy"), marks)
+        save_marks(locations.join(self.work, f"r{self.round_}-duplicates-{bucket:05d}.npy"), marks)
 
 
 def save_marks(path: Path | str, marks: np.ndarray) -> None:

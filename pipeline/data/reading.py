@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from pipeline.data.record import MetadataField
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import DataError
 
 STDIN = "-"
@@ -116,7 +116,7 @@ def whole_file(file: SourceFile) -> list[Piece]:
 
 
 def gzipped(path: Path | str) -> bool:
-    return storage.name_of(path).endswith(".gz")
+    return locations.name_of(path).endswith(".gz")
 
 
 def lines(stream: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, bytes]]:

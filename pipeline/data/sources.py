@@ -42,7 +42,7 @@ from pipeline.data.reading import (
 from pipeline.data.record import parse_field
 from pipeline.data.registry import READERS
 from pipeline.data.user_code import resolve
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import ConfigError, DataError
 
 _PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
@@ -63,7 +63,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     for index, source in enumerate(sources):
         matches = storage.glob_files(source.glob, base)
         if not matches:
-            resolved = source.glob if storage.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
+            resolved = source.glob if locations.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
             looked_for = "" if resolved == source.glob else f" (looked for {resolved})"
             raise DataError(f"{label or f'data.sources[{index}].glob'} {source.glob!r} matches no files{looked_for}")
         for path in matches:
@@ -171,7 +171,7 @@ def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]
 
 
 def _prefetchable(piece: Piece) -> bool:
-    return (storage.is_url(piece.file.path) and piece.start == 0 and piece.end is None
+    return (locations.is_url(piece.file.path) and piece.start == 0 and piece.end is None
             and 0 < piece.size <= _PREFETCH_BYTES)  # a range of an empty object is refused by S3
 
 
@@ -261,7 +261,7 @@ def _shorten_list(known: str, shown: int = 8) -> str:
 
 def format_of(path: Path | str) -> str | None:
     """The reader whose extensions the file name ends in (a ``.gz`` suffix aside), or None."""
-    name = storage.name_of(path).lower()
+    name = locations.name_of(path).lower()
     name = name[:-3] if name.endswith(".gz") else name
     return next((reader.name for reader in READERS.values() if name.endswith(reader.extensions)), None)
 

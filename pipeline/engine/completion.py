@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import hashing, storage
+from pipeline.engine import hashing, locations, storage
 from pipeline.errors import StorageError
 
 SUFFIX = ".partial"
@@ -38,9 +38,9 @@ _CHECKS = 16  # records checked at a time
 
 def scratch_location(output: str | os.PathLike[str]) -> Path | str:
     """Where a stage keeps its finished tasks' files: ``<output>.partial``, beside the output."""
-    if storage.is_url(output):
+    if locations.is_url(output):
         return os.fspath(output).rstrip("/") + SUFFIX
-    path = Path(os.path.abspath(storage.local(output)))
+    path = Path(os.path.abspath(locations.local(output)))
     return path.with_name(path.name + SUFFIX)
 
 
@@ -69,7 +69,7 @@ class Scratch:
                                "tasks that finish; remove it and run again")
 
     def path(self, *names: str) -> Path | str:
-        return storage.join(self.location, *names)
+        return locations.join(self.location, *names)
 
     def relative(self, location: str | os.PathLike[str]) -> str:
         """A location under the scratch as its records name it: relative, with ``/`` separators."""
@@ -120,7 +120,7 @@ class Scratch:
 
     def _listing(self) -> dict[str, dict[str, Any]] | None:
         """A remote scratch's files (none yet: empty); None for a local one."""
-        if not storage.is_url(self.location):
+        if not locations.is_url(self.location):
             return None
         try:
             return storage.list_files(self.location)
@@ -128,7 +128,7 @@ class Scratch:
             return {}
 
     def remove(self) -> None:
-        if storage.is_url(self.location):
+        if locations.is_url(self.location):
             storage.remove(self.location)
             return
         with contextlib.suppress(FileNotFoundError):

@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, locations, storage
 from pipeline.errors import StorageError
 
 _CHUNK = 1 << 20
@@ -56,8 +56,8 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def sha256_location(location: str | os.PathLike[str], *, size: int | None = None) -> str:
     """sha256 of a file's bytes, local or remote: a remote one is read as a stream or, its ``size`` known
     (from a listing), in ranges of a GET each, without the request that asks for its size."""
-    if not storage.is_url(location):
-        return sha256_file(storage.local(location))
+    if not locations.is_url(location):
+        return sha256_file(locations.local(location))
     digest = hashlib.sha256()
     if size is not None:
         for start in range(0, size, _CHUNK):
@@ -72,9 +72,9 @@ def sha256_location(location: str | os.PathLike[str], *, size: int | None = None
 def content_stamp(location: str | os.PathLike[str]) -> Any:
     """What stands for a file's content without reading it: locally the stat fields the hash cache trusts
     (size, mtime, ctime, inode), remotely the store's size and content identity."""
-    if storage.is_url(location):
+    if locations.is_url(location):
         return storage.stamp(location)
-    return _stat_stamp(storage.local(location))
+    return _stat_stamp(locations.local(location))
 
 
 def _stat_stamp(path: str | os.PathLike[str]) -> list[int]:
@@ -93,7 +93,7 @@ class HashCache:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._entries: dict[str, list] = self._read()
-        self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if storage.is_url(key)]}
+        self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if locations.is_url(key)]}
         self._dirty = False
 
     def file_hash(self, path: str | os.PathLike[str]) -> str:
@@ -118,7 +118,7 @@ class HashCache:
 
         Hidden entries (names starting with a dot, such as staging dirs) are skipped.
         """
-        if storage.is_url(path):
+        if locations.is_url(path):
             found = self.remote_stamp(path)
             if found is None:
                 raise StorageError(f"{path}: not found")
@@ -131,7 +131,7 @@ class HashCache:
 
     def exists(self, path: str | os.PathLike[str]) -> bool:
         """Whether a file or directory exists; a remote one as :meth:`remote_stamp` finds it."""
-        return self.remote_stamp(path) is not None if storage.is_url(path) else os.path.exists(path)
+        return self.remote_stamp(path) is not None if locations.is_url(path) else os.path.exists(path)
 
     def remote_stamp(self, location: str) -> dict[str, Any] | None:
         """A remote file's or output's identity without reading a file (:func:`pipeline.engine.storage.tree_stamp`):
@@ -161,7 +161,7 @@ class HashCache:
 def _is_entry(key: str, entry: Any) -> bool:
     """Whether a saved entry is one :class:`HashCache` writes: a file's four stat fields and its hash, or a
     remote commit's record (a list or mapping kept as it was)."""
-    if storage.is_url(key):
+    if locations.is_url(key):
         return isinstance(entry, (list, dict))
     return (isinstance(entry, list) and len(entry) == 5 and all(type(field) is int for field in entry[:4])
             and isinstance(entry[4], str))

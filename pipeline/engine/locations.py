@@ -1,6 +1,6 @@
-"""Locations as names: local paths, ``file://`` URLs and fsspec URLs, joined, split and made absolute
-without touching a file system. :mod:`pipeline.engine.storage` names these functions too; it is the one
-module that reads and writes what they name.
+"""Locations as names: local paths, ``file://`` URLs and fsspec URLs, joined, split, compared and made
+absolute without touching a file system. :mod:`pipeline.engine.storage` is the one module that reads and
+writes what they name.
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ import re
 from pathlib import Path, PurePosixPath
 
 URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+Location = str | os.PathLike[str]
+"""What every function that names a file or directory takes: a local path (``str`` or :class:`~pathlib.Path`,
+a ``file://`` URL included) or an fsspec URL such as ``s3://bucket/key``."""
 
 
 def is_url(location: str | os.PathLike[str]) -> bool:
@@ -52,8 +56,17 @@ def openable(location: str | os.PathLike[str]) -> str:
     if is_url(location):
         return os.fspath(location)
     absolute_path = os.path.abspath(local(location))
-    relative = os.path.relpath(absolute_path)
-    return absolute_path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+    return os.path.relpath(absolute_path) if inside(absolute_path, os.curdir) else absolute_path
+
+
+def inside(location: Location, directory: Location) -> bool:
+    """Whether ``location`` is ``directory`` or lies under it, by name (neither need exist; links are not
+    followed): local paths compared made absolute, URLs by their ``/``-separated parts."""
+    if is_url(location) or is_url(directory):
+        inner, outer = os.fspath(location).rstrip("/"), os.fspath(directory).rstrip("/")
+        return inner == outer or inner.startswith(outer + "/")
+    inner, outer = os.path.abspath(local(location)), os.path.abspath(local(directory))
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
 def join(location: str | os.PathLike[str], *names: str) -> Path | str:

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, locations
 from pipeline.engine.hashing import HashCache, canonical_hash, visible_files
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class RunCache:
     def reuse(self, key: str, stage: Stage, cache: HashCache) -> str | None:
         """Link the outputs of a place recorded under ``key`` in place of ``stage``'s outputs and return that
         place (its first output); None, having linked nothing, if no place still holds them."""
-        if any(storage.is_url(out) for out in stage.outs):
+        if any(locations.is_url(out) for out in stage.outs):
             return None
         for place in self._places(key):
             sources = [out for out, _ in place]
@@ -71,7 +71,7 @@ class RunCache:
 
     def remember(self, key: str, outs: Mapping[str, str]) -> None:
         """Record ``outs`` (output → hash, in the stage's order) as the newest place of ``key``'s outputs."""
-        if any(storage.is_url(out) for out in outs):
+        if any(locations.is_url(out) for out in outs):
             return
         place = [[out, digest] for out, digest in outs.items()]
         places = [place, *(other for other in self._places(key) if other != place)][:MAX_PLACES]
@@ -113,11 +113,11 @@ def _without_keys(params: Mapping[str, Any], keys: set[str]) -> dict[str, Any]:
 
 def _dep_name(dep: str, stages: Sequence[Stage]) -> str:
     """``stage:N/relative`` for a dependency inside output N of a stage, else the dependency as written."""
-    path = os.path.normpath(dep)
     for stage in stages:
-        for index, out in enumerate(map(os.path.normpath, stage.outs)):
-            if path == out or path.startswith(out + os.sep):
-                return f"{stage.name}:{index}/{path[len(out) + 1:]}"
+        for index, out in enumerate(stage.outs):
+            if locations.inside(dep, out):
+                relative = os.path.relpath(dep, out)
+                return f"{stage.name}:{index}/{'' if relative == os.curdir else relative}"
     return dep
 
 

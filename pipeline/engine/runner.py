@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, local_files, stage_log, storage
+from pipeline.engine import atomic, local_files, locations, stage_log, storage
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.pool import keep_from_workers
 from pipeline.engine.reasons import code_version_changes, dep_changes, out_changes, param_changes
@@ -192,7 +192,7 @@ class Pipeline:
                 if stage.name in names:
                     removed += [out for out in (*stage.outs, *stage.scratch) if _remove(self._where(out))]
                     for out in stage.outs:
-                        if not storage.is_url(out):
+                        if not locations.is_url(out):
                             _remove_empty_parents(self.root / out, self.root)
         return removed
 
@@ -255,12 +255,12 @@ class Pipeline:
 
     def _where(self, path: str) -> Path | str:
         """A stage's path as the file system sees it: under the project root, or a URL as it is."""
-        return path if storage.is_url(path) else self.root / path
+        return path if locations.is_url(path) else self.root / path
 
     def _shown(self, path: str) -> str:
         """A stage's path (recorded relative to the project root) as the user opens it from the current
         directory: relative while below it, else absolute; a URL as it is."""
-        return storage.openable(self._where(path))
+        return locations.openable(self._where(path))
 
     def _params(self, stage: Stage) -> dict[str, Any]:
         return {key: self._param_value(key) for key in stage.params}
@@ -295,7 +295,7 @@ class Pipeline:
         """
         for stage in stages:
             for out in stage.outs:
-                if storage.is_url(out):
+                if locations.is_url(out):
                     continue  # a remote output is never renamed: an attempt's files go when the next one commits
                 path = self.root / out
                 atomic.recover_dir(path)
@@ -439,10 +439,10 @@ def _check_homes(stages: Sequence[Stage], root: Path, state_dir: Mapping[str, Pa
         if path.exists() and not path.is_dir():
             raise RunnerError(f"{label} is not a directory; lmprep keeps its outputs and state in directories")
     for stage in stages:
-        for scanned in (path for path in stage.scans if not storage.is_url(path)):
+        for scanned in (path for path in stage.scans if not locations.is_url(path)):
             base = os.path.normpath(os.path.join(os.path.abspath(root), scanned))
             for label, path in homes.items():
-                if _holds(base, os.path.abspath(path)):
+                if locations.inside(os.path.abspath(path), base):
                     relation = "is the same path as" if base == os.path.abspath(path) else "lies inside"
                     raise RunnerError(f"{label} {relation} the directory {_describe(stage, scanned)} that stage "
                                       f"'{stage.name}' scans for raw files; keep output_root and state_dir outside "
@@ -462,7 +462,7 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
     project = os.path.abspath(root)
 
     def where(path: str | os.PathLike[str]) -> str:
-        if storage.is_url(path):
+        if locations.is_url(path):
             return os.fspath(path).rstrip("/")
         return os.path.normpath(os.path.join(project, path))
 
@@ -479,9 +479,9 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
             for kind, owner, name, path in places:
                 if kind == "output" and owner is stage and name == out:
                     continue
-                if kind == "input" and order[owner.name] > order[stage.name] and _holds(output, path):
+                if kind == "input" and order[owner.name] > order[stage.name] and locations.inside(path, output):
                     continue  # a later stage reads what this one writes
-                relation = _overlap(output, path, inside_counts=not _holds(path, project))
+                relation = _overlap(output, path, inside_counts=not locations.inside(project, path))
                 if relation:
                     raise RunnerError(
                         f"{_describe(stage, out)} {relation} {_place(kind, owner, name)}; lmprep replaces an "
@@ -507,16 +507,11 @@ def _overlap(output: str, path: str, *, inside_counts: bool) -> str | None:
     """How ``output`` overlaps ``path`` (both absolute and normalised), or None."""
     if output == path:
         return "is the same path as"
-    if _holds(output, path):
+    if locations.inside(path, output):
         return "contains"
-    if inside_counts and _holds(path, output):
+    if inside_counts and locations.inside(output, path):
         return "lies inside"
     return None
-
-
-def _holds(directory: str, path: str) -> bool:
-    """Whether ``path`` is ``directory`` or lies inside it (both absolute and normalised)."""
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _describe(stage: Stage, path: str) -> str:
@@ -567,7 +562,7 @@ def direct_upstream(stages: Sequence[Stage]) -> dict[str, list[str]]:
     for stage in stages:
         if stage.name in direct:
             raise RunnerError(f"two stages are named '{stage.name}'")
-        found = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
+        found = {name for dep in stage.deps for out, name in producer.items() if locations.inside(dep, out)}
         direct[stage.name] = [name for name in direct if name in found]
         for out in stage.outs:
             if out in producer:
@@ -583,7 +578,3 @@ def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
         upstream[name] = set(direct).union(*(upstream[other] for other in direct))
     return upstream
 
-
-def _within(path: str, directory: str) -> bool:
-    path, directory = os.path.normpath(path), os.path.normpath(directory)
-    return path == directory or path.startswith(directory + os.sep)

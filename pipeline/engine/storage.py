@@ -43,17 +43,7 @@ from typing import Any, BinaryIO
 
 from pipeline.engine import atomic, local_files, retries, store_fork  # noqa: F401  (store_fork: at-fork handlers)
 from pipeline.engine.locations import URL as _URL
-from pipeline.engine.locations import (  # noqa: F401  (the path rules, named through this module)
-    absolute,
-    is_container,
-    is_url,
-    join,
-    local,
-    name_of,
-    normalize_url,
-    openable,
-    parent,
-)
+from pipeline.engine.locations import absolute, is_url, join, local, name_of
 from pipeline.errors import FileTooLargeError, StorageError, shorten
 
 SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
@@ -394,16 +384,6 @@ def make_dir(location: str | os.PathLike[str]) -> None:
     """Create a local directory and its parents; object stores need none."""
     if not is_url(location):
         Path(local(location)).mkdir(parents=True, exist_ok=True)
-
-
-def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    """Move a file within one output being written (remotely a copy and a delete, before the commit)."""
-    if not is_url(source):
-        os.replace(local(source), local(target))
-        return
-    fs, _ = _filesystem(source)
-    with _named_errors(source):
-        retries.call(source, fs.mv, os.fspath(source), os.fspath(target))
 
 
 def copy_files(pairs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[str]]]) -> None:

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from safetensors import SafetensorError, safe_open
 
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, locations, storage
 from pipeline.errors import CheckpointError, StorageError, TokenizerMismatchError, describe, json_error_reason, shorten
 from pipeline.model import integrity, optimizer_state
 
@@ -180,9 +180,9 @@ class Checkpoint:
 
 def checkpoint_file(path: str | os.PathLike[str]) -> Path | str:
     """The checkpoint file for ``path``, which may name the file or its directory (a URL stays a URL)."""
-    if storage.is_url(path):
+    if locations.is_url(path):
         text = os.fspath(path).rstrip("/")
-        return text if text.endswith(".safetensors") else storage.join(text, CHECKPOINT_FILE)
+        return text if text.endswith(".safetensors") else locations.join(text, CHECKPOINT_FILE)
     path = Path(path)
     return path if path.suffix == ".safetensors" else path / CHECKPOINT_FILE
 
@@ -198,7 +198,7 @@ def tokenizer_beside(path: str | os.PathLike[str]) -> Path | str | None:
     remotely the committed object to read."""
     file = checkpoint_file(path)
     if isinstance(file, str):
-        beside = storage.join(file.rsplit("/", 1)[0], TOKENIZER_FILE)
+        beside = locations.join(file.rsplit("/", 1)[0], TOKENIZER_FILE)
         return stored_object(beside) if storage.exists(beside) else None
     beside = file.with_name(TOKENIZER_FILE)
     return beside if beside.is_file() else None
@@ -208,7 +208,7 @@ def stored_object(location: str) -> str:
     """Where a file named in a remote checkpoint directory (a committed output) is read: in its committed attempt
     (StorageError naming the directory when it holds no commit)."""
     directory, _, name = os.fspath(location).rpartition("/")
-    return os.fspath(storage.join(storage.committed(directory), name))
+    return os.fspath(locations.join(storage.committed(directory), name))
 
 
 def save_checkpoint(
@@ -331,7 +331,7 @@ def _name(file: Path | str) -> str:
 def _companion(file: Path | str, name: str) -> bytes | None:
     """The bytes of the file ``name`` beside the checkpoint ``file`` (None: there is none), read within a bound."""
     if isinstance(file, str):
-        beside: Path | str = stored_object(storage.join(file.rsplit("/", 1)[0], name))
+        beside: Path | str = stored_object(locations.join(file.rsplit("/", 1)[0], name))
     else:
         beside = file.with_name(name)
     try:
