@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pipeline.config.files import DEFAULT_ORIGIN, Origins
+from pipeline.config.origins import DEFAULT_ORIGIN, Origins
 from pipeline.config.schema import Config
 from pipeline.errors import ConfigError, StorageError, TokenizerError
 from pipeline.tokenizer import Tokenizer
