@@ -50,6 +50,7 @@ def build(config: Config) -> Stage:
         scratch=(output + completion.SUFFIX,),  # what a killed run finished
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
+        listed={file.path: file.stamp for file in files if file.stamp is not None},
     )
 
 

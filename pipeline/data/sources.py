@@ -61,7 +61,8 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     base = Path(root)
     files: list[SourceFile] = []
     for index, source in enumerate(sources):
-        matches = storage.glob_files(source.glob, base)
+        stamps = storage.glob_stamps(source.glob) if locations.is_url(source.glob) else {}
+        matches = sorted(stamps) if locations.is_url(source.glob) else storage.glob_files(source.glob, base)
         if not matches:
             resolved = source.glob if locations.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
             looked_for = "" if resolved == source.glob else f" (looked for {resolved})"
@@ -70,7 +71,8 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(path, source, index, os.fspath(base)) for path in matches)
+        files.extend(replace(_source_file(path, source, index, os.fspath(base)), stamp=stamps.get(path))
+                     for path in matches)
     return files
 
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +91,9 @@ class HashCache:
     its stamp (:func:`pipeline.engine.storage.tree_stamp`), so an unchanged remote output costs a HEAD request.
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, listed: Mapping[str, Mapping[str, Any]] | None = None):
         self.path = Path(path)
+        self._listed = dict(listed or {})  # remote files' stamps as a listing just gave them
         self._entries: dict[str, list] = self._read()
         self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if locations.is_url(key)]}
         self._dirty = False
@@ -136,6 +138,8 @@ class HashCache:
     def remote_stamp(self, location: str) -> dict[str, Any] | None:
         """A remote file's or output's identity without reading a file (:func:`pipeline.engine.storage.tree_stamp`):
         the store's sizes and content identities, which it changes whenever it stores other bytes."""
+        if location in self._listed:
+            return dict(self._listed[location])
         kept = dict(self._commits)
         found = storage.tree_stamp(location, commits=self._commits)
         self._dirty |= self._commits != kept

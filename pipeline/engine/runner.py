@@ -70,6 +70,8 @@ class Stage:
     ``mode`` names how the stage makes its outputs where it has more than one way (the tokenizer's:
     training one, or reusing a file); a switch of mode is given as its one reason, not as every
     setting and input of the other way that went or came.
+    ``listed`` are the stamps of remote dependencies as the stage's globs listed them, so that telling whether
+    they changed costs no request per file.
     """
 
     name: str
@@ -86,6 +88,7 @@ class Stage:
     reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
     scratch: tuple[str, ...] = ()
     mode: str = ""
+    listed: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -334,7 +337,8 @@ class Pipeline:
                                 if_corrupt="delete it and move away the outputs lmprep then refuses to replace")
 
     def _hash_cache(self) -> HashCache:
-        return HashCache(self.state_dir / "hashes.json")
+        return HashCache(self.state_dir / "hashes.json",
+                         listed={url: stamp for stage in self.stages for url, stamp in stage.listed.items()})
 
     def _save_cache(self, cache: HashCache) -> None:
         """Save the hash cache if possible: it only saves time, so a full or read-only disk

@@ -56,8 +56,6 @@ _TIME_KEYS = ("LastModified", "mtime", "created", "updated")  # only for stores 
 COMMIT_FILE = "_lmprep_commit.json"
 COMMIT_VERSION = 1
 _ATTEMPT_PREFIX = ".attempt-"
-# URL → stamp of the files the last glob_files in this process listed (each glob lists afresh)
-_LISTED: dict[str, dict[str, Any]] = {}
 file_kind = local_files.file_kind
 
 
@@ -69,17 +67,7 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
     ``glob.glob``, unlike ``Path.glob``, skips them.
     """
     if is_url(pattern):
-        fs, protocol = _filesystem(pattern)
-        with _named_errors(pattern):
-            fs.invalidate_cache()  # a listing is fresh for each expansion, and reused by stamp()
-            found = retries.call(pattern, fs.glob, pattern, detail=True)
-            if not found:
-                _check_container(fs, pattern)
-        fixed = _fixed_parts(fs._strip_protocol(pattern))
-        files = {_url(protocol, key): entry for key, entry in found.items()
-                 if entry.get("type") == "file" and not _hidden(key.split("/")[fixed:])}
-        _LISTED.update({url: _identity(entry) for url, entry in files.items()})
-        return sorted(files)
+        return sorted(glob_stamps(pattern))
     base = Path(local(root))
     pattern = os.fspath(local(pattern))
     matches = glob.glob(pattern, root_dir=base, recursive=True)
@@ -87,6 +75,21 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
     files = sorted(p for p in map(base.joinpath, matches) if not p.is_dir())
     local_files.refuse_odd_matches(files, matches and "**" in pattern)
     return files
+
+
+def glob_stamps(pattern: str) -> dict[str, dict[str, Any]]:
+    """The remote files matching a URL pattern, each with its :func:`stamp` as the listing gives it: a caller
+    that keeps them (a source file, a stage's dependencies) needs no request per file to size or identify it.
+    Each call lists afresh."""
+    fs, protocol = _filesystem(pattern)
+    with _named_errors(pattern):
+        fs.invalidate_cache()
+        found = retries.call(pattern, fs.glob, pattern, detail=True)
+        if not found:
+            _check_container(fs, pattern)
+    fixed = _fixed_parts(fs._strip_protocol(pattern))
+    return {_url(protocol, key): _identity(entry) for key, entry in sorted(found.items())
+            if entry.get("type") == "file" and not _hidden(key.split("/")[fixed:])}
 
 
 def _check_listable(base: Path, directories: str) -> None:
@@ -136,8 +139,6 @@ def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str
     ``commits`` keeps the commit records read, each with the stamp of the commit file it was read from
     (see :func:`_read_commit`), so that a caller that keeps them reads an unchanged commit's body only once.
     """
-    if location in _LISTED:
-        return _LISTED[location]
     fs, _ = _filesystem(location)
     with _named_errors(location):
         try:
@@ -165,14 +166,8 @@ def size(location: str | os.PathLike[str]) -> int:
 
 
 def stamp(location: str | os.PathLike[str]) -> dict[str, Any]:
-    """What the store says identifies a remote file: its size and content identity, from ``info()``.
-
-    After :func:`glob_files` this is answered from its listing, without a request (or a search of
-    fsspec's cached listing, which is linear in the directory's size) per file.
-    """
-    listed = _LISTED.get(os.fspath(location))
-    if listed is not None:
-        return listed
+    """What the store says identifies a remote file: its size and content identity, from ``info()`` (one
+    request; :func:`glob_stamps` gives those of many files from one listing)."""
     fs, _ = _filesystem(location)
     with _named_errors(location):
         info = retries.call(location, fs.info, location)
