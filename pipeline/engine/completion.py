@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.engine import hashing, locations, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import StorageError
 
 SUFFIX = ".partial"
@@ -36,7 +37,7 @@ MAX_RECORD_BYTES = 16 << 20  # a record lists its task's files, a few hundred by
 _CHECKS = 16  # records checked at a time
 
 
-def scratch_location(output: str | os.PathLike[str]) -> Path | str:
+def scratch_location(output: Location) -> Path | str:
     """Where a stage keeps its finished tasks' files: ``<output>.partial``, beside the output."""
     if locations.is_url(output):
         return os.fspath(output).rstrip("/") + SUFFIX
@@ -53,11 +54,11 @@ def job_identity(*fields: Any) -> str:
 class Scratch:
     """The scratch location of one output (picklable: tasks write their files and records into it)."""
 
-    location: Path | str
+    location: Location
     shown: str = ""  # as messages name it: the output as the user gave it, with the suffix
 
     @classmethod
-    def of(cls, output: str | os.PathLike[str]) -> Scratch:
+    def of(cls, output: Location) -> Scratch:
         return cls(scratch_location(output), os.fspath(output).rstrip("/") + SUFFIX)
 
     def check_place(self) -> None:
@@ -71,7 +72,7 @@ class Scratch:
     def path(self, *names: str) -> Path | str:
         return locations.join(self.location, *names)
 
-    def relative(self, location: str | os.PathLike[str]) -> str:
+    def relative(self, location: Location) -> str:
         """A location under the scratch as its records name it: relative, with ``/`` separators."""
         inner = os.fspath(location)[len(os.fspath(self.location)):]
         return inner.replace(os.sep, "/").strip("/")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.engine import atomic, locations, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import StorageError
 
 _CHUNK = 1 << 20
@@ -35,7 +36,7 @@ def canonical_hash(obj: Any) -> str:
     return sha256_bytes(atomic.dumps_json(obj, indent=None).encode("utf-8"))
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
+def sha256_file(path: Location) -> str:
     """sha256 of a regular file's bytes, read up to the size it had when opened; StorageError for anything else.
 
     A FIFO would block ``open`` until a writer came and ``/dev/zero`` (a link to it, a device) never ends: the
@@ -54,7 +55,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def sha256_location(location: str | os.PathLike[str], *, size: int | None = None) -> str:
+def sha256_location(location: Location, *, size: int | None = None) -> str:
     """sha256 of a file's bytes, local or remote: a remote one is read as a stream or, its ``size`` known
     (from a listing), in ranges of a GET each, without the request that asks for its size."""
     if not locations.is_url(location):
@@ -70,7 +71,7 @@ def sha256_location(location: str | os.PathLike[str], *, size: int | None = None
     return digest.hexdigest()
 
 
-def content_stamp(location: str | os.PathLike[str]) -> Any:
+def content_stamp(location: Location) -> Any:
     """What stands for a file's content without reading it: locally the stat fields the hash cache trusts
     (size, mtime, ctime, inode), remotely the store's size and content identity."""
     if locations.is_url(location):
@@ -78,7 +79,7 @@ def content_stamp(location: str | os.PathLike[str]) -> Any:
     return _stat_stamp(locations.local(location))
 
 
-def _stat_stamp(path: str | os.PathLike[str]) -> list[int]:
+def _stat_stamp(path: Location) -> list[int]:
     st = os.stat(path)
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
@@ -91,14 +92,14 @@ class HashCache:
     its stamp (:func:`pipeline.engine.storage.tree_stamp`), so an unchanged remote output costs a HEAD request.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, listed: Mapping[str, Mapping[str, Any]] | None = None):
+    def __init__(self, path: Location, *, listed: Mapping[str, Mapping[str, Any]] | None = None):
         self.path = Path(path)
         self._listed = dict(listed or {})  # remote files' stamps as a listing just gave them
         self._entries: dict[str, list] = self._read()
         self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if locations.is_url(key)]}
         self._dirty = False
 
-    def file_hash(self, path: str | os.PathLike[str]) -> str:
+    def file_hash(self, path: Location) -> str:
         """A file's sha256; for anything but a regular file (a FIFO, a device, a link to one), which no stage
         writes, what it is: never read, so it never blocks, and never equal to the hash a file had, so an
         output replaced by one is modified (and written again by ``run``)."""
@@ -115,7 +116,7 @@ class HashCache:
         self._dirty = True
         return digest
 
-    def tree_hash(self, path: str | os.PathLike[str]) -> str:
+    def tree_hash(self, path: Location) -> str:
         """Hash of a file, or of a directory as its sorted (relative path, file hash) list.
 
         Hidden entries (names starting with a dot, such as staging dirs) are skipped.
@@ -131,7 +132,7 @@ class HashCache:
         listing = [[rel, self.file_hash(root / rel)] for rel in visible_files(root)]
         return canonical_hash(listing)
 
-    def exists(self, path: str | os.PathLike[str]) -> bool:
+    def exists(self, path: Location) -> bool:
         """Whether a file or directory exists; a remote one as :meth:`remote_stamp` finds it."""
         return self.remote_stamp(path) is not None if locations.is_url(path) else os.path.exists(path)
 

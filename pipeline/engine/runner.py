@@ -44,6 +44,7 @@ from typing import Any
 
 from pipeline.engine import atomic, local_files, locations, stage_log, storage
 from pipeline.engine.hashing import HashCache
+from pipeline.engine.locations import Location
 from pipeline.engine.pool import keep_from_workers
 from pipeline.engine.reasons import code_version_changes, dep_changes, out_changes, param_changes
 from pipeline.engine.run_cache import RunCache
@@ -111,9 +112,9 @@ class Pipeline:
     """Stages in pipeline order plus the state that says which of them are stale."""
 
     def __init__(self, stages: Sequence[Stage], *, param_value: Callable[[str], Any],
-                 state_dir: str | os.PathLike[str], root: str | os.PathLike[str] = ".",
+                 state_dir: Location, root: Location = ".",
                  guarded: Mapping[str, str | os.PathLike[str]] | None = None,
-                 run_cache: str | os.PathLike[str] | None = None,
+                 run_cache: Location | None = None,
                  log: Callable[[str], None] = lambda message: None, log_header: Mapping[str, str] | None = None):
         """``root`` is the project root, the directory relative paths start from; ``guarded``
         maps a description to a path that no output may overlap (the config file); ``run_cache`` is the
@@ -465,7 +466,7 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
     """
     project = os.path.abspath(root)
 
-    def where(path: str | os.PathLike[str]) -> str:
+    def where(path: Location) -> str:
         if locations.is_url(path):
             return os.fspath(path).rstrip("/")
         return os.path.normpath(os.path.join(project, path))
@@ -523,7 +524,7 @@ def _describe(stage: Stage, path: str) -> str:
     return f"{key} {path!r}" if key else repr(path)
 
 
-def _holds_anything(path: Path | str) -> bool:
+def _holds_anything(path: Location) -> bool:
     """Whether ``path`` is a file, or a directory with any entry (a swap would remove them)."""
     if isinstance(path, str):
         return storage.holds_anything(path)
@@ -532,7 +533,7 @@ def _holds_anything(path: Path | str) -> bool:
     return path.exists() or path.is_symlink()
 
 
-def _remove(path: Path | str) -> bool:
+def _remove(path: Location) -> bool:
     if isinstance(path, str):
         found = storage.holds_anything(path)
         storage.remove(path)

@@ -35,10 +35,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline.engine import locations, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import PipelineError
 
 
-def set_aside_path(directory: str | os.PathLike[str], tag: str) -> Path | str:
+def set_aside_path(directory: Location, tag: str) -> Path | str:
     """The first free sibling of ``directory`` among ``<name>-<tag>``, ``<name>-<tag>-2``, … (for a URL,
     the first prefix holding no object).
 
@@ -53,7 +54,7 @@ def set_aside_path(directory: str | os.PathLike[str], tag: str) -> Path | str:
     return candidate if remote else Path(candidate)
 
 
-def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
+def set_aside(directory: Location, tag: str) -> Path:
     """Rename the local ``directory`` to :func:`set_aside_path` and return the new path."""
     candidate = Path(set_aside_path(directory, tag))
     os.replace(directory, candidate)
@@ -144,7 +145,7 @@ def _commit_copy(directory: Path, url: str) -> None:
         storage.upload_dir(directory, attempt)
 
 
-def partial_dir(directory: str | os.PathLike[str]) -> Path:
+def partial_dir(directory: Location) -> Path:
     """Where ``train.checkpoint_every`` saves the checkpoints of a run in progress: ``<name>.partial``."""
     directory = Path(directory)
     return directory.with_name(directory.name + ".partial")
