@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -31,6 +32,11 @@ from pipeline.config.schema import MAX_BUCKETS, bounded
 from pipeline.data.record import DedupStep
 from pipeline.engine import locations, storage
 from pipeline.engine.executor import Tasks
+
+# numpy parses an array file's header with ast.literal_eval, which CPython 3.11 (seen on 3.11.7) can break
+# when two threads use the ast module at once ("AST constructor recursion depth mismatch"); the tasks of
+# a thread pool (tests, a user's own executor) read their headers one at a time.
+_NPY_HEADERS = threading.Lock()
 
 Marks = dict[int, tuple[int, int]]
 """A partition's marked positions, each with the (partition, position) of the document it duplicates."""
@@ -126,7 +132,7 @@ def read_marks(paths: Sequence[Path | str], index: int) -> Marks:
     found: Marks = {}
     for path in paths:
         with storage.local_copy(path) as local:
-            marks = np.load(local, mmap_mode="r")
+            marks = load_npy(local, mmap_mode="r")
             lo, hi = np.searchsorted(marks[:, 0], [index, index + 1])
             found.update((int(row[1]), (int(row[2]), int(row[3]))) for row in marks[lo:hi])
     return found
@@ -140,5 +146,15 @@ def save_arrays(path: Path | str, **arrays: np.ndarray) -> None:
 @contextlib.contextmanager
 def load_arrays(path: Path | str) -> Iterator[Any]:
     """The arrays of an ``.npz`` file of the work directory, local or remote."""
-    with storage.local_copy(path) as local, np.load(local) as saved:
-        yield saved
+    with storage.local_copy(path) as local:
+        with _NPY_HEADERS:
+            saved = np.load(local)
+        with saved:
+            yield saved
+
+
+
+def load_npy(path: Path | str, *, mmap_mode: Literal["r"] | None = None) -> np.ndarray:
+    """An ``.npy`` file of the work directory, memory-mapped with ``mmap_mode="r"``."""
+    with _NPY_HEADERS:
+        return np.load(path, mmap_mode=mmap_mode)

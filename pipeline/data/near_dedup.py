@@ -29,7 +29,7 @@ import numpy as np
 
 from pipeline.config.schema import MAX_BUCKETS, bounded
 from pipeline.data import minhash
-from pipeline.data.dedup import Marks, load_arrays, read_marks, save_arrays, save_marks
+from pipeline.data.dedup import Marks, load_arrays, load_npy, read_marks, save_arrays, save_marks
 from pipeline.data.record import DedupStep
 from pipeline.engine import locations, storage
 from pipeline.engine.executor import Tasks
@@ -195,7 +195,7 @@ class _SignatureFiles:
     def _partition(self, index: int) -> np.ndarray:
         if index not in self._open:
             path = locations.join(self._work, f"r{self._round}-signatures-{index:05d}.npy")
-            self._open[index] = np.load(self._stack.enter_context(storage.local_copy(path)), mmap_mode="r")
+            self._open[index] = load_npy(self._stack.enter_context(storage.local_copy(path)), mmap_mode="r")
         return self._open[index]
 
 
