@@ -11,7 +11,9 @@ repeated line dropped so that a chunk cache helps as little as it does on web te
 A byte tokenizer (GPT-4 pattern, ``<|endoftext|>`` as its one special token) is trained on each corpus
 once and kept in ``benchmarks/.data``. The engines, all from that one tokenizer: lmprep on the native
 core and on the Python path; tiktoken and riptoken built from its exported ranks and pattern; HF
-``tokenizers`` loading its ``tokenizer.json``. Every engine's IDs are checked identical to tiktoken's.
+``tokenizers``, fastokens and gigatok loading its ``tokenizer.json`` (gigatok a copy whose GPT-4 split is
+spelled as HF's files spell it, the one form it recognises). Every engine's IDs are checked identical to
+tiktoken's.
 
 Each measurement (engine, API, threads) runs in a fresh process, so that its peak RSS is its own and the
 thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_THREADS``) can be set:
@@ -19,8 +21,10 @@ thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_TH
 - ``flat``: the encode stage's path, every ID of the corpus in one ``uint32`` array
   (``encode_batch_flat``; the peers' batch call, then numpy);
 - ``list``: one list of IDs per document (``encode_batch``; tiktoken ``encode_ordinary_batch``,
-  riptoken ``encode_ordinary_batch``, HF ``encode_batch_fast`` and ``.ids``);
-- 1 and 2 threads (lmprep: ``threads=``; tiktoken: ``num_threads=``; riptoken and HF: rayon).
+  riptoken ``encode_ordinary_batch``, HF ``encode_batch_fast`` and ``.ids``, fastokens ``encode_batch`` and
+  ``.ids``, gigatok ``encode_batch``, whose lists are an awkward array: its flat row is its content);
+- 1 and 2 threads (lmprep: ``threads=``; tiktoken: ``num_threads=``; riptoken, HF, gigatok and fastokens:
+  rayon, and ``FASTOKENS_BPE_THREADS``).
 
 Each is timed ``--repeats`` times from a cold start (a freshly loaded tokenizer: lmprep's and HF's
 caches empty), best of the runs, in wall-clock seconds and in CPU seconds (all threads of the

@@ -32,7 +32,6 @@ class Written:
 
 
 def build(config: Config) -> Stage:
-    from pipeline.report import gather, render  # numpy and the page's modules: only when a page is written
     from stages.registry import STAGES, declared
 
     output = config.out(config.report.output)
