@@ -18,7 +18,6 @@ from operator import attrgetter
 from pipeline.config import Config
 from pipeline.engine import locations, storage
 from pipeline.engine.runner import Stage
-from pipeline.report import gather, render
 from pipeline.tokenizer import backend
 from stages.console import say
 
@@ -50,6 +49,7 @@ def run(config: Config) -> None:
 
 def write_report(config: Config, path: str, origin: Callable[[str], str] | None = None) -> Written:
     """Gather the run's outputs and write the page to ``path`` (atomically; a URL in one request)."""
+    from pipeline.report import gather, render  # numpy and the page's modules: only when a page is written
     from stages.registry import STAGES, declared
 
     data = gather(config, [spec.name for spec in STAGES if spec.name != "report" and declared(spec, config)],
