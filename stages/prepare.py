@@ -28,7 +28,8 @@ from stages.console import PROGRESS, say
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 7  # 7: document IDs name raw files from the config's directory (they named them from output_root)
+CODE_VERSION = 8  # 8: a corpus below 4 GB is cut into about 64 partitions (so parts) of 2 MiB or more, not 64 MB ones
+# 7: document IDs name raw files from the config's directory (they named them from output_root)
 
 
 def build(config: Config) -> Stage:
@@ -47,7 +48,7 @@ def build(config: Config) -> Stage:
         run=functools.partial(run, config, files, chain),
         code_version=CODE_VERSION,
         reusable=True,
-        scratch=(output + completion.SUFFIX,),  # what a killed run finished
+        scratch=(output + completion.SUFFIX,),  # what a killed run finished, the first round a finished one kept
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
     )
