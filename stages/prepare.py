@@ -20,7 +20,7 @@ from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources
 from pipeline.data.steps import Chain, build_chain
-from pipeline.engine import completion, storage
+from pipeline.engine import completion, locations
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from stages.console import PROGRESS, say
@@ -41,7 +41,7 @@ def build(config: Config) -> Stage:
     output = config.out(config.prepare.output_dir)
     return Stage(
         name="prepare",
-        deps=tuple(file.path if storage.is_url(file.path) else os.path.relpath(file.path, config.project_root)
+        deps=tuple(file.path if locations.is_url(file.path) else os.path.relpath(file.path, config.project_root)
                    for file in files) + tuple(os.path.relpath(path, config.project_root) for path in code),
         outs=(output,),
         params=(*source_params(config), "prepare"),
@@ -51,6 +51,7 @@ def build(config: Config) -> Stage:
         scratch=(output + completion.SUFFIX,),  # what a killed run finished, the first round a finished one kept
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
+        listed={file.path: file.stamp for file in files if file.stamp is not None},
     )
 
 
@@ -62,8 +63,8 @@ def source_params(config: Config) -> tuple[str, ...]:
 
 def glob_base(pattern: str) -> str:
     """The directory a glob reads under: its leading components without a wildcard."""
-    pattern = os.fspath(storage.local(pattern))
-    if storage.is_url(pattern):
+    pattern = os.fspath(locations.local(pattern))
+    if locations.is_url(pattern):
         parts = pattern.split("/")
         return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
     parts = []

@@ -42,7 +42,7 @@ from pipeline.data.reading import (
 from pipeline.data.record import parse_field
 from pipeline.data.registry import READERS
 from pipeline.data.user_code import resolve
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import ConfigError, DataError
 
 _PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
@@ -63,16 +63,18 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     base = Path(root)
     files: list[SourceFile] = []
     for index, source in enumerate(sources):
-        matches = storage.glob_files(source.glob, base)
+        stamps = storage.glob_stamps(source.glob) if locations.is_url(source.glob) else {}
+        matches = sorted(stamps) if locations.is_url(source.glob) else storage.glob_files(source.glob, base)
         if not matches:
-            resolved = source.glob if storage.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
+            resolved = source.glob if locations.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
             looked_for = "" if resolved == source.glob else f" (looked for {resolved})"
             raise DataError(f"{label or f'data.sources[{index}].glob'} {source.glob!r} matches no files{looked_for}")
         for path in matches:
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(path, source, index, os.fspath(base)) for path in matches)
+        files.extend(replace(_source_file(path, source, index, os.fspath(base)), stamp=stamps.get(path))
+                     for path in matches)
     return files
 
 
@@ -188,7 +190,7 @@ def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]
 
 
 def _prefetchable(piece: Piece) -> bool:
-    return (storage.is_url(piece.file.path) and piece.start == 0 and piece.end is None
+    return (locations.is_url(piece.file.path) and piece.start == 0 and piece.end is None
             and 0 < piece.size <= _PREFETCH_BYTES)  # a range of an empty object is refused by S3
 
 
@@ -278,7 +280,7 @@ def _shorten_list(known: str, shown: int = 8) -> str:
 
 def format_of(path: Path | str) -> str | None:
     """The reader whose extensions the file name ends in (a ``.gz`` suffix aside), or None."""
-    name = storage.name_of(path).lower()
+    name = locations.name_of(path).lower()
     name = name[:-3] if name.endswith(".gz") else name
     return next((reader.name for reader in READERS.values() if name.endswith(reader.extensions)), None)
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import hashing, storage
+from pipeline.engine import hashing, locations, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import StorageError
 
 SUFFIX = ".partial"
@@ -39,11 +40,11 @@ MAX_RECORD_BYTES = 16 << 20  # a record lists its task's files, a few hundred by
 _CHECKS = 16  # records checked at a time
 
 
-def scratch_location(output: str | os.PathLike[str]) -> Path | str:
+def scratch_location(output: Location) -> Path | str:
     """Where a stage keeps its finished tasks' files: ``<output>.partial``, beside the output."""
-    if storage.is_url(output):
+    if locations.is_url(output):
         return os.fspath(output).rstrip("/") + SUFFIX
-    path = Path(os.path.abspath(storage.local(output)))
+    path = Path(os.path.abspath(locations.local(output)))
     return path.with_name(path.name + SUFFIX)
 
 
@@ -56,11 +57,11 @@ def job_identity(*fields: Any) -> str:
 class Scratch:
     """The scratch location of one output (picklable: tasks write their files and records into it)."""
 
-    location: Path | str
+    location: Location
     shown: str = ""  # as messages name it: the output as the user gave it, with the suffix
 
     @classmethod
-    def of(cls, output: str | os.PathLike[str]) -> Scratch:
+    def of(cls, output: Location) -> Scratch:
         return cls(scratch_location(output), os.fspath(output).rstrip("/") + SUFFIX)
 
     def check_place(self) -> None:
@@ -72,9 +73,9 @@ class Scratch:
                                "tasks that finish; remove it and run again")
 
     def path(self, *names: str) -> Path | str:
-        return storage.join(self.location, *names)
+        return locations.join(self.location, *names)
 
-    def relative(self, location: str | os.PathLike[str]) -> str:
+    def relative(self, location: Location) -> str:
         """A location under the scratch as its records name it: relative, with ``/`` separators."""
         inner = os.fspath(location)[len(os.fspath(self.location)):]
         return inner.replace(os.sep, "/").strip("/")
@@ -123,7 +124,7 @@ class Scratch:
 
     def _listing(self) -> dict[str, dict[str, Any]] | None:
         """A remote scratch's files (none yet: empty); None for a local one."""
-        if not storage.is_url(self.location):
+        if not locations.is_url(self.location):
             return None
         try:
             return storage.list_files(self.location)
@@ -147,13 +148,13 @@ class Scratch:
 
     def _files(self) -> list[str]:
         """Every file under the scratch, relative to it with ``/`` separators."""
-        if storage.is_url(self.location):
+        if locations.is_url(self.location):
             return list(storage.list_files(self.location))
         return [os.path.relpath(os.path.join(where, file), self.location).replace(os.sep, "/")
                 for where, _, files in os.walk(self.location) for file in files]
 
     def remove(self) -> None:
-        if storage.is_url(self.location):
+        if locations.is_url(self.location):
             storage.remove(self.location)
             return
         with contextlib.suppress(FileNotFoundError):

@@ -42,7 +42,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, as_completed, 
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from pipeline.engine import dask_watch, retries, stage_log, storage
+from pipeline.engine import dask_watch, locations, retries, stage_log, storage
 from pipeline.engine.pool import ctrl_c_held, kill_workers, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
@@ -387,7 +387,7 @@ def open_tasks(settings: ExecutorSettings, *, workers: int = 0,
         tasks = DaskTasks(client, address=address, timeout=settings.timeout)
         stage_log.note(f"executor: Dask scheduler {address} with {len(client.nthreads())} workers")
         for output in writes:
-            if not storage.is_url(output):
+            if not locations.is_url(output):
                 tasks.check_shared(os.path.dirname(os.path.abspath(output)))
         yield tasks
 

@@ -7,6 +7,7 @@ import os
 import stat
 from pathlib import Path
 
+from pipeline.engine import locations
 from pipeline.errors import StorageError
 
 _FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
@@ -48,7 +49,7 @@ def _listed(path: Path) -> list[str]:
 
 def _contains(directory: Path, inner: Path) -> bool:
     """Whether ``inner`` lies in ``directory`` (or is it), links resolved."""
-    return inner.resolve().is_relative_to(directory)
+    return locations.inside(inner.resolve(), directory)
 
 
 def leftover_note(root: Path, scratch: tuple[str, ...]) -> str | None:

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, locations
 from pipeline.engine.hashing import HashCache, canonical_hash, visible_files
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class RunCache:
         """Link the outputs of a place recorded under ``key`` in place of ``stage``'s outputs and return that
         place (its first output, from the current directory); None, having linked nothing, if no place still
         holds them."""
-        if any(storage.is_url(out) for out in stage.outs):
+        if any(locations.is_url(out) for out in stage.outs):
             return None
         for place in self._places(key):
             sources = [self.directory / out for out, _ in place]
@@ -80,7 +80,7 @@ class RunCache:
 
     def remember(self, key: str, outs: Mapping[str, str]) -> None:
         """Record ``outs`` (output → hash, in the stage's order) as the newest place of ``key``'s outputs."""
-        if any(storage.is_url(out) for out in outs):
+        if any(locations.is_url(out) for out in outs):
             return
         place = [[os.path.relpath(os.path.abspath(self._from_here(out)), os.path.abspath(self.directory)), digest]
                  for out, digest in outs.items()]
@@ -94,12 +94,12 @@ class RunCache:
     def _dep_name(self, dep: str, stages: Sequence[Stage]) -> str:
         """``stage:N/relative`` for a dependency inside output N of a stage, else the dependency as a path from
         the names root (a URL as it is)."""
-        path = os.path.normpath(dep)
         for stage in stages:
-            for index, out in enumerate(map(os.path.normpath, stage.outs)):
-                if path == out or path.startswith(out + os.sep):
-                    return f"{stage.name}:{index}/{path[len(out) + 1:]}"
-        if storage.is_url(dep):
+            for index, out in enumerate(stage.outs):
+                if locations.inside(dep, out):
+                    relative = os.path.relpath(dep, out)
+                    return f"{stage.name}:{index}/{'' if relative == os.curdir else relative}"
+        if locations.is_url(dep):
             return dep
         return os.path.relpath(os.path.abspath(self._from_here(dep)), self.names_root)
 
