@@ -351,7 +351,9 @@ def test_a_variant_with_another_output_root_reuses_the_runs_of_the_same_inputs_b
     fresh = CliRunner().invoke(cli, ["run", "encode", "--config", "variant.yaml", "--set", "output_root=v3",
                                      "--set", "run_cache_dir=null"])
     assert fresh.exit_code == 0 and "kept 40 documents" in fresh.output
-    assert files_under(project / "v2" / "out") == files_under(project / "v3" / "out") == files_under(project / "out")
+    outputs = [{name: data for name, data in files_under(root / "out").items() if ".partial" not in name}
+               for root in (project / "v2", project / "v3", project)]  # not what a run keeps for the next
+    assert outputs[0] == outputs[1] == outputs[2]
 
 
 def test_a_damaged_checkpoint_is_set_aside_and_retrained_never_recorded_as_up_to_date(project):
