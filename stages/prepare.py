@@ -28,7 +28,8 @@ from stages.console import PROGRESS, say
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 6  # 6: rejected/ keeps each document as read (and what rewrites left) and the metadata columns
+CODE_VERSION = 8  # 8: a corpus below 4 GB is cut into about 64 partitions (so parts) of 2 MiB or more, not 64 MB ones
+# 7: document IDs name raw files from the config's directory (they named them from output_root)
 
 
 def build(config: Config) -> Stage:
@@ -47,7 +48,7 @@ def build(config: Config) -> Stage:
         run=functools.partial(run, config, files, chain),
         code_version=CODE_VERSION,
         reusable=True,
-        scratch=(output + completion.SUFFIX,),  # what a killed run finished
+        scratch=(output + completion.SUFFIX,),  # what a killed run finished, the first round a finished one kept
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
         listed={file.path: file.stamp for file in files if file.stamp is not None},
@@ -80,7 +81,7 @@ def run(config: Config, files: Sequence[SourceFile], chain: Chain) -> None:
                        f"sets none ({config.prepare.dedup_buckets}); write prepare.steps[i].exact_dedup.buckets")
     with open_tasks(config.executor, writes=[config.output_path(config.prepare.output_dir)]) as tasks:
         stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=tasks,
-                               progress=PROGRESS, names_root=config.project_root, code_version=CODE_VERSION,
+                               progress=PROGRESS, names_root=config.names_root, code_version=CODE_VERSION,
                                notify=functools.partial(say, "prepare"), chain=chain,
                                source_names=[source_label(index, source)
                                              for index, source in enumerate(config.data.sources)])

@@ -152,7 +152,7 @@ def _rebase_paths(raw: dict[str, Any], from_dir: str, to_dir: str) -> None:
 
 def _input_path_keys(raw: dict[str, Any]) -> list[str]:
     """The key paths of ``raw`` holding paths relative to the config's directory."""
-    keys = [key for key in ("output_root", "tokenizer.path") if _has_key(raw, key)]
+    keys = [key for key in ("output_root", "run_cache_dir", "tokenizer.path") if _has_key(raw, key)]
     sources = raw.get("data", {}).get("sources") if isinstance(raw.get("data"), dict) else None
     if isinstance(sources, list):
         keys += [f"data.sources.{i}.glob" for i, item in enumerate(sources)

@@ -216,7 +216,8 @@ class Config:
     storage: StorageConfig = StorageConfig()
     output_root: str = _path(".", "input")
     state_dir: str = _path(".lmprep", "output")
-    run_cache_dir: str | None = _path(".lmprep/runs", "output")  # shared by the project's configs; null = none
+    # shared by the project's configs, so beside their files (as output_root), not under any one's outputs; null = none
+    run_cache_dir: str | None = _path(".lmprep/runs", "input")
     root: str = field(default=".", compare=False, metadata={INTERNAL: True})
     """The config file's directory (absolute; "." for a config not read from a file): what paths are relative to."""
 
@@ -236,6 +237,13 @@ class Config:
         if os.path.isabs(value) or locations.is_url(value):
             return value
         return os.path.relpath(os.path.join(self.root, value), os.path.join(self.root, self.output_root))
+
+    @property
+    def names_root(self) -> str:
+        """The config's directory as a path from the current directory: what document IDs and the run cache
+        name input files from, as the config's globs do, so that configs moving their outputs elsewhere (another
+        ``output_root``) give the same IDs and share their runs."""
+        return self.here(".")
 
     def here(self, value: str | os.PathLike[str]) -> str:
         """A path relative to :attr:`root`, as one to open from the current directory: relative while it

@@ -25,7 +25,9 @@ Part names come from the partition index, so the output is byte-identical for an
 The tasks write into the scratch location ``<output_dir>.partial``, each finishing with a completion
 record, and the parts are then linked into a staging directory swapped in whole: an error (bad UTF-8, a
 bad JSON line, no document left for the train split) or an interrupt leaves the previous output untouched,
-and the next run redoes only the tasks without a record (:mod:`pipeline.data.resume`). The work files are
+and the next run redoes only the tasks without a record (:mod:`pipeline.data.resume`). A finished run keeps
+the first round's records, so that the next one reads again only the partitions of the raw files that
+changed. The work files are
 not fsynced: a record holds their checksums, so a file a crash damaged is written again.
 """
 
@@ -210,7 +212,7 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
         stats = _stats(files, source_names, results, written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)
         storage.write_bytes(locations.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
-    records.scratch.remove()
+    records.keep_first_round()
     return stats
 
 

@@ -46,6 +46,8 @@ from pipeline.engine import locations, storage
 from pipeline.errors import ConfigError, DataError
 
 _PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
+PARTITIONS_WANTED = 64  # a small corpus is cut into about this many partitions, so that every worker has some
+MIN_PARTITION_BYTES = 2 << 20  # but none below this: a task costs its files and record whatever its size
 
 
 def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".",
@@ -116,19 +118,34 @@ class Partition:
 
 def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[Partition]:
     """Cut the files into pieces and pack consecutive pieces into partitions of about
-    ``partition_bytes`` each, in corpus order.
+    :func:`partition_size` bytes each, in corpus order.
 
     Reads only file sizes and Parquet footers, so the driver never touches the text.
     """
+    pieces = [piece for file in files for piece in _file_pieces(file, partition_bytes)]
+    size_wanted = partition_size(sum(piece.size for piece in pieces), partition_bytes)
+    if size_wanted < partition_bytes:
+        pieces = [piece for file in files for piece in _file_pieces(file, size_wanted)]
     groups: list[list[Piece]] = []
     size = 0
-    for piece in (piece for file in files for piece in _file_pieces(file, partition_bytes)):
-        if not groups or size + piece.size > partition_bytes:
+    for piece in pieces:
+        if not groups or size + piece.size > size_wanted:
             groups.append([])
             size = 0
         groups[-1].append(piece)
         size += piece.size
     return [Partition(index, tuple(pieces)) for index, pieces in enumerate(groups)]
+
+
+def partition_size(total_bytes: int, partition_bytes: int) -> int:
+    """The bytes of a partition: ``prepare.partition_bytes`` at most, but small enough that a corpus below
+    ``PARTITIONS_WANTED`` of them is still cut into about that many, each of ``MIN_PARTITION_BYTES`` at least
+    (a 45 MB corpus was one partition, on one core). The parts, and document IDs of cut files, follow the
+    partitions, so this depends on the data and the settings alone, never on the workers; and it is a power of
+    two, so that an edit of one raw file seldom changes it (which would make every partition other than before
+    and leave none of the records a finished run kept to reuse)."""
+    wanted = max(total_bytes // PARTITIONS_WANTED, MIN_PARTITION_BYTES)
+    return min(partition_bytes, 1 << (wanted.bit_length() - 1))
 
 
 def _file_pieces(file: SourceFile, partition_bytes: int) -> list[Piece]:

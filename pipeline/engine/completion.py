@@ -9,7 +9,9 @@ sha256 of the rest of it), so that a record with one digit changed (a flipped bi
 what it returned would go into the output unchecked. The next run takes a task's record only when its
 checksum holds, it names the very job that run would start and every file still has its checksum, and
 runs the task otherwise; it
-removes the scratch once its output is in place. A record of other inputs or settings is never reused,
+removes the scratch once its output is in place, but for the records a stage keeps for its next run
+(:meth:`Scratch.keep_only`: prepare's first round, which an edit of one raw file leaves valid for the
+other partitions), listed in ``kept.json``. A record of other inputs or settings is never reused,
 and a damaged or missing file makes its task run again. A task that runs again overwrites its files (each
 is replaced atomically); what an unfinished task left and no record names is never read, and goes with the
 scratch.
@@ -32,6 +34,7 @@ from pipeline.engine.locations import Location
 from pipeline.errors import StorageError
 
 SUFFIX = ".partial"
+KEPT_FILE = "kept.json"  # the files a finished run kept for the next (Scratch.keep_only), not a leftover
 RECORD_VERSION = 2  # 2: records carry their own checksum
 MAX_RECORD_BYTES = 16 << 20  # a record lists its task's files, a few hundred bytes each; a larger one is not ours
 _CHECKS = 16  # records checked at a time
@@ -127,6 +130,28 @@ class Scratch:
             return storage.list_files(self.location)
         except StorageError:
             return {}
+
+    def keep_only(self, names: Sequence[str]) -> None:
+        """Remove everything but the records ``names`` and the files they list, and list those in
+        :data:`KEPT_FILE`: what a finished run keeps for the next, which ``status`` does not count as left over
+        by an interrupted run. A record that is missing or not intact keeps nothing."""
+        kept = {KEPT_FILE}
+        for name in names:
+            with contextlib.suppress(OSError, ValueError, StorageError):
+                record = json.loads(storage.read_bounded(self._record(name), MAX_RECORD_BYTES, what="record"))
+                if _intact(record):
+                    kept |= {f"{name}.done.json", *record["files"]}
+        for file in self._files():
+            if file not in kept:
+                storage.remove(self.path(*file.split("/")))
+        storage.write_json(self.path(KEPT_FILE), sorted(kept - {KEPT_FILE}))
+
+    def _files(self) -> list[str]:
+        """Every file under the scratch, relative to it with ``/`` separators."""
+        if locations.is_url(self.location):
+            return list(storage.list_files(self.location))
+        return [os.path.relpath(os.path.join(where, file), self.location).replace(os.sep, "/")
+                for where, _, files in os.walk(self.location) for file in files]
 
     def remove(self) -> None:
         if locations.is_url(self.location):

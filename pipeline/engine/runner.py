@@ -114,16 +114,17 @@ class Pipeline:
     def __init__(self, stages: Sequence[Stage], *, param_value: Callable[[str], Any],
                  state_dir: Location, root: Location = ".",
                  guarded: Mapping[str, str | os.PathLike[str]] | None = None,
-                 run_cache: Location | None = None,
+                 run_cache: Location | None = None, names_root: Location | None = None,
                  log: Callable[[str], None] = lambda message: None, log_header: Mapping[str, str] | None = None):
         """``root`` is the project root, the directory relative paths start from; ``guarded``
         maps a description to a path that no output may overlap (the config file); ``run_cache`` is the
-        directory of the project's run cache (:mod:`pipeline.engine.run_cache`), None for none;
+        directory of the project's run cache (:mod:`pipeline.engine.run_cache`), None for none, and
+        ``names_root`` the directory (from the current one; by default the root) its keys name raw inputs from;
         ``log_header``: lines (key: value) that head each stage's log (:mod:`pipeline.engine.stage_log`)."""
         self.stages = list(stages)
         self.root = Path(root)
         self.state_dir = self.root / state_dir
-        self._runs = None if run_cache is None else RunCache(self.root / run_cache, self.root)
+        self._runs = None if run_cache is None else RunCache(self.root / run_cache, self.root, names_root)
         self._param_value = param_value
         self._log, self._log_header = log, dict(log_header or {})
         self._upstream = _upstream_map(self.stages)
@@ -225,7 +226,7 @@ class Pipeline:
             if reused is None:
                 (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
             else:
-                reuse = (f"'{stage.name}' reused from {self._shown(reused)}: the same inputs, settings and code "
+                reuse = (f"'{stage.name}' reused from {locations.openable(reused)}: the same inputs, settings and code "
                          "version ran there")
                 self._log(reuse)
                 stage_log.note(reuse)

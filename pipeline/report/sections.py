@@ -259,10 +259,10 @@ def _dropped(config: Config, prepared: dict[str, Any] | None, section: dict[str,
     attach_originals(sample, [*kept, *parts])
     names = [_source_name(config, i) for i in range(len(config.data.sources))]
     section |= sample.to_dict(names)
-    for items in section["sample"].values():  # a link to each local raw file (IDs are relative to the project root)
+    for items in section["sample"].values():  # a link to each local raw file (IDs name them from names_root)
         for item in items:
             if not locations.is_url(item["file"]):
-                raw = Path(config.project_root, item["file"]).absolute()
+                raw = Path(config.names_root, item["file"]).absolute()
                 item["file_uri"] = raw.as_uri() if raw.is_file() else None
     section["recorded"] = prepared.get("dropped", {})
     section["sample_size"] = config.report.sample

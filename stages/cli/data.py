@@ -120,7 +120,7 @@ def locate_command(split: str, token: int, row: bool, config: Config) -> None:
     start, end = int(shard.offsets[index]), int(shard.offsets[index + 1])
     click.echo(f"{split} {'row' if row else 'token'} {token:,}: {shard.path} row {index:,} ({end - start:,} tokens)")
     click.echo(f"source: {named}")
-    click.echo(f"document: {renamed_file(shard.document_id(index), config.output_path)}")
+    click.echo(f"document: {renamed_file(shard.document_id(index), config.here)}")
     metadata = document_metadata(config.output_path(config.prepare.output_dir), split, shard.document_id(index))
     for name, value in (metadata or {}).items():
         click.echo(f"{name}: {value}")
