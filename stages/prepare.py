@@ -28,7 +28,7 @@ from stages.console import PROGRESS, say
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 6  # 6: rejected/ keeps each document as read (and what rewrites left) and the metadata columns
+CODE_VERSION = 7  # 7: a document longer than max_chars is cut as it is read (rejected/ keeps max_chars + 1 characters)
 
 
 def build(config: Config) -> Stage:

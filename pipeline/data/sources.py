@@ -37,6 +37,7 @@ from pipeline.data.reading import (
     Record,
     SourceFile,
     TextDecoder,
+    decoding_restart,
     open_binary,
 )
 from pipeline.data.record import parse_field
@@ -207,24 +208,10 @@ def read_document_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tup
         offset, held = 0, b""
         while data := stream.read(CHUNK):
             data = held + data
-            cut = _decoding_restart(data)
+            cut = decoding_restart(data)
             yield decoder.decode(data[:cut], path=file.path, offset=offset), False
             offset, held = offset + cut, data[cut:]
         yield decoder.decode(held, path=file.path, offset=offset), True
-
-
-def _decoding_restart(data: bytes) -> int:
-    """Where UTF-8 decoding of ``data`` starts afresh near its end: after an ASCII byte or before a
-    lead byte (whose character may go on past ``data``). Every byte after it is decoded, strictly or
-    not, as if it began the text, so pieces cut there decode to the text whole with the same errors
-    at the same offsets. The end of ``data`` if its last four bytes all continue a character (no
-    character still needs the next byte then)."""
-    for at in range(len(data) - 1, max(len(data) - 4, 0) - 1, -1):
-        if data[at] < 0x80:
-            return at + 1
-        if data[at] >= 0xC0:
-            return at
-    return len(data)
 
 
 def _source_file(path: Path | str, source: SourceConfig, index: int, root: str) -> SourceFile:
