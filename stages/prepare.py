@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Sequence
-from pathlib import PurePath
 
 import click
 
 from pipeline.config import Config
 from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.prepare import prepare_corpus
-from pipeline.data.sources import SourceFile, expand_sources
+from pipeline.data.sources import SourceFile, expand_sources, glob_base
 from pipeline.data.steps import Chain, build_chain
 from pipeline.engine import completion, storage
 from pipeline.engine.executor import open_tasks
@@ -57,20 +55,6 @@ def source_params(config: Config) -> tuple[str, ...]:
     """Every key of every source but those only training reads (``weight``): a new mixture re-runs train alone."""
     names = [f.name for f in schema_fields(SourceConfig) if f.name not in SAMPLING_KEYS]
     return tuple(f"data.sources[{index}].{name}" for index in range(len(config.data.sources)) for name in names)
-
-
-def glob_base(pattern: str) -> str:
-    """The directory a glob reads under: its leading components without a wildcard."""
-    pattern = os.fspath(storage.local(pattern))
-    if storage.is_url(pattern):
-        parts = pattern.split("/")
-        return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
-    parts = []
-    for part in PurePath(pattern).parts:
-        if re.search(r"[*?[]", part):
-            break
-        parts.append(part)
-    return os.path.join(*parts) if parts else "."
 
 
 def run(config: Config, files: Sequence[SourceFile], chain: Chain) -> None:

@@ -24,9 +24,10 @@ opts into ``replace`` or ``skip`` (drop the document).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from pipeline.config import SourceConfig
 from pipeline.data.reading import (
@@ -62,6 +63,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     base = Path(root)
     files: list[SourceFile] = []
     for index, source in enumerate(sources):
+        _check_searchable(source.glob, base, label or f"data.sources[{index}].glob")
         matches = storage.glob_files(source.glob, base)
         if not matches:
             resolved = source.glob if storage.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
@@ -73,6 +75,36 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
                                 "fetch the data it stands for, or remove the link")
         files.extend(_source_file(path, source, index, os.fspath(base)) for path in matches)
     return files
+
+
+# Trees a '**' never searches: the whole file system (a listing of every mounted disk, minutes or hours) and the
+# kernel's virtual ones, whose files are no data (and some of which never end).
+_UNSEARCHABLE = ("/", "/proc", "/sys", "/dev")
+
+
+def _check_searchable(pattern: str, root: Path, key: str) -> None:
+    """Refuse a local ``**`` glob under the file system's root or in a virtual file system (``/**/*.txt``)."""
+    if storage.is_url(pattern) or "**" not in pattern:
+        return
+    base = os.path.normpath(os.path.join(os.path.abspath(root), glob_base(pattern)))
+    if base == "/" or any(base == tree or base.startswith(tree + "/") for tree in _UNSEARCHABLE[1:]):
+        where = "the whole file system" if base == "/" else f"{base}, a file system of the kernel's,"
+        raise DataError(f"{key} {pattern!r} searches {where} with '**'; name the directory the data is in "
+                        "(such as raw/**/*.txt)")
+
+
+def glob_base(pattern: str) -> str:
+    """The directory a glob reads under: its leading components without a wildcard."""
+    pattern = os.fspath(storage.local(pattern))
+    if storage.is_url(pattern):
+        parts = pattern.split("/")
+        return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
+    parts = []
+    for part in PurePath(pattern).parts:
+        if re.search(r"[*?[]", part):
+            break
+        parts.append(part)
+    return os.path.join(*parts) if parts else "."
 
 
 def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
