@@ -24,9 +24,10 @@ opts into ``replace`` or ``skip`` (drop the document).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from pipeline.config import SourceConfig
 from pipeline.data.reading import (
@@ -37,15 +38,18 @@ from pipeline.data.reading import (
     Record,
     SourceFile,
     TextDecoder,
+    decoding_restart,
     open_binary,
 )
 from pipeline.data.record import parse_field
 from pipeline.data.registry import READERS
 from pipeline.data.user_code import resolve
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import ConfigError, DataError
 
 _PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
+PARTITIONS_WANTED = 64  # a small corpus is cut into about this many partitions, so that every worker has some
+MIN_PARTITION_BYTES = 2 << 20  # but none below this: a task costs its files and record whatever its size
 
 
 def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".",
@@ -61,17 +65,50 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     base = Path(root)
     files: list[SourceFile] = []
     for index, source in enumerate(sources):
-        matches = storage.glob_files(source.glob, base)
+        _check_searchable(source.glob, base, label or f"data.sources[{index}].glob")
+        stamps = storage.glob_stamps(source.glob) if locations.is_url(source.glob) else {}
+        matches = sorted(stamps) if locations.is_url(source.glob) else storage.glob_files(source.glob, base)
         if not matches:
-            resolved = source.glob if storage.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
+            resolved = source.glob if locations.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
             looked_for = "" if resolved == source.glob else f" (looked for {resolved})"
             raise DataError(f"{label or f'data.sources[{index}].glob'} {source.glob!r} matches no files{looked_for}")
         for path in matches:
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(path, source, index, os.fspath(base)) for path in matches)
+        files.extend(replace(_source_file(path, source, index, os.fspath(base)), stamp=stamps.get(path))
+                     for path in matches)
     return files
+
+
+# Trees a '**' never searches: the whole file system (a listing of every mounted disk, minutes or hours) and the
+# kernel's virtual ones, whose files are no data (and some of which never end).
+_UNSEARCHABLE = ("/", "/proc", "/sys", "/dev")
+
+
+def _check_searchable(pattern: str, root: Path, key: str) -> None:
+    """Refuse a local ``**`` glob under the file system's root or in a virtual file system (``/**/*.txt``)."""
+    if locations.is_url(pattern) or "**" not in pattern:
+        return
+    base = os.path.normpath(os.path.join(os.path.abspath(root), glob_base(pattern)))
+    if base == "/" or any(base == tree or base.startswith(tree + "/") for tree in _UNSEARCHABLE[1:]):
+        where = "the whole file system" if base == "/" else f"{base}, a file system of the kernel's,"
+        raise DataError(f"{key} {pattern!r} searches {where} with '**'; name the directory the data is in "
+                        "(such as raw/**/*.txt)")
+
+
+def glob_base(pattern: str) -> str:
+    """The directory a glob reads under: its leading components without a wildcard."""
+    pattern = os.fspath(locations.local(pattern))
+    if locations.is_url(pattern):
+        parts = pattern.split("/")
+        return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
+    parts = []
+    for part in PurePath(pattern).parts:
+        if re.search(r"[*?[]", part):
+            break
+        parts.append(part)
+    return os.path.join(*parts) if parts else "."
 
 
 def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
@@ -114,19 +151,34 @@ class Partition:
 
 def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[Partition]:
     """Cut the files into pieces and pack consecutive pieces into partitions of about
-    ``partition_bytes`` each, in corpus order.
+    :func:`partition_size` bytes each, in corpus order.
 
     Reads only file sizes and Parquet footers, so the driver never touches the text.
     """
+    pieces = [piece for file in files for piece in _file_pieces(file, partition_bytes)]
+    size_wanted = partition_size(sum(piece.size for piece in pieces), partition_bytes)
+    if size_wanted < partition_bytes:
+        pieces = [piece for file in files for piece in _file_pieces(file, size_wanted)]
     groups: list[list[Piece]] = []
     size = 0
-    for piece in (piece for file in files for piece in _file_pieces(file, partition_bytes)):
-        if not groups or size + piece.size > partition_bytes:
+    for piece in pieces:
+        if not groups or size + piece.size > size_wanted:
             groups.append([])
             size = 0
         groups[-1].append(piece)
         size += piece.size
     return [Partition(index, tuple(pieces)) for index, pieces in enumerate(groups)]
+
+
+def partition_size(total_bytes: int, partition_bytes: int) -> int:
+    """The bytes of a partition: ``prepare.partition_bytes`` at most, but small enough that a corpus below
+    ``PARTITIONS_WANTED`` of them is still cut into about that many, each of ``MIN_PARTITION_BYTES`` at least
+    (a 45 MB corpus was one partition, on one core). The parts, and document IDs of cut files, follow the
+    partitions, so this depends on the data and the settings alone, never on the workers; and it is a power of
+    two, so that an edit of one raw file seldom changes it (which would make every partition other than before
+    and leave none of the records a finished run kept to reuse)."""
+    wanted = max(total_bytes // PARTITIONS_WANTED, MIN_PARTITION_BYTES)
+    return min(partition_bytes, 1 << (wanted.bit_length() - 1))
 
 
 def _file_pieces(file: SourceFile, partition_bytes: int) -> list[Piece]:
@@ -171,7 +223,7 @@ def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]
 
 
 def _prefetchable(piece: Piece) -> bool:
-    return (storage.is_url(piece.file.path) and piece.start == 0 and piece.end is None
+    return (locations.is_url(piece.file.path) and piece.start == 0 and piece.end is None
             and 0 < piece.size <= _PREFETCH_BYTES)  # a range of an empty object is refused by S3
 
 
@@ -207,24 +259,10 @@ def read_document_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tup
         offset, held = 0, b""
         while data := stream.read(CHUNK):
             data = held + data
-            cut = _decoding_restart(data)
+            cut = decoding_restart(data)
             yield decoder.decode(data[:cut], path=file.path, offset=offset), False
             offset, held = offset + cut, data[cut:]
         yield decoder.decode(held, path=file.path, offset=offset), True
-
-
-def _decoding_restart(data: bytes) -> int:
-    """Where UTF-8 decoding of ``data`` starts afresh near its end: after an ASCII byte or before a
-    lead byte (whose character may go on past ``data``). Every byte after it is decoded, strictly or
-    not, as if it began the text, so pieces cut there decode to the text whole with the same errors
-    at the same offsets. The end of ``data`` if its last four bytes all continue a character (no
-    character still needs the next byte then)."""
-    for at in range(len(data) - 1, max(len(data) - 4, 0) - 1, -1):
-        if data[at] < 0x80:
-            return at + 1
-        if data[at] >= 0xC0:
-            return at
-    return len(data)
 
 
 def _source_file(path: Path | str, source: SourceConfig, index: int, root: str) -> SourceFile:
@@ -261,7 +299,7 @@ def _shorten_list(known: str, shown: int = 8) -> str:
 
 def format_of(path: Path | str) -> str | None:
     """The reader whose extensions the file name ends in (a ``.gz`` suffix aside), or None."""
-    name = storage.name_of(path).lower()
+    name = locations.name_of(path).lower()
     name = name[:-3] if name.endswith(".gz") else name
     return next((reader.name for reader in READERS.values() if name.endswith(reader.extensions)), None)
 
