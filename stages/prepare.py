@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Sequence
-from pathlib import PurePath
 
 import click
 
 from pipeline.config import Config
 from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.prepare import prepare_corpus
-from pipeline.data.sources import SourceFile, expand_sources
+from pipeline.data.sources import SourceFile, expand_sources, glob_base
 from pipeline.data.steps import Chain, build_chain
 from pipeline.engine import completion, locations
 from pipeline.engine.executor import open_tasks
@@ -28,7 +26,8 @@ from stages.console import PROGRESS, say
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 8  # 8: a corpus below 4 GB is cut into about 64 partitions (so parts) of 2 MiB or more, not 64 MB ones
+CODE_VERSION = 9  # 9: a document longer than max_chars is cut as it is read (rejected/ keeps max_chars + 1 characters)
+# 8: a corpus below 4 GB is cut into about 64 partitions (so parts) of 2 MiB or more, not 64 MB ones
 # 7: document IDs name raw files from the config's directory (they named them from output_root)
 
 
@@ -59,20 +58,6 @@ def source_params(config: Config) -> tuple[str, ...]:
     """Every key of every source but those only training reads (``weight``): a new mixture re-runs train alone."""
     names = [f.name for f in schema_fields(SourceConfig) if f.name not in SAMPLING_KEYS]
     return tuple(f"data.sources[{index}].{name}" for index in range(len(config.data.sources)) for name in names)
-
-
-def glob_base(pattern: str) -> str:
-    """The directory a glob reads under: its leading components without a wildcard."""
-    pattern = os.fspath(locations.local(pattern))
-    if locations.is_url(pattern):
-        parts = pattern.split("/")
-        return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
-    parts = []
-    for part in PurePath(pattern).parts:
-        if re.search(r"[*?[]", part):
-            break
-        parts.append(part)
-    return os.path.join(*parts) if parts else "."
 
 
 def run(config: Config, files: Sequence[SourceFile], chain: Chain) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterator
 
 # C0 and C1 control characters except tab and newline, plus lone surrogates
 # (which JSON "\ud800" escapes can produce and UTF-8 cannot store).
@@ -48,3 +49,45 @@ def split_of(text: str, *, seed: int, val_fraction: float) -> str:
     key = str(seed).encode("ascii")
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8, key=key).digest()
     return "val" if int.from_bytes(digest, "big") / _SPLIT_SCALE < val_fraction else "train"
+
+
+# The last character of a text before which it can be cut, each side then cleaning alone to the same text: a
+# starter that no composition takes as its second character and that cleaning keeps (printable ASCII, tab,
+# a newline that does not end a CRLF, CR, kana, CJK ideographs, Hangul syllables).
+_LAST_CUT = re.compile("(?s).*(?:[\t\r -~\u3041-\u3096\u30a1-\u30fa\u4e00-\u9fff\uac00-\ud7a3]|(?<!\r)\n)")
+# No character composes from more than four (U+1F82 is α with three marks), so cleaning leaves at least a
+# quarter of a text's characters once its line breaks and control characters are gone.
+_MOST_COMPOSED = 4
+
+
+def clean_bounded(pieces: Iterator[str], *, normalize: str, max_chars: int) -> str:
+    """:func:`clean_text` of the pieces joined, or, as soon as that is certain to be longer than ``max_chars``,
+    its first ``max_chars + 1`` characters (which the length rule drops as ``too_long``): no further piece is
+    taken then, so a document of any length costs about ``max_chars`` characters held.
+
+    The pieces are cleaned as they come, up to the last place where a text can be cut (:data:`_LAST_CUT`);
+    what follows it waits for the next piece. That rest alone decides the length once it must clean to more
+    characters than remain (a text with no place to cut, such as a long run of combining marks, is held
+    until then: at most about four times ``max_chars``).
+    """
+    kept: list[str] = []
+    length, rest = 0, ""
+    for piece in pieces:
+        searched, rest = len(rest), rest + piece
+        found = _LAST_CUT.match(rest, max(searched, 1))
+        if found:
+            cut = found.end() - 1
+            kept.append(clean_text(rest[:cut], normalize=normalize))
+            length, rest = length + len(kept[-1]), rest[cut:]
+        if length > max_chars or _cleans_longer(rest, max_chars - length):
+            break
+    kept.append(clean_text(rest, normalize=normalize))
+    text = "".join(kept)
+    return text[:max_chars + 1] if len(text) > max_chars else text
+
+
+def _cleans_longer(text: str, limit: int) -> bool:
+    """Whether ``text`` cleans to more than ``limit`` characters whatever follows it."""
+    if len(text) <= _MOST_COMPOSED * limit:
+        return False
+    return len(_CONTROL.sub("", _LINE_BREAKS.sub("\n", text))) > _MOST_COMPOSED * limit

@@ -286,7 +286,8 @@ class Round:
     def _run(self, job: Job) -> tuple[RoundResult, list[Path | str]]:
         """The round's result and the work files it wrote."""
         index, tally, starts = job.partition.index, Tally(), []
-        decoder = TextDecoder(self.settings.on_decode_error)
+        decoder = TextDecoder(self.settings.on_decode_error, max_chars=self.settings.max_chars,
+                              normalize=self.settings.normalize)
         written = [self._work_file("rejected", self.index, index)]
         with contextlib.ExitStack() as stack:
             rejected = stack.enter_context(self._rejected_writer(index))

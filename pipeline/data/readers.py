@@ -22,6 +22,7 @@ from pipeline.data.reading import (
     TextDecoder,
     gzipped,
     line_number,
+    line_parts,
     lines,
     open_binary,
     whole_file,
@@ -48,9 +49,13 @@ def byte_ranges(file: SourceFile, partition_bytes: int) -> list[Piece]:
 
 
 def _range_lines(piece: Piece, stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    _seek_start(piece, stream)
+    return lines(stream, piece.start, piece.end)
+
+
+def _seek_start(piece: Piece, stream: BinaryIO) -> None:
     if piece.start or piece.end is not None:
         stream.seek(piece.start)
-    return lines(stream, piece.start, piece.end)
 
 
 # -- txt ------------------------------------------------------------------
@@ -65,25 +70,76 @@ class TxtReader:
         return byte_ranges(file, partition_bytes) if file.separator == "line" else whole_file(file)
 
     def read(self, piece: Piece, stream: BinaryIO, decoder: TextDecoder) -> Iterator[Record]:
-        for text in _read_txt(stream, _range_lines(piece, stream), piece.file, decoder):
+        for text in _read_txt(piece, stream, decoder):
             yield text, None
 
 
-def _read_txt(stream: BinaryIO, lines: Iterator[tuple[int, bytes]], file: SourceFile,
-              decoder: TextDecoder) -> Iterator[str]:
-    if file.separator == "line":
-        pieces = ((offset, line.rstrip(b"\r\n") if line.endswith(b"\n") else line) for offset, line in lines)
-    elif file.separator == "blank_line":
-        pieces = _split_blank_lines(stream)
-    elif file.separator == "document":
-        pieces = iter([(0, stream.read())])
+def _read_txt(piece: Piece, stream: BinaryIO, decoder: TextDecoder) -> Iterator[str]:
+    """The documents of a piece of a text file; with ``prepare.max_chars``, a file read as one document and each
+    line of a file of lines come in parts, so that one longer than that is never held whole."""
+    file = piece.file
+    if decoder.max_chars is not None and file.separator in ("document", "line"):
+        texts = (decoder.decode_document(parts, path=file.path) for parts in _document_parts(piece, stream))
     else:
-        pieces = _split_literal(stream, file.separator.encode("utf-8"),
-                                if_absent=lambda: decoder.unsplit.append((file.separator, str(file.path))))
-    for offset, data in pieces:
-        text = decoder.decode(data, path=file.path, offset=offset)
+        texts = (decoder.decode(data, path=file.path, offset=offset)
+                 for offset, data in _documents(piece, stream, decoder))
+    for text in texts:
         if text is not None:
             yield text
+
+
+def _documents(piece: Piece, stream: BinaryIO, decoder: TextDecoder) -> Iterator[tuple[int, bytes]]:
+    """Each document's bytes with their offset, by the file's separator."""
+    file = piece.file
+    if file.separator == "line":
+        return ((offset, line.rstrip(b"\r\n") if line.endswith(b"\n") else line)
+                for offset, line in _range_lines(piece, stream))
+    if file.separator == "blank_line":
+        return _split_blank_lines(stream)
+    if file.separator == "document":
+        return iter([(0, stream.read())])
+    return _split_literal(stream, file.separator.encode("utf-8"),
+                          if_absent=lambda: decoder.unsplit.append((file.separator, str(file.path))))
+
+
+def _document_parts(piece: Piece, stream: BinaryIO) -> Iterator[Iterator[tuple[int, bytes]]]:
+    """Each document (the file, or each line) as its parts of at most :data:`CHUNK` bytes with their offsets."""
+    if piece.file.separator == "document":
+        yield _chunks(stream)
+        return
+    _seek_start(piece, stream)
+    for _, parts in line_parts(stream, piece.start, piece.end):
+        yield _without_line_end(parts)
+
+
+def _chunks(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    offset = 0
+    while data := stream.read(CHUNK):
+        yield offset, data
+        offset += len(data)
+
+
+def _without_line_end(parts: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    """A line's parts without the CRs and the LF that end it, as ``line.rstrip(b"\r\n")`` when it ends in LF.
+    Only CRs can come before a line's LF, so a run of them is counted rather than held."""
+    crs_at, crs, ended = 0, 0, False
+    for offset, part in parts:
+        body = part.rstrip(b"\r\n")
+        ended = part.endswith(b"\n")
+        if body:
+            yield from _carriage_returns(crs_at, crs)
+            yield offset, body
+            crs_at, crs = offset + len(body), 0
+        elif not crs:
+            crs_at = offset
+        crs += len(part) - len(body) - ended
+    if not ended:
+        yield from _carriage_returns(crs_at, crs)
+
+
+def _carriage_returns(offset: int, count: int) -> Iterator[tuple[int, bytes]]:
+    for start in range(0, count, CHUNK):
+        yield offset + start, b"\r" * min(CHUNK, count - start)
 
 
 def unsplit_warning(separator: str, files: list[str], shown: int = 3) -> str:

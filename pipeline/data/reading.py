@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import itertools
 import sys
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+from pipeline.data.cleaning import clean_bounded
 from pipeline.data.record import MetadataField
 from pipeline.engine import locations, storage
 from pipeline.errors import DataError
@@ -24,6 +26,7 @@ from pipeline.errors import DataError
 STDIN = "-"
 """A source path that stands for standard input (on the command line)."""
 CHUNK = 1 << 20
+_MAX_UTF8_BYTES = 4  # a character's most bytes in UTF-8
 
 Record = tuple[str, dict[str, Any] | None]
 """A document as a reader gives it: its text, and its metadata (None when the source keeps none)."""
@@ -50,12 +53,18 @@ class SourceFile:
 
 class TextDecoder:
     """The one UTF-8 decoding policy: ``error``, ``replace`` or ``skip``; counts skipped documents and notes
-    the ``(separator, file)`` of each file that a literal separator never split (``unsplit``)."""
+    the ``(separator, file)`` of each file that a literal separator never split (``unsplit``).
+
+    With ``max_chars`` (``prepare.max_chars``), a document that a reader gives in parts
+    (:meth:`decode_document`) is never held whole once it is longer than ``max_chars`` after cleaning.
+    """
 
     def __init__(self, on_error: str = "error", *,
-                 advice: str = "set prepare.on_decode_error to 'replace' or 'skip'"):
+                 advice: str = "set prepare.on_decode_error to 'replace' or 'skip'",
+                 max_chars: int | None = None, normalize: str = "NFC"):
         self.on_error = on_error
         self.advice = advice
+        self.max_chars, self.normalize = max_chars, normalize
         self.skipped = 0
         self.unsplit: list[tuple[str, str]] = []
         self.passed: dict[str, int] = {}  # records a reader read but gave no document for, by why
@@ -79,6 +88,62 @@ class TextDecoder:
             where = " of the decompressed data" if gzipped(path) else ""
             raise DataError(f"{path}: invalid UTF-8 at byte offset {offset + exc.start}{where}; fix the file "
                             f"or {self.advice}") from None
+
+    def decode_document(self, parts: Iterable[tuple[int, bytes]], *, path: Path | str) -> str | None:
+        """One document given as its bytes in parts, each with its offset in ``path``, decoded as :meth:`decode`
+        decodes them joined; None if skipped.
+
+        With ``max_chars``, a document of more than four bytes a character allowed is decoded and cleaned as it
+        is read instead (:func:`~pipeline.data.cleaning.clean_bounded`): once it is certainly too long, the rest
+        of its parts is never taken, and what comes back is its first ``max_chars + 1`` characters, cleaned,
+        which the length rule drops as ``too_long``. A byte past that point is never decoded: invalid UTF-8
+        there is no error (the document is dropped as too long).
+        """
+        parts = iter(parts)
+        held: list[bytes] = []
+        start, size = 0, 0
+        for offset, data in parts:
+            if not held:
+                start = offset
+            held.append(data)
+            size += len(data)
+            if self.max_chars is not None and size > _MAX_UTF8_BYTES * (self.max_chars + 1):
+                return self._decode_long(itertools.chain([(start, b"".join(held))], parts), path)
+        return self.decode(b"".join(held), path=path, offset=start)
+
+    def _decode_long(self, parts: Iterator[tuple[int, bytes]], path: Path | str) -> str | None:
+        assert self.max_chars is not None
+        skipped = self.skipped
+        text = clean_bounded(self._decoded(parts, path), normalize=self.normalize, max_chars=self.max_chars)
+        return None if self.skipped > skipped else text
+
+    def _decoded(self, parts: Iterator[tuple[int, bytes]], path: Path | str) -> Iterator[str]:
+        """The text of the parts, decoded from where a character starts (the same text and errors as decoding
+        them joined); ends early once a part is skipped."""
+        held, at = b"", -1
+        for offset, data in parts:
+            at, data = (offset if at < 0 else at), held + data
+            cut = decoding_restart(data)
+            if (text := self.decode(data[:cut], path=path, offset=at)) is None:
+                return
+            yield text
+            at, held = at + cut, data[cut:]
+        if held and (text := self.decode(held, path=path, offset=at)) is not None:
+            yield text
+
+
+def decoding_restart(data: bytes) -> int:
+    """Where UTF-8 decoding of ``data`` starts afresh near its end: after an ASCII byte or before a
+    lead byte (whose character may go on past ``data``). Every byte after it is decoded, strictly or
+    not, as if it began the text, so pieces cut there decode to the text whole with the same errors
+    at the same offsets. The end of ``data`` if its last four bytes all continue a character (no
+    character still needs the next byte then)."""
+    for at in range(len(data) - 1, max(len(data) - 4, 0) - 1, -1):
+        if data[at] < 0x80:
+            return at + 1
+        if data[at] >= 0xC0:
+            return at
+    return len(data)
 
 
 @dataclass(frozen=True)
@@ -130,15 +195,59 @@ def lines(stream: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, 
     A range that does not start the file begins after the first newline at or after ``start - 1``:
     the line running through ``start`` belongs to the range before.
     """
-    offset = start
-    if start > 0:
-        stream.seek(start - 1)
-        offset = start - 1 + len(stream.readline())
+    offset = _first_line_start(stream, start)
     for line in stream:
         if end is not None and offset >= end:
             return
         yield offset, line
         offset += len(line)
+
+
+def line_parts(stream: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, Iterator[tuple[int, bytes]]]]:
+    """As :func:`lines`, each line as its parts of at most :data:`CHUNK` bytes with their offsets, read as they
+    are taken: a line the caller stops taking is read on to its end, never held, before the next one."""
+    offset = _first_line_start(stream, start)
+    while end is None or offset < end:
+        first = stream.readline(CHUNK)
+        if not first:
+            return
+        line = _LineParts(stream, offset, first)
+        yield offset, iter(line)
+        offset = line.finish()
+
+
+class _LineParts:
+    """One line of a stream, part by part; :meth:`finish` reads what the caller did not take."""
+
+    def __init__(self, stream: BinaryIO, offset: int, first: bytes):
+        self._stream, self._offset, self._next = stream, offset, first
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        while self._next:
+            part, offset = self._next, self._offset
+            self._offset += len(part)
+            self._next = b"" if part.endswith(b"\n") else self._stream.readline(CHUNK)
+            yield offset, part
+
+    def finish(self) -> int:
+        """Read the rest of the line; the offset after it."""
+        for _ in self:
+            pass
+        return self._offset
+
+
+def _first_line_start(stream: BinaryIO, start: int) -> int:
+    """The offset of the first line starting at or after ``start`` (the stream left there), the line running
+    through ``start`` read in bounded parts."""
+    if start == 0:
+        return 0
+    stream.seek(start - 1)
+    offset = start - 1
+    while part := stream.readline(CHUNK):
+        offset += len(part)
+        if part.endswith(b"\n"):
+            break
+    return offset
 
 
 def line_number(path: Path | str, offset: int) -> int:

@@ -24,9 +24,10 @@ opts into ``replace`` or ``skip`` (drop the document).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from pipeline.config import SourceConfig
 from pipeline.data.reading import (
@@ -37,6 +38,7 @@ from pipeline.data.reading import (
     Record,
     SourceFile,
     TextDecoder,
+    decoding_restart,
     open_binary,
 )
 from pipeline.data.record import parse_field
@@ -63,6 +65,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     base = Path(root)
     files: list[SourceFile] = []
     for index, source in enumerate(sources):
+        _check_searchable(source.glob, base, label or f"data.sources[{index}].glob")
         stamps = storage.glob_stamps(source.glob) if locations.is_url(source.glob) else {}
         matches = sorted(stamps) if locations.is_url(source.glob) else storage.glob_files(source.glob, base)
         if not matches:
@@ -76,6 +79,36 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
         files.extend(replace(_source_file(path, source, index, os.fspath(base)), stamp=stamps.get(path))
                      for path in matches)
     return files
+
+
+# Trees a '**' never searches: the whole file system (a listing of every mounted disk, minutes or hours) and the
+# kernel's virtual ones, whose files are no data (and some of which never end).
+_UNSEARCHABLE = ("/", "/proc", "/sys", "/dev")
+
+
+def _check_searchable(pattern: str, root: Path, key: str) -> None:
+    """Refuse a local ``**`` glob under the file system's root or in a virtual file system (``/**/*.txt``)."""
+    if locations.is_url(pattern) or "**" not in pattern:
+        return
+    base = os.path.normpath(os.path.join(os.path.abspath(root), glob_base(pattern)))
+    if base == "/" or any(base == tree or base.startswith(tree + "/") for tree in _UNSEARCHABLE[1:]):
+        where = "the whole file system" if base == "/" else f"{base}, a file system of the kernel's,"
+        raise DataError(f"{key} {pattern!r} searches {where} with '**'; name the directory the data is in "
+                        "(such as raw/**/*.txt)")
+
+
+def glob_base(pattern: str) -> str:
+    """The directory a glob reads under: its leading components without a wildcard."""
+    pattern = os.fspath(locations.local(pattern))
+    if locations.is_url(pattern):
+        parts = pattern.split("/")
+        return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
+    parts = []
+    for part in PurePath(pattern).parts:
+        if re.search(r"[*?[]", part):
+            break
+        parts.append(part)
+    return os.path.join(*parts) if parts else "."
 
 
 def expand_arguments(patterns: Sequence[str], *, field: str | None = None,
@@ -226,24 +259,10 @@ def read_document_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tup
         offset, held = 0, b""
         while data := stream.read(CHUNK):
             data = held + data
-            cut = _decoding_restart(data)
+            cut = decoding_restart(data)
             yield decoder.decode(data[:cut], path=file.path, offset=offset), False
             offset, held = offset + cut, data[cut:]
         yield decoder.decode(held, path=file.path, offset=offset), True
-
-
-def _decoding_restart(data: bytes) -> int:
-    """Where UTF-8 decoding of ``data`` starts afresh near its end: after an ASCII byte or before a
-    lead byte (whose character may go on past ``data``). Every byte after it is decoded, strictly or
-    not, as if it began the text, so pieces cut there decode to the text whole with the same errors
-    at the same offsets. The end of ``data`` if its last four bytes all continue a character (no
-    character still needs the next byte then)."""
-    for at in range(len(data) - 1, max(len(data) - 4, 0) - 1, -1):
-        if data[at] < 0x80:
-            return at + 1
-        if data[at] >= 0xC0:
-            return at
-    return len(data)
 
 
 def _source_file(path: Path | str, source: SourceConfig, index: int, root: str) -> SourceFile:

@@ -311,10 +311,10 @@ def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskC
     client's error in it (aiohttp's headers) cannot be pickled, which killed the pool's worker instead.
     """
     context = context or _TaskContext.here()
-    retries.configure(context.deadlines)
     before, started = retries.retried(), time.monotonic()
     try:
-        value = function(item)
+        with retries.using(context.deadlines):
+            value = function(item)
     except PipelineError as exc:
         failure = stage_log.with_traceback(type(exc)(f"{exc} (partition {label}, on {worker_name()})"), exc)
     except FileNotFoundError as exc:

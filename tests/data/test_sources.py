@@ -11,6 +11,7 @@ from unittest import mock
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import lmprep_in_cwd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -227,6 +228,28 @@ def test_glob_matching_nothing_is_named_by_its_key_and_as_resolved(tmp_path):
     with pytest.raises(DataError, match="data.sources is empty"):
         expand_sources([], root=tmp_path)
 
+
+
+@pytest.mark.parametrize("pattern, searched", [
+    ("/**/*.txt", "the whole file system"), ("/proc/**/status", "/proc, a file system of the kernel's,"),
+    ("/sys/**", "/sys, a file system of the kernel's,"), ("{up}/**/*.txt", "the whole file system"),
+])
+def test_a_recursive_glob_of_the_whole_file_system_is_refused_before_listing(tmp_path, pattern, searched):
+    """'/**/*.txt' listed every mounted disk (a status past 120 s); refused before glob lists anything."""
+    pattern = pattern.format(up="/".join([".."] * len(tmp_path.parts)))
+    with mock.patch("pipeline.engine.storage.glob.glob", side_effect=AssertionError("listed")), \
+            pytest.raises(DataError) as refused:
+        expand_sources([SourceConfig(pattern)], root=tmp_path)
+    assert str(refused.value) == (f"data.sources[0].glob {pattern!r} searches {searched} with '**'; name the "
+                                  "directory the data is in (such as raw/**/*.txt)")
+
+
+def test_status_refuses_a_glob_of_the_whole_file_system_in_one_line(tiny_project):
+    tiny_project()
+    result = lmprep_in_cwd("status", "--set", "data.sources=[{glob: /**/*.txt}]")
+    assert result.exit_code == 2
+    assert result.output.splitlines() == ["error: data.sources[0].glob '/**/*.txt' searches the whole file system "
+                                          "with '**'; name the directory the data is in (such as raw/**/*.txt)"]
 
 
 def test_a_broken_symbolic_link_is_an_error_not_skipped(tmp_path):
