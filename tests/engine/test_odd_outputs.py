@@ -5,6 +5,7 @@ output counts as modified, and ``run`` writes it again."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -77,6 +78,7 @@ def encoded(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("stage, scratch", [("prepare", "prepared.partial"), ("encode", "shards.partial")])
 def test_a_regular_file_in_place_of_the_scratch_directory_is_one_line(encoded, stage, scratch):
+    shutil.rmtree(encoded / "out" / scratch, ignore_errors=True)  # what a finished prepare kept
     (encoded / "out" / scratch).write_text("not a directory")
     result = lmprep("run", stage, "--force", "--config", "lmprep.yaml")
     assert result.exit_code == 2, result.output

@@ -78,7 +78,8 @@ def test_ctrl_c_is_one_line_and_exit_130_from_every_process(project, hanging_run
     assert run.process.stderr.read() == "interrupted; the previous outputs are intact\n"
     assert "Traceback" not in run.process.stdout.read()
     wait_until(lambda: not any(running(pid) for pid in run.workers), "worker processes still run")
-    assert outputs_under(project / "out") == run.outputs_before  # and the staging output is gone
+    before = {name: data for name, data in run.outputs_before.items() if ".partial/" not in name}
+    assert outputs_under(project / "out") == before  # and the staging output is gone
 
 
 SEVERAL_PARTS = tiny_config(**{**WORKERS, "data": {"sources": [{"glob": "raw/*.txt", "separator": "line"}]},

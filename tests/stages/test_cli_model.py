@@ -230,8 +230,9 @@ def test_interrupted_retrain_keeps_the_checkpoint_in_place(project, monkeypatch)
         interrupted = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert interrupted.exit_code == 130 and "interrupted; the previous outputs are intact" in interrupted.output
     assert (project / "out" / "ckpt" / "checkpoint.safetensors").read_bytes() == before
-    assert sorted(path.name for path in (project / "out").iterdir()) == [
-        "ckpt", "prepared", "shards", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(path.name for path in (project / "out").iterdir()) == [  # prepared.partial: prepare's first round
+        "ckpt", "prepared", "prepared.partial", "shards", "special_tokens_map.json", "tokenizer.json",
+        "tokenizer_config.json"]
     result = invoke("run", "train", "--set", "train.seed=9", "--config", "lmprep.yaml")
     assert "train: moved the old checkpoint to out/ckpt-old-seed" in result.output
     assert (project / "out" / "ckpt-old-seed" / "checkpoint.safetensors").read_bytes() == before
