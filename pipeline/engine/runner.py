@@ -124,8 +124,9 @@ class Pipeline:
         kept = {f"the state dir {os.fspath(state_dir)!r}": self.state_dir,
                 **({f"the run cache {os.fspath(run_cache)!r}": self.root / run_cache} if run_cache is not None else {})}
         _check_homes(self.stages, self.root, kept)
-        _check_layout(self.stages, self.root, {**{label: self.root / path for label, path in (guarded or {}).items()},
-                                               **kept})
+        guarded_paths = {**{label: self.root / path for label, path in (guarded or {}).items()}, **kept}
+        _check_layout(self.stages, self.root, guarded_paths)
+        _check_linked(self.stages, self.root, guarded_paths)
 
     @property
     def owners_path(self) -> Path:
@@ -438,6 +439,22 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
                         "output as a whole, so outputs must not overlap inputs, other outputs, the state dir "
                         "or the config file"
                     )
+
+
+def _check_linked(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Path]) -> None:
+    """Refuse an output that overlaps a guarded path once symbolic links are followed (a run cache under a link
+    to the prepared data was written into it, so prepare found its output modified on every run). Only the
+    guarded paths and the outputs are resolved: a few paths, where the inputs are every raw file."""
+    real = {label: os.path.realpath(path) for label, path in guarded.items() if not storage.is_url(path)}
+    for stage in stages:
+        for out in (out for out in stage.outs if not storage.is_url(out)):
+            output = os.path.realpath(root / out)
+            for label, path in real.items():
+                relation = _overlap(output, path, inside_counts=True)
+                if relation:
+                    raise RunnerError(f"{_describe(stage, out)} {relation} {label}, which is {path} once links "
+                                      "are followed; lmprep replaces an output as a whole, so outputs must not "
+                                      "overlap the state dir, the run cache or the config file")
 
 
 def _place(kind: str, stage: Stage | None, name: str) -> str:
