@@ -17,7 +17,7 @@ near-dedup's bucket tasks (the largest Python and numpy allocation of any one, t
 one at a time in this process) on the corpus and on ``--scale`` times as many documents (more variants
 of the same originals), with the same buckets and with ``--scale`` times as many.
 
-datatrove runs in ``benchmarks/.venv-datatrove`` when it exists (see ``bench_scale.py``; add
+datatrove runs in ``benchmarks/.venv-datatrove`` when it exists (see ``bench_workers.py``; add
 ``spacy==3.8.18`` for its word tokenizer), else in this interpreter. On a shared machine the CPU seconds
 are the steadier figure: wall time depends on the other jobs.
 
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import results
 from bench_dedup import corpus_index, jaccard, originals, scores, variant
-from bench_scale import sample_tree
+from bench_workers import sample_tree
 
 from pipeline.config.schema import ExecutorConfig, PrepareConfig, SourceConfig, StepConfig
 from pipeline.data.dedup import ExactDedupStep

@@ -11,7 +11,9 @@ repeated line dropped so that a chunk cache helps as little as it does on web te
 A byte tokenizer (GPT-4 pattern, ``<|endoftext|>`` as its one special token) is trained on each corpus
 once and kept in ``benchmarks/.data``. The engines, all from that one tokenizer: lmprep on the native
 core and on the Python path; tiktoken and riptoken built from its exported ranks and pattern; HF
-``tokenizers`` loading its ``tokenizer.json``. Every engine's IDs are checked identical to tiktoken's.
+``tokenizers``, fastokens and gigatok loading its ``tokenizer.json`` (gigatok a copy whose GPT-4 split is
+spelled as HF's files spell it, the one form it recognises). Every engine's IDs are checked identical to
+tiktoken's.
 
 Each measurement (engine, API, threads) runs in a fresh process, so that its peak RSS is its own and the
 thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_THREADS``) can be set:
@@ -19,8 +21,10 @@ thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_TH
 - ``flat``: the encode stage's path, every ID of the corpus in one ``uint32`` array
   (``encode_batch_flat``; the peers' batch call, then numpy);
 - ``list``: one list of IDs per document (``encode_batch``; tiktoken ``encode_ordinary_batch``,
-  riptoken ``encode_ordinary_batch``, HF ``encode_batch_fast`` and ``.ids``);
-- 1 and 2 threads (lmprep: ``threads=``; tiktoken: ``num_threads=``; riptoken and HF: rayon).
+  riptoken ``encode_ordinary_batch``, HF ``encode_batch_fast`` and ``.ids``, fastokens ``encode_batch`` and
+  ``.ids``, gigatok ``encode_batch``, whose lists are an awkward array: its flat row is its content);
+- 1 and 2 threads (lmprep: ``threads=``; tiktoken: ``num_threads=``; riptoken, HF, gigatok and fastokens:
+  rayon, and ``FASTOKENS_BPE_THREADS``).
 
 Each is timed ``--repeats`` times from a cold start (a freshly loaded tokenizer: lmprep's and HF's
 caches empty), best of the runs, in wall-clock seconds and in CPU seconds (all threads of the
@@ -209,11 +213,52 @@ def hf_engine(path: Path, api: str, threads: int):
     return fresh, (lambda enc, texts: flat(lists(enc, texts))) if api == "flat" else lists
 
 
+# The GPT-4 split as HF's files spell it (cl100k's pattern in tokenizer.json): the same chunks as lmprep's
+# ``gpt4`` (whose possessive form gigatok does not recognise), so the same IDs, which are checked.
+HF_GPT4 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+           r"""|\s*[\r\n]|\s+(?!\S)|\s+""")
+
+
+def hf_spelled(path: Path) -> Path:
+    """A copy of the tokenizer file whose split names the GPT-4 pattern as HF's files do (gigatok loads only
+    the spellings it knows)."""
+    spelled = path.with_name(f"{path.stem}-hf-spelling.json")
+    if not spelled.exists():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        split = data["pre_tokenizer"]["pretokenizers"][0]
+        assert split["pattern"]["Regex"] == Tokenizer.load(path).pattern, "the benchmark trains on the gpt4 split"
+        split["pattern"]["Regex"] = HF_GPT4
+        spelled.write_text(json.dumps(data), encoding="utf-8")
+    return spelled
+
+
+def gigatok_engine(path: Path, api: str, threads: int):
+    import gigatok  # threads: RAYON_NUM_THREADS, set by the parent
+
+    spelled = hf_spelled(path)
+    fresh = lambda: gigatok.Tokenizer(str(spelled))  # noqa: E731
+    if api == "flat":  # its batch call gives an awkward array: its flat content is one uint32 array
+        return fresh, lambda enc, texts: np.asarray(enc.encode_batch(texts).layout.content.data)
+    return fresh, lambda enc, texts: enc.encode_batch(texts)  # one list per text, as awkward holds them
+
+
+def fastokens_engine(path: Path, api: str, threads: int):
+    import fastokens  # threads: RAYON_NUM_THREADS and FASTOKENS_BPE_THREADS, set by the parent
+
+    fresh = lambda: fastokens.Tokenizer.from_file(str(path))  # noqa: E731
+    if api == "flat":
+        return fresh, lambda enc, texts: np.frombuffer(enc.encode_batch_flat(texts)[0], dtype=np.uint32)
+    return fresh, lambda enc, texts: [e.ids for e in enc.encode_batch(texts)]
+
+
 ENGINES = {"lmprep native": lmprep_engine, "lmprep python": lmprep_engine, "tiktoken": tiktoken_engine,
-           "riptoken": riptoken_engine, "HF tokenizers": hf_engine}
+           "riptoken": riptoken_engine, "gigatok": gigatok_engine, "fastokens": fastokens_engine,
+           "HF tokenizers": hf_engine}
 
 
 def ids_digest(result) -> str:
+    if type(result).__module__.startswith("awkward"):
+        result = np.asarray(result.layout.content.data)
     array = result if isinstance(result, np.ndarray) else flat(result)
     return hashlib.sha256(np.ascontiguousarray(array, dtype=np.uint32).tobytes()).hexdigest()[:16]
 
@@ -245,7 +290,7 @@ def child(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, re
 
 
 def measure(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, repeats: int, warm: bool = False):
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), FASTOKENS_BPE_THREADS=str(threads))
     env["LMPREP_BACKEND"] = "python" if engine == "lmprep python" else "native"
     command = [sys.executable, __file__, "--child", json.dumps([engine, api, threads, str(corpus), str(tokenizer),
                                                                  repeats, warm])]
@@ -257,7 +302,8 @@ def measure(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, 
 
 
 def available(engine: str) -> bool:
-    module = {"tiktoken": "tiktoken", "riptoken": "riptoken", "HF tokenizers": "tokenizers"}.get(engine)
+    module = {"tiktoken": "tiktoken", "riptoken": "riptoken", "gigatok": "gigatok", "fastokens": "fastokens",
+              "HF tokenizers": "tokenizers"}.get(engine)
     if module is None:
         return True
     try:

@@ -1,14 +1,18 @@
 """Resume per partition: kill a stage (SIGKILL to ``lmprep``) once half of its tasks have finished, run it
 again, and compare that run with a whole one: its time, the partitions it took from the killed run and
-whether the output is byte-identical. Needs ``lmprep[test]`` for the S3 case (moto's server on 127.0.0.1).
+whether the output is byte-identical. Then the same for prepare after an edit of one of its four raw files
+(a line added to the second): the run after the edit, which takes the first round a finished run kept for
+the other files, against a whole run (what every edit cost before prepare kept it). Needs ``lmprep[test]``
+for the S3 case (moto's server on 127.0.0.1).
 
     python benchmarks/bench_resume.py [--documents 6000] [--repeats 3] [--smoke]
 
 Cases: encode to a local directory, encode to S3 (the shards in a bucket), prepare killed in its first
-round, prepare killed in its last round (after the de-duplication step). The project is generated in a
-temporary directory: distinct question/answer documents cut into 12 partitions, two workers. Times are
-the medians over ``--repeats``, each including the command's start-up, as a user sees them, with the CPU
-seconds of the command and its workers. ``--smoke``: 600 documents, once, the local encode case alone.
+round, prepare killed in its last round (after the de-duplication step), prepare after an edit. The
+project is generated in a temporary directory: distinct question/answer documents cut into 12
+partitions, two workers. Times are the medians over ``--repeats``, each including the command's start-up,
+as a user sees them, with the CPU seconds of the command and its workers. ``--smoke``: 600 documents, once,
+the local encode and the edit cases.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import os
 import re
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -109,15 +114,42 @@ def case(name: str, project: Path, stage: str, records: Callable[[], int], total
          output: Callable[[], dict[str, bytes]], repeats: int) -> None:
     whole, resumed, reused = [], [], set()
     for _ in range(repeats):
+        forget_kept(project)
         *seconds, _ = finish(project, "run", stage, "--force")
         whole.append(seconds)
         reference = tree_digest(output())
+        forget_kept(project)
         kill_at_half(project, stage, records, total)
         *seconds, err = finish(project, "run", stage, "--force")
         resumed.append(seconds)
         reused.add(tuple(REUSED.findall(err)))
         assert tree_digest(output()) == reference, f"{name}: the resumed output differs"
     print(f"| {name} | {_median(whole)} | {_median(resumed)} | "
+          f"{'; '.join(', '.join(f'{n} of {m}' for n, m in found) for found in sorted(reused))} | identical |",
+          flush=True)
+
+
+def forget_kept(project: Path) -> None:
+    """Remove what a finished prepare keeps for the next run (its first round), so that a run does it all."""
+    shutil.rmtree(project / "out" / "prepared.partial", ignore_errors=True)
+
+
+def edit_case(project: Path, raw: Path, output: Callable[[], dict[str, bytes]], repeats: int) -> None:
+    """A line added to one of the four raw files: the run after it against a whole run of the same data."""
+    whole, edited, reused = [], [], set()
+    finish(project, "run", "prepare", "--force")  # a finished run, which keeps its first round
+    for repeat in range(repeats):
+        with (raw / "part-1.txt").open("a") as file:
+            file.write(f"Q: what was edited? A: line {repeat}.\n")
+        *seconds, err = finish(project, "run", "prepare")
+        edited.append(seconds)
+        reused.add(tuple(REUSED.findall(err)))
+        after_edit = tree_digest(output())
+        forget_kept(project)
+        *seconds, _ = finish(project, "run", "prepare", "--force")
+        whole.append(seconds)
+        assert tree_digest(output()) == after_edit, "prepare after an edit: the output differs from a whole run's"
+    print(f"| prepare, 1 of 4 raw files edited | {_median(whole)} | {_median(edited)} (after the edit) | "
           f"{'; '.join(', '.join(f'{n} of {m}' for n, m in found) for found in sorted(reused))} | identical |",
           flush=True)
 
@@ -150,8 +182,9 @@ def main() -> None:
         partitions, encode_parts = counts(prepared)
         case("encode, local", project, "encode", done(project / "out" / "shards.partial", "*.done.json"),
              encode_parts, lambda: local_files(shards), options.repeats)
+        edit_case(project, root / "raw", lambda: local_files(prepared), options.repeats)
         if options.smoke:
-            print("(smoke run: the prepare and S3 cases are left out)")
+            print("(smoke run: the killed prepare and S3 cases are left out)")
             return
         case("prepare, killed in round 1 of 2", project, "prepare",
              done(project / "out" / "prepared.partial", "r0-0*.done.json"), partitions,

@@ -1,268 +1,574 @@
-"""Scaling benchmark: prepare and encode throughput with 1 and 2 local processes and a 2-worker Dask
-cluster, datatrove's prepare beside lmprep's, and the driver's peak RSS as the corpus grows.
+"""Scale benchmark: how each stage's time and memory grow with the corpus, at 1/16, 1/4 and 1 of
+``build_scale_corpus.py``'s corpus (over 1 GB of text), and the same run on a Dask cluster over S3.
 
-The corpus of ``build_corpus.py`` is cut into ``--files`` JSON Lines files (``--scale`` × repeats it for
-the memory figure, which then holds mostly duplicates). Each configuration runs in a fresh interpreter:
-prepare (read → clean → exact de-duplication → split → write) then encode (32,768-ID byte-level BPE
-trained once on the first 20 MB). The Dask cluster is a ``LocalCluster`` of processes on this machine,
-started before the clock starts. Peak RSS is the driver's own (``RUSAGE_SELF``), workers excluded.
+Each size runs the whole pipeline as a user does, ``lmprep run STAGE`` one stage at a time (prepare,
+tokenizer, encode, export), on 2 local worker processes, with the curation chain of docs/curation.md
+(``exact_dedup``, ``gopher_quality``, ``gopher_repetition``, ``c4``, ``fineweb``, ``language``,
+``near_dedup``), a 65,536-ID byte-level tokenizer and export to Parquet and nanoGPT's ``.bin``. Per stage:
 
-On a shared machine the wall clock says more about the other jobs than about lmprep, so each stage
-also reports CPU seconds (the driver's and every worker's) and its critical path: the driver's CPU
-plus, for each round of tasks, the busiest worker's CPU. That is the wall time on otherwise idle
-cores, and its ratio between 1 and 2 processes is the scaling that the orchestration allows.
+- wall seconds, and CPU seconds of the stage's whole process tree (its own and its reaped children's,
+  from ``wait4``), the load average beside them: on a shared machine CPU seconds are the steady figure;
+- the peak resident set (``VmHWM``) of the driver (the ``lmprep`` process) and of the largest worker,
+  sampled from ``/proc`` every 50 ms (a peak is a high-water mark, so a sample misses only what grew in
+  the last 50 ms of a process's life);
+- bytes written to disk (the kernel's block-write accounting of the tree, scratch files included) and
+  the size of the stage's outputs;
+- the tasks it ran (its log, ``{state_dir}/logs/<stage>.log``).
 
-datatrove (``datatrove_prepare.py``: its ``LocalPipelineExecutor`` doing read → clean → exact
-de-duplication → write on the same files, with as many tasks as lmprep has partitions, the same
-number of hash buckets and the same number of workers) runs in its own environment, made once:
+The growth of each figure is fitted as ``value ∝ size^k`` (least squares in log-log over the sizes run)
+and shown in a table and a plot (``--plot``, PNG; ``docs/scale.png`` by default).
 
-    python -m venv benchmarks/.venv-datatrove
-    benchmarks/.venv-datatrove/bin/pip install datatrove==0.10.1 orjson==3.13.0 xxhash==3.8.2 \\
-        pyarrow==26.0.1 pyyaml==6.0.4 regex==2026.11.15 tokenizers==0.23.3
+``--dask SIZE`` runs that size again with its raw files and every output in S3 (moto's server, started
+by this script on 127.0.0.1) and the tasks on a Dask cluster of separate processes (``dask scheduler``,
+``dask worker --nworkers 2 --nthreads 1``), compares every output byte for byte with the local run's,
+and prints per stage the S3 requests by kind, the seconds the server spent answering them (its share
+of the stage's worker time: the time in the store) and the per-task overhead (``(workers × wall − Σ task
+seconds) / tasks``, locally and on Dask; the driver's own phases count in it). Needs ``lmprep[test]``.
 
-    python benchmarks/build_corpus.py
-    python benchmarks/bench_scale.py [--files 24] [--scale 4] [--repeats 1] [--smoke]
+    python benchmarks/build_scale_corpus.py
+    python benchmarks/bench_scale.py [--sizes sixteenth quarter full] [--dask quarter] [--smoke]
 
-``--smoke``: a 0.2 MB corpus in 4 files, built in a temporary directory, a 300-ID tokenizer.
+``--smoke``: the builder's 2 MB corpus at its three sizes, a 1,024-ID tokenizer, and the Dask run at the
+smallest size, in a temporary directory (seconds, once the processes are up).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import math
 import os
-import resource
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import build_corpus
+import build_scale_corpus
 import proc
 import results
 
-from pipeline.config import ExecutorConfig, PrepareConfig, SourceConfig
-from pipeline.data import documents
-from pipeline.data.dedup import ExactDedupStep
-from pipeline.data.prepare import prepare_corpus
-from pipeline.data.sources import expand_sources
-from pipeline.engine.executor import Tasks, open_tasks
-from pipeline.shards.corpus import encode_corpus
-from pipeline.tokenizer import Tokenizer
-
 ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+WORK = results.data_dir() / "bench_scale"
+STAGES = ("prepare", "tokenizer", "encode", "export")
+WORKERS = 2
+SAMPLE_SECONDS = 0.05
+CONFIG = """\
+data:
+  sources:
+{sources}
+prepare:
+  steps:
+{steps}
+  output_dir: {out}/prepared
+tokenizer: {{vocab_size: {vocab}, workers: {workers}, output: {out}/tokenizer/tokenizer.json}}
+encode: {{workers: {workers}, output_dir: {out}/shards}}
+train: {{output_dir: {out}/checkpoints}}
+export: {{formats: [parquet, nanogpt], output_dir: {out}/export}}
+executor: {executor}
+output_root: .
+state_dir: state
+run_cache_dir: null
+"""
+CHAINS = {  # docs/curation.md's chain, and its de-duplication alone
+    "curation": ("exact_dedup: {}", "gopher_quality: {min_words: 50}", "gopher_repetition: {}",
+                 "c4: {min_sentences: 5}", "fineweb: {}", "language: {languages: [en], min_score: 0.5}",
+                 "near_dedup: {threshold: 0.8}"),
+    "dedup": ("exact_dedup: {}", "near_dedup: {threshold: 0.8}"),
+}
+# the rows of the table: (row, chain, stage); the curation chain keeps ~3 % of this corpus (source code and
+# man pages are not the web pages its rules are for), so the stages after prepare run on the dedup chain's output
+ROWS = (("prepare, curation chain", "curation", "prepare"), ("prepare, dedup only", "dedup", "prepare"),
+        ("tokenizer", "dedup", "tokenizer"), ("encode", "dedup", "encode"), ("export", "dedup", "export"))
+SOURCES = {"txt": '    - {{glob: "{raw}/*.txt", separator: "<|endoftext|>"}}',
+           "jsonl.gz": '    - {{glob: "{raw}/*.jsonl.gz", field: text}}',
+           "parquet": '    - {{glob: "{raw}/*.parquet", field: text}}'}
+OUTPUTS = {"prepare": "prepared", "tokenizer": "tokenizer", "encode": "shards", "export": "export"}
+TASK_LINE = re.compile(r"^task .*: done on .* in ([\d.]+) s")
 
-DATA = results.data_dir()
-CORPUS = DATA / "corpus.jsonl"
-WORK = DATA / "bench_scale"
-EOT = "<|endoftext|>"
-MODES = {"local-1": ExecutorConfig(kind="local", workers=1), "local-2": ExecutorConfig(kind="local", workers=2),
-         "dask-2": ExecutorConfig(kind="dask", address="local", workers=2)}
-DATATROVE_PYTHON = ROOT / "benchmarks" / ".venv-datatrove" / "bin" / "python"
+
+@dataclass
+class StageFigures:
+    wall_s: float
+    cpu_s: float
+    driver_cpu_s: float
+    driver_peak_mb: float
+    worker_peak_mb: float
+    written_mb: float
+    output_mb: float
+    tasks: int
+    task_s: float
+    load: float
+    requests: Counter[str] = field(default_factory=Counter)
+    store_s: float = 0.0
 
 
-def raw_files(files: int, scale: int) -> Path:
-    """``files`` JSON Lines files holding the corpus ``scale`` times, in order."""
-    directory = WORK / f"raw-x{scale}"
-    if not directory.exists():
-        lines = CORPUS.read_bytes().splitlines(keepends=True) * scale
-        size = -(-len(lines) // files)
-        directory.mkdir(parents=True)
-        for index, start in enumerate(range(0, len(lines), size)):
-            (directory / f"part-{index:03d}.jsonl").write_bytes(b"".join(lines[start : start + size]))
-    return directory
+def vmhwm_bytes(pid: int) -> int | None:
+    """The peak resident set of ``pid`` so far (``VmHWM``); ``None`` once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None
 
 
-def tokenizer_file() -> Path:
-    path = WORK / "tokenizer.json"
-    if not path.exists():
-        sample, size = [], 0
-        with open(CORPUS, encoding="utf-8") as lines:
-            for line in lines:
-                sample.append(json.loads(line)["text"])
-                size += len(sample[-1])
-                if size > 20_000_000:
-                    break
-        Tokenizer.train(sample, vocab_size=300 if results.SMOKE else 32768, special_tokens=[EOT], workers=2).save(path)
+def reset_peaks(pids: list[int]) -> None:
+    """Start each process's ``VmHWM`` again from its current resident set (``clear_refs`` 5), so that a
+    long-lived Dask worker's peak is the stage's own."""
+    for pid in pids:
+        try:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+        except OSError:
+            continue
+
+
+def run_stage(config: Path, stage: str, *, env: dict[str, str], workers_of: int | None = None,
+              command: list[str] | None = None) -> StageFigures:
+    """``lmprep run STAGE`` in its own process, its tree sampled until it exits; ``workers_of`` is the pid
+    whose descendants are the workers when they are not the driver's (a Dask worker process)."""
+    outside = [] if workers_of is None else proc.descendants(workers_of)
+    reset_peaks(outside)
+    cpu_outside = {pid: proc.cpu_seconds(pid) or 0.0 for pid in outside}
+    start = time.perf_counter()
+    with open(config.parent / f"{stage}.out", "wb") as out:
+        process = subprocess.Popen([*(command or [str(BIN / "lmprep")]), "run", stage, "--config", str(config)],
+                                   env=env, stdout=out, stderr=subprocess.STDOUT, cwd=config.parent)
+    driver_peak = worker_peak = 0
+    driver_cpu = 0.0
+    while True:  # wait4, not poll: the exit's resource usage covers the driver and the workers it reaped
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            break
+        driver_peak = max(driver_peak, vmhwm_bytes(process.pid) or 0)
+        driver_cpu = proc.cpu_seconds(process.pid) or driver_cpu
+        for pid in proc.descendants(process.pid) + (proc.descendants(workers_of) if workers_of else []):
+            worker_peak = max(worker_peak, vmhwm_bytes(pid) or 0)
+        time.sleep(SAMPLE_SECONDS)
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        output = (config.parent / f"{stage}.out").read_text("utf-8", "replace")
+        raise SystemExit(f"lmprep run {stage} --config {config} failed:\n{output[-3000:]}")
+    tasks, task_s = stage_tasks(config.parent / "state" / "logs" / f"{stage}.log")
+    worker_cpu = sum((proc.cpu_seconds(pid) or 0.0) - cpu_outside.get(pid, 0.0) for pid in outside)
+    return StageFigures(wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime + worker_cpu, driver_cpu_s=driver_cpu,
+                        driver_peak_mb=driver_peak / 1e6, worker_peak_mb=worker_peak / 1e6,
+                        written_mb=usage.ru_oublock * 512 / 1e6,
+                        output_mb=tree_bytes(config.parent / "out" / OUTPUTS[stage]) / 1e6, tasks=tasks,
+                        task_s=task_s, load=os.getloadavg()[0])
+
+
+def stage_tasks(log: Path) -> tuple[int, float]:
+    """The tasks a stage's log names as done, and their seconds added up."""
+    seconds = [float(match[1]) for line in log.read_text("utf-8").splitlines() if (match := TASK_LINE.match(line))]
+    return len(seconds), sum(seconds)
+
+
+def tree_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(file.stat().st_size for file in path.rglob("*") if file.is_file()) if path.exists() else 0
+
+
+def write_config(work: Path, size: str, raw: str, out: str, executor: str, chain: str = "dedup") -> Path:
+    """The config of one run of ``size`` (a source for each format its directory holds: a smoke run's tiny
+    corpus may lack one) with its raw files at ``raw`` and its outputs under ``out``."""
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "lmprep.yaml"
+    formats = [kind for kind in SOURCES if any((build_scale_corpus.DATA / size).glob(f"*.{kind}"))]
+    sources = "\n".join(SOURCES[kind].format(raw=raw) for kind in formats)
+    steps = "\n".join(f"    - {step}" for step in CHAINS[chain])
+    path.write_text(CONFIG.format(sources=sources, steps=steps, out=out, executor=executor, workers=WORKERS,
+                                  vocab=1024 if results.SMOKE else 65536), "utf-8")
     return path
 
 
-def workers_cpu() -> dict[int, float]:
-    """CPU seconds so far of each process below this one (the pool's or the cluster's workers)."""
-    seconds = {}
-    for pid in proc.descendants(os.getpid()):
-        if (cpu := proc.cpu_seconds(pid)) is not None:
-            seconds[pid] = cpu
-    return seconds
+def local_run(size: str) -> dict[str, StageFigures]:
+    """Each row of :data:`ROWS` at ``size`` on the local pool, keyed by row."""
+    figures = {}
+    for chain in CHAINS:
+        work = WORK / size / chain
+        shutil.rmtree(work, ignore_errors=True)
+        config = write_config(work, size, str(build_scale_corpus.DATA / size), "out",
+                              f"{{kind: local, workers: {WORKERS}}}", chain)
+        for row, row_chain, stage in ROWS:
+            if row_chain == chain:
+                figures[row] = run_stage(config, stage, env=dict(os.environ))
+                print(f"  {size} {row}: {describe(figures[row])}", flush=True)
+        print(f"  {size} {chain}: {kept_line(work)}", flush=True)
+    return figures
 
 
-class MeasuredTasks:
-    """Stands in for :class:`Tasks` and records each round's CPU seconds per worker."""
-
-    def __init__(self, tasks: Tasks):
-        self._tasks = tasks
-        self.rounds: list[list[float]] = []
-
-    def map(self, *args, **kwargs):
-        return self._measure(self._tasks.map, *args, **kwargs)
-
-    def map_reduce(self, *args, **kwargs):
-        return self._measure(self._tasks.map_reduce, *args, **kwargs)
-
-    def _measure(self, call: Callable, *args, **kwargs):
-        before = workers_cpu()
-        result = call(*args, **kwargs)
-        self.rounds.append([seconds - before.get(pid, 0.0) for pid, seconds in workers_cpu().items()])
-        return result
+def kept_line(work: Path) -> str:
+    """What prepare kept, as its summary says it."""
+    return next((line.strip() for line in (work / "prepare.out").read_text("utf-8").splitlines()
+                 if line.startswith("kept ")), "kept: not said")
 
 
-def measure_stage(mode: str, run: Callable[[MeasuredTasks], object]) -> dict:
-    """Wall seconds, CPU seconds of the driver and the workers, and the critical path of one stage.
-
-    Each stage opens its own pool or cluster, as ``lmprep run`` does, outside the clock.
-    """
-    with open_tasks(MODES[mode]) as tasks:
-        measured = MeasuredTasks(tasks)
-        start, driver_start = time.perf_counter(), time.process_time()
-        run(measured)
-        wall, driver = time.perf_counter() - start, time.process_time() - driver_start
-    return {"wall_s": wall, "cpu_s": driver + sum(sum(r) for r in measured.rounds),
-            "critical_s": driver + sum(max(r, default=0.0) for r in measured.rounds)}
+def describe(figures: StageFigures) -> str:
+    return (f"{figures.wall_s:.1f} s wall, {figures.cpu_s:.1f} s CPU (driver {figures.driver_cpu_s:.1f}), "
+            f"driver {figures.driver_peak_mb:.0f} MB, largest worker {figures.worker_peak_mb:.0f} MB, "
+            f"{figures.written_mb:.0f} MB written, {figures.tasks} tasks, load {figures.load:.1f}")
 
 
-def child(mode: str, files: int, scale: int) -> None:
-    raw, tokenizer_path = raw_files(files, scale), tokenizer_file()
-    sources = expand_sources([SourceConfig(glob="*.jsonl")], root=raw)
-    raw_mb = sum(file.path.stat().st_size for file in sources) / 1e6
-    out = WORK / f"out-{mode}-x{scale}"
-    eos = Tokenizer.load(tokenizer_path).special_tokens[EOT]
-    prepare = measure_stage(mode, lambda tasks: prepare_corpus(sources, PrepareConfig(), out / "prepared", tasks=tasks))
-    encode = measure_stage(mode, lambda tasks: encode_corpus(out / "prepared", out / "shards", tasks=tasks,
-                                                             tokenizer_path=tokenizer_path, shard_tokens=1_000_000,
-                                                             eos_id=eos))
-    prepared_mb = sum(part.bytes for split in documents.SPLITS
-                      for part in documents.read_parts(out / "prepared", split)) / 1e6
-    print(json.dumps({"raw_mb": raw_mb, "prepared_mb": prepared_mb, "prepare": prepare, "encode": encode,
-                      "documents": sum(part.documents for split in documents.SPLITS
-                                       for part in documents.read_parts(out / "prepared", split)),
-                      "driver_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "load": os.getloadavg()[0]}))
+def raw_megabytes(size: str) -> float:
+    """The corpus's text, in MB (its files hold it compressed in part)."""
+    return text_bytes(build_scale_corpus.DATA / size) / 1e6
 
 
-def run(mode: str, files: int, scale: int) -> dict:
-    command = [sys.executable, __file__, "--child", mode, "--files", str(files), "--scale", str(scale)]
-    return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+def text_bytes(directory: Path) -> int:
+    """The UTF-8 bytes of every document in a size's directory."""
+    import pyarrow.parquet as pq
+
+    total = sum(path.stat().st_size - (path.read_bytes().count(build_scale_corpus.SEPARATOR.encode())
+                                       * len(build_scale_corpus.SEPARATOR)) for path in directory.glob("*.txt"))
+    total += sum(len(text.encode()) for text in build_scale_corpus.corpus_texts(directory))
+    for path in directory.glob("*.parquet"):
+        total += sum(len(text.encode()) for text in pq.read_table(path, columns=["text"])["text"].to_pylist())
+    return total
 
 
-def run_datatrove(workers: int, files: int) -> dict:
-    """datatrove's prepare in its own environment; CPU seconds sampled over its whole process tree."""
-    command = [str(DATATROVE_PYTHON), str(ROOT / "benchmarks" / "datatrove_prepare.py"), str(raw_files(files, 1)),
-               str(WORK / f"out-datatrove-{workers}"), "--tasks", str(files), "--workers", str(workers),
-               "--buckets", str(ExactDedupStep().buckets)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               env={**os.environ, "PYTHONPATH": str(ROOT)})  # lmprep's cleaning, not installed there
-    cpu, _ = sample_tree(process)
-    stdout, _ = process.communicate()
-    if process.returncode:
-        raise SystemExit(f"{' '.join(command)} failed with exit status {process.returncode}")
-    return {**json.loads(stdout.splitlines()[-1]), "cpu_s": cpu, "load": os.getloadavg()[0]}
+def growth(sizes: list[float], values: list[float]) -> float | None:
+    """``k`` of ``value ∝ size^k``, by least squares in log-log; None with fewer than two positive points."""
+    points = [(math.log(x), math.log(y)) for x, y in zip(sizes, values, strict=True) if x > 0 and y > 0]
+    if len(points) < 2:
+        return None
+    mean_x, mean_y = (sum(p[i] for p in points) / len(points) for i in (0, 1))
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else None
 
 
-def sample_tree(process: subprocess.Popen, interval: float = 0.05) -> tuple[float, float]:
-    """CPU seconds of ``process`` and all its descendants, and the largest resident set (MB) any one of them
-    reached, sampled until it exits (a pool's workers are not all its own children: datatrove's pool forks
-    from a fork server)."""
-    last: dict[int, float] = {}
-    peak = 0
-    while process.poll() is None:
-        for pid in [process.pid, *proc.descendants(process.pid)]:
-            cpu, rss = proc.cpu_seconds(pid), proc.rss_bytes(pid)
-            if cpu is None or rss is None:
-                continue
-            last[pid] = cpu
-            peak = max(peak, rss)
-        time.sleep(interval)
-    return sum(last.values()), peak / 1e6
+METRICS = {"wall s": "wall_s", "CPU s": "cpu_s", "driver MB": "driver_peak_mb", "worker MB": "worker_peak_mb",
+           "written MB": "written_mb", "tasks": "tasks"}
 
 
-def same_outputs(a: Path, b: Path) -> bool:
-    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    return files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file()) and all(
-        (a / f).read_bytes() == (b / f).read_bytes() for f in files)
+def table(megabytes: dict[str, float], runs: dict[str, dict[str, StageFigures]]) -> str:
+    """One row per stage and size, and a row per stage with the fitted exponents."""
+    header = "| stage | corpus MB | " + " | ".join(METRICS) + " |"
+    rows = [header, "|" + "---|" * (len(METRICS) + 2)]
+    for stage, _, _ in ROWS:
+        for size, figures in runs.items():
+            cells = [f"{getattr(figures[stage], attribute):,.1f}" for attribute in METRICS.values()]
+            rows.append(f"| {stage} | {megabytes[size]:,.0f} | " + " | ".join(cells) + " |")
+        exponents = [growth([megabytes[s] for s in runs], [getattr(runs[s][stage], a) for s in runs])
+                     for a in METRICS.values()]
+        rows.append(f"| {stage} | k | " + " | ".join("–" if k is None else f"{k:.2f}" for k in exponents) + " |")
+    return "\n".join(rows)
 
 
-def describe_stage(name: str, megabytes: float, stage: dict) -> str:
-    """Throughput, CPU seconds, the cores the machine gave (CPU / wall) and the critical path."""
-    return (f"{name} {megabytes / stage['wall_s']:.1f} MB/s ({stage['wall_s']:.1f} s; CPU {stage['cpu_s']:.1f} s = "
-            f"{stage['cpu_s'] / stage['wall_s']:.2f} cores; critical path {stage['critical_s']:.2f} s = "
-            f"{megabytes / stage['critical_s']:.1f} MB/s; load {stage['load']:.1f})")
+def plot(megabytes: dict[str, float], runs: dict[str, dict[str, StageFigures]], path: Path) -> None:
+    """CPU seconds and peak resident sets against the corpus size, log-log, one line per stage."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, (time_axis, memory_axis) = pyplot.subplots(1, 2, figsize=(11, 4.2))
+    x = [megabytes[size] for size in runs]
+    for stage, _, _ in ROWS:
+        time_axis.plot(x, [runs[s][stage].cpu_s for s in runs], marker="o", label=stage)
+        memory_axis.plot(x, [runs[s][stage].driver_peak_mb for s in runs], marker="o", label=f"{stage} driver")
+        memory_axis.plot(x, [runs[s][stage].worker_peak_mb for s in runs], marker="s", linestyle="--",
+                         label=f"{stage} worker")
+    for axis, label in ((time_axis, "CPU seconds"), (memory_axis, "peak resident set, MB")):
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("corpus, MB of text")
+        axis.set_ylabel(label)
+        axis.grid(True, which="both", alpha=0.3)
+    time_axis.legend(fontsize=8)
+    memory_axis.legend(fontsize=7, ncol=2)
+    figure.suptitle(f"lmprep per stage on {WORKERS} local workers (benchmarks/bench_scale.py)")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110, metadata={"Software": None})
+    pyplot.close(figure)
 
 
-def fastest(runs: list[dict], stage: str) -> dict:
-    """The run of a configuration whose ``stage`` took the least wall time, with the load it ran under."""
-    best = min(runs, key=lambda figures: figures[stage]["wall_s"])
-    return {**best[stage], "load": best["load"]}
+# --- the task plan: many small files, one huge file ---------------------------
+
+PLAN_CONFIG = """\
+data:
+  sources:
+    - {{glob: "{glob}"{field}}}
+prepare: {{steps: [{{exact_dedup: {{}}}}], output_dir: out/prepared}}
+tokenizer: {{output: out/tokenizer/tokenizer.json}}
+encode: {{output_dir: out/shards}}
+train: {{output_dir: out/checkpoints}}
+executor: {{kind: local, workers: {workers}}}
+output_root: .
+state_dir: state
+run_cache_dir: null
+"""
+# lmprep's CLI with every listing of a source glob counted, the count printed as it exits
+COUNTED_CLI = """\
+import atexit, sys
+from pipeline.engine import storage
+from stages.cli.main import main
+listings = []
+glob_files = storage.glob_files
+storage.glob_files = lambda pattern, root: listings.append(pattern) or glob_files(pattern, root)
+atexit.register(lambda: print(f"listings: {len(listings)}", file=sys.stderr))
+sys.argv[0] = "lmprep"
+main()
+"""
+PLAN_CASES = {"small": ("**/*.txt", ""), "huge": ("*.jsonl", ", field: text"),
+              "sixteenth": ("*.jsonl.gz", ", field: text")}
 
 
-def report_lmprep(runs: dict[str, list[dict]]) -> None:
-    for mode, figures in runs.items():
-        print(f"{mode}: {describe_stage('prepare', figures[0]['raw_mb'], fastest(figures, 'prepare'))}; "
-              f"{describe_stage('encode', figures[0]['prepared_mb'], fastest(figures, 'encode'))}; "
-              f"driver peak RSS {max(f['driver_rss_mb'] for f in figures):.0f} MB")
-    for stage in ("prepare", "encode"):
-        one, two = fastest(runs["local-1"], stage), fastest(runs["local-2"], stage)
-        print(f"{stage} 1 → 2 local processes: {one['wall_s'] / two['wall_s']:.2f}× wall, "
-              f"{one['critical_s'] / two['critical_s']:.2f}× critical path, CPU {one['cpu_s']:.1f} → "
-              f"{two['cpu_s']:.1f} s")
+def plan_case(name: str) -> str:
+    """prepare (``exact_dedup`` alone) over one of the builder's extra corpora: the plan's tasks and their sizes,
+    the listings made, the driver's peak and the largest worker's."""
+    from pipeline.config import SourceConfig
+    from pipeline.data.sources import expand_sources, plan_partitions
+
+    raw = build_scale_corpus.DATA / name
+    glob, field_key = PLAN_CASES[name]
+    work = WORK / f"plan-{name}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    config = work / "lmprep.yaml"
+    config.write_text(PLAN_CONFIG.format(glob=f"{raw}/{glob}", field=field_key, workers=WORKERS), "utf-8")
+    files = expand_sources([SourceConfig(glob=glob)], root=raw)
+    sizes = [partition.size for partition in plan_partitions(files, 64_000_000)]
+    figures = run_stage(config, "prepare", env=dict(os.environ), command=[sys.executable, "-c", COUNTED_CLI])
+    listings = re.findall(r"^listings: (\d+)$", (work / "prepare.out").read_text("utf-8"), flags=re.MULTILINE)
+    return (f"{name}: {len(files):,} files, {sum(sizes) / 1e6:,.0f} MB → {len(sizes)} tasks of {min(sizes) / 1e6:.1f}"
+            f"-{max(sizes) / 1e6:.1f} MB; prepare: {describe(figures)}; source listings: {listings[-1]}")
 
 
-def report_datatrove(runs: dict[str, list[dict]], datatrove: dict[int, list[dict]]) -> None:
-    raw_mb = runs["local-1"][0]["raw_mb"]
-    for workers, theirs_runs in datatrove.items():
-        theirs, ours = min(theirs_runs, key=lambda f: f["seconds"]), fastest(runs[f"local-{workers}"], "prepare")
-        print(f"prepare with {workers} worker(s): datatrove {raw_mb / theirs['seconds']:.1f} MB/s "
-              f"({theirs['seconds']:.1f} s, CPU {theirs['cpu_s']:.1f} s, load {theirs['load']:.1f}, "
-              f"{theirs['documents']:,} documents kept), "
-              f"lmprep {raw_mb / ours['wall_s']:.1f} MB/s ({ours['wall_s']:.1f} s, CPU {ours['cpu_s']:.1f} s, load "
-              f"{ours['load']:.1f}, {runs[f'local-{workers}'][0]['documents']:,} documents kept): lmprep "
-              f"{theirs['seconds'] / ours['wall_s']:.2f}× faster, {theirs['cpu_s'] / ours['cpu_s']:.2f}× less CPU")
+# --- the Dask cluster over S3 -------------------------------------------------
+
+
+class TimedRequests:
+    """WSGI middleware counting the S3 requests the server answers, by method and kind, and their seconds."""
+
+    def __init__(self, app):
+        self.app, self.counts, self.seconds = app, Counter(), 0.0
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "").strip("/")
+        query = environ.get("QUERY_STRING", "")
+        kind = "object" if "/" in path else ("list" if "list-type" in query or not query else "bucket")
+        self.counts[f"{environ['REQUEST_METHOD']} {kind}"] += 1
+        start = time.perf_counter()
+        try:
+            return list(self.app(environ, start_response))
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def dask_cluster(env: dict[str, str]):
+    """A ``dask scheduler`` and a ``dask worker`` (2 processes, 1 thread each) on 127.0.0.1; yields the address
+    and the worker command's pid."""
+    address = f"tcp://127.0.0.1:{free_port()}"
+    logs = WORK / "dask"
+    logs.mkdir(parents=True, exist_ok=True)
+    scheduler = subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port",
+                                  address.rpartition(":")[2], "--no-dashboard"], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "wb"))  # noqa: SIM115
+    worker = subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", str(WORKERS), "--nthreads", "1",
+                               "--no-dashboard", "--memory-limit", "0"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=open(logs / "worker.log", "wb"))  # noqa: SIM115
+    try:
+        wait_for_workers(address, env)
+        yield address, worker.pid
+    finally:
+        for process in (worker, scheduler):
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def wait_for_workers(address: str, env: dict[str, str], seconds: float = 120.0) -> None:
+    code = (f"from distributed import Client; c = Client({address!r}, timeout=60); "
+            f"c.wait_for_workers({WORKERS}, timeout={seconds}); c.close()")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=seconds + 60)
+
+
+def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, StageFigures], dict[str, tuple[int, list[str]]]]:
+    """``size`` (the dedup chain) with its raw files in S3, twice: on the local pool writing to local disk, and on
+    the Dask cluster writing to S3; the figures per stage of each, and how each stage's outputs compare
+    (:func:`same_outputs`). The document IDs name the source files, so both runs read the same objects."""
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    server._server.app = timed = TimedRequests(server._server.app)
+    host, port = server.get_host_and_port()
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+    env.pop("AWS_PROFILE", None)
+    os.environ.update({key: env[key] for key in env if key.startswith("AWS_")})
+    raw = f"s3://scale/raw/{size}"
+    try:
+        fs = s3fs.S3FileSystem(use_listings_cache=False)
+        fs.mkdir("scale")
+        fs.put(str(build_scale_corpus.DATA / size) + "/", f"scale/raw/{size}/", recursive=True)
+        local_work, remote_work = WORK / f"{size}-s3-local", WORK / f"{size}-s3-dask"
+        for work in (local_work, remote_work):
+            shutil.rmtree(work, ignore_errors=True)
+        config = write_config(local_work, size, raw, "out", f"{{kind: local, workers: {WORKERS}}}")
+        local = {stage: run_stage(config, stage, env=env) for stage in STAGES}
+        remote = {}
+        with dask_cluster(env) as (address, worker_pid):
+            config = write_config(remote_work, size, raw, "s3://scale/out",
+                                  f"{{kind: dask, address: '{address}', workers: {WORKERS}}}")
+            for stage in STAGES:
+                before, seconds = Counter(timed.counts), timed.seconds
+                remote[stage] = run_stage(config, stage, env=env, workers_of=worker_pid)
+                remote[stage].requests = Counter(timed.counts) - before
+                remote[stage].store_s = timed.seconds - seconds
+                remote[stage].output_mb = remote_bytes(fs, f"scale/out/{OUTPUTS[stage]}") / 1e6
+                print(f"  {size} on Dask over S3, {stage}: {describe(remote[stage])}", flush=True)
+        fs.get("scale/out/", str(remote_work / "remote") + "/", recursive=True)
+        comparison = {stage: same_outputs(remote_work / "remote", local_work / "out", stage) for stage in STAGES}
+    finally:
+        server.stop()
+    return local, remote, comparison
+
+
+def remote_bytes(fs, prefix: str) -> int:
+    return sum(info["size"] for info in fs.find(prefix, detail=True).values()) if fs.exists(prefix) else 0
+
+
+def committed_files(mirror: Path) -> dict[str, bytes]:
+    """The files of a remote output, copied to ``mirror``, as its commit file names them (the attempt prefix
+    left out)."""
+    if mirror.is_file():
+        return {"": mirror.read_bytes()}
+    commit = json.loads((mirror / "_lmprep_commit.json").read_bytes())
+    return {name: (mirror / commit["attempt"] / name).read_bytes() for name in commit["files"]}
+
+
+def local_files(path: Path) -> dict[str, bytes]:
+    if path.is_file():
+        return {"": path.read_bytes()}
+    return {str(file.relative_to(path)): file.read_bytes() for file in path.rglob("*") if file.is_file()}
+
+
+def same_outputs(remote_copy: Path, local_out: Path, stage: str) -> tuple[int, list[str]]:
+    """The files of ``stage``'s remote output (copied to ``remote_copy``) equal byte for byte to the local run's,
+    and those that differ (or are on one side only)."""
+    output = OUTPUTS[stage] if stage != "tokenizer" else "tokenizer/tokenizer.json"
+    remote, local = committed_files(remote_copy / output), local_files(local_out / output)
+    common = sorted(set(remote) & set(local))
+    differing = [name for name in common if remote[name] != local[name]]
+    for name in differing:
+        print(f"  {stage}/{name} differs: {first_difference(remote[name], local[name])}")
+    return len(common) - len(differing), sorted(differing + sorted(set(remote) ^ set(local)))
+
+
+def first_difference(remote: bytes, local: bytes) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(remote, local, strict=False)) if a != b), min(len(remote), len(local)))
+    return f"at byte {at}: {remote[max(0, at - 60):at + 60]!r} against {local[max(0, at - 60):at + 60]!r}"
+
+
+def same_content(name: str, remote: bytes, local: bytes, names: tuple[str, str]) -> bool:
+    """Whether two files hold the same values once the remote source names are replaced by the local ones."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def values(data: bytes) -> str:
+        if name.endswith(".arrow"):
+            try:
+                return repr(pa.ipc.open_file(pa.BufferReader(data)).read_all().to_pylist())
+            except pa.ArrowInvalid:  # the prepared parts are Arrow streams
+                return repr(pa.ipc.open_stream(pa.BufferReader(data)).read_all().to_pylist())
+        if name.endswith(".parquet"):
+            return repr(pq.read_table(pa.BufferReader(data)).to_pylist())
+        return data.decode("utf-8", "replace")
+
+    return values(remote).replace(*names) == values(local)
+
+
+def report_dask(size: str, local: dict[str, StageFigures], remote: dict[str, StageFigures],
+                comparison: dict[str, tuple[int, list[str]]]) -> None:
+    print(f"{size} (dedup chain), raw files in S3: on a Dask cluster writing to S3 against local processes writing "
+          f"to local disk")
+    for stage in STAGES:
+        theirs, ours = remote[stage], local[stage]
+        same, differing = comparison[stage]
+        requests = ", ".join(f"{count:,} {kind}" for kind, count in sorted(theirs.requests.items()))
+        print(f"  {stage}: {same} files byte-identical, {len(differing)} differing{': ' if differing else ''}"
+              f"{', '.join(differing[:5])}; {theirs.wall_s:.1f} s wall (local {ours.wall_s:.1f}), {theirs.cpu_s:.1f} s "
+              f"CPU (local {ours.cpu_s:.1f}), driver {theirs.driver_peak_mb:.0f} MB (local {ours.driver_peak_mb:.0f}), "
+              f"largest worker {theirs.worker_peak_mb:.0f} MB (local {ours.worker_peak_mb:.0f}), {theirs.tasks} tasks, "
+              f"overhead per task {overhead(theirs)} (local {overhead(ours)}); S3 requests: {requests or 'none'}; "
+              f"server {theirs.store_s:.1f} s = {theirs.store_s / max(WORKERS * theirs.wall_s, 1e-9):.0%} of the "
+              f"workers' time")
+
+
+def overhead(figures: StageFigures) -> str:
+    """``(workers × wall − Σ task seconds) / tasks``: what a task costs beyond its own work (the driver's phases
+    count in it); "–" for a stage without tasks."""
+    return f"{(WORKERS * figures.wall_s - figures.task_s) / figures.tasks:.2f} s" if figures.tasks else "–"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=24)
-    parser.add_argument("--scale", type=int, default=4, help="second corpus size for the memory figure, ×")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="runs of each configuration, interleaved; the fastest of each stage is shown")
-    parser.add_argument("--child", choices=sorted(MODES), help=argparse.SUPPRESS)
+    parser.add_argument("--sizes", nargs="+", choices=sorted(build_scale_corpus.SIZES),
+                        help="the sizes to run [all three, unless --dask or --plan is given]")
+    parser.add_argument("--dask", choices=sorted(build_scale_corpus.SIZES),
+                        help="run this size on a Dask cluster over S3, beside local processes")
+    parser.add_argument("--plan", nargs="*", choices=sorted(PLAN_CASES),
+                        help="prepare over the builder's many small files and one huge file (and the 1/16 corpus "
+                             "beside them): the task plan, the listings, the driver's memory")
+    parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "scale.png")
     results.add_arguments(parser)
     args = parser.parse_args()
-    if args.child:
-        return child(args.child, args.files, args.scale)
     if args.smoke:
-        args.files, args.scale = 4, 2
-        build_corpus.build(build_corpus.SMOKE_MEGABYTES)
-    raw_files(args.files, 1), raw_files(args.files, args.scale), tokenizer_file()
-    with_datatrove = DATATROVE_PYTHON.exists()
-    if not with_datatrove:
-        print(f"datatrove skipped: {DATATROVE_PYTHON} is missing (see this script's docstring)")
-    runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
-    datatrove: dict[int, list[dict]] = {workers: [] for workers in ((1, 2) if with_datatrove else ())}
-    for _ in range(args.repeats):
-        for mode in MODES:
-            runs[mode].append(run(mode, args.files, 1))
-        for workers in datatrove:
-            datatrove[workers].append(run_datatrove(workers, args.files))
-    report_lmprep(runs)
-    print(f"outputs identical across modes: "
-          f"{all(same_outputs(WORK / 'out-local-1-x1', WORK / f'out-{m}-x1') for m in MODES)}")
-    report_datatrove(runs, datatrove)
-    figures = run("local-2", args.files, args.scale)
-    print(f"local-2 at {figures['raw_mb']:.0f} MB: driver peak RSS {figures['driver_rss_mb']:.0f} MB")
-    shutil.rmtree(WORK / f"out-local-2-x{args.scale}")
+        build_scale_corpus.build(smoke=True)
+        build_scale_corpus.write_small_files(100)
+        build_scale_corpus.write_huge_file(0.004)
+        args.sizes, args.dask, args.plan = list(build_scale_corpus.SIZES), "sixteenth", list(PLAN_CASES)
+        args.plot = WORK / "scale.png"
+    elif args.sizes is None and args.dask is None and args.plan is None:
+        args.sizes = list(build_scale_corpus.SIZES)
+    needed = {*(args.sizes or ()), *([args.dask] if args.dask else []), *(args.plan or ())}
+    missing = sorted(name for name in needed if not (build_scale_corpus.DATA / name).is_dir())
+    if missing:
+        raise SystemExit(f"no corpus for {', '.join(missing)}; run benchmarks/build_scale_corpus.py first")
+    if args.sizes:
+        run_sizes(sorted(args.sizes, key=list(build_scale_corpus.SIZES).index), args.plot)
+    for case in args.plan or ():
+        print(plan_case(case), flush=True)
+    if args.dask:
+        report_dask(args.dask, *dask_run(args.dask))
+
+
+def run_sizes(sizes: list[str], plot_path: Path) -> None:
+    megabytes = {size: raw_megabytes(size) for size in sizes}
+    runs = {}
+    for size in sizes:
+        print(f"{size}: {megabytes[size]:,.1f} MB of text", flush=True)
+        runs[size] = local_run(size)
+    print(table(megabytes, runs))
+    plot(megabytes, runs, plot_path)
+    print(f"plot: {results.relative(str(plot_path.resolve()))}")
 
 
 if __name__ == "__main__":
-    results.run("bench_scale", main)
+    results.run(next((f"bench_scale_{mode[2:]}" for mode in ("--dask", "--plan") if mode in sys.argv[1:]
+                      and "--sizes" not in sys.argv[1:] and "--smoke" not in sys.argv[1:]), "bench_scale"), main)

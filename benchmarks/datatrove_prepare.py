@@ -1,4 +1,4 @@
-"""datatrove's side of ``bench_scale.py``: read → clean → exact de-duplication → write with its
+"""datatrove's side of ``bench_workers.py``: read → clean → exact de-duplication → write with its
 ``LocalPipelineExecutor``, in datatrove's own environment (never a dependency of lmprep).
 
 Three executors, as datatrove's de-duplication blocks are meant to run: (1) ``JsonlReader`` → clean

@@ -1,4 +1,10 @@
-"""lmprep's application layer: the concrete stages and the click CLI on top of ``pipeline``."""
+"""lmprep's application layer: the concrete stages and the click CLI on top of ``pipeline``.
+
+``registry`` (the pipeline: its stages in order, each declared once), one module per stage (``prepare``,
+``tokenizer``, ``encode``, ``train``, ``export``, ``stats``, ``report``), ``console`` (how stages talk to the
+user), ``cli`` (the click commands) and ``__main__`` (``python -m stages``: Ctrl-C handled from the first
+line).
+"""
 
 # Ctrl-C, wherever it lands: every output is replaced atomically and the run lock ends with the process.
 INTERRUPTED_MESSAGE = "interrupted; the previous outputs are intact"

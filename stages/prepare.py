@@ -18,7 +18,7 @@ from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources, glob_base
 from pipeline.data.steps import Chain, build_chain
-from pipeline.engine import completion, storage
+from pipeline.engine import completion, locations
 from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from stages.console import PROGRESS, say
@@ -26,7 +26,9 @@ from stages.console import PROGRESS, say
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 7  # 7: a document longer than max_chars is cut as it is read (rejected/ keeps max_chars + 1 characters)
+CODE_VERSION = 9  # 9: a document longer than max_chars is cut as it is read (rejected/ keeps max_chars + 1 characters)
+# 8: a corpus below 4 GB is cut into about 64 partitions (so parts) of 2 MiB or more, not 64 MB ones
+# 7: document IDs name raw files from the config's directory (they named them from output_root)
 
 
 def build(config: Config) -> Stage:
@@ -38,16 +40,17 @@ def build(config: Config) -> Stage:
     output = config.out(config.prepare.output_dir)
     return Stage(
         name="prepare",
-        deps=tuple(file.path if storage.is_url(file.path) else os.path.relpath(file.path, config.project_root)
+        deps=tuple(file.path if locations.is_url(file.path) else os.path.relpath(file.path, config.project_root)
                    for file in files) + tuple(os.path.relpath(path, config.project_root) for path in code),
         outs=(output,),
         params=(*source_params(config), "prepare"),
         run=functools.partial(run, config, files, chain),
         code_version=CODE_VERSION,
         reusable=True,
-        scratch=(output + completion.SUFFIX,),  # what a killed run finished
+        scratch=(output + completion.SUFFIX,),  # what a killed run finished, the first round a finished one kept
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
+        listed={file.path: file.stamp for file in files if file.stamp is not None},
     )
 
 
@@ -63,7 +66,7 @@ def run(config: Config, files: Sequence[SourceFile], chain: Chain) -> None:
                        f"sets none ({config.prepare.dedup_buckets}); write prepare.steps[i].exact_dedup.buckets")
     with open_tasks(config.executor, writes=[config.output_path(config.prepare.output_dir)]) as tasks:
         stats = prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=tasks,
-                               progress=PROGRESS, names_root=config.project_root, code_version=CODE_VERSION,
+                               progress=PROGRESS, names_root=config.names_root, code_version=CODE_VERSION,
                                notify=functools.partial(say, "prepare"), chain=chain,
                                source_names=[source_label(index, source)
                                              for index, source in enumerate(config.data.sources)])

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from pipeline.config import Config
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.engine.runner import Stage
-from pipeline.report import gather, render
 from pipeline.tokenizer import backend
 from stages.console import say
 
@@ -50,6 +49,7 @@ def run(config: Config) -> None:
 
 def write_report(config: Config, path: str, origin: Callable[[str], str] | None = None) -> Written:
     """Gather the run's outputs and write the page to ``path`` (atomically; a URL in one request)."""
+    from pipeline.report import gather, render  # numpy and the page's modules: only when a page is written
     from stages.registry import STAGES, declared
 
     data = gather(config, [spec.name for spec in STAGES if spec.name != "report" and declared(spec, config)],
@@ -59,7 +59,7 @@ def write_report(config: Config, path: str, origin: Callable[[str], str] | None 
     project = os.path.basename(os.path.abspath(config.project_root))
     page = render(data, title=f"lmprep report: {project}", generated=generated)
     encoded = page.encode("utf-8")
-    if not storage.is_url(path):
+    if not locations.is_url(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     storage.write_bytes(path, encoded)
     missing = tuple(data["titles"][name] for name, section in data["sections"].items() if section["missing"])

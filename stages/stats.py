@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.config import Config
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, locations, storage
 from pipeline.engine.runner import Stage
 from pipeline.shards import stats as shard_stats
 from stages.console import say
@@ -28,7 +28,7 @@ def committed_path(config: Config, name: str) -> Path | str:
     """Where a file of the stats output is read: in its directory, or remotely in its committed attempt
     (never in an attempt that did not commit)."""
     output = config.output_path(config.stats.output_dir)
-    return storage.join(storage.committed(output) if storage.is_url(output) else output, name)
+    return locations.join(storage.committed(output) if locations.is_url(output) else output, name)
 
 
 def run(config: Config) -> None:

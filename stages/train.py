@@ -12,7 +12,7 @@ import functools
 from collections.abc import Sequence
 
 from pipeline.config import Config
-from pipeline.engine import hashing, storage
+from pipeline.engine import hashing, locations
 from pipeline.engine.runner import Stage
 from pipeline.errors import PipelineError
 from pipeline.shards.format import ShardSet
@@ -38,7 +38,7 @@ def build(config: Config) -> Stage:
         run_forced=functools.partial(run, config, retrain=True),
         preview=functools.partial(preview, config),
         adopts=adopts,
-        scratch=() if storage.is_url(output) else (output + ".partial",),  # periodic checkpoints of a killed run
+        scratch=() if locations.is_url(output) else (output + ".partial",),  # periodic checkpoints of a killed run
     )
 
 
@@ -58,7 +58,7 @@ def adopts(output: str) -> bool:
     state dir): training resumes it or sets it aside, never deletes it, so an interrupted run continues anywhere."""
     from pipeline.model.checkpoint import checkpoint_exists
 
-    return storage.is_url(output) and checkpoint_exists(output)
+    return locations.is_url(output) and checkpoint_exists(output)
 
 
 def tokenizer_path(config: Config) -> str:
@@ -123,7 +123,7 @@ def preview(config: Config, stale_upstream: Sequence[str]) -> str | None:
     except PipelineError:  # a missing or broken input: the run itself will say what is wrong
         return None
     plan = plan_resume(directory, tokenizer=tokenizer, settings=settings_here(config),
-                       shard_fingerprint=shards, header_only=storage.is_url(directory))
+                       shard_fingerprint=shards, header_only=locations.is_url(directory))
     if plan.action != "set_aside":
         return None
     if stale_upstream:

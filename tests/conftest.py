@@ -41,14 +41,6 @@ def _in_tmp_path(tmp_path, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("LMPREP_CEILING_DIRECTORIES", str(tmp_path_factory.getbasetemp()))
 
 
-@pytest.fixture(autouse=True)
-def _default_storage_deadlines():
-    """Every test starts with the default storage deadlines: a command sets its config's for the process."""
-    from pipeline.engine import retries
-
-    retries.configure(retries.Deadlines())
-
-
 # --- model and checkpoint tests: a minimal stand-in for the tokenizer the guard reads
 
 

@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "benchmarks"
 # scripts that are not benchmarks of their own: the shared modules, datatrove's sides (run by
-# bench_curation.py, bench_scale.py and bench_web.py), the Dask and object-store faults and the state faults
+# bench_curation.py, bench_workers.py and bench_web.py), the Dask and object-store faults and the state faults
 # (run by ``fault_injection.py --cluster`` and ``--state``), and the README's screenshot of the report
 NOT_RUN_ALONE = {"results.py", "proc.py", "datatrove_curation.py", "datatrove_prepare.py", "datatrove_web.py",
                  "cluster_faults.py", "state_faults.py", "report_screenshot.py"}

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from pipeline.config.frozen import with_frozen_tokenizer
+from pipeline.config.origins import SET_ORIGIN, Origins
 from pipeline.config.schema import (
     Config,
     StepConfig,
@@ -29,14 +31,15 @@ from pipeline.config.schema import (
     split_key,
     unknown_key_message,
 )
-from pipeline.config.validate import config_from, kind_of
+from pipeline.config.validate import built_config, check_config, kind_of
 from pipeline.config.yaml_safe import parse_value, read_yaml
-from pipeline.engine import storage
+from pipeline.engine import locations
 from pipeline.errors import ConfigError, describe
 
 
 def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Config:
-    """Read ``path`` (YAML, with what it extends), apply ``key.path=value`` overrides, validate, freeze."""
+    """Read ``path`` (YAML, with what it extends), apply ``key.path=value`` overrides, read a frozen
+    tokenizer's settings from its file (:mod:`pipeline.config.frozen`), validate, freeze."""
     return load_config_with_origins(path, overrides)[0]
 
 
@@ -50,55 +53,22 @@ def load_config_with_origins(path: str | os.PathLike[str],
         origins.set(key_path, SET_ORIGIN)
         _normalize_urls(raw)
         _rebase_set_path(raw, key_path, config_dir)
-    return config_from(raw, origins, root=config_dir), origins
+    config = with_frozen_tokenizer(built_config(raw, origins, root=config_dir), origins)
+    check_config(config, origins)
+    return config, origins
 
 
 def parse_config(raw: Mapping[str, Any], *, origin: str = "<config>") -> Config:
-    """Validate an already-parsed mapping (as found in a YAML file); its paths are relative to the current directory."""
-    return config_from(dict(raw), Origins(origin))
+    """Validate an already-parsed mapping (as found in a YAML file); its paths are relative to the current
+    directory. Nothing is read: a ``tokenizer.path`` keeps the settings the mapping gives."""
+    origins = Origins(origin)
+    config = built_config(dict(raw), origins)
+    check_config(config, origins)
+    return config
 
 
-SET_ORIGIN = "--set"
-DEFAULT_ORIGIN = "built-in default"
 MAX_EXTENDS = 16
 """How many configs a chain of ``extends:`` may hold."""
-
-
-class Origins:
-    """Where each key's value came from: the longest recorded prefix of a key path names its source."""
-
-    def __init__(self, fallback: str):
-        self.fallback = fallback
-        self._by_key: dict[str, str] = {}
-
-    def set(self, key_path: str, origin: str) -> None:
-        """Record ``origin`` for ``key_path`` and everything under it."""
-        prefix = key_path + "."
-        for key in [key for key in self._by_key if key.startswith(prefix)]:
-            del self._by_key[key]
-        self._by_key[key_path] = origin
-
-    def record(self, raw: Any, origin: str, prefix: str = "") -> None:
-        """Record ``origin`` for every leaf of ``raw`` (a list counts as one value)."""
-        if isinstance(raw, dict) and raw:
-            for key, value in raw.items():
-                self.record(value, origin, join_key(prefix, str(key)))
-        elif prefix:
-            self.set(prefix, origin)
-
-    def of(self, key_path: str) -> str:
-        """The source of ``key_path`` (``a.b[0].c`` or ``a.b.0.c``); the built-in default if none set it."""
-        parts = key_path.replace("[", ".").replace("]", "").split(".")
-        for end in range(len(parts), 0, -1):
-            origin = self._by_key.get(".".join(parts[:end]))
-            if origin is not None:
-                return origin
-        return DEFAULT_ORIGIN
-
-    def __call__(self, key_path: str) -> str:
-        """The source to name in an error about ``key_path``: a default value's error is the file's."""
-        origin = self.of(key_path)
-        return self.fallback if origin == DEFAULT_ORIGIN else origin
 
 
 def _read_extended(path: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], Origins]:
@@ -154,7 +124,7 @@ def _normalize_urls(raw: Any, parts: tuple[str, ...] = ()) -> None:
         if isinstance(value, (dict, list)):
             _normalize_urls(value, (*parts, str(key)))
         elif isinstance(value, str) and "://" in value and _is_path_key([*parts, str(key)]):
-            raw[key] = storage.normalize_url(value)
+            raw[key] = locations.normalize_url(value)
 
 
 def _is_path_key(parts: list[str]) -> bool:
@@ -176,13 +146,13 @@ def _rebase_paths(raw: dict[str, Any], from_dir: str, to_dir: str) -> None:
     for key_path in _input_path_keys(raw):
         node, last = _parent_node(raw, key_path)
         value = node[last]
-        if isinstance(value, str) and not os.path.isabs(value) and not storage.is_url(value):
+        if isinstance(value, str) and not os.path.isabs(value) and not locations.is_url(value):
             node[last] = os.path.relpath(os.path.join(from_dir, value), to_dir)
 
 
 def _input_path_keys(raw: dict[str, Any]) -> list[str]:
     """The key paths of ``raw`` holding paths relative to the config's directory."""
-    keys = [key for key in ("output_root", "tokenizer.path") if _has_key(raw, key)]
+    keys = [key for key in ("output_root", "run_cache_dir", "tokenizer.path") if _has_key(raw, key)]
     sources = raw.get("data", {}).get("sources") if isinstance(raw.get("data"), dict) else None
     if isinstance(sources, list):
         keys += [f"data.sources.{i}.glob" for i, item in enumerate(sources)
@@ -213,7 +183,7 @@ def _rebase_set_path(raw: dict[str, Any], key_path: str, config_dir: str) -> Non
     kind = path_kind(split_key(key_path))
     node, last = _parent_node(raw, key_path)
     value = node[last]
-    if kind is None or not isinstance(value, str) or os.path.isabs(value) or storage.is_url(value):
+    if kind is None or not isinstance(value, str) or os.path.isabs(value) or locations.is_url(value):
         return
     base = config_dir
     if kind == "output":

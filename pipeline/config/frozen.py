@@ -14,13 +14,14 @@ file leaves the config as it is: the tokenizer stage refuses it when it runs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.config.files import DEFAULT_ORIGIN, Origins
+from pipeline.config.origins import DEFAULT_ORIGIN, Origins
 from pipeline.config.schema import Config
 from pipeline.errors import ConfigError, StorageError, TokenizerError
-from pipeline.tokenizer import Tokenizer
-from pipeline.tokenizer.patterns import pattern_name, resolve_pattern
+
+if TYPE_CHECKING:  # loaded only for a config that names a tokenizer file: every command reads the config
+    from pipeline.tokenizer import Tokenizer
 
 FROM_FILE = ("kind", "vocab_size", "merges", "pattern", "special_tokens")
 NULLABLE = ("vocab_size", "merges", "pattern")
@@ -33,6 +34,8 @@ def with_frozen_tokenizer(config: Config, origins: Origins) -> Config:
     settings = config.tokenizer
     if settings.path is None:
         return config
+    from pipeline.tokenizer import Tokenizer
+
     try:
         tokenizer = Tokenizer.load(config.here(settings.path))
     except (TokenizerError, StorageError):
@@ -52,6 +55,8 @@ def with_frozen_tokenizer(config: Config, origins: Origins) -> Config:
 
 def _settings_of(tokenizer: Tokenizer, *, by_merges: bool) -> dict[str, Any]:
     """The config values that describe ``tokenizer``; its size as ``merges`` when the config gives it so."""
+    from pipeline.tokenizer.patterns import pattern_name
+
     name = pattern_name(tokenizer.pattern)
     return {"kind": tokenizer.kind,
             "vocab_size": None if by_merges else tokenizer.vocab_size,
@@ -66,6 +71,8 @@ def _contradicts(key: str, given: Any, tokenizer: Tokenizer) -> bool:
     if key == "merges":
         return len(tokenizer.merges) > given
     if key == "pattern":
+        from pipeline.tokenizer.patterns import resolve_pattern
+
         return resolve_pattern(given, kind=tokenizer.kind) != tokenizer.pattern
     return given != _settings_of(tokenizer, by_merges=False)[key]
 

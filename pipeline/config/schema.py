@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from pipeline.engine import storage
+from pipeline.engine import locations
 from pipeline.errors import ConfigError
 from pipeline.tokenizer.layout import base_id_count
 
@@ -216,7 +216,8 @@ class Config:
     storage: StorageConfig = StorageConfig()
     output_root: str = _path(".", "input")
     state_dir: str = _path(".lmprep", "output")
-    run_cache_dir: str | None = _path(".lmprep/runs", "output")  # shared by the project's configs; null = none
+    # shared by the project's configs, so beside their files (as output_root), not under any one's outputs; null = none
+    run_cache_dir: str | None = _path(".lmprep/runs", "input")
     root: str = field(default=".", compare=False, metadata={INTERNAL: True})
     """The config file's directory (absolute; "." for a config not read from a file): what paths are relative to."""
 
@@ -228,32 +229,37 @@ class Config:
 
     def out(self, value: str) -> str:
         """An output key's value as a path relative to :attr:`project_root` (it is written so), or a URL."""
-        return value if storage.is_url(value) else as_directory_if(value, os.path.normpath(value))
+        return value if locations.is_url(value) else as_directory_if(value, os.path.normpath(value))
 
     def input(self, value: str) -> str:
         """An input path of the config (relative to its directory) as a path relative to :attr:`project_root`
         (an absolute one stays absolute)."""
-        if os.path.isabs(value) or storage.is_url(value):
+        if os.path.isabs(value) or locations.is_url(value):
             return value
         return os.path.relpath(os.path.join(self.root, value), os.path.join(self.root, self.output_root))
+
+    @property
+    def names_root(self) -> str:
+        """The config's directory as a path from the current directory: what document IDs and the run cache
+        name input files from, as the config's globs do, so that configs moving their outputs elsewhere (another
+        ``output_root``) give the same IDs and share their runs."""
+        return self.here(".")
 
     def here(self, value: str | os.PathLike[str]) -> str:
         """A path relative to :attr:`root`, as one to open from the current directory: relative while it
         stays below the current directory, else absolute."""
-        if self.root == "." or storage.is_url(value):
+        if self.root == "." or locations.is_url(value):
             return os.fspath(value)
-        absolute = os.path.normpath(os.path.join(self.root, value))
-        relative = os.path.relpath(absolute)
-        return as_directory_if(value, absolute if relative == ".." or relative.startswith(".." + os.sep) else relative)
+        return as_directory_if(value, locations.openable(os.path.join(self.root, value)))
 
     def output_path(self, value: str) -> str:
         """An output key's value as a path to open from the current directory (a URL as it is)."""
-        return value if storage.is_url(value) else self.here(os.path.join(self.output_root, value))
+        return value if locations.is_url(value) else self.here(os.path.join(self.output_root, value))
 
     def output_value(self, path: str | os.PathLike[str]) -> str:
         """The value of an output key naming ``path`` (a path from the current directory): relative to
         ``output_root``, as a command-line option's path is rewritten."""
-        if storage.is_url(path):
+        if locations.is_url(path):
             return os.fspath(path)
         return os.path.relpath(os.path.abspath(path), os.path.abspath(self.here(self.output_root)))
 

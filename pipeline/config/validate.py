@@ -31,24 +31,25 @@ from pipeline.config.schema import (
     union_members,
     unknown_key_message,
 )
-from pipeline.engine import storage
+from pipeline.engine import locations
 from pipeline.errors import ConfigError, counted, describe
 from pipeline.tokenizer.layout import base_id_count
 
 if TYPE_CHECKING:
-    from pipeline.config.files import Origins
+    from pipeline.config.origins import Origins
 
-def config_from(raw: dict[str, Any], origins: Origins, *, root: str = ".") -> Config:
-    """The :class:`Config` that ``raw`` (a parsed config mapping) describes, its paths relative to ``root``,
-    every field and every rule across fields checked; ``origins`` names the file or option an error is about.
-    A frozen tokenizer's settings are read from its file first, so that the rules see the file's kind and size."""
-    from pipeline.config.frozen import with_frozen_tokenizer  # it builds on the loading this module serves
+def built_config(raw: dict[str, Any], origins: Origins, *, root: str = ".") -> Config:
+    """The :class:`Config` that ``raw`` (a parsed config mapping) describes, its paths relative to ``root``, every
+    field checked and the steps' defaults filled in; ``origins`` names the file or option an error is about.
+    The rules across fields are :func:`check_config`'s, run once a frozen tokenizer's settings are in."""
+    config = dataclasses.replace(_build(Config, _one_size_key(raw), "", origins), root=root)
+    return dataclasses.replace(config, prepare=_with_step_defaults(config.prepare, raw))
 
-    config = with_frozen_tokenizer(dataclasses.replace(_build(Config, _one_size_key(raw), "", origins), root=root),
-                                   origins)
-    config = dataclasses.replace(config, prepare=_with_step_defaults(config.prepare, raw))
+
+def check_config(config: Config, origins: Origins) -> None:
+    """The rules that involve more than one key: ConfigError naming the first one broken, and where its value
+    came from."""
     _check_consistency(config, origins)
-    return config
 
 
 def _build(cls: type, raw: Any, path: str, origin: Origins) -> Any:
@@ -250,12 +251,12 @@ def _check_places(config: Config, origin: Origins) -> None:
     _check_weights(config, origin)
     for key in LOCAL_ONLY_KEYS:
         value = config.value(key)
-        if value is not None and storage.is_url(value):
+        if value is not None and locations.is_url(value):
             raise ConfigError(f"{origin(key)}: {key} {value!r} must be a local path (URLs are supported for "
                               "data.sources, tokenizer.path and every output)")
     for key in OUTPUT_KEYS:
         value = config.value(key)
-        if value is not None and storage.is_url(value) and storage.is_container(value):
+        if value is not None and locations.is_url(value) and locations.is_container(value):
             raise ConfigError(f"{origin(key)}: {key} {value!r} is a whole bucket; name a prefix inside it "
                               f"(such as {value.rstrip('/')}/{key.partition('.')[0]}): lmprep replaces and cleans an "
                               "output as a whole")

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline.data import documents
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.engine.executor import Tasks
 from pipeline.tokenizer._train_count import count_chunks
 from pipeline.tokenizer.patterns import chunk_aligned, compile_checked
@@ -26,7 +26,7 @@ def count_prepared(tasks: Tasks, prepared_dir: str | os.PathLike[str], split: st
     """The chunk counts of every document of a prepared split (``pattern`` already resolved)."""
     compile_checked(pattern)
     prepared = storage.committed(prepared_dir)
-    paths = [storage.join(prepared, part.file) for part in documents.read_parts(prepared, split) if part.documents]
+    paths = [locations.join(prepared, part.file) for part in documents.read_parts(prepared, split) if part.documents]
     if not paths:
         return {}
     return tasks.map_reduce(functools.partial(count_part, pattern), add_counts, paths,

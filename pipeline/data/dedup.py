@@ -20,17 +20,23 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from pipeline.config.schema import MAX_BUCKETS, bounded
 from pipeline.data.record import DedupStep
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.engine.executor import Tasks
+
+# numpy parses an array file's header with ast.literal_eval, which CPython 3.11 (seen on 3.11.7) can break
+# when two threads use the ast module at once ("AST constructor recursion depth mismatch"); the tasks of
+# a thread pool (tests, a user's own executor) read their headers one at a time.
+_NPY_HEADERS = threading.Lock()
 
 Marks = dict[int, tuple[int, int]]
 """A partition's marked positions, each with the (partition, position) of the document it duplicates."""
@@ -51,7 +57,7 @@ class ExactDedup(DedupStep):
     rule = "duplicate"
 
     def keys(self, work: Path | str, round_: int, index: int) -> DigestWriter:
-        return DigestWriter(storage.join(work, f"r{round_}-digests-{index:05d}.npz"), self.buckets)
+        return DigestWriter(locations.join(work, f"r{round_}-digests-{index:05d}.npz"), self.buckets)
 
     def resolve(self, tasks: Tasks, work: Path | str, round_: int, partitions: int, *, progress: bool) -> None:
         buckets = range(self.buckets)
@@ -62,7 +68,7 @@ class ExactDedup(DedupStep):
         return read_marks(self.mark_files(work, round_), index)
 
     def mark_files(self, work: Path | str, round_: int) -> list[Path | str]:
-        return [storage.join(work, f"r{round_}-duplicates-{b:05d}.npy") for b in range(self.buckets)]
+        return [locations.join(work, f"r{round_}-duplicates-{b:05d}.npy") for b in range(self.buckets)]
 
 
 class DigestWriter:
@@ -99,7 +105,7 @@ class _Bucket:
     def __call__(self, bucket: int) -> None:
         digests, where = [], []
         for index in range(self.partitions):
-            with load_arrays(storage.join(self.work, f"r{self.round_}-digests-{index:05d}.npz")) as saved:
+            with load_arrays(locations.join(self.work, f"r{self.round_}-digests-{index:05d}.npz")) as saved:
                 start, end = saved["bounds"][bucket : bucket + 2]
                 digests.append(saved["digests"][start:end])
                 where.append(np.stack([np.full(end - start, index, dtype=np.int64), saved["positions"][start:end]], 1))
@@ -110,7 +116,7 @@ class _Bucket:
         later = np.ones(len(digests_all), dtype=bool)
         later[first] = False  # np.unique's index is the first occurrence, and the rows are in corpus order
         marks = np.concatenate([where_all[later], where_all[first[group[later]]]], axis=1)
-        save_marks(storage.join(self.work, f"r{self.round_}-duplicates-{bucket:05d}.npy"), marks)
+        save_marks(locations.join(self.work, f"r{self.round_}-duplicates-{bucket:05d}.npy"), marks)
 
 
 def save_marks(path: Path | str, marks: np.ndarray) -> None:
@@ -126,7 +132,7 @@ def read_marks(paths: Sequence[Path | str], index: int) -> Marks:
     found: Marks = {}
     for path in paths:
         with storage.local_copy(path) as local:
-            marks = np.load(local, mmap_mode="r")
+            marks = load_npy(local, mmap_mode="r")
             lo, hi = np.searchsorted(marks[:, 0], [index, index + 1])
             found.update((int(row[1]), (int(row[2]), int(row[3]))) for row in marks[lo:hi])
     return found
@@ -140,5 +146,15 @@ def save_arrays(path: Path | str, **arrays: np.ndarray) -> None:
 @contextlib.contextmanager
 def load_arrays(path: Path | str) -> Iterator[Any]:
     """The arrays of an ``.npz`` file of the work directory, local or remote."""
-    with storage.local_copy(path) as local, np.load(local) as saved:
-        yield saved
+    with storage.local_copy(path) as local:
+        with _NPY_HEADERS:
+            saved = np.load(local)
+        with saved:
+            yield saved
+
+
+
+def load_npy(path: Path | str, *, mmap_mode: Literal["r"] | None = None) -> np.ndarray:
+    """An ``.npy`` file of the work directory, memory-mapped with ``mmap_mode="r"``."""
+    with _NPY_HEADERS:
+        return np.load(path, mmap_mode=mmap_mode)

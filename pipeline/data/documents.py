@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.engine import atomic, hashing, storage
+from pipeline.engine import atomic, hashing, locations, storage
 from pipeline.errors import DataError, FileTooLargeError
 
 SPLITS = ("train", "val")
@@ -197,7 +197,7 @@ def text_offsets(column: pa.LargeStringArray) -> np.ndarray:
 
 
 def split_dir(directory: str | os.PathLike[str], split: str) -> Path | str:
-    return storage.join(directory, split)
+    return locations.join(directory, split)
 
 
 def part_name(split: str, index: int) -> str:
@@ -222,12 +222,12 @@ class PreparedPart:
 
 def write_parts(directory: str | os.PathLike[str], parts: dict[str, list[PreparedPart]]) -> None:
     listing = {split: [asdict(p) for p in parts[split]] for split in SPLITS}
-    storage.write_bytes(storage.join(directory, PARTS_FILE), (atomic.dumps_json(listing) + "\n").encode("utf-8"))
+    storage.write_bytes(locations.join(directory, PARTS_FILE), (atomic.dumps_json(listing) + "\n").encode("utf-8"))
 
 
 def read_parts(directory: str | os.PathLike[str], split: str) -> list[PreparedPart]:
     """The parts of ``split`` in corpus order (``directory`` as :func:`pipeline.engine.storage.committed` gives it)."""
-    path = storage.join(directory, PARTS_FILE)
+    path = locations.join(directory, PARTS_FILE)
     try:
         return [PreparedPart(**entry) for entry in json.loads(storage.read_bounded(path, MAX_PARTS_BYTES,
                                                                                    what="list of parts"))[split]]
@@ -265,7 +265,7 @@ def iter_split_documents(directory: str | os.PathLike[str], split: str) -> Itera
     """Every document of a prepared split, in corpus order."""
     directory = storage.committed(directory)
     for part in read_parts(directory, split):
-        with storage.local_copy(storage.join(directory, part.file)) as path:
+        with storage.local_copy(locations.join(directory, part.file)) as path:
             yield from iter_documents(path)
 
 
@@ -273,7 +273,7 @@ def iter_split_document_pieces(directory: str | os.PathLike[str], split: str) ->
     """:func:`iter_document_pieces` of every part of a prepared split, in corpus order."""
     directory = storage.committed(directory)
     for part in read_parts(directory, split):
-        with storage.local_copy(storage.join(directory, part.file)) as path:
+        with storage.local_copy(locations.join(directory, part.file)) as path:
             yield from iter_document_pieces(path)
 
 
@@ -282,7 +282,7 @@ def document_metadata(directory: str | os.PathLike[str], split: str, document: s
     ``document``, or None when no part of the split holds it; reads the ``document`` column of each part in turn."""
     directory = storage.committed(directory)
     for part in read_parts(directory, split):
-        with storage.local_copy(storage.join(directory, part.file)) as path:
+        with storage.local_copy(locations.join(directory, part.file)) as path:
             for batch in _record_batches(path):
                 if "document" not in batch.schema.names:
                     return None

@@ -29,9 +29,9 @@ import numpy as np
 
 from pipeline.config.schema import MAX_BUCKETS, bounded
 from pipeline.data import minhash
-from pipeline.data.dedup import Marks, load_arrays, read_marks, save_arrays, save_marks
+from pipeline.data.dedup import Marks, load_arrays, load_npy, read_marks, save_arrays, save_marks
 from pipeline.data.record import DedupStep
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.engine.executor import Tasks
 
 _ROW_BITS = 40  # a document's node in the union-find: partition << 40 | row (a trillion rows per partition)
@@ -66,8 +66,8 @@ class NearDedup(DedupStep):
     rule = "near_duplicate"
 
     def keys(self, work: Path | str, round_: int, index: int) -> SignatureWriter:
-        return SignatureWriter(self.settings, storage.join(work, f"r{round_}-signatures-{index:05d}.npy"),
-                               storage.join(work, f"r{round_}-bands-{index:05d}.npz"))
+        return SignatureWriter(self.settings, locations.join(work, f"r{round_}-signatures-{index:05d}.npy"),
+                               locations.join(work, f"r{round_}-bands-{index:05d}.npz"))
 
     def resolve(self, tasks: Tasks, work: Path | str, round_: int, partitions: int, *, progress: bool) -> None:
         buckets = range(self.settings.buckets)
@@ -85,7 +85,7 @@ class NearDedup(DedupStep):
 
 
 def _marks_file(work: Path | str, round_: int) -> Path | str:
-    return storage.join(work, f"r{round_}-near-marks.npy")
+    return locations.join(work, f"r{round_}-near-marks.npy")
 
 
 class SignatureWriter:
@@ -150,13 +150,13 @@ class _Bucket:
                     members = list(zip(partitions[first + start : first + end].tolist(),
                                        rows[first + start : first + end].tolist()))
                     edges += _verified_edges(members, gathered[start:end], need)
-        save_arrays(storage.join(self.work, f"r{self.round_}-edges-{bucket:05d}.npz"),
+        save_arrays(locations.join(self.work, f"r{self.round_}-edges-{bucket:05d}.npz"),
                     edges=np.array(edges, dtype=np.int64).reshape(-1, 4))
 
     def _entries(self, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keys, partitions, rows = [], [], []
         for index in range(self.partitions):
-            with load_arrays(storage.join(self.work, f"r{self.round_}-bands-{index:05d}.npz")) as saved:
+            with load_arrays(locations.join(self.work, f"r{self.round_}-bands-{index:05d}.npz")) as saved:
                 start, end = saved["bounds"][bucket : bucket + 2]
                 keys.append(saved["keys"][start:end])
                 rows.append(saved["rows"][start:end])
@@ -194,8 +194,8 @@ class _SignatureFiles:
 
     def _partition(self, index: int) -> np.ndarray:
         if index not in self._open:
-            path = storage.join(self._work, f"r{self._round}-signatures-{index:05d}.npy")
-            self._open[index] = np.load(self._stack.enter_context(storage.local_copy(path)), mmap_mode="r")
+            path = locations.join(self._work, f"r{self._round}-signatures-{index:05d}.npy")
+            self._open[index] = load_npy(self._stack.enter_context(storage.local_copy(path)), mmap_mode="r")
         return self._open[index]
 
 
@@ -227,7 +227,7 @@ class _Clusters:
     def __call__(self, _: int) -> None:
         edges = [np.zeros((0, 4), dtype=np.int64)]
         for bucket in range(self.buckets):
-            with load_arrays(storage.join(self.work, f"r{self.round_}-edges-{bucket:05d}.npz")) as saved:
+            with load_arrays(locations.join(self.work, f"r{self.round_}-edges-{bucket:05d}.npz")) as saved:
                 edges.append(saved["edges"])
         pairs = np.unique(np.concatenate(edges), axis=0)
         nodes = (pairs[:, [0, 2]] << _ROW_BITS) | pairs[:, [1, 3]]
@@ -243,7 +243,7 @@ class _Clusters:
         positions = np.zeros(len(nodes), dtype=np.int64)
         partition_of, row_of = nodes >> _ROW_BITS, nodes & ((1 << _ROW_BITS) - 1)
         for index in np.unique(partition_of).tolist():
-            with load_arrays(storage.join(self.work, f"r{self.round_}-bands-{index:05d}.npz")) as saved:
+            with load_arrays(locations.join(self.work, f"r{self.round_}-bands-{index:05d}.npz")) as saved:
                 chosen = partition_of == index
                 positions[chosen] = saved["positions"][row_of[chosen]]
         return positions

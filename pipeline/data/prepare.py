@@ -25,7 +25,9 @@ Part names come from the partition index, so the output is byte-identical for an
 The tasks write into the scratch location ``<output_dir>.partial``, each finishing with a completion
 record, and the parts are then linked into a staging directory swapped in whole: an error (bad UTF-8, a
 bad JSON line, no document left for the train split) or an interrupt leaves the previous output untouched,
-and the next run redoes only the tasks without a record (:mod:`pipeline.data.resume`). The work files are
+and the next run redoes only the tasks without a record (:mod:`pipeline.data.resume`). A finished run keeps
+the first round's records, so that the next one reads again only the partitions of the raw files that
+changed. The work files are
 not fsynced: a record holds their checksums, so a file a crash damaged is written again.
 """
 
@@ -51,7 +53,7 @@ from pipeline.data.record import DedupStep, Document, Drop, MetadataField, Rewri
 from pipeline.data.resume import PrepareRecords, partition_inputs, round_record
 from pipeline.data.sources import Partition, Piece, SourceFile, TextDecoder, plan_partitions, read_partition_pieces
 from pipeline.data.steps import DECODE_ERROR, READ_STEP, Chain, Segment, build_chain
-from pipeline.engine import atomic, hashing, storage
+from pipeline.engine import atomic, hashing, locations, storage
 from pipeline.engine.completion import Scratch
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError
@@ -204,13 +206,13 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
                                   dict(enumerate(result.piece_starts for result in results[0])))
         written = results[-1]
         parts = {split: [result.parts[split] for result in written] for split in (*SPLITS, REJECTED)}
-        storage.copy_files([(records.scratch.path(*part.file.split("/")), storage.join(staging, part.file))
+        storage.copy_files([(records.scratch.path(*part.file.split("/")), locations.join(staging, part.file))
                             for split_parts in parts.values() for part in split_parts])
         documents.write_parts(staging, {split: parts[split] for split in SPLITS})
         stats = _stats(files, source_names, results, written)
         _refuse_empty_train_split(stats, files, settings.val_fraction)
-        storage.write_bytes(storage.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
-    records.scratch.remove()
+        storage.write_bytes(locations.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
+    records.keep_first_round()
     return stats
 
 
@@ -303,7 +305,7 @@ class Round:
         return RoundResult(tally, parts=parts, characters=characters, unsplit=tuple(decoder.unsplit)), written
 
     def _work_file(self, kind: str, round_: int, index: int) -> Path | str:
-        return storage.join(self.work, f"r{round_}-{kind}-{index:05d}.arrow")
+        return locations.join(self.work, f"r{round_}-{kind}-{index:05d}.arrow")
 
     @contextlib.contextmanager
     def _rejected_writer(self, index: int) -> Iterator[Rejections]:
@@ -410,8 +412,9 @@ class _Parts:
         self.characters: dict[str, int] = {}
 
     def __enter__(self) -> _Parts:
-        self._temporaries = {split: self._stack.enter_context(storage.output_file(storage.join(self._directory, name)))
-                             for split, name in self._names.items()}
+        self._temporaries = {
+            split: self._stack.enter_context(storage.output_file(locations.join(self._directory, name)))
+            for split, name in self._names.items()}
         self._writing = contextlib.ExitStack()
         self._writers = {split: self._writing.enter_context(DocumentWriter(tmp, schema=self._schema))
                          for split, tmp in self._temporaries.items()}
@@ -501,7 +504,7 @@ def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: li
             stats.documents[split] += result.parts[split].documents
             stats.characters[split] += result.characters[split]
     stats.rejected = [dataclasses.asdict(result.parts[REJECTED]) for result in written if result.parts]
-    as_given = {str(storage.absolute(file.path)): str(file.path) for file in files}  # tasks read absolute paths
+    as_given = {str(locations.absolute(file.path)): str(file.path) for file in files}  # tasks read absolute paths
     for result in results[0]:
         for separator, path in result.unsplit:
             stats.unsplit.setdefault(separator, []).append(as_given.get(path, path))
@@ -511,7 +514,7 @@ def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: li
 def _absolute(partition: Partition) -> Partition:
     """The partition with absolute paths, so that a task reads the same files from any directory."""
     return dataclasses.replace(partition, pieces=tuple(
-        dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=storage.absolute(piece.file.path)))
+        dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=locations.absolute(piece.file.path)))
         for piece in partition.pieces))
 
 
@@ -519,7 +522,7 @@ def _piece_name(piece: Piece, root: str | os.PathLike[str] | None) -> str:
     """A piece as document IDs name it: as :meth:`Piece.describe` does, a local path relative to ``root``; a byte
     of a file name that is not UTF-8 as a ``\\udcXX`` escape (the IDs are UTF-8 text, in Arrow)."""
     path = str(piece.file.path)
-    if root is None or storage.is_url(path):
+    if root is None or locations.is_url(path):
         name = piece.describe()
     else:
         name = os.path.relpath(os.path.abspath(path), os.path.abspath(root)) + piece.describe()[len(path):]

@@ -28,7 +28,6 @@ from pipeline.data.reading import (
     whole_file,
 )
 from pipeline.data.record import MetadataField
-from pipeline.engine import storage
 from pipeline.errors import DataError, json_error_reason, shorten
 
 NAMED_SEPARATORS = ("document", "blank_line", "line")  # any other .txt separator is a literal string
@@ -43,7 +42,7 @@ def byte_ranges(file: SourceFile, partition_bytes: int) -> list[Piece]:
     """Consecutive byte ranges of about ``partition_bytes`` covering a file of lines (whole when gzipped)."""
     if gzipped(file.path):
         return whole_file(file)
-    size = storage.size(file.path)
+    size = file.size()
     starts = range(0, max(size, 1), partition_bytes)
     return [Piece(file, start, None if start == starts[-1] else start + partition_bytes,
                   min(partition_bytes, size - start)) for start in starts]

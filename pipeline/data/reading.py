@@ -13,14 +13,14 @@ import io
 import itertools
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from pipeline.data.cleaning import clean_bounded
 from pipeline.data.record import MetadataField
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import DataError
 
 STDIN = "-"
@@ -44,6 +44,11 @@ class SourceFile:
     source: int = 0  # its entry in data.sources, which prepare's stats account per
     metadata: tuple[MetadataField, ...] = ()  # the fields or columns kept with each document
     code: Any = None  # a user's reader (data.sources[i].reader): its UserCode
+    stamp: Mapping[str, Any] | None = None  # a remote file's size and identity, as the glob's listing gave them
+
+    def size(self) -> int:
+        """The file's bytes: from the listing for a remote file, so that no task asks the store again."""
+        return int(self.stamp["size"]) if self.stamp is not None else storage.size(self.path)
 
 
 class TextDecoder:
@@ -177,11 +182,11 @@ class Reader(Protocol):
 
 def whole_file(file: SourceFile) -> list[Piece]:
     """A file read by one task: what a reader that cannot cut its files gives as pieces."""
-    return [Piece(file, 0, None, storage.size(file.path))]
+    return [Piece(file, 0, None, file.size())]
 
 
 def gzipped(path: Path | str) -> bool:
-    return storage.name_of(path).endswith(".gz")
+    return locations.name_of(path).endswith(".gz")
 
 
 def lines(stream: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, bytes]]:

@@ -1,11 +1,14 @@
-"""What a prepare that was killed or failed had finished, so that the next one redoes only the rest.
+"""What a prepare that was killed or failed had finished, or what a finished one kept, so that the next one
+redoes only the rest.
 
 Prepare keeps its work in ``<prepare.output_dir>.partial`` (beside the output, in the same store for a
 remote one): the rounds' work files under ``work/``, the last round's part files under ``train/``,
 ``val/`` and ``rejected/``, and a completion record (:mod:`pipeline.engine.completion`) per finished task:
 ``r<round>-<partition>.done.json`` for a partition's round, ``r<round>-<step>.done.json`` for a
-de-duplication step. The driver links the parts into the staging output at the end and removes the
-scratch once the new output is in place.
+de-duplication step. The driver links the parts into the staging output at the end and, once the new
+output is in place, removes the scratch but for the first round's records and the files they name
+(:meth:`PrepareRecords.keep_first_round`): the next run, after an edit of one raw file, reads only that
+file's partitions again.
 
 Which tasks can be taken from a record is decided by its identity, a chain that follows the data:
 
@@ -92,9 +95,15 @@ class PrepareRecords:
         done = {index: record[0] for index, record in enumerate(found) if record is not None}
         if done:
             where = f" of round {round_ + 1} of {self._rounds}" if self._rounds > 1 else ""
-            self._notify(f"reusing {len(done)} of {len(identities)} partitions{where} that an interrupted run "
+            self._notify(f"reusing {len(done)} of {len(identities)} partitions{where} that an earlier run "
                          f"finished ({self.scratch.shown})")
         return done
+
+    def keep_first_round(self) -> None:
+        """Once the output is in place, remove the scratch but for the first round's records and their files: a
+        partition's first round reads only its own files, so its record stays valid until one of them (or a
+        setting) changes. Later rounds read the de-duplication step's marks of every partition: not kept."""
+        self.scratch.keep_only([round_record(0, index) for index in range(len(self._inputs))])
 
     def step_identity(self, round_: int, identities: Sequence[str]) -> str:
         """The de-duplication step after ``round_``: what every partition's task of that round was. Later

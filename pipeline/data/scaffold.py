@@ -209,6 +209,7 @@ CONFIG_HEAD = """\
 #   extends: config.yaml
 #   output_root: out/char
 #   tokenizer: {kind: char, vocab_size: 512}
+# and takes what this config ran with the same inputs and settings (prepare, here) as it is.
 # `lmprep config show --origin` prints every value and where it came from.
 
 # Where the text comes from: how each source is read was guessed from a sample of it (the
@@ -221,6 +222,9 @@ CONFIG_TAIL = f"""
 # output paths below are relative to it.
 output_root: {OUTPUT_ROOT}
 state_dir: .lmprep            # the lock file (like dvc.lock) and the file-hash cache
+# What every config here ran, as DVC's run cache, relative to this file as output_root is: a
+# variant with an output_root of its own links the stages it shares instead of running them.
+run_cache_dir: {OUTPUT_ROOT}/.lmprep/runs
 
 prepare:
   on_decode_error: error      # invalid UTF-8: error (names file and byte) | replace | skip

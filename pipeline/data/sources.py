@@ -44,10 +44,12 @@ from pipeline.data.reading import (
 from pipeline.data.record import parse_field
 from pipeline.data.registry import READERS
 from pipeline.data.user_code import resolve
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import ConfigError, DataError
 
 _PREFETCH_BYTES = 8 << 20  # small remote files read ahead, at most this many bytes at a time
+PARTITIONS_WANTED = 64  # a small corpus is cut into about this many partitions, so that every worker has some
+MIN_PARTITION_BYTES = 2 << 20  # but none below this: a task costs its files and record whatever its size
 
 
 def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".",
@@ -64,16 +66,18 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     files: list[SourceFile] = []
     for index, source in enumerate(sources):
         _check_searchable(source.glob, base, label or f"data.sources[{index}].glob")
-        matches = storage.glob_files(source.glob, base)
+        stamps = storage.glob_stamps(source.glob) if locations.is_url(source.glob) else {}
+        matches = sorted(stamps) if locations.is_url(source.glob) else storage.glob_files(source.glob, base)
         if not matches:
-            resolved = source.glob if storage.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
+            resolved = source.glob if locations.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
             looked_for = "" if resolved == source.glob else f" (looked for {resolved})"
             raise DataError(f"{label or f'data.sources[{index}].glob'} {source.glob!r} matches no files{looked_for}")
         for path in matches:
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(path, source, index, os.fspath(base)) for path in matches)
+        files.extend(replace(_source_file(path, source, index, os.fspath(base)), stamp=stamps.get(path))
+                     for path in matches)
     return files
 
 
@@ -84,7 +88,7 @@ _UNSEARCHABLE = ("/", "/proc", "/sys", "/dev")
 
 def _check_searchable(pattern: str, root: Path, key: str) -> None:
     """Refuse a local ``**`` glob under the file system's root or in a virtual file system (``/**/*.txt``)."""
-    if storage.is_url(pattern) or "**" not in pattern:
+    if locations.is_url(pattern) or "**" not in pattern:
         return
     base = os.path.normpath(os.path.join(os.path.abspath(root), glob_base(pattern)))
     if base == "/" or any(base == tree or base.startswith(tree + "/") for tree in _UNSEARCHABLE[1:]):
@@ -95,8 +99,8 @@ def _check_searchable(pattern: str, root: Path, key: str) -> None:
 
 def glob_base(pattern: str) -> str:
     """The directory a glob reads under: its leading components without a wildcard."""
-    pattern = os.fspath(storage.local(pattern))
-    if storage.is_url(pattern):
+    pattern = os.fspath(locations.local(pattern))
+    if locations.is_url(pattern):
         parts = pattern.split("/")
         return "/".join(parts[:next(i for i, part in enumerate(parts + ["*"]) if re.search(r"[*?[]", part))])
     parts = []
@@ -147,19 +151,34 @@ class Partition:
 
 def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[Partition]:
     """Cut the files into pieces and pack consecutive pieces into partitions of about
-    ``partition_bytes`` each, in corpus order.
+    :func:`partition_size` bytes each, in corpus order.
 
     Reads only file sizes and Parquet footers, so the driver never touches the text.
     """
+    pieces = [piece for file in files for piece in _file_pieces(file, partition_bytes)]
+    size_wanted = partition_size(sum(piece.size for piece in pieces), partition_bytes)
+    if size_wanted < partition_bytes:
+        pieces = [piece for file in files for piece in _file_pieces(file, size_wanted)]
     groups: list[list[Piece]] = []
     size = 0
-    for piece in (piece for file in files for piece in _file_pieces(file, partition_bytes)):
-        if not groups or size + piece.size > partition_bytes:
+    for piece in pieces:
+        if not groups or size + piece.size > size_wanted:
             groups.append([])
             size = 0
         groups[-1].append(piece)
         size += piece.size
     return [Partition(index, tuple(pieces)) for index, pieces in enumerate(groups)]
+
+
+def partition_size(total_bytes: int, partition_bytes: int) -> int:
+    """The bytes of a partition: ``prepare.partition_bytes`` at most, but small enough that a corpus below
+    ``PARTITIONS_WANTED`` of them is still cut into about that many, each of ``MIN_PARTITION_BYTES`` at least
+    (a 45 MB corpus was one partition, on one core). The parts, and document IDs of cut files, follow the
+    partitions, so this depends on the data and the settings alone, never on the workers; and it is a power of
+    two, so that an edit of one raw file seldom changes it (which would make every partition other than before
+    and leave none of the records a finished run kept to reuse)."""
+    wanted = max(total_bytes // PARTITIONS_WANTED, MIN_PARTITION_BYTES)
+    return min(partition_bytes, 1 << (wanted.bit_length() - 1))
 
 
 def _file_pieces(file: SourceFile, partition_bytes: int) -> list[Piece]:
@@ -204,7 +223,7 @@ def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]
 
 
 def _prefetchable(piece: Piece) -> bool:
-    return (storage.is_url(piece.file.path) and piece.start == 0 and piece.end is None
+    return (locations.is_url(piece.file.path) and piece.start == 0 and piece.end is None
             and 0 < piece.size <= _PREFETCH_BYTES)  # a range of an empty object is refused by S3
 
 
@@ -280,7 +299,7 @@ def _shorten_list(known: str, shown: int = 8) -> str:
 
 def format_of(path: Path | str) -> str | None:
     """The reader whose extensions the file name ends in (a ``.gz`` suffix aside), or None."""
-    name = storage.name_of(path).lower()
+    name = locations.name_of(path).lower()
     name = name[:-3] if name.endswith(".gz") else name
     return next((reader.name for reader in READERS.values() if name.endswith(reader.extensions)), None)
 

@@ -200,17 +200,6 @@ def remove_orphaned_temporaries(path: str | os.PathLike[str]) -> None:
                 entry.unlink(missing_ok=True)
 
 
-def remove_temporaries_in(directory: str | os.PathLike[str]) -> None:
-    """Delete every temporary in ``directory``, whose writers have all ended: a staging directory after
-    its tasks finished, some of them killed mid-write (on other machines, so no pid to check)."""
-    for entry in Path(directory).iterdir():
-        if entry.name.startswith(".") and _TMP_MARK in entry.name:
-            if entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-
-
 @contextlib.contextmanager
 def _staging_errors(target: Path) -> Iterator[None]:
     """An output whose directory cannot take the temporary written first (``/proc/self/export``: no entry can be

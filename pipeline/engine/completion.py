@@ -9,7 +9,9 @@ sha256 of the rest of it), so that a record with one digit changed (a flipped bi
 what it returned would go into the output unchecked. The next run takes a task's record only when its
 checksum holds, it names the very job that run would start and every file still has its checksum, and
 runs the task otherwise; it
-removes the scratch once its output is in place. A record of other inputs or settings is never reused,
+removes the scratch once its output is in place, but for the records a stage keeps for its next run
+(:meth:`Scratch.keep_only`: prepare's first round, which an edit of one raw file leaves valid for the
+other partitions), listed in ``kept.json``. A record of other inputs or settings is never reused,
 and a damaged or missing file makes its task run again. A task that runs again overwrites its files (each
 is replaced atomically); what an unfinished task left and no record names is never read, and goes with the
 scratch.
@@ -27,20 +29,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import hashing, storage
+from pipeline.engine import hashing, locations, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import StorageError
 
 SUFFIX = ".partial"
+KEPT_FILE = "kept.json"  # the files a finished run kept for the next (Scratch.keep_only), not a leftover
 RECORD_VERSION = 2  # 2: records carry their own checksum
 MAX_RECORD_BYTES = 16 << 20  # a record lists its task's files, a few hundred bytes each; a larger one is not ours
 _CHECKS = 16  # records checked at a time
 
 
-def scratch_location(output: str | os.PathLike[str]) -> Path | str:
+def scratch_location(output: Location) -> Path | str:
     """Where a stage keeps its finished tasks' files: ``<output>.partial``, beside the output."""
-    if storage.is_url(output):
+    if locations.is_url(output):
         return os.fspath(output).rstrip("/") + SUFFIX
-    path = Path(os.path.abspath(storage.local(output)))
+    path = Path(os.path.abspath(locations.local(output)))
     return path.with_name(path.name + SUFFIX)
 
 
@@ -53,11 +57,11 @@ def job_identity(*fields: Any) -> str:
 class Scratch:
     """The scratch location of one output (picklable: tasks write their files and records into it)."""
 
-    location: Path | str
+    location: Location
     shown: str = ""  # as messages name it: the output as the user gave it, with the suffix
 
     @classmethod
-    def of(cls, output: str | os.PathLike[str]) -> Scratch:
+    def of(cls, output: Location) -> Scratch:
         return cls(scratch_location(output), os.fspath(output).rstrip("/") + SUFFIX)
 
     def check_place(self) -> None:
@@ -69,9 +73,9 @@ class Scratch:
                                "tasks that finish; remove it and run again")
 
     def path(self, *names: str) -> Path | str:
-        return storage.join(self.location, *names)
+        return locations.join(self.location, *names)
 
-    def relative(self, location: str | os.PathLike[str]) -> str:
+    def relative(self, location: Location) -> str:
         """A location under the scratch as its records name it: relative, with ``/`` separators."""
         inner = os.fspath(location)[len(os.fspath(self.location)):]
         return inner.replace(os.sep, "/").strip("/")
@@ -120,15 +124,37 @@ class Scratch:
 
     def _listing(self) -> dict[str, dict[str, Any]] | None:
         """A remote scratch's files (none yet: empty); None for a local one."""
-        if not storage.is_url(self.location):
+        if not locations.is_url(self.location):
             return None
         try:
             return storage.list_files(self.location)
         except StorageError:
             return {}
 
+    def keep_only(self, names: Sequence[str]) -> None:
+        """Remove everything but the records ``names`` and the files they list, and list those in
+        :data:`KEPT_FILE`: what a finished run keeps for the next, which ``status`` does not count as left over
+        by an interrupted run. A record that is missing or not intact keeps nothing."""
+        kept = {KEPT_FILE}
+        for name in names:
+            with contextlib.suppress(OSError, ValueError, StorageError):
+                record = json.loads(storage.read_bounded(self._record(name), MAX_RECORD_BYTES, what="record"))
+                if _intact(record):
+                    kept |= {f"{name}.done.json", *record["files"]}
+        for file in self._files():
+            if file not in kept:
+                storage.remove(self.path(*file.split("/")))
+        storage.write_json(self.path(KEPT_FILE), sorted(kept - {KEPT_FILE}))
+
+    def _files(self) -> list[str]:
+        """Every file under the scratch, relative to it with ``/`` separators."""
+        if locations.is_url(self.location):
+            return list(storage.list_files(self.location))
+        return [os.path.relpath(os.path.join(where, file), self.location).replace(os.sep, "/")
+                for where, _, files in os.walk(self.location) for file in files]
+
     def remove(self) -> None:
-        if storage.is_url(self.location):
+        if locations.is_url(self.location):
             storage.remove(self.location)
             return
         with contextlib.suppress(FileNotFoundError):

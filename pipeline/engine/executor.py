@@ -42,7 +42,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, as_completed, 
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from pipeline.engine import dask_watch, retries, stage_log, storage
+from pipeline.engine import dask_watch, locations, retries, stage_log, storage
 from pipeline.engine.pool import ctrl_c_held, kill_workers, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
@@ -311,10 +311,10 @@ def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskC
     client's error in it (aiohttp's headers) cannot be pickled, which killed the pool's worker instead.
     """
     context = context or _TaskContext.here()
-    retries.configure(context.deadlines)
     before, started = retries.retried(), time.monotonic()
     try:
-        value = function(item)
+        with retries.using(context.deadlines):
+            value = function(item)
     except PipelineError as exc:
         failure = stage_log.with_traceback(type(exc)(f"{exc} (partition {label}, on {worker_name()})"), exc)
     except FileNotFoundError as exc:
@@ -387,7 +387,7 @@ def open_tasks(settings: ExecutorSettings, *, workers: int = 0,
         tasks = DaskTasks(client, address=address, timeout=settings.timeout)
         stage_log.note(f"executor: Dask scheduler {address} with {len(client.nthreads())} workers")
         for output in writes:
-            if not storage.is_url(output):
+            if not locations.is_url(output):
                 tasks.check_shared(os.path.dirname(os.path.abspath(output)))
         yield tasks
 

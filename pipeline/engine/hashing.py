@@ -15,10 +15,12 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, locations, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import StorageError
 
 _CHUNK = 1 << 20
@@ -34,7 +36,7 @@ def canonical_hash(obj: Any) -> str:
     return sha256_bytes(atomic.dumps_json(obj, indent=None).encode("utf-8"))
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
+def sha256_file(path: Location) -> str:
     """sha256 of a regular file's bytes, read up to the size it had when opened; StorageError for anything else.
 
     A FIFO would block ``open`` until a writer came and ``/dev/zero`` (a link to it, a device) never ends: the
@@ -53,11 +55,11 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def sha256_location(location: str | os.PathLike[str], *, size: int | None = None) -> str:
+def sha256_location(location: Location, *, size: int | None = None) -> str:
     """sha256 of a file's bytes, local or remote: a remote one is read as a stream or, its ``size`` known
     (from a listing), in ranges of a GET each, without the request that asks for its size."""
-    if not storage.is_url(location):
-        return sha256_file(storage.local(location))
+    if not locations.is_url(location):
+        return sha256_file(locations.local(location))
     digest = hashlib.sha256()
     if size is not None:
         for start in range(0, size, _CHUNK):
@@ -69,15 +71,15 @@ def sha256_location(location: str | os.PathLike[str], *, size: int | None = None
     return digest.hexdigest()
 
 
-def content_stamp(location: str | os.PathLike[str]) -> Any:
+def content_stamp(location: Location) -> Any:
     """What stands for a file's content without reading it: locally the stat fields the hash cache trusts
     (size, mtime, ctime, inode), remotely the store's size and content identity."""
-    if storage.is_url(location):
+    if locations.is_url(location):
         return storage.stamp(location)
-    return _stat_stamp(storage.local(location))
+    return _stat_stamp(locations.local(location))
 
 
-def _stat_stamp(path: str | os.PathLike[str]) -> list[int]:
+def _stat_stamp(path: Location) -> list[int]:
     st = os.stat(path)
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
@@ -90,13 +92,14 @@ class HashCache:
     its stamp (:func:`pipeline.engine.storage.tree_stamp`), so an unchanged remote output costs a HEAD request.
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: Location, *, listed: Mapping[str, Mapping[str, Any]] | None = None):
         self.path = Path(path)
+        self._listed = dict(listed or {})  # remote files' stamps as a listing just gave them
         self._entries: dict[str, list] = self._read()
-        self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if storage.is_url(key)]}
+        self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if locations.is_url(key)]}
         self._dirty = False
 
-    def file_hash(self, path: str | os.PathLike[str]) -> str:
+    def file_hash(self, path: Location) -> str:
         """A file's sha256; for anything but a regular file (a FIFO, a device, a link to one), which no stage
         writes, what it is: never read, so it never blocks, and never equal to the hash a file had, so an
         output replaced by one is modified (and written again by ``run``)."""
@@ -113,12 +116,12 @@ class HashCache:
         self._dirty = True
         return digest
 
-    def tree_hash(self, path: str | os.PathLike[str]) -> str:
+    def tree_hash(self, path: Location) -> str:
         """Hash of a file, or of a directory as its sorted (relative path, file hash) list.
 
         Hidden entries (names starting with a dot, such as staging dirs) are skipped.
         """
-        if storage.is_url(path):
+        if locations.is_url(path):
             found = self.remote_stamp(path)
             if found is None:
                 raise StorageError(f"{path}: not found")
@@ -129,13 +132,15 @@ class HashCache:
         listing = [[rel, self.file_hash(root / rel)] for rel in visible_files(root)]
         return canonical_hash(listing)
 
-    def exists(self, path: str | os.PathLike[str]) -> bool:
+    def exists(self, path: Location) -> bool:
         """Whether a file or directory exists; a remote one as :meth:`remote_stamp` finds it."""
-        return self.remote_stamp(path) is not None if storage.is_url(path) else os.path.exists(path)
+        return self.remote_stamp(path) is not None if locations.is_url(path) else os.path.exists(path)
 
     def remote_stamp(self, location: str) -> dict[str, Any] | None:
         """A remote file's or output's identity without reading a file (:func:`pipeline.engine.storage.tree_stamp`):
         the store's sizes and content identities, which it changes whenever it stores other bytes."""
+        if location in self._listed:
+            return dict(self._listed[location])
         kept = dict(self._commits)
         found = storage.tree_stamp(location, commits=self._commits)
         self._dirty |= self._commits != kept
@@ -161,7 +166,7 @@ class HashCache:
 def _is_entry(key: str, entry: Any) -> bool:
     """Whether a saved entry is one :class:`HashCache` writes: a file's four stat fields and its hash, or a
     remote commit's record (a list or mapping kept as it was)."""
-    if storage.is_url(key):
+    if locations.is_url(key):
         return isinstance(entry, (list, dict))
     return (isinstance(entry, list) and len(entry) == 5 and all(type(field) is int for field in entry[:4])
             and isinstance(entry[4], str))

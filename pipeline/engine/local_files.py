@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
 
+from pipeline.engine import locations
 from pipeline.errors import StorageError
 
 _FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
@@ -36,22 +38,37 @@ def refuse_odd_matches(files: list[Path], recursive: bool) -> None:
                                    "remove the link or narrow the glob")
 
 
+def _listed(path: Path) -> list[str]:
+    """The names a ``kept.json`` lists; none when it is missing or not a list of names."""
+    try:
+        names = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+
+
 def _contains(directory: Path, inner: Path) -> bool:
     """Whether ``inner`` lies in ``directory`` (or is it), links resolved."""
-    return inner.resolve().is_relative_to(directory)
+    return locations.inside(inner.resolve(), directory)
 
 
 def leftover_note(root: Path, scratch: tuple[str, ...]) -> str | None:
     """What ``status`` and an up-to-date ``run`` say of the scratch an interrupted run of a stage left (local
     ones only: sizing a remote prefix costs a listing): its size, and what becomes of it. It is kept: a forced
-    run of the stage takes the tasks it finished."""
+    run of the stage takes the tasks it finished. What a finished run kept for the next one (listed in the
+    scratch's ``kept.json``) is no leftover."""
+    from pipeline.engine.completion import KEPT_FILE  # completion imports storage, which imports this module
+
     found = []
     for name in scratch:
         path = root / name
         if "://" not in name and path.is_dir():
-            size = sum(os.path.getsize(os.path.join(where, file)) for where, _, files in os.walk(path) for file in files
-                       if os.path.isfile(os.path.join(where, file)))
-            found.append(f"{name} holds {size:,} bytes that an interrupted run left")
+            kept = {KEPT_FILE, *_listed(path / KEPT_FILE)}
+            files = [os.path.join(where, file) for where, _, names in os.walk(path) for file in names]
+            size = sum(os.path.getsize(file) for file in files if os.path.isfile(file)
+                       and os.path.relpath(file, path).replace(os.sep, "/") not in kept)
+            if size or len(kept) == 1:  # with nothing kept, even an empty scratch is a leftover
+                found.append(f"{name} holds {size:,} bytes that an interrupted run left")
     if not found:
         return None
     return "; ".join(found) + " (a run of the stage takes what it can of it; `lmprep clean` removes it)"

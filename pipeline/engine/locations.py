@@ -1,6 +1,6 @@
-"""Locations as names: local paths, ``file://`` URLs and fsspec URLs, joined, split and made absolute
-without touching a file system. :mod:`pipeline.engine.storage` names these functions too; it is the one
-module that reads and writes what they name.
+"""Locations as names: local paths, ``file://`` URLs and fsspec URLs, joined, split, compared and made
+absolute without touching a file system. :mod:`pipeline.engine.storage` is the one module that reads and
+writes what they name.
 """
 
 from __future__ import annotations
@@ -11,14 +11,18 @@ from pathlib import Path, PurePosixPath
 
 URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
+Location = str | os.PathLike[str]
+"""What every function that names a file or directory takes: a local path (``str`` or :class:`~pathlib.Path`,
+a ``file://`` URL included) or an fsspec URL such as ``s3://bucket/key``."""
 
-def is_url(location: str | os.PathLike[str]) -> bool:
+
+def is_url(location: Location) -> bool:
     """Whether ``location`` is a remote URL (``file://`` is local)."""
     match = URL.match(os.fspath(location))
     return match is not None and match.group(1).lower() != "file"
 
 
-def local(location: str | os.PathLike[str]) -> str | os.PathLike[str]:
+def local(location: Location) -> str | os.PathLike[str]:
     """``location`` with a ``file://`` prefix removed; other locations as they are."""
     text = os.fspath(location)
     return text[len("file://"):] if text.lower().startswith("file://") else location
@@ -39,37 +43,46 @@ def is_container(location: str) -> bool:
     return "/" not in os.fspath(location).partition("://")[2].strip("/")
 
 
-def absolute(location: str | os.PathLike[str]) -> Path | str:
+def absolute(location: Location) -> Path | str:
     """The location as every task names it, independent of the task's working directory."""
     if is_url(location):
         return os.fspath(location)
     return Path(os.path.abspath(local(location)))
 
 
-def openable(location: str | os.PathLike[str]) -> str:
+def openable(location: Location) -> str:
     """A path (from the current directory, or absolute) as the user opens it from there: relative while it
     stays below the current directory, else absolute; a URL as it is."""
     if is_url(location):
         return os.fspath(location)
     absolute_path = os.path.abspath(local(location))
-    relative = os.path.relpath(absolute_path)
-    return absolute_path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+    return os.path.relpath(absolute_path) if inside(absolute_path, os.curdir) else absolute_path
 
 
-def join(location: str | os.PathLike[str], *names: str) -> Path | str:
+def inside(location: Location, directory: Location) -> bool:
+    """Whether ``location`` is ``directory`` or lies under it, by name (neither need exist; links are not
+    followed): local paths compared made absolute, URLs by their ``/``-separated parts."""
+    if is_url(location) or is_url(directory):
+        inner, outer = os.fspath(location).rstrip("/"), os.fspath(directory).rstrip("/")
+        return inner == outer or inner.startswith(outer + "/")
+    inner, outer = os.path.abspath(local(location)), os.path.abspath(local(directory))
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def join(location: Location, *names: str) -> Path | str:
     """``location`` joined with relative ``names`` (``/`` in a URL, the OS's separator locally)."""
     if is_url(location):
         return "/".join([os.fspath(location).rstrip("/"), *names])
     return Path(local(location)).joinpath(*names)
 
 
-def parent(location: str | os.PathLike[str]) -> Path | str:
+def parent(location: Location) -> Path | str:
     """The directory holding ``location``: ``s3://bucket/a`` of ``s3://bucket/a/b.json``."""
     if is_url(location):
         return os.fspath(location).rstrip("/").rsplit("/", 1)[0]
     return Path(local(location)).parent
 
 
-def name_of(location: str | os.PathLike[str]) -> str:
+def name_of(location: Location) -> str:
     """The last component of ``location``: ``b.jsonl.gz`` of ``s3://bucket/a/b.jsonl.gz``."""
     return PurePosixPath(os.fspath(location)).name if is_url(location) else Path(local(location)).name

@@ -25,13 +25,14 @@ process made are counted by kind (:func:`retried`); tasks return their worker's 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 from pipeline.errors import StorageError
@@ -69,7 +70,7 @@ class DeadlineSettings(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Deadlines:
-    """The settings in force in this process (a task carries the driver's to its worker)."""
+    """The settings in force (a task carries its driver's to its worker)."""
 
     timeout: float = 15.0
     retries: int = 3
@@ -80,11 +81,20 @@ _current = Deadlines()
 _retried: Counter[str] = Counter()  # kind of transient failure → retries this process made after one
 
 
-def configure(settings: DeadlineSettings) -> None:
-    """Use ``settings`` for every later request of this process."""
+@contextlib.contextmanager
+def using(settings: DeadlineSettings) -> Iterator[None]:
+    """Send the requests of the block under ``settings``: a command under its config's ``storage`` section, a task
+    under its driver's. The settings before it are back when the block ends, so nothing outlives the command or
+    task that chose them. A process setting, not a context variable: the threads that fetch many objects at once
+    (:func:`pipeline.engine.storage.read_many`) keep to the same deadlines."""
     global _current
+    before = _current
     _current = Deadlines(timeout=float(settings.timeout), retries=int(settings.retries),
                          backoff=float(settings.backoff))
+    try:
+        yield
+    finally:
+        _current = before
 
 
 def current() -> Deadlines:

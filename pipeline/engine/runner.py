@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, local_files, run_lock, stage_log, storage
+from pipeline.engine import atomic, local_files, locations, run_lock, stage_log, storage
 from pipeline.engine.hashing import HashCache
+from pipeline.engine.locations import Location
 from pipeline.engine.reasons import code_version_changes, dep_changes, out_changes, param_changes
 from pipeline.engine.run_cache import RunCache
 from pipeline.errors import RunnerError, StorageError
@@ -66,6 +67,8 @@ class Stage:
     ``mode`` names how the stage makes its outputs where it has more than one way (the tokenizer's:
     training one, or reusing a file); a switch of mode is given as its one reason, not as every
     setting and input of the other way that went or came.
+    ``listed`` are the stamps of remote dependencies as the stage's globs listed them, so that telling whether
+    they changed costs no request per file.
     """
 
     name: str
@@ -82,6 +85,7 @@ class Stage:
     reusable: bool = False  # outputs the same wherever written: the run cache may link them from another config
     scratch: tuple[str, ...] = ()
     mode: str = ""
+    listed: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,18 +108,19 @@ class Pipeline:
     """Stages in pipeline order plus the state that says which of them are stale."""
 
     def __init__(self, stages: Sequence[Stage], *, param_value: Callable[[str], Any],
-                 state_dir: str | os.PathLike[str], root: str | os.PathLike[str] = ".",
+                 state_dir: Location, root: Location = ".",
                  guarded: Mapping[str, str | os.PathLike[str]] | None = None,
-                 run_cache: str | os.PathLike[str] | None = None,
+                 run_cache: Location | None = None, names_root: Location | None = None,
                  log: Callable[[str], None] = lambda message: None, log_header: Mapping[str, str] | None = None):
         """``root`` is the project root, the directory relative paths start from; ``guarded``
         maps a description to a path that no output may overlap (the config file); ``run_cache`` is the
-        directory of the project's run cache (:mod:`pipeline.engine.run_cache`), None for none;
+        directory of the project's run cache (:mod:`pipeline.engine.run_cache`), None for none, and
+        ``names_root`` the directory (from the current one; by default the root) its keys name raw inputs from;
         ``log_header``: lines (key: value) that head each stage's log (:mod:`pipeline.engine.stage_log`)."""
         self.stages = list(stages)
         self.root = Path(root)
         self.state_dir = self.root / state_dir
-        self._runs = None if run_cache is None else RunCache(self.root / run_cache, self.root)
+        self._runs = None if run_cache is None else RunCache(self.root / run_cache, self.root, names_root)
         self._param_value = param_value
         self._log, self._log_header = log, dict(log_header or {})
         self._upstream = _upstream_map(self.stages)
@@ -190,7 +195,7 @@ class Pipeline:
                 if stage.name in names:
                     removed += [out for out in (*stage.outs, *stage.scratch) if _remove(self._where(out))]
                     for out in stage.outs:
-                        if not storage.is_url(out):
+                        if not locations.is_url(out):
                             _remove_empty_parents(self.root / out, self.root)
         return removed
 
@@ -222,7 +227,7 @@ class Pipeline:
             if reused is None:
                 (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
             else:
-                reuse = (f"'{stage.name}' reused from {self._shown(reused)}: the same inputs, settings and code "
+                reuse = (f"'{stage.name}' reused from {locations.openable(reused)}: the same inputs, settings and code "
                          "version ran there")
                 self._log(reuse)
                 stage_log.note(reuse)
@@ -256,12 +261,12 @@ class Pipeline:
 
     def _where(self, path: str) -> Path | str:
         """A stage's path as the file system sees it: under the project root, or a URL as it is."""
-        return path if storage.is_url(path) else self.root / path
+        return path if locations.is_url(path) else self.root / path
 
     def _shown(self, path: str) -> str:
         """A stage's path (recorded relative to the project root) as the user opens it from the current
         directory: relative while below it, else absolute; a URL as it is."""
-        return storage.openable(self._where(path))
+        return locations.openable(self._where(path))
 
     def _params(self, stage: Stage) -> dict[str, Any]:
         return {key: self._param_value(key) for key in stage.params}
@@ -296,7 +301,7 @@ class Pipeline:
         """
         for stage in stages:
             for out in stage.outs:
-                if storage.is_url(out):
+                if locations.is_url(out):
                     continue  # a remote output is never renamed: an attempt's files go when the next one commits
                 path = self.root / out
                 atomic.recover_dir(path)
@@ -335,7 +340,8 @@ class Pipeline:
                                 if_corrupt="delete it and move away the outputs lmprep then refuses to replace")
 
     def _hash_cache(self) -> HashCache:
-        return HashCache(self.state_dir / "hashes.json")
+        return HashCache(self.state_dir / "hashes.json",
+                         listed={url: stamp for stage in self.stages for url, stamp in stage.listed.items()})
 
     def _save_cache(self, cache: HashCache) -> None:
         """Save the hash cache if possible: it only saves time, so a full or read-only disk
@@ -390,10 +396,10 @@ def _check_homes(stages: Sequence[Stage], root: Path, state_dir: Mapping[str, Pa
         if path.exists() and not path.is_dir():
             raise RunnerError(f"{label} is not a directory; lmprep keeps its outputs and state in directories")
     for stage in stages:
-        for scanned in (path for path in stage.scans if not storage.is_url(path)):
+        for scanned in (path for path in stage.scans if not locations.is_url(path)):
             base = os.path.normpath(os.path.join(os.path.abspath(root), scanned))
             for label, path in homes.items():
-                if _holds(base, os.path.abspath(path)):
+                if locations.inside(os.path.abspath(path), base):
                     relation = "is the same path as" if base == os.path.abspath(path) else "lies inside"
                     raise RunnerError(f"{label} {relation} the directory {_describe(stage, scanned)} that stage "
                                       f"'{stage.name}' scans for raw files; keep output_root and state_dir outside "
@@ -412,8 +418,8 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
     """
     project = os.path.abspath(root)
 
-    def where(path: str | os.PathLike[str]) -> str:
-        if storage.is_url(path):
+    def where(path: Location) -> str:
+        if locations.is_url(path):
             return os.fspath(path).rstrip("/")
         return os.path.normpath(os.path.join(project, path))
 
@@ -430,9 +436,9 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
             for kind, owner, name, path in places:
                 if kind == "output" and owner is stage and name == out:
                     continue
-                if kind == "input" and order[owner.name] > order[stage.name] and _holds(output, path):
+                if kind == "input" and order[owner.name] > order[stage.name] and locations.inside(path, output):
                     continue  # a later stage reads what this one writes
-                relation = _overlap(output, path, inside_counts=not _holds(path, project))
+                relation = _overlap(output, path, inside_counts=not locations.inside(project, path))
                 if relation:
                     raise RunnerError(
                         f"{_describe(stage, out)} {relation} {_place(kind, owner, name)}; lmprep replaces an "
@@ -445,9 +451,9 @@ def _check_linked(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
     """Refuse an output that overlaps a guarded path once symbolic links are followed (a run cache under a link
     to the prepared data was written into it, so prepare found its output modified on every run). Only the
     guarded paths and the outputs are resolved: a few paths, where the inputs are every raw file."""
-    real = {label: os.path.realpath(path) for label, path in guarded.items() if not storage.is_url(path)}
+    real = {label: os.path.realpath(path) for label, path in guarded.items() if not locations.is_url(path)}
     for stage in stages:
-        for out in (out for out in stage.outs if not storage.is_url(out)):
+        for out in (out for out in stage.outs if not locations.is_url(out)):
             output = os.path.realpath(root / out)
             for label, path in real.items():
                 relation = _overlap(output, path, inside_counts=True)
@@ -474,16 +480,11 @@ def _overlap(output: str, path: str, *, inside_counts: bool) -> str | None:
     """How ``output`` overlaps ``path`` (both absolute and normalised), or None."""
     if output == path:
         return "is the same path as"
-    if _holds(output, path):
+    if locations.inside(path, output):
         return "contains"
-    if inside_counts and _holds(path, output):
+    if inside_counts and locations.inside(output, path):
         return "lies inside"
     return None
-
-
-def _holds(directory: str, path: str) -> bool:
-    """Whether ``path`` is ``directory`` or lies inside it (both absolute and normalised)."""
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _describe(stage: Stage, path: str) -> str:
@@ -491,7 +492,7 @@ def _describe(stage: Stage, path: str) -> str:
     return f"{key} {path!r}" if key else repr(path)
 
 
-def _holds_anything(path: Path | str) -> bool:
+def _holds_anything(path: Location) -> bool:
     """Whether ``path`` is a file, or a directory with any entry (a swap would remove them)."""
     if isinstance(path, str):
         return storage.holds_anything(path)
@@ -500,7 +501,7 @@ def _holds_anything(path: Path | str) -> bool:
     return path.exists() or path.is_symlink()
 
 
-def _remove(path: Path | str) -> bool:
+def _remove(path: Location) -> bool:
     if isinstance(path, str):
         found = storage.holds_anything(path)
         storage.remove(path)
@@ -534,7 +535,7 @@ def direct_upstream(stages: Sequence[Stage]) -> dict[str, list[str]]:
     for stage in stages:
         if stage.name in direct:
             raise RunnerError(f"two stages are named '{stage.name}'")
-        found = {name for dep in stage.deps for out, name in producer.items() if _within(dep, out)}
+        found = {name for dep in stage.deps for out, name in producer.items() if locations.inside(dep, out)}
         direct[stage.name] = [name for name in direct if name in found]
         for out in stage.outs:
             if out in producer:
@@ -550,7 +551,3 @@ def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:
         upstream[name] = set(direct).union(*(upstream[other] for other in direct))
     return upstream
 
-
-def _within(path: str, directory: str) -> bool:
-    path, directory = os.path.normpath(path), os.path.normpath(directory)
-    return path == directory or path.startswith(directory + os.sep)

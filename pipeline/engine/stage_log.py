@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from pipeline.engine import locations
 from pipeline.errors import PipelineError, counted
 
 LOGS_DIR = "logs"  # under the state dir
@@ -121,7 +122,7 @@ def recording(path: Path, *, stage: str, header: Mapping[str, str],
         log.write(f"error: {_one_line(exc)}")
         log.close("failed")
         if log.failed and log.kept and isinstance(exc, PipelineError):
-            exc.details = f"details in {shown(log.path)}"
+            exc.details = f"details in {locations.openable(log.path)}"
         raise
     else:
         log.close("finished")
@@ -129,10 +130,6 @@ def recording(path: Path, *, stage: str, header: Mapping[str, str],
         _current = NO_LOG
 
 
-def shown(path: Path) -> str:
-    """``path`` as the user can open it from here: relative when it lies below the current directory."""
-    relative = os.path.relpath(path)
-    return os.path.abspath(path) if relative.startswith(os.pardir) else relative
 
 
 def _one_line(exc: BaseException) -> str:

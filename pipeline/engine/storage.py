@@ -43,17 +43,7 @@ from typing import Any, BinaryIO
 
 from pipeline.engine import atomic, local_files, retries, store_fork  # noqa: F401  (store_fork: at-fork handlers)
 from pipeline.engine.locations import URL as _URL
-from pipeline.engine.locations import (  # noqa: F401  (the path rules, named through this module)
-    absolute,
-    is_container,
-    is_url,
-    join,
-    local,
-    name_of,
-    normalize_url,
-    openable,
-    parent,
-)
+from pipeline.engine.locations import Location, absolute, is_url, join, local, name_of
 from pipeline.errors import FileTooLargeError, StorageError, shorten
 
 SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
@@ -66,12 +56,10 @@ _TIME_KEYS = ("LastModified", "mtime", "created", "updated")  # only for stores 
 COMMIT_FILE = "_lmprep_commit.json"
 COMMIT_VERSION = 1
 _ATTEMPT_PREFIX = ".attempt-"
-# URL → stamp of the files the last glob_files in this process listed (each glob lists afresh)
-_LISTED: dict[str, dict[str, Any]] = {}
 file_kind = local_files.file_kind
 
 
-def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
+def glob_files(pattern: str, root: Location) -> list[Path | str]:
     """Files matching ``pattern``, sorted: a URL pattern as URLs, a local one as ``root`` joined with each match.
     Local symbolic links whose target is missing are kept (the caller refuses them: they stand for files).
 
@@ -79,17 +67,7 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
     ``glob.glob``, unlike ``Path.glob``, skips them.
     """
     if is_url(pattern):
-        fs, protocol = _filesystem(pattern)
-        with _named_errors(pattern):
-            fs.invalidate_cache()  # a listing is fresh for each expansion, and reused by stamp()
-            found = retries.call(pattern, fs.glob, pattern, detail=True)
-            if not found:
-                _check_container(fs, pattern)
-        fixed = _fixed_parts(fs._strip_protocol(pattern))
-        files = {_url(protocol, key): entry for key, entry in found.items()
-                 if entry.get("type") == "file" and not _hidden(key.split("/")[fixed:])}
-        _LISTED.update({url: _identity(entry) for url, entry in files.items()})
-        return sorted(files)
+        return sorted(glob_stamps(pattern))
     base = Path(local(root))
     pattern = os.fspath(local(pattern))
     matches = glob.glob(pattern, root_dir=base, recursive=True)
@@ -97,6 +75,21 @@ def glob_files(pattern: str, root: str | os.PathLike[str]) -> list[Path | str]:
     files = sorted(p for p in map(base.joinpath, matches) if not p.is_dir())
     local_files.refuse_odd_matches(files, matches and "**" in pattern)
     return files
+
+
+def glob_stamps(pattern: str) -> dict[str, dict[str, Any]]:
+    """The remote files matching a URL pattern, each with its :func:`stamp` as the listing gives it: a caller
+    that keeps them (a source file, a stage's dependencies) needs no request per file to size or identify it.
+    Each call lists afresh."""
+    fs, protocol = _filesystem(pattern)
+    with _named_errors(pattern):
+        fs.invalidate_cache()
+        found = retries.call(pattern, fs.glob, pattern, detail=True)
+        if not found:
+            _check_container(fs, pattern)
+    fixed = _fixed_parts(fs._strip_protocol(pattern))
+    return {_url(protocol, key): _identity(entry) for key, entry in sorted(found.items())
+            if entry.get("type") == "file" and not _hidden(key.split("/")[fixed:])}
 
 
 def _check_listable(base: Path, directories: str) -> None:
@@ -115,7 +108,7 @@ def _check_listable(base: Path, directories: str) -> None:
                                "glob") from None
 
 
-def exists(location: str | os.PathLike[str]) -> bool:
+def exists(location: Location) -> bool:
     """Whether the file or directory exists; remotely, a file, or a committed output or a directory in one."""
     if not is_url(location):
         return os.path.exists(local(location))
@@ -146,8 +139,6 @@ def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str
     ``commits`` keeps the commit records read, each with the stamp of the commit file it was read from
     (see :func:`_read_commit`), so that a caller that keeps them reads an unchanged commit's body only once.
     """
-    if location in _LISTED:
-        return _LISTED[location]
     fs, _ = _filesystem(location)
     with _named_errors(location):
         try:
@@ -168,21 +159,15 @@ def tree_stamp(location: str, commits: dict[str, Any] | None = None) -> dict[str
     return None
 
 
-def size(location: str | os.PathLike[str]) -> int:
+def size(location: Location) -> int:
     if not is_url(location):
         return os.stat(local(location)).st_size
     return stamp(location)["size"]
 
 
-def stamp(location: str | os.PathLike[str]) -> dict[str, Any]:
-    """What the store says identifies a remote file: its size and content identity, from ``info()``.
-
-    After :func:`glob_files` this is answered from its listing, without a request (or a search of
-    fsspec's cached listing, which is linear in the directory's size) per file.
-    """
-    listed = _LISTED.get(os.fspath(location))
-    if listed is not None:
-        return listed
+def stamp(location: Location) -> dict[str, Any]:
+    """What the store says identifies a remote file: its size and content identity, from ``info()`` (one
+    request; :func:`glob_stamps` gives those of many files from one listing)."""
     fs, _ = _filesystem(location)
     with _named_errors(location):
         info = retries.call(location, fs.info, location)
@@ -198,7 +183,7 @@ def _identity(info: dict[str, Any]) -> dict[str, Any]:
     return {"size": int(info["size"]), **identity}
 
 
-def open_input(location: str | os.PathLike[str]) -> BinaryIO:
+def open_input(location: Location) -> BinaryIO:
     """A binary stream of the file's bytes (the caller buffers and decompresses); remote files
     are read in ranges as the stream is read, so a Parquet footer costs a range, not the file."""
     if not is_url(location):
@@ -216,7 +201,7 @@ def read_range(location: str, start: int, end: int) -> bytes:
         return retries.call(location, fs.cat_file, location, start=start, end=end)
 
 
-def read_bytes(location: str | os.PathLike[str]) -> bytes:
+def read_bytes(location: Location) -> bytes:
     if not is_url(location):
         return Path(local(location)).read_bytes()
     fs, _ = _filesystem(location)
@@ -224,7 +209,7 @@ def read_bytes(location: str | os.PathLike[str]) -> bytes:
         return retries.call(location, fs.cat_file, location)
 
 
-def read_bounded(location: str | os.PathLike[str], limit: int, *, what: str) -> bytes:
+def read_bounded(location: Location, limit: int, *, what: str) -> bytes:
     """The bytes of ``what`` (``tokenizer file``), a file of at most ``limit`` bytes; FileTooLargeError naming it and
     the bound for a larger file, and StorageError for anything but a regular file, both before reading.
 
@@ -258,7 +243,7 @@ def _read_remote_bounded(fs: Any, location: str, limit: int, what: str) -> bytes
         return remote.read(limit + 1)
 
 
-def _check_size(location: str | os.PathLike[str], size: int | None, limit: int, what: str) -> None:
+def _check_size(location: Location, size: int | None, limit: int, what: str) -> None:
     if size is not None and size > limit:
         mebibytes = f" ({limit >> 20:,} MiB)" if limit >= 1 << 20 else ""
         raise FileTooLargeError(f"{what} {os.fspath(location)} is larger than {limit:,} bytes{mebibytes}, "
@@ -280,7 +265,7 @@ def read_many(locations: Sequence[str], *, requests: int = 16) -> Iterator[bytes
 
 
 @contextlib.contextmanager
-def local_copy(location: str | os.PathLike[str]) -> Iterator[Path]:
+def local_copy(location: Location) -> Iterator[Path]:
     """A local path holding the file's bytes: the file itself, or a temporary download of a remote one."""
     if not is_url(location):
         yield Path(local(location))
@@ -294,7 +279,7 @@ def local_copy(location: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def output_dir(location: str | os.PathLike[str]) -> Iterator[Path | str]:
+def output_dir(location: Location) -> Iterator[Path | str]:
     """Yield an empty directory to write an output into; on success it replaces ``location`` as a whole.
 
     Locally a staging directory swapped in (:func:`pipeline.engine.atomic.atomic_dir`). Remotely a new attempt
@@ -313,7 +298,7 @@ def output_dir(location: str | os.PathLike[str]) -> Iterator[Path | str]:
 
 
 @contextlib.contextmanager
-def local_output_dir(location: str | os.PathLike[str]) -> Iterator[Path]:
+def local_output_dir(location: Location) -> Iterator[Path]:
     """:func:`output_dir` for writers that need a local directory (plots, pyarrow and torch writers).
 
     Remotely the files are written to a local scratch directory, uploaded under the new attempt when the
@@ -328,14 +313,14 @@ def local_output_dir(location: str | os.PathLike[str]) -> Iterator[Path]:
         upload_dir(scratch, attempt)
 
 
-def upload_dir(directory: str | os.PathLike[str], location: str) -> None:
+def upload_dir(directory: Location, location: str) -> None:
     """Upload every file under a local directory to the same relative names under a remote prefix."""
     root = Path(directory)
     for file in sorted(path for path in root.rglob("*") if path.is_file()):
         put_file(file, join(location, file.relative_to(root).as_posix()))
 
 
-def download_dir(location: str | os.PathLike[str], directory: str | os.PathLike[str]) -> Path:
+def download_dir(location: Location, directory: Location) -> Path:
     """Copy a remote output's committed files into a new local directory (which must not exist yet)."""
     url = os.fspath(location).rstrip("/")
     source, names = committed(url), _read_commit(url)["files"]  # type: ignore[index]
@@ -349,7 +334,7 @@ def download_dir(location: str | os.PathLike[str], directory: str | os.PathLike[
     return target
 
 
-def committed(location: str | os.PathLike[str]) -> Path | str:
+def committed(location: Location) -> Path | str:
     """Where an output's committed files are read: the directory itself locally, its committed attempt remotely."""
     if not is_url(location):
         return absolute(location)
@@ -361,7 +346,7 @@ def committed(location: str | os.PathLike[str]) -> Path | str:
 
 
 @contextlib.contextmanager
-def output_file(location: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
+def output_file(location: Location, *, durable: bool = True) -> Iterator[Path]:
     """A local path to write; on success it becomes ``location``: renamed into place locally, uploaded in
     one request remotely (an object appears whole or not at all). ``durable=False``: not fsynced locally
     (see :func:`atomic.atomic_path`)."""
@@ -375,7 +360,7 @@ def output_file(location: str | os.PathLike[str], *, durable: bool = True) -> It
         put_file(tmp, os.fspath(location))
 
 
-def write_bytes(location: str | os.PathLike[str], data: bytes) -> None:
+def write_bytes(location: Location, data: bytes) -> None:
     """Replace the file with ``data``, atomically."""
     if not is_url(location):
         atomic.write_bytes(local(location), data)
@@ -385,25 +370,15 @@ def write_bytes(location: str | os.PathLike[str], data: bytes) -> None:
         retries.call(location, fs.pipe_file, os.fspath(location), data)
 
 
-def write_json(location: str | os.PathLike[str], obj: Any) -> None:
+def write_json(location: Location, obj: Any) -> None:
     """Replace the file with ``obj`` as the project's JSON (:func:`pipeline.engine.atomic.dumps_json`), atomically."""
     write_bytes(location, (atomic.dumps_json(obj) + "\n").encode("utf-8"))
 
 
-def make_dir(location: str | os.PathLike[str]) -> None:
+def make_dir(location: Location) -> None:
     """Create a local directory and its parents; object stores need none."""
     if not is_url(location):
         Path(local(location)).mkdir(parents=True, exist_ok=True)
-
-
-def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    """Move a file within one output being written (remotely a copy and a delete, before the commit)."""
-    if not is_url(source):
-        os.replace(local(source), local(target))
-        return
-    fs, _ = _filesystem(source)
-    with _named_errors(source):
-        retries.call(source, fs.mv, os.fspath(source), os.fspath(target))
 
 
 def copy_files(pairs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[str]]]) -> None:
@@ -420,14 +395,14 @@ def copy_files(pairs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[s
             retries.call(remote[0][1], fs.copy, [source for source, _ in remote], [target for _, target in remote])
 
 
-def put_file(source: str | os.PathLike[str], location: str) -> None:
+def put_file(source: Location, location: str) -> None:
     """Upload a local file to a remote location: one PUT, so the object appears whole or not at all."""
     fs, _ = _filesystem(location)
     with _named_errors(location):
         retries.call(location, fs.put_file, os.fspath(source), location)
 
 
-def remove(location: str | os.PathLike[str]) -> None:
+def remove(location: Location) -> None:
     """Delete a file or everything under a prefix; a missing one is no error. A remote output's commit goes
     first, so a removal cut short leaves files that no commit lists, never a commit listing missing files."""
     if not is_url(location):
@@ -513,7 +488,7 @@ def _ancestors(url: str) -> Iterator[str]:
         yield f"{scheme}://{'/'.join(parts[:end])}"
 
 
-def _filesystem(location: str | os.PathLike[str]) -> tuple[Any, str]:
+def _filesystem(location: Location) -> tuple[Any, str]:
     """The fsspec file system of a URL and its protocol; StorageError for an unknown or uninstalled one."""
     text = os.fspath(location)
     protocol = _URL.match(text).group(1).lower()  # type: ignore[union-attr]
@@ -530,7 +505,7 @@ def _filesystem(location: str | os.PathLike[str]) -> tuple[Any, str]:
 
 
 @contextlib.contextmanager
-def _named_errors(location: str | os.PathLike[str]) -> Iterator[None]:
+def _named_errors(location: Location) -> Iterator[None]:
     """Turn a store's errors (no bucket, no credentials, access denied, bad URL) into one line naming the URL."""
     try:
         yield

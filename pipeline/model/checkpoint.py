@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from safetensors import SafetensorError, safe_open
 
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, locations, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import CheckpointError, StorageError, TokenizerMismatchError, describe, json_error_reason, shorten
 from pipeline.model import integrity, optimizer_state
 
@@ -138,7 +139,7 @@ class TokenizerRecord:
 class CheckpointHeader:
     """What a checkpoint's safetensors header says: its metadata and each tensor's shape."""
 
-    path: Path | str  # a URL for a checkpoint in object storage
+    path: Location  # a URL for a checkpoint in object storage
     step: int
     tokenizer: TokenizerRecord
     metadata: dict[str, Any]
@@ -162,7 +163,7 @@ class CheckpointHeader:
 class Checkpoint:
     """A loaded checkpoint: the model with its weights, plus what resuming needs."""
 
-    path: Path | str  # a URL for a checkpoint in object storage
+    path: Location  # a URL for a checkpoint in object storage
     step: int
     model: BigramLM
     tokenizer: TokenizerRecord
@@ -178,27 +179,27 @@ class Checkpoint:
         return self.model.config
 
 
-def checkpoint_file(path: str | os.PathLike[str]) -> Path | str:
+def checkpoint_file(path: Location) -> Path | str:
     """The checkpoint file for ``path``, which may name the file or its directory (a URL stays a URL)."""
-    if storage.is_url(path):
+    if locations.is_url(path):
         text = os.fspath(path).rstrip("/")
-        return text if text.endswith(".safetensors") else storage.join(text, CHECKPOINT_FILE)
+        return text if text.endswith(".safetensors") else locations.join(text, CHECKPOINT_FILE)
     path = Path(path)
     return path if path.suffix == ".safetensors" else path / CHECKPOINT_FILE
 
 
-def checkpoint_exists(path: str | os.PathLike[str]) -> bool:
+def checkpoint_exists(path: Location) -> bool:
     """Whether there is a checkpoint file at ``path`` (remotely: in the committed output)."""
     file = checkpoint_file(path)
     return storage.exists(file) if isinstance(file, str) else file.exists()
 
 
-def tokenizer_beside(path: str | os.PathLike[str]) -> Path | str | None:
+def tokenizer_beside(path: Location) -> Path | str | None:
     """The tokenizer file kept beside a checkpoint (given as its file or directory), if there is one;
     remotely the committed object to read."""
     file = checkpoint_file(path)
     if isinstance(file, str):
-        beside = storage.join(file.rsplit("/", 1)[0], TOKENIZER_FILE)
+        beside = locations.join(file.rsplit("/", 1)[0], TOKENIZER_FILE)
         return stored_object(beside) if storage.exists(beside) else None
     beside = file.with_name(TOKENIZER_FILE)
     return beside if beside.is_file() else None
@@ -208,11 +209,11 @@ def stored_object(location: str) -> str:
     """Where a file named in a remote checkpoint directory (a committed output) is read: in its committed attempt
     (StorageError naming the directory when it holds no commit)."""
     directory, _, name = os.fspath(location).rpartition("/")
-    return os.fspath(storage.join(storage.committed(directory), name))
+    return os.fspath(locations.join(storage.committed(directory), name))
 
 
 def save_checkpoint(
-    path: str | os.PathLike[str],
+    path: Location,
     *,
     model: BigramLM,
     step: int,
@@ -270,7 +271,7 @@ def _save_file(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str,
         raise OSError(code, os.strerror(code), str(path)) from exc
 
 
-def read_header(path: str | os.PathLike[str]) -> CheckpointHeader:
+def read_header(path: Location) -> CheckpointHeader:
     """Read a checkpoint's header only: no tensor is loaded and torch is not imported."""
     file = checkpoint_file(path)
     if isinstance(file, str):
@@ -280,7 +281,7 @@ def read_header(path: str | os.PathLike[str]) -> CheckpointHeader:
     return _header(file, *_local_header(file))
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+def read_checkpoint(path: Location) -> Checkpoint:
     """Read a checkpoint without checking its tokenizer (use :func:`load_checkpoint`).
 
     A remote one is read in one request: header and tensors come from the same bytes."""
@@ -302,7 +303,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         raise CheckpointError(_malformed_message(header.path, exc)) from None
 
 
-def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]]) -> CheckpointHeader:
+def _header(file: Location, raw: str | None, shapes: dict[str, tuple[int, ...]]) -> CheckpointHeader:
     """The header of ``file`` from its raw lmprep metadata (a JSON text) and its tensors' shapes; the metadata
     must match its checksum."""
     if raw is None:
@@ -324,14 +325,14 @@ def _header(file: Path | str, raw: str | None, shapes: dict[str, tuple[int, ...]
         raise CheckpointError(_malformed_message(file, exc)) from None
 
 
-def _name(file: Path | str) -> str:
+def _name(file: Location) -> str:
     return file.name if isinstance(file, Path) else file.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _companion(file: Path | str, name: str) -> bytes | None:
+def _companion(file: Location, name: str) -> bytes | None:
     """The bytes of the file ``name`` beside the checkpoint ``file`` (None: there is none), read within a bound."""
     if isinstance(file, str):
-        beside: Path | str = stored_object(storage.join(file.rsplit("/", 1)[0], name))
+        beside: Location = stored_object(locations.join(file.rsplit("/", 1)[0], name))
     else:
         beside = file.with_name(name)
     try:
@@ -342,12 +343,12 @@ def _companion(file: Path | str, name: str) -> bytes | None:
         raise CheckpointError(f"checkpoint {file} is damaged: {exc}; retrain it with `lmprep run train`") from None
 
 
-def _malformed_message(file: Path | str, exc: Exception) -> str:
+def _malformed_message(file: Location, exc: Exception) -> str:
     reason = shorten(f"{type(exc).__name__}: {exc}")
     return f"checkpoint {file} has malformed metadata ({reason}); retrain it with `lmprep run train`"
 
 
-def load_checkpoint(path: str | os.PathLike[str], tokenizer: TokenizerLike) -> Checkpoint:
+def load_checkpoint(path: Location, tokenizer: TokenizerLike) -> Checkpoint:
     """Read a checkpoint and refuse it unless ``tokenizer`` is the one it was trained with."""
     checkpoint = read_checkpoint(path)
     check_tokenizer(checkpoint, tokenizer)
@@ -466,7 +467,7 @@ def _tensors_of_bytes(file: str, data: bytes) -> dict[str, torch.Tensor]:
         raise CheckpointError(_unreadable_message(file, exc, data[:4])) from None
 
 
-def _unreadable_message(file: Path | str, reason: object, head: bytes | None = None) -> str:
+def _unreadable_message(file: Location, reason: object, head: bytes | None = None) -> str:
     """Say why a file is refused, given its first bytes (read here from a local file); pickles get their own
     reason (they could run code)."""
     if head is None:

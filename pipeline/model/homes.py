@@ -34,17 +34,18 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import PipelineError
 
 
-def set_aside_path(directory: str | os.PathLike[str], tag: str) -> Path | str:
+def set_aside_path(directory: Location, tag: str) -> Path | str:
     """The first free sibling of ``directory`` among ``<name>-<tag>``, ``<name>-<tag>-2``, … (for a URL,
     the first prefix holding no object).
 
     :func:`set_aside` moves the directory there (a remote one is copied there), and ``status`` names it beforehand.
     """
-    remote = storage.is_url(directory)
+    remote = locations.is_url(directory)
     base = os.fspath(directory).rstrip("/") if remote else os.fspath(Path(directory))
     taken = storage.holds_anything if remote else os.path.exists
     candidate, number = f"{base}-{tag}", 2
@@ -53,7 +54,7 @@ def set_aside_path(directory: str | os.PathLike[str], tag: str) -> Path | str:
     return candidate if remote else Path(candidate)
 
 
-def set_aside(directory: str | os.PathLike[str], tag: str) -> Path:
+def set_aside(directory: Location, tag: str) -> Path:
     """Rename the local ``directory`` to :func:`set_aside_path` and return the new path."""
     candidate = Path(set_aside_path(directory, tag))
     os.replace(directory, candidate)
@@ -122,12 +123,12 @@ class RemoteHome(LocalHome):
 def checkpoint_home(output_dir: str) -> Iterator[LocalHome]:
     """The home of ``train.output_dir``; for a URL, a scratch copy of its committed checkpoint and partial
     checkpoint, for as long as the run lasts, and errors raised meanwhile name the URL."""
-    if not storage.is_url(output_dir):
+    if not locations.is_url(output_dir):
         yield LocalHome(Path(output_dir))
         return
     url = os.fspath(output_dir).rstrip("/")
     with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:
-        home = RemoteHome(url, Path(scratch) / storage.name_of(url))
+        home = RemoteHome(url, Path(scratch) / locations.name_of(url))
         for remote, copy in ((url, home.directory), (url + ".partial", partial_dir(home.directory))):
             if storage.exists(remote):
                 storage.download_dir(remote, copy)
@@ -144,7 +145,7 @@ def _commit_copy(directory: Path, url: str) -> None:
         storage.upload_dir(directory, attempt)
 
 
-def partial_dir(directory: str | os.PathLike[str]) -> Path:
+def partial_dir(directory: Location) -> Path:
     """Where ``train.checkpoint_every`` saves the checkpoints of a run in progress: ``<name>.partial``."""
     directory = Path(directory)
     return directory.with_name(directory.name + ".partial")

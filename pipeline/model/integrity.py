@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.engine import atomic
+from pipeline.engine.locations import Location
 from pipeline.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def tensor_checksum(tensor: torch.Tensor) -> str:
     return _sha256(head, tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy())
 
 
-def verify_metadata(file: Path | str, metadata: Mapping[str, Any]) -> dict[str, str]:
+def verify_metadata(file: Location, metadata: Mapping[str, Any]) -> dict[str, str]:
     """Check a checkpoint's parsed metadata against its checksum; return the tensors' checksums."""
     record = _record(file, metadata.get(CHECKSUMS))
     try:
@@ -66,7 +66,7 @@ def verify_metadata(file: Path | str, metadata: Mapping[str, Any]) -> dict[str, 
     return record["tensors"]
 
 
-def verify_tensors(file: Path | str, checksums: Mapping[str, str], tensors: Mapping[str, torch.Tensor]) -> None:
+def verify_tensors(file: Location, checksums: Mapping[str, str], tensors: Mapping[str, torch.Tensor]) -> None:
     """Every tensor must be one that ``checksums`` lists, with the dtype, shape and bytes it records."""
     if sorted(tensors) != sorted(checksums):
         raise CheckpointError(f"checkpoint {file} is damaged: it holds the tensors {sorted(tensors)} but its "
@@ -82,7 +82,7 @@ def companion_checksums(files: Mapping[str, bytes]) -> dict[str, str]:
     return {name: _sha256(data) for name, data in sorted(files.items())}
 
 
-def verify_companions(file: Path | str, metadata: Mapping[str, Any], read: Callable[[str], bytes | None]) -> None:
+def verify_companions(file: Location, metadata: Mapping[str, Any], read: Callable[[str], bytes | None]) -> None:
     """Each companion the metadata lists must be beside the checkpoint with its checksum; ``read(name)`` gives
     its bytes (None: missing). A checkpoint that lists none (one saved on its own) has nothing to check."""
     listed = metadata.get(COMPANIONS)
@@ -100,7 +100,7 @@ def verify_companions(file: Path | str, metadata: Mapping[str, Any], read: Calla
                                   f"{_RETRAIN}")
 
 
-def _record(file: Path | str, record: Any) -> dict[str, Any]:
+def _record(file: Location, record: Any) -> dict[str, Any]:
     if record is None:
         raise CheckpointError(f"checkpoint {file} has no checksums (its header is damaged, or an lmprep that did "
                               f"not record them wrote it), so its contents cannot be verified; {_RETRAIN}")

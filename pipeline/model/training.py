@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from pipeline.engine import atomic, storage
+from pipeline.engine.locations import Location
 from pipeline.errors import CheckpointError, ShardError, TokenizerMismatchError, TrainingError, shorten
 from pipeline.model.bigram import BigramLM, ModelConfig, padded_vocab_size, training_memory_bytes
 from pipeline.model.checkpoint import TOKENIZER_FILE, Checkpoint, TokenizerLike, save_checkpoint
@@ -64,7 +65,7 @@ def _ignore(message: str) -> None:
 class TrainSummary:
     """What a training run did, for the CLI and the benchmark."""
 
-    checkpoint: Path | str  # a URL for a remote train.output_dir
+    checkpoint: Location  # a URL for a remote train.output_dir
     start_step: int
     step: int
     tokens: int = 0
@@ -120,7 +121,7 @@ def train_checkpoint_dir(
     tokenizer: TokenizerLike,
     train_set: ShardSet,
     val_set: ShardSet | None,
-    tokenizer_file: str | os.PathLike[str] | None = None,
+    tokenizer_file: Location | None = None,
     progress: bool = False,
     notify: Notify = _ignore,
     retrain: bool = False,
@@ -195,10 +196,10 @@ def train(
     tokenizer: TokenizerLike,
     train_set: ShardSet,
     val_set: ShardSet | None,
-    output_dir: str | os.PathLike[str],
+    output_dir: Location,
     resume: Checkpoint | None = None,
-    tokenizer_file: str | os.PathLike[str] | None = None,
-    partial_dir: str | os.PathLike[str] | None = None,
+    tokenizer_file: Location | None = None,
+    partial_dir: Location | None = None,
     on_partial_saved: Callable[[Path], None] = lambda partial: None,
     run_start: int | None = None,
     progress: bool = False,

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.data import documents
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.shards.format import ShardSet
 from pipeline.tokenizer import Tokenizer
 
@@ -123,7 +123,7 @@ def prepared_figures(directory: str | os.PathLike[str], sources: int, tokenizer:
         text_bytes: Counter[int] = Counter()
         count: Counter[int] = Counter()
         for part in documents.read_parts(location, split):
-            with storage.local_copy(storage.join(location, part.file)) as path, pa.OSFile(str(path), "rb") as file:
+            with storage.local_copy(locations.join(location, part.file)) as path, pa.OSFile(str(path), "rb") as file:
                 for batch in pa.ipc.open_stream(file):
                     text, source = batch.column("text"), batch.column("source").to_numpy(zero_copy_only=False)
                     _add_histogram(histogram, source, pc.utf8_length(text).to_numpy(zero_copy_only=False))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import PipelineError, ReportError, json_error_reason
 
 MAX_JSON_BYTES = 64 << 20  # stats.json, lock.json, a manifest: far smaller on any corpus
@@ -30,7 +30,7 @@ class Missing(Exception):  # noqa: N818 (not an error: a section's reason to be 
 def output_location(directory: str) -> Path | str:
     """Where an output directory's committed files are read: the directory as given locally (messages name it as
     the user wrote it), a URL's committed attempt."""
-    if not storage.is_url(directory):
+    if not locations.is_url(directory):
         return directory
     try:
         return storage.committed(directory)

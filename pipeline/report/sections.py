@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.config import Config
 from pipeline.data import documents
-from pipeline.engine import stage_log, storage
+from pipeline.engine import locations, stage_log
 from pipeline.errors import PipelineError, ReportError, shorten
 from pipeline.report import corpus, inputs
 from pipeline.report.inputs import Missing
@@ -38,21 +38,21 @@ def gather(config: Config, stages: Sequence[str], *, origin: Callable[[str], str
     sections: dict[str, dict[str, Any]] = {name: {"missing": []} for name in SECTIONS}
     tokenizer = _tokenizer(config, sections)
     _overview(config, stages, origin, tokenizer, sections["overview"])
-    prepared_path = storage.join(config.output_path(config.prepare.output_dir), PREPARE_STATS)
+    prepared_path = locations.join(config.output_path(config.prepare.output_dir), PREPARE_STATS)
     prepared = _read(sections["sources"], lambda: inputs.read_json(
-        storage.join(inputs.output_location(config.output_path(config.prepare.output_dir)), PREPARE_STATS),
+        locations.join(inputs.output_location(config.output_path(config.prepare.output_dir)), PREPARE_STATS),
         "prepare stats", "the prepare stage", {"sources": list, "dropped": dict, "rejected": list, "splits": dict}))
-    stats, stats_path = None, storage.join(config.output_path(config.stats.output_dir or "."), STATS_FILE)
+    stats, stats_path = None, locations.join(config.output_path(config.stats.output_dir or "."), STATS_FILE)
     if config.stats.output_dir is None:
         sections["sources"]["missing"].append("no stats stage in this config (set stats.output_dir): tokens per "
                                               "source come from the shards' manifests")
     else:
         stats = _read(sections["sources"], lambda: inputs.read_json(
-            storage.join(inputs.output_location(config.output_path(config.stats.output_dir)), STATS_FILE),
+            locations.join(inputs.output_location(config.output_path(config.stats.output_dir)), STATS_FILE),
             "stats summary", "the stats stage", {"splits": dict}))
-    metrics_path = storage.join(config.output_path(config.train.output_dir), METRICS_FILE)
+    metrics_path = locations.join(config.output_path(config.train.output_dir), METRICS_FILE)
     metrics = _read(sections["training"], lambda: inputs.read_jsonl(
-        storage.join(inputs.output_location(config.output_path(config.train.output_dir)), METRICS_FILE),
+        locations.join(inputs.output_location(config.output_path(config.train.output_dir)), METRICS_FILE),
         "training metrics", "the train stage"))
     figures = _documents(config, tokenizer, sections["documents"])
     with _as_written(prepared_path):
@@ -146,18 +146,18 @@ def _documents(config: Config, tokenizer: Tokenizer | None, section: dict[str, A
     figures: dict[str, Any] = {"prepared": None, "shards": None}
     prepared = config.output_path(config.prepare.output_dir)
     location = _read(section, lambda: inputs.output_location(prepared))
-    if location is not None and inputs.exists(storage.join(location, documents.PARTS_FILE)):
+    if location is not None and inputs.exists(locations.join(location, documents.PARTS_FILE)):
         figures["prepared"] = corpus.prepared_figures(location, len(config.data.sources), tokenizer)
     elif location is not None:
-        section["missing"].append(f"{storage.join(prepared, documents.PARTS_FILE)} is missing (the prepared "
+        section["missing"].append(f"{locations.join(prepared, documents.PARTS_FILE)} is missing (the prepared "
                                   "documents: the prepare stage writes them)")
     shards = config.output_path(config.encode.output_dir)
-    present = [split for split in documents.SPLITS if inputs.exists(storage.join(shards, f"{split}.manifest.json"))]
+    present = [split for split in documents.SPLITS if inputs.exists(locations.join(shards, f"{split}.manifest.json"))]
     if present:
         figures["shards"] = corpus.shard_figures(shards, present)
     for split in documents.SPLITS:
         if split not in present:
-            section["missing"].append(f"{storage.join(shards, f'{split}.manifest.json')} is missing (the {split} "
+            section["missing"].append(f"{locations.join(shards, f'{split}.manifest.json')} is missing (the {split} "
                                       "shards: the encode stage writes them)")
     stale = {values["fingerprint"] for values in (figures["shards"] or {}).values()} - (
         {tokenizer.fingerprint} if tokenizer is not None else set())
@@ -246,23 +246,23 @@ def _dropped(config: Config, prepared: dict[str, Any] | None, section: dict[str,
     location = _read(section, lambda: inputs.output_location(config.output_path(config.prepare.output_dir)))
     if location is None:
         return
-    parts = [storage.join(location, part["file"]) for part in prepared.get("rejected", [])]
+    parts = [locations.join(location, part["file"]) for part in prepared.get("rejected", [])]
     absent = [part for part in parts if not inputs.exists(part)]
     if absent:
         section["missing"].append(f"{os.fspath(absent[0])} is missing ({len(absent):,} of {len(parts):,} rejected "
                                   "parts; the prepare stage writes them)")
         parts = [part for part in parts if part not in absent]
     sample = sample_rejected(parts, config.report.sample)
-    kept = [storage.join(location, part.file) for split in documents.SPLITS
+    kept = [locations.join(location, part.file) for split in documents.SPLITS
             for part in documents.read_parts(location, split)] if inputs.exists(
-        storage.join(location, documents.PARTS_FILE)) else []
+        locations.join(location, documents.PARTS_FILE)) else []
     attach_originals(sample, [*kept, *parts])
     names = [_source_name(config, i) for i in range(len(config.data.sources))]
     section |= sample.to_dict(names)
-    for items in section["sample"].values():  # a link to each local raw file (IDs are relative to the project root)
+    for items in section["sample"].values():  # a link to each local raw file (IDs name them from names_root)
         for item in items:
-            if not storage.is_url(item["file"]):
-                raw = Path(config.project_root, item["file"]).absolute()
+            if not locations.is_url(item["file"]):
+                raw = Path(config.names_root, item["file"]).absolute()
                 item["file_uri"] = raw.as_uri() if raw.is_file() else None
     section["recorded"] = prepared.get("dropped", {})
     section["sample_size"] = config.report.sample

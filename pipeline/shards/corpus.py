@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.data import documents
-from pipeline.engine import completion, hashing, storage
+from pipeline.engine import completion, hashing, locations, storage
 from pipeline.engine.completion import Scratch
 from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
@@ -123,7 +123,7 @@ def share_tokenizer(path: str) -> Tokenizer:
 
 def _content_identity(path: str) -> str:
     """What changes when the file's bytes change: their sha256, or a remote file's size and ETag."""
-    if storage.is_url(path):
+    if locations.is_url(path):
         return hashing.canonical_hash(storage.stamp(path))
     return hashing.sha256_file(path)
 
@@ -231,7 +231,7 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
     ``code_version`` encodes only the others, and says so through ``notify``. ``cache_bytes`` bounds
     each task's chunk cache (see :mod:`pipeline.tokenizer.encoder`).
     """
-    path = str(storage.absolute(tokenizer_path))
+    path = str(locations.absolute(tokenizer_path))
     tokenizer = share_tokenizer(path)
     _check_special_ids(tokenizer, path, bos_id=bos_id, eos_id=eos_id)
     prepared = storage.committed(prepared_dir)
@@ -245,7 +245,7 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
             stamps[split] = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
                                        vocab_size=tokenizer.vocab_size, special_ids={"bos": bos_id, "eos": eos_id},
                                        prepared_fingerprint=documents.split_fingerprint(parts))
-            jobs += [PartJob(storage.join(prepared, part.file), partial.scratch, stamps[split],
+            jobs += [PartJob(locations.join(prepared, part.file), partial.scratch, stamps[split],
                              f"{split}-{part.index:05d}", part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes,
                              cache_bytes, code_version)
                      for part in parts if part.documents]
@@ -283,7 +283,7 @@ def _gather_shards(partial: resume.PartialParts, staging: Path | str, stamp: Sha
     for prefix, manifest in parts:
         for entry in manifest.shards:
             name = shard_name(stamp.split, len(entries))
-            copies.append((partial.shard(prefix, entry.file), storage.join(staging, name)))
+            copies.append((partial.shard(prefix, entry.file), locations.join(staging, name)))
             entries.append(dataclasses.replace(entry, file=name))
     storage.copy_files(copies)
     return dataclasses.replace(join_manifests(stamp, [manifest for _, manifest in parts]), shards=tuple(entries))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.engine import atomic, hashing, storage
+from pipeline.engine import atomic, hashing, locations, storage
 from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason, shorten
 from pipeline.shards.manifest import (
     REENCODE,
@@ -143,7 +143,7 @@ class ShardWriter:
         origins = Origins.join([chunk[2] for chunk in self._pending])
         name = shard_name(self._prefix, len(self._entries))
         metadata = _shard_metadata(self.stamp, rows=len(offsets) - 1, tokens=len(values))
-        digest = _write_shard(storage.join(self.directory, name), values, offsets, origins, metadata)
+        digest = _write_shard(locations.join(self.directory, name), values, offsets, origins, metadata)
         self._entries.append(ShardEntry(file=name, rows=len(offsets) - 1, tokens=len(values), sha256=digest,
                                         sources=source_counts(origins.sources, np.diff(offsets))))
         self._pending, self._pending_tokens = [], 0
@@ -230,7 +230,7 @@ def open_shard(path: str | os.PathLike[str], data: pa.Buffer | None = None) -> S
     length or offset would otherwise make a numpy view reach past the mapping,
     and reading it kills the process with a segfault.
     """
-    path = path if storage.is_url(path) else Path(path)
+    path = path if locations.is_url(path) else Path(path)
     try:
         reader = pa.ipc.open_stream(pa.memory_map(str(path)) if data is None else pa.BufferReader(data))
         batches = list(reader)
@@ -310,13 +310,13 @@ class ShardSet:
         Shards of a URL (its committed output) are read into memory, not mapped.
         """
         manifest = read_manifest(directory, split)
-        directory = storage.committed(directory) if storage.is_url(directory) else Path(directory)
+        directory = storage.committed(directory) if locations.is_url(directory) else Path(directory)
         if tokenizer is not None:
             _check_tokenizer(manifest, tokenizer, manifest_path(directory, split))
         shards = []
         for entry in manifest.shards:
-            location = storage.join(directory, entry.file)
-            data = pa.py_buffer(storage.read_bytes(location)) if storage.is_url(location) else None
+            location = locations.join(directory, entry.file)
+            data = pa.py_buffer(storage.read_bytes(location)) if locations.is_url(location) else None
             if verify:
                 _verify_checksum(location, entry, data)
             shard = open_shard(location, data)

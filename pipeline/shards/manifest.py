@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.engine import atomic, storage
+from pipeline.engine import atomic, locations, storage
 from pipeline.errors import FileTooLargeError, ShardError, counted, describe, json_error_reason
 
 FORMAT_VERSION = 2  # 2: the source, file and document columns, and the counts per source
@@ -40,7 +40,7 @@ def shard_name(prefix: str, index: int) -> str:
 
 
 def manifest_path(directory: str | os.PathLike[str], split: str) -> Path | str:
-    return storage.join(directory, f"{split}.manifest.json")
+    return locations.join(directory, f"{split}.manifest.json")
 
 
 def has_split(directory: str | os.PathLike[str], split: str) -> bool:
@@ -223,7 +223,7 @@ def _source_counts(data: Mapping[str, Any], name: str) -> tuple[tuple[int, int, 
 
 def read_manifest(directory: str | os.PathLike[str], split: str) -> Manifest:
     """The manifest of a shard directory (for a URL, of its committed output)."""
-    path = manifest_path(storage.committed(directory) if storage.is_url(directory) else directory, split)
+    path = manifest_path(storage.committed(directory) if locations.is_url(directory) else directory, split)
     try:
         manifest = Manifest.from_dict(json.loads(storage.read_bounded(path, MAX_MANIFEST_BYTES, what="shard manifest")))
     except FileTooLargeError as exc:

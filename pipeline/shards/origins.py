@@ -92,7 +92,7 @@ _PIECE = re.compile(r"(.*?)((?: (?:bytes|row groups) \d+-(?:\d+|end))?)", re.DOT
 
 def renamed_file(document_id: str, rename: Callable[[str], str]) -> str:
     """``document_id`` with its file as ``rename`` gives it, its byte range (or row groups) and number kept:
-    IDs name files relative to ``output_root``, which a user opens from elsewhere."""
+    IDs name files relative to the config's directory, which a user opens from elsewhere."""
     piece, _, number = document_id.rpartition("#")
     file, part = _PIECE.fullmatch(piece).groups()
     return f"{rename(file)}{part}#{number}"

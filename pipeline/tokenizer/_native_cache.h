@@ -16,6 +16,20 @@ namespace lmprep_native {
 constexpr size_t CACHE_MAX_CHUNK = 256;  // longer chunks (in characters) are encoded but never kept
 constexpr size_t ENTRY_OVERHEAD = 48;    // bytes an entry costs beyond its key and IDs (its slot, load slack)
 
+// The r < 8 bytes at data as one little-endian word, zero above (what memcpy into a zeroed word gives),
+// read with two loads that may overlap instead of a call to memcpy of a variable size.
+inline uint64_t tail_word(const char *data, size_t r) {
+    const auto byte = [&](size_t i) { return uint64_t{static_cast<unsigned char>(data[i])}; };
+    if (r >= 4) {
+        uint32_t low, high;
+        std::memcpy(&low, data, 4);
+        std::memcpy(&high, data + r - 4, 4);
+        return low | (uint64_t{high} << (8 * (r - 4)));
+    }
+    if (r == 0) return 0;
+    return byte(0) | (byte(r / 2) << (8 * (r / 2))) | (byte(r - 1) << (8 * (r - 1)));
+}
+
 inline uint64_t hash_bytes(const char *data, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
     size_t i = 0;
@@ -25,9 +39,7 @@ inline uint64_t hash_bytes(const char *data, size_t n) {
         h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
         h ^= h >> 31;
     }
-    uint64_t tail = 0;
-    std::memcpy(&tail, data + i, n - i);
-    h = (h ^ tail) * 0x94D049BB133111EBull;
+    h = (h ^ tail_word(data + i, n - i)) * 0x94D049BB133111EBull;
     return h ^ (h >> 29);
 }
 
@@ -58,6 +70,11 @@ class ChunkTable {
                 return arena_.data() + slot.at;
             }
         }
+    }
+
+    // Asks for the slot where a lookup of hash starts, ahead of the lookup (a hint: any hash is fine).
+    void prefetch(uint64_t hash) const {
+        if (!slots_.empty()) __builtin_prefetch(slots_.data() + (hash & mask_));
     }
 
     void insert(uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {

@@ -35,8 +35,7 @@ struct EncoderCore {
 // chunks it merged that the encoder's cache did not hold, and where a text failed.
 struct Pass {
     std::vector<size_t> ends;
-    std::vector<char> key;  // the chunk's UTF-8 in key[0..key_length); grows, never shrinks
-    size_t key_length = 0;
+    std::vector<char> keys[2];  // the UTF-8 of a chunk and of the next (not for ASCII); grow, never shrink
     std::vector<uint32_t> ids;
     ChunkTable fresh;             // the pass's new chunks, looked up after the cache; added to it at the end
     ptrdiff_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
@@ -64,36 +63,48 @@ inline void add_new_chunks(EncoderCore *self, ChunkTable &fresh) {
     fresh.clear();
 }
 
-// The key of chunk s[start..end): its code points as UTF-8; false (with pass.surrogate_at) if the byte
-// kind meets a lone surrogate.
+// A chunk's key: its code points as UTF-8 (in place for ASCII text, else in one of the pass's buffers),
+// and the key's hash when the cache may hold it.
+struct ChunkKey {
+    const char *data;
+    size_t length;
+    bool cacheable;
+    uint64_t hash;
+};
+
+// The key of chunk s[start..end) written into buffer; false (with pass.surrogate_at) if the byte kind
+// meets a lone surrogate.
 template <typename T>
-bool chunk_key(const EncoderCore *self, const T *s, size_t start, size_t end, bool ascii, Pass &pass) {
-    if (pass.key.size() < 4 * (end - start)) pass.key.resize(4 * (end - start));
-    char *at = pass.key.data();
+bool chunk_key(const EncoderCore *self, const T *s, size_t start, size_t end, bool ascii, std::vector<char> &buffer,
+               Pass &pass, ChunkKey &key) {
+    key.cacheable = end - start <= CACHE_MAX_CHUNK;
     if (ascii) {
-        std::memcpy(at, s + start, end - start);
-        pass.key_length = end - start;
-        return true;
-    }
-    for (size_t i = start; i < end; i++) {
-        if (sizeof(T) > 1 && self->bytes_unit && is_surrogate(s[i])) {
-            pass.surrogate_at = static_cast<ptrdiff_t>(i);
-            return false;
+        key.data = reinterpret_cast<const char *>(s + start);
+        key.length = end - start;
+    } else {
+        if (buffer.size() < 4 * (end - start)) buffer.resize(4 * (end - start));
+        char *at = buffer.data();
+        for (size_t i = start; i < end; i++) {
+            if (sizeof(T) > 1 && self->bytes_unit && is_surrogate(s[i])) {
+                pass.surrogate_at = static_cast<ptrdiff_t>(i);
+                return false;
+            }
+            at = write_utf8(at, s[i]);
         }
-        at = write_utf8(at, s[i]);
+        key.data = buffer.data();
+        key.length = static_cast<size_t>(at - buffer.data());
     }
-    pass.key_length = static_cast<size_t>(at - pass.key.data());
+    key.hash = key.cacheable ? hash_bytes(key.data, key.length) : 0;
     return true;
 }
 
-// The base IDs of chunk s[start..end) (whose key is in pass.key) into pass.ids.
+// The base IDs of chunk s[start..end) (whose key is key) into pass.ids.
 template <typename T>
-void base_ids(const EncoderCore *self, const T *s, size_t start, size_t end, Pass &pass) {
+void base_ids(const EncoderCore *self, const T *s, size_t start, size_t end, const ChunkKey &key, Pass &pass) {
     pass.ids.clear();
     if (self->bytes_unit) {
-        pass.ids.resize(pass.key_length);
-        for (size_t b = 0; b < pass.key_length; b++)
-            pass.ids[b] = self->byte_ids[static_cast<unsigned char>(pass.key[b])];
+        pass.ids.resize(key.length);
+        for (size_t b = 0; b < key.length; b++) pass.ids[b] = self->byte_ids[static_cast<unsigned char>(key.data[b])];
     } else {
         for (size_t i = start; i < end; i++) {
             const auto id = self->chars->find(s[i]);
@@ -106,33 +117,50 @@ inline void append_ids(std::vector<uint32_t> &out, const uint32_t *ids, size_t l
     for (size_t k = 0; k < length; k++) out.push_back(ids[k]);  // chunks are a few IDs: no call to memmove
 }
 
+// The IDs of one chunk appended to out: from the cache, from the pass's new chunks, or merged (and kept
+// among the pass's new chunks).
+template <typename T>
+void encode_chunk(EncoderCore *self, const T *s, size_t start, size_t end, const ChunkKey &key, Pass &pass,
+                  std::vector<uint32_t> &out) {
+    size_t length;
+    const uint32_t *found = nullptr;
+    if (key.cacheable) {
+        found = self->cache->find(key.hash, key.data, key.length, &length);
+        if (!found) found = pass.fresh.find(key.hash, key.data, key.length, &length);
+    }
+    if (found) {
+        append_ids(out, found, length);
+        return;
+    }
+    base_ids(self, s, start, end, key, pass);
+    const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), *self->table);
+    append_ids(out, pass.ids.data(), merged);
+    if (key.cacheable) pass.fresh.insert(key.hash, key.data, key.length, pass.ids.data(), merged);
+}
+
 // Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
-// the byte kind meets a lone surrogate. The caller holds the cache's shared lock.
+// the byte kind meets a lone surrogate. The caller holds the cache's shared lock. On text that repeats
+// little the lookups wait on memory, so each chunk's key is hashed, and its slots asked for, one chunk
+// ahead of its lookup.
 template <typename T>
 bool encode_units(EncoderCore *self, const T *s, size_t n, bool ascii, Pass &pass, std::vector<uint32_t> &out) {
-    const MergeTable &table = *self->table;
     pass.ends.clear();
     split_ends(s, n, self->mode, pass.ends);
-    size_t start = 0;
-    for (size_t end : pass.ends) {
-        if (!chunk_key(self, s, start, end, ascii, pass)) return false;
-        const bool cacheable = end - start <= CACHE_MAX_CHUNK;
-        const uint64_t hash = cacheable ? hash_bytes(pass.key.data(), pass.key_length) : 0;
-        size_t length;
-        const uint32_t *found = nullptr;
-        if (cacheable) {
-            found = self->cache->find(hash, pass.key.data(), pass.key_length, &length);
-            if (!found) found = pass.fresh.find(hash, pass.key.data(), pass.key_length, &length);
+    const auto next_key = [&](size_t k, ChunkKey &key) {
+        if (!chunk_key(self, s, k ? pass.ends[k - 1] : 0, pass.ends[k], ascii, pass.keys[k & 1], pass, key))
+            return false;
+        if (key.cacheable) {
+            self->cache->prefetch(key.hash);
+            pass.fresh.prefetch(key.hash);
         }
-        if (found) {
-            append_ids(out, found, length);
-        } else {
-            base_ids(self, s, start, end, pass);
-            const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), table);
-            append_ids(out, pass.ids.data(), merged);
-            if (cacheable) pass.fresh.insert(hash, pass.key.data(), pass.key_length, pass.ids.data(), merged);
-        }
-        start = end;
+        return true;
+    };
+    ChunkKey key, ahead;
+    if (!pass.ends.empty() && !next_key(0, key)) return false;
+    for (size_t k = 0; k < pass.ends.size(); k++) {
+        if (k + 1 < pass.ends.size() && !next_key(k + 1, ahead)) return false;
+        encode_chunk(self, s, k ? pass.ends[k - 1] : 0, pass.ends[k], key, pass, out);
+        key = ahead;
     }
     return true;
 }

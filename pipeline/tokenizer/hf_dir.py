@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
@@ -23,8 +23,8 @@ SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 
 def companion_paths(tokenizer_path: str | os.PathLike[str]) -> tuple[str, str]:
     """The paths (or URLs) of the two files written beside ``tokenizer_path``."""
-    directory = storage.parent(tokenizer_path)
-    return str(storage.join(directory, TOKENIZER_CONFIG)), str(storage.join(directory, SPECIAL_TOKENS_MAP))
+    directory = locations.parent(tokenizer_path)
+    return str(locations.join(directory, TOKENIZER_CONFIG)), str(locations.join(directory, SPECIAL_TOKENS_MAP))
 
 
 def pad_token(*, eos_token: str | None, special_tokens: Sequence[str]) -> str | None:

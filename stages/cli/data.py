@@ -17,7 +17,7 @@ from pipeline.config import EXPORT_FORMATS, Config
 from pipeline.data.accounting import source_table, source_warnings
 from pipeline.data.documents import SPLITS, document_metadata
 from pipeline.data.prepare import STATS_FILE
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import ConfigError
 from pipeline.shards.format import ShardSet
 from pipeline.shards.origins import renamed_file
@@ -68,7 +68,7 @@ def stats_command(top: int | None, output_dir: str | None, force: bool, config: 
     for split, figures in summary["splits"].items():
         click.echo(split_table(split, figures))
         click.echo(source_shares(figures.get("sources", []), weights))
-    prepared = json.loads(storage.read_bytes(storage.join(storage.committed(config.output_path(
+    prepared = json.loads(storage.read_bytes(locations.join(storage.committed(config.output_path(
         config.prepare.output_dir)), STATS_FILE)))
     click.echo("prepared documents per source:\n" + source_table(prepared["sources"]))
     for warning in source_warnings(prepared):
@@ -120,7 +120,7 @@ def locate_command(split: str, token: int, row: bool, config: Config) -> None:
     start, end = int(shard.offsets[index]), int(shard.offsets[index + 1])
     click.echo(f"{split} {'row' if row else 'token'} {token:,}: {shard.path} row {index:,} ({end - start:,} tokens)")
     click.echo(f"source: {named}")
-    click.echo(f"document: {renamed_file(shard.document_id(index), config.output_path)}")
+    click.echo(f"document: {renamed_file(shard.document_id(index), config.here)}")
     metadata = document_metadata(config.output_path(config.prepare.output_dir), split, shard.document_id(index))
     for name, value in (metadata or {}).items():
         click.echo(f"{name}: {value}")

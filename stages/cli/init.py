@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pipeline.data.scaffold import guess_sources, write_project
-from pipeline.engine import storage
+from pipeline.engine import locations
 
 
 @click.command("init")
@@ -26,7 +26,7 @@ def init_command(directory: str, patterns: tuple[str, ...], force: bool) -> None
         click.echo(f"wrote {path}")
     for index, source in enumerate(sources):
         if source.doubt:
-            glob = storage.openable(project / source.glob)
+            glob = locations.openable(project / source.glob)
             click.echo(f"warning: data.sources[{index}] {glob}: separator {source.separator}, but {source.doubt}",
                        err=True)
     click.echo(f"check the guesses in {project / 'config.yaml'}, then run `make -C {project}` "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import io
 import os
 import signal
@@ -28,6 +29,23 @@ from stages import INTERRUPTED_MESSAGE, INTERRUPTED_STATUS, interrupted_while_lo
 
 # OSErrors that are the user's to fix (free space, a quota, a read-only disk, permissions, a name, a directory)
 USER_OS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.ENAMETOOLONG, errno.EISDIR})
+# every subcommand: its module and the click command in it, imported when the command line names it
+COMMANDS = {
+    "run": ("stages.cli.pipeline", "run"),
+    "status": ("stages.cli.pipeline", "status"),
+    "dag": ("stages.cli.pipeline", "dag"),
+    "clean": ("stages.cli.pipeline", "clean"),
+    "config": ("stages.cli.pipeline", "config_group"),
+    "tokenizer": ("stages.cli.tokenizer", "tokenizer_group"),
+    "export": ("stages.cli.data", "export_command"),
+    "stats": ("stages.cli.data", "stats_command"),
+    "locate": ("stages.cli.data", "locate_command"),
+    "report": ("stages.cli.report", "report_command"),
+    "sample": ("stages.cli.model", "sample"),
+    "check": ("stages.cli.model", "check"),
+    "stamp": ("stages.cli.model", "stamp"),
+    "init": ("stages.cli.init", "init_command"),
+}
 ARGUMENTS = "lmprep.arguments"  # ctx.meta key: the root's command line, to name the command a parser error is about
 
 
@@ -102,12 +120,28 @@ class LmprepGroup(click.Group):
     would not say that the outputs are intact).
     """
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """The command ``name``, its module imported only now: ``lmprep --version`` and each command load
+        only what they run (the stages, numpy, pyarrow and torch cost more than the whole start-up)."""
+        if name not in COMMANDS:
+            return None
+        module, attribute = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
     def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
         with one_line_usage_errors(None):
             return super().make_context(info_name, args, parent, **extra)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[ARGUMENTS] = tuple(args)
+        # the command's module is imported here, while Ctrl-C still ends the process at once (invoke puts
+        # Python's handler back): the root's options are flags, so the first other word names the command
+        named = next((arg for arg in args if not arg.startswith("-")), None)
+        if named in COMMANDS:
+            self.get_command(ctx, named)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):
@@ -160,33 +194,3 @@ def escape_undecodable_names() -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
             stream.reconfigure(errors="backslashreplace")
-
-
-from stages.cli.pipeline import clean, config_group, dag, run, status  # noqa: E402
-
-for _command in (run, status, dag, clean, config_group):
-    cli.add_command(_command)
-
-from stages.cli.tokenizer import tokenizer_group  # noqa: E402
-
-cli.add_command(tokenizer_group)
-
-from stages.cli.data import export_command, locate_command, stats_command  # noqa: E402
-
-cli.add_command(export_command)
-cli.add_command(stats_command)
-cli.add_command(locate_command)
-
-from stages.cli.report import report_command  # noqa: E402
-
-cli.add_command(report_command)
-
-from stages.cli.model import check, sample, stamp  # noqa: E402
-
-cli.add_command(sample)
-cli.add_command(check)
-cli.add_command(stamp)
-
-from stages.cli.init import init_command  # noqa: E402
-
-cli.add_command(init_command)

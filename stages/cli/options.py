@@ -57,9 +57,9 @@ def config_options(command: Command | None = None, *, optional: bool = False, wi
                 click.echo(f"using config {config_path}", err=True)
         if with_origins:
             kwargs["origins"] = origins
-        retries.configure(config.storage)
         before = retries.retried()
-        result = command(*args, config=config, **kwargs)
+        with retries.using(config.storage):
+            result = command(*args, config=config, **kwargs)
         if retried := retries.since(before):
             click.echo(f"storage: {retries.summary(retried)}", err=True)
         return result

@@ -22,9 +22,10 @@ def make_pipeline(config: Config) -> Pipeline:
     """The pipeline of ``config``, rooted in its ``output_root`` (the project root)."""
     path = config_file()
     guarded = {f"the config file {path!r}": os.path.abspath(path)} if path is not None else {}
-    runs = None if config.run_cache_dir is None else config.out(config.run_cache_dir)
+    runs = None if config.run_cache_dir is None else config.input(config.run_cache_dir)
     return Pipeline(build_stages(config), param_value=config.value, state_dir=config.out(config.state_dir),
-                    root=config.project_root, guarded=guarded, run_cache=runs, log=click.echo,
+                    root=config.project_root, guarded=guarded, run_cache=runs, names_root=config.names_root,
+                    log=click.echo,
                     log_header={"config": path or "built-in defaults", "executor.kind": config.executor.kind})
 
 

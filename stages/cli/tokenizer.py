@@ -19,7 +19,7 @@ import click
 
 from pipeline.config import Config, TokenizerConfig
 from pipeline.data.sources import SourceFile, TextDecoder, expand_arguments, read_document_pieces, read_documents
-from pipeline.engine import storage
+from pipeline.engine import locations, storage
 from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError, counted
 from pipeline.tokenizer import Tokenizer
 from pipeline.tokenizer.patterns import chunk_aligned, pattern_name, resolve_pattern
@@ -182,7 +182,7 @@ def refuse_stage_output(out: str, config: Config) -> None:
     target = _resolved(out)
     for stage, output in stage_outputs(config).items():
         owned = _resolved(output)
-        if target == owned or target.startswith(owned + "/"):
+        if locations.inside(target, owned):
             raise TokenizerError(
                 f"{out} is the output of the pipeline's '{stage}' stage; retrain it from the config with "
                 f"`lmprep run tokenizer`, write elsewhere with --out PATH, or pass --force to overwrite it")
@@ -190,7 +190,7 @@ def refuse_stage_output(out: str, config: Config) -> None:
 
 def _resolved(location: str) -> str:
     """A path with its links resolved, or a URL as written (without a trailing ``/``)."""
-    return location.rstrip("/") if storage.is_url(location) else os.path.realpath(location)
+    return location.rstrip("/") if locations.is_url(location) else os.path.realpath(location)
 
 
 @tokenizer_group.command("encode")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.config import load_config, load_config_with_origins
+from pipeline.config import load_config, load_config_with_origins, parse_config
 from pipeline.errors import ConfigError
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
@@ -123,3 +123,14 @@ def test_a_frozen_file_lmprep_wrote_is_written_out_byte_for_byte(project):
     result = run_tokenizer_stage(project, "own.json")
     assert result.exit_code == 0 and "rewritten" not in result.output, result.output
     assert (project / "out" / "tokenizer.json").read_bytes() == (project / "own.json").read_bytes()
+
+
+def test_validation_reads_no_file(project, monkeypatch):
+    """Checking a mapping does no I/O: only loading a config file reads the frozen tokenizer's settings in."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("config validation read a file")
+
+    monkeypatch.setattr(Tokenizer, "load", refuse)
+    monkeypatch.setattr("builtins.open", refuse)
+    config = parse_config({"tokenizer": {"path": str(project / "frozen.json"), "vocab_size": 1000}})
+    assert (config.tokenizer.kind, config.tokenizer.vocab_size) == ("byte", 1000)

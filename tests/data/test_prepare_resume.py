@@ -3,15 +3,18 @@ partitions (and what depends on them) and writes the same bytes as a run never i
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import ONE_A_LINE, files_under, lmprep_process, tiny_config, wait_until
 from conftest import lmprep_in_cwd as lmprep
 
 from pipeline.data import prepare
 from pipeline.errors import DataError
+from stages.cli.main import cli
 
 FAILING = 3  # the partition whose task fails
 
@@ -60,6 +63,12 @@ def reference(project) -> dict[str, bytes]:
     return files
 
 
+def kept_the_first_round_alone(project: Path, partitions: int = 12) -> bool:
+    """Whether a finished run left in the scratch only the first round's records (and their files)."""
+    records = {path.name for path in (project / "out" / "prepared.partial").glob("*.done.json")}
+    return records == {f"r0-{index:05d}.done.json" for index in range(partitions)}
+
+
 def finished(project: Path, round_: int) -> int:
     """The partitions of a round (counted from 0) whose completion record the scratch holds."""
     return len(list((project / "out" / "prepared.partial").glob(f"r{round_}-0*.done.json")))
@@ -82,7 +91,7 @@ def test_a_failed_prepare_redoes_only_the_unfinished_partitions(project, referen
     assert reused(resumed.stderr) == [*expected, (kept, 12, f" of round {round_ + 1} of 2")], resumed.stderr
     assert ("reusing the marks of exact_dedup" in resumed.stderr) == (round_ == 1)
     assert prepared(project) == reference
-    assert not (project / "out" / "prepared.partial").exists()
+    assert kept_the_first_round_alone(project)
 
 
 def test_an_edited_raw_file_redoes_its_partitions_and_every_round_after_the_dedup_step(project, monkeypatch):
@@ -114,7 +123,7 @@ def test_other_settings_reuse_nothing_and_clean_removes_the_scratch(project, mon
         assert lmprep("run", "prepare").exit_code == 2
     other = lmprep("run", "prepare", "--set", "prepare.seed=7")
     assert other.exit_code == 0, other.output
-    assert "reusing" not in other.stderr and not (project / "out" / "prepared.partial").exists()
+    assert "reusing" not in other.stderr and kept_the_first_round_alone(project)
 
 
 def test_a_damaged_work_file_is_written_again(project, reference, monkeypatch):
@@ -164,3 +173,47 @@ def test_a_forged_completion_record_is_not_reused(project, reference, monkeypatc
     assert resumed.exit_code == 0, resumed.output
     assert reused(resumed.stderr)[-1] == (kept - 1, 12, f" of round {round_ + 1} of 2"), resumed.stderr
     assert prepared(project) == reference
+
+
+@pytest.mark.parametrize("steps", [None, []], ids=["exact_dedup", "no_steps"])
+def test_a_finished_prepare_keeps_its_first_round_and_an_edit_reads_only_the_edited_files_partitions(project,
+                                                                                                     steps):
+    """With a de-duplication step the step and the round after it run again for every partition; without
+    one the unchanged partitions' parts are taken as they are. Either way, the bytes of a run from scratch."""
+    if steps is not None:
+        (project / "lmprep.yaml").write_text(tiny_config(
+            data=ONE_A_LINE, prepare={"partition_bytes": 300, "steps": steps}, tokenizer={"workers": 1},
+            encode={"shard_tokens": 50, "workers": 1}, executor={"workers": 2}, train=None))
+    rounds = " of round 1 of 2" if steps is None else None
+    assert lmprep("run", "prepare").exit_code == 0
+    assert kept_the_first_round_alone(project)
+    assert "interrupted run left" not in lmprep("status").output  # kept for the next run: no leftover
+    raw = project / "raw" / "b.txt"
+    raw.write_text(raw.read_text().replace("it is 59.", "it is fifty-nine."))
+    rerun = lmprep("run", "prepare")
+    assert rerun.exit_code == 0, rerun.output
+    [(taken, of, round_)] = reused(rerun.stderr)  # a.txt's partitions taken, b.txt's read again
+    assert 0 < taken < of == 12 and round_ == rounds, rerun.stderr
+    assert "that an earlier run finished (out/prepared.partial)" in rerun.stderr
+    edited = prepared(project)
+    assert lmprep("clean").exit_code == 0 and not (project / "out" / "prepared.partial").exists()
+    assert lmprep("run", "prepare").exit_code == 0
+    assert prepared(project) == edited
+
+
+def test_a_small_corpus_is_cut_for_every_worker_and_the_same_whatever_their_number(tiny_project, tmp_path):
+    """Three files of 1.5 MB each with the default partition_bytes (64 MB), which made them one partition on one
+    core: partitions of 2 MiB, so a task for each of a few cores, and the outputs of one worker and of two are
+    the same bytes."""
+    outputs = []
+    for workers in (1, 2):
+        root = tiny_project(tmp_path / f"w{workers}", data=ONE_A_LINE, executor={"workers": workers})
+        (root / "raw" / "a.txt").unlink()
+        for name in "abc":
+            lines = (f"{name} {i}: a line of text, {i * 7 % 1000} and {i % 13}." for i in range(37_000))
+            (root / "raw" / f"{name}.txt").write_text("\n".join(lines))
+        result = CliRunner().invoke(cli, ["run", "prepare", "--config", str(root / "lmprep.yaml")])
+        assert result.exit_code == 0, result.output
+        outputs.append(files_under(root / "out" / "prepared"))
+    parts = json.loads(outputs[0]["parts.json"])
+    assert len(parts["train"]) >= 2 and outputs[0] == outputs[1]

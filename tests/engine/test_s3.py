@@ -115,10 +115,11 @@ def test_status_on_an_unchanged_remote_corpus_reads_no_object(s3, tmp_path, monk
     corpus(s3)
     write_config(tmp_path, raw=s3.url("raw/*.jsonl.gz"))
     assert lmprep("run", "prepare").exit_code == 0
-    before = s3.counter.object_reads
+    before, heads = s3.counter.object_reads, s3.counter.counts.get(("HEAD", "object"), 0)
     result = lmprep("status")
     assert "prepare: up to date" in result.output, result.output
     assert s3.counter.object_reads == before
+    assert s3.counter.counts.get(("HEAD", "object"), 0) == heads  # the glob's listing identifies every file
 
     s3.put("raw/part-1.jsonl.gz", gz(jsonl(["changed"])))
     assert f"dependency '{s3.url('raw/part-1.jsonl.gz')}' changed" in lmprep("status").output

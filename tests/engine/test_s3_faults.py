@@ -270,6 +270,20 @@ def test_the_back_off_doubles_with_a_jitter_fixed_by_the_url():
     assert retries.delay("s3://b/other", 1, 0.5) != delays[0]
 
 
+def test_deadlines_hold_for_the_block_that_chose_them(tmp_path, monkeypatch):
+    """A command's storage settings end with it: a later command (or test) in the process starts from the
+    defaults again, and a failed command does not leave its settings behind either."""
+    defaults = retries.current()
+    with retries.using(retries.Deadlines(timeout=1.0, retries=0, backoff=0.0)):
+        assert retries.current() == retries.Deadlines(timeout=1.0, retries=0, backoff=0.0)
+        assert retries.filesystem_options("s3")["config_kwargs"]["read_timeout"] == 1.0
+    assert retries.current() == defaults
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lmprep.yaml").write_text("storage: {timeout: 2, retries: 1}\ndata: {sources: [{glob: 'none/*'}]}\n")
+    assert lmprep("run", "prepare").exit_code == 2  # no files: it fails, under its own deadlines
+    assert retries.current() == defaults
+
+
 def test_a_remote_stream_retries_a_read_at_the_same_position():
     """fsspec moves a file's position only once bytes arrive, so a failed read is made again as it was."""
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import files_under, make_project, tiny_config
 from conftest import lmprep_in_cwd as lmprep
-from conftest import make_project, tiny_config
 
 from pipeline.data.documents import iter_records
 from pipeline.shards.format import ShardSet
@@ -338,6 +338,24 @@ def test_a_variant_config_reuses_the_stages_it_shares_with_a_finished_run(projec
     assert "kept 40 documents" in off.output
 
 
+def test_a_variant_with_another_output_root_reuses_the_runs_of_the_same_inputs_byte_for_byte(project):
+    """The run cache is the project's (beside its config files) and document IDs name raw files from the config's
+    directory, as its globs do: a variant that moves every output elsewhere takes them from the run cache."""
+    (project / "variant.yaml").write_text("extends: lmprep.yaml\noutput_root: v2\n")
+    assert lmprep("run", "encode").exit_code == 0
+    variant = CliRunner().invoke(cli, ["run", "encode", "--config", "variant.yaml"])
+    assert variant.exit_code == 0, variant.output
+    for stage, place in [("prepare", "out/prepared"), ("tokenizer", "out/tokenizer.json"), ("encode", "out/shards")]:
+        assert f"'{stage}' reused from {place}: the same inputs, settings and code version ran there" in variant.output
+    assert "kept 40 documents" not in variant.output
+    fresh = CliRunner().invoke(cli, ["run", "encode", "--config", "variant.yaml", "--set", "output_root=v3",
+                                     "--set", "run_cache_dir=null"])
+    assert fresh.exit_code == 0 and "kept 40 documents" in fresh.output
+    outputs = [{name: data for name, data in files_under(root / "out").items() if ".partial" not in name}
+               for root in (project / "v2", project / "v3", project)]  # not what a run keeps for the next
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
 def test_a_damaged_checkpoint_is_set_aside_and_retrained_never_recorded_as_up_to_date(project):
     assert lmprep("run").exit_code == 0
     checkpoint = project / "out" / "ckpt" / "checkpoint.safetensors"
@@ -373,8 +391,9 @@ def test_freezing_the_tokenizer_is_one_reason_not_every_training_setting_that_we
 
 
 def test_document_ids_and_dependencies_are_printed_as_they_open_from_here(tmp_path, monkeypatch):
-    """IDs name files relative to output_root (``../../mydata/raw/a.txt#3`` from out/), which points elsewhere
-    from the project: printed, they open from the current directory; in the shards they stay as they were."""
+    """IDs name files relative to the config's directory, as its globs do (``../mydata/raw/a.txt#3``), which points
+    elsewhere from another directory: printed, they open from the current directory; in the shards they stay as
+    they were."""
     (tmp_path / "mydata").mkdir()
     make_project(tmp_path / "mydata", "")
     project = tmp_path / "project"
@@ -385,7 +404,7 @@ def test_document_ids_and_dependencies_are_printed_as_they_open_from_here(tmp_pa
     monkeypatch.chdir(project)
     assert CliRunner().invoke(cli, ["run", "encode"]).exit_code == 0
     stored = ShardSet.open(project / "out" / "run" / "data" / "shards", "train", verify=False).shards[0].document_id(0)
-    assert stored.startswith("../../../mydata/raw/a.txt#")  # as the shards hold it, relative to output_root
+    assert stored.startswith("../mydata/raw/a.txt#")  # as the shards hold it, relative to the config's directory
     raw = tmp_path / "mydata" / "raw" / "a.txt"
     located = CliRunner().invoke(cli, ["locate", "train", "0", "--row"]).output.splitlines()
     assert located[1:] == [f"source: data.sources[0] {raw.parent}/*.txt",
