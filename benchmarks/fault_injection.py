@@ -22,8 +22,9 @@ and the scheduler killed at random times of a run, a store that freezes, throttl
 
 With ``--state`` the faults are of state and input (benchmarks/state_faults.py): forged completion records,
 damaged or deleted checkpoint companions, FIFOs and links to /dev/zero among outputs and inputs, a link
-loop under ``**``, runaway settings, a duplicated config section, a hash cache holding ``[]``, and Ctrl-C
-as the command starts. (S3 behind a keep-alive endpoint is tests/engine/test_s3_keep_alive.py.)
+loop under ``**``, runaway settings (a glob of the whole file system among them), a duplicated config section,
+a hash cache holding ``[]``, a run cache inside an output through a link, a gzip bomb under an address-space
+limit, and Ctrl-C as the command starts. (S3 behind a keep-alive endpoint is tests/engine/test_s3_keep_alive.py.)
 """
 
 from __future__ import annotations
@@ -225,4 +226,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    results.run("fault_injection" + ("_cluster" if "--cluster" in sys.argv else ""), main)
+    mode = next((f"_{name}" for name in ("cluster", "state") if f"--{name}" in sys.argv), "")
+    results.run("fault_injection" + mode, main)

@@ -1,20 +1,24 @@
 """Faults of state and input rather than of processes: forged completion records, damaged checkpoint companions,
 non-regular files among inputs and outputs, link loops, runaway settings, a duplicated config section, a
-hash cache that is not one, and Ctrl-C as the command starts.
+hash cache that is not one, a glob of the whole file system, a run cache inside an output through a link, a
+gzip bomb (under an address-space limit), and Ctrl-C as the command starts.
 
     python benchmarks/fault_injection.py --state [--copies 1] [--seed 0]
 
 A reference run of the whole pipeline gives every output's hash; each case then starts from a copy of that
 project, applies its fault, runs its commands (each with a deadline of 120 s: past it, a hang) and, for
 faults lmprep should recover from, a plain ``lmprep run`` whose outputs must be the reference's (else a
-silent wrong output). Every command must exit 0, or 2 with one ``error:`` line, and print no traceback.
+silent wrong output). Every command must exit 0, or 2 with one ``error:`` line, print no traceback and not be
+killed for memory.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -42,10 +46,12 @@ state_dir: state
 DEADLINE = 120
 
 
-def command(project: Path, *args: str, timeout: float = DEADLINE) -> dict[str, object]:
+def command(project: Path, *args: str, timeout: float = DEADLINE, memory: int | None = None) -> dict[str, object]:
+    """``lmprep ARGS`` in ``project``; ``memory``: the address space each of its processes may take, in bytes."""
+    limit = None if memory is None else (lambda: resource.setrlimit(resource.RLIMIT_AS, (memory, memory)))
     process = subprocess.Popen([sys.executable, "-m", "stages", *args, "--config", "lmprep.yaml"], cwd=project,
                                env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+                               stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=limit)
     try:
         out, err = process.communicate(timeout=timeout)
         hung = False
@@ -55,8 +61,25 @@ def command(project: Path, *args: str, timeout: float = DEADLINE) -> dict[str, o
         hung = True
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     clean_exit = process.returncode == 0 or (process.returncode == 2 and len(errors) == 1)
+    killed = process.returncode == -signal.SIGKILL and not hung
     return {"args": args, "hung": hung, "returncode": process.returncode, "traceback": "Traceback" in err,
-            "clean_exit": clean_exit and not hung, "error": errors[-1] if errors else "", "stderr": err}
+            "clean_exit": clean_exit and not hung, "error": errors[-1] if errors else "", "stderr": err,
+            "memory": killed or "MemoryError" in err or "out of memory" in err}
+
+
+BOMB_MEMORY = 3 << 30  # the address space of each process of a bomb's run: a 2 GiB document held whole passed 8 GB
+
+
+def add_bomb(project: Path) -> None:
+    """A .txt.gz of 3 MB inflating to one document of 2 GiB, as a source of its own, with prepare.max_chars."""
+    (project / "raw" / "bomb").mkdir()
+    member = gzip.compress(b"bomb " * ((1 << 20) // 5), mtime=0)
+    (project / "raw" / "bomb" / "bomb.txt.gz").write_bytes(member * 2048)
+    config = (project / "lmprep.yaml").read_text().replace(
+        "prepare: {", "prepare: {max_chars: 1000000, ").replace(
+        "    - {glob: \"raw/**/*.jsonl.gz\", field: text}\n",
+        "    - {glob: \"raw/**/*.jsonl.gz\", field: text}\n    - {glob: \"raw/bomb/*.txt.gz\"}\n")
+    (project / "lmprep.yaml").write_text(config)
 
 
 def outputs(project: Path) -> dict[str, str]:
@@ -146,6 +169,13 @@ def cases() -> dict[str, tuple[Callable[[Path], object], tuple[tuple[str, ...], 
     found["prepare.partition_bytes=1"] = (lambda p: None, (("run", "--set", "prepare.partition_bytes=1"),), False)
     buckets = "prepare.steps.0.exact_dedup.buckets=65536"
     found[buckets] = (lambda p: None, (("run", "--set", buckets),), False)
+    whole_disk = "data.sources=[{glob: /**/*.txt}]"
+    found["a glob of the whole file system"] = (lambda p: None, (("status", "--set", whole_disk),
+                                                               ("run", "--set", whole_disk)), False)
+    linked = "run_cache_dir=linked/runs"
+    found["a run cache inside an output through a link"] = (lambda p: (p / "linked").symlink_to("out/prepared"), (
+        ("status", "--set", linked), ("run", "--set", linked)), True)
+    found["bomb: a .txt.gz inflating to one 2 GiB document"] = (add_bomb, (("run", "prepare"),), False)
     return found
 
 
@@ -166,7 +196,8 @@ def main(copies: int, seed: int) -> None:
             shutil.rmtree(project, ignore_errors=True)
             shutil.copytree(base, project, symlinks=True)
             fault(project)
-            ran = [command(project, *args) for args in commands]
+            memory = BOMB_MEMORY if name.startswith("bomb") else None
+            ran = [command(project, *args, memory=memory) for args in commands]
             wrong = False
             if recovers:
                 ran.append(command(project, "run"))
@@ -187,5 +218,6 @@ def main(copies: int, seed: int) -> None:
         bad["tracebacks"] += sum(r["traceback"] for r in result["ran"])
         bad["exits other than 0, 130 or 2 with one error line"] += sum(not r["clean_exit"] for r in result["ran"])
         bad["silent wrong outputs"] += result["wrong"]
+        bad["memory kills"] += sum(bool(r.get("memory")) for r in result["ran"])
     print(f"{len(results)} cases, {sum(len(r['ran']) for r in results)} commands")
     print(", ".join(f"{count} {name}" for name, count in bad.items()))

@@ -4,7 +4,8 @@
 that opens, sizes and stamps files, local or fsspec URLs), ``local_files`` (local files to refuse: FIFOs,
 devices, link loops), ``retries`` (deadlines and retries of store requests), ``store_fork`` (forked workers
 kept off the driver's event loop), ``atomic`` (temp + rename outputs), ``hashing`` (content hashes and the
-hash cache), ``runner`` (the DVC-like stage runner: staleness reasons, the run lock, early cutoff),
+hash cache), ``runner`` (the DVC-like stage runner: staleness reasons, early cutoff), ``run_lock`` (two runs never
+interleave; a read-only state dir only reads),
 ``reasons`` (its words for a changed setting), ``run_cache`` (outputs found again by what made them),
 ``stage_log`` (a stage's log file), ``progress`` (bars and progress lines), ``executor`` (partition tasks on a
 local pool or Dask), ``completion`` (records of finished tasks, for a re-run to skip them), ``dask_watch``

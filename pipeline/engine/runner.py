@@ -31,21 +31,17 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import errno
-import fcntl
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, local_files, locations, stage_log, storage
+from pipeline.engine import atomic, local_files, locations, run_lock, stage_log, storage
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.locations import Location
-from pipeline.engine.pool import keep_from_workers
 from pipeline.engine.reasons import code_version_changes, dep_changes, out_changes, param_changes
 from pipeline.engine.run_cache import RunCache
 from pipeline.errors import RunnerError, StorageError
@@ -129,11 +125,13 @@ class Pipeline:
         self._log, self._log_header = log, dict(log_header or {})
         self._upstream = _upstream_map(self.stages)
         self._cache_warned = False
+        self._unwritable: str | None = None  # why the state dir takes no file, when a run found it so
         kept = {f"the state dir {os.fspath(state_dir)!r}": self.state_dir,
                 **({f"the run cache {os.fspath(run_cache)!r}": self.root / run_cache} if run_cache is not None else {})}
         _check_homes(self.stages, self.root, kept)
-        _check_layout(self.stages, self.root, {**{label: self.root / path for label, path in (guarded or {}).items()},
-                                               **kept})
+        guarded_paths = {**{label: self.root / path for label, path in (guarded or {}).items()}, **kept}
+        _check_layout(self.stages, self.root, guarded_paths)
+        _check_linked(self.stages, self.root, guarded_paths)
 
     @property
     def owners_path(self) -> Path:
@@ -212,6 +210,9 @@ class Pipeline:
             leftover = local_files.leftover_note(self.root, stage.scratch)
             self._log(f"'{stage.name}' is up to date" + (f"; {leftover}" if leftover else ""))
             return False
+        if self._unwritable is not None:
+            raise RunnerError(f"'{stage.name}' must run ({'; '.join(reasons)}), but {self._unwritable}; make it "
+                              "writable, or run where the project can be written")
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
         self._check_deps_exist(stage, cache)
         for out in map(self._where, stage.outs):
@@ -359,29 +360,16 @@ class Pipeline:
 
     @contextlib.contextmanager
     def _exclusive(self, *, wait: bool = True) -> Iterator[None]:
-        """Hold ``{state_dir}/run.lock`` so that two runs never interleave.
+        """Hold ``{state_dir}/run.lock`` so that two runs never interleave (:func:`pipeline.engine.run_lock.held`).
 
         Staleness is decided only once the lock is held, so a run that waited
         for another one does only what that one left to do; the lock ends with this process.
+        A state dir that takes no file (read-only) lets a run find every stage up to date, and fails one that must
+        run before it starts.
         """
-        path = self.state_dir / "run.lock"
-        try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as exc:  # a directory where no file can be made (/proc/self)
-            reason = os.strerror(exc.errno).lower()
-            raise RunnerError(f"the state dir cannot hold the run lock {path}: {reason}") from None
-        try:
-            if not _try_lock(fd):
-                if not wait:
-                    raise RunnerError(_busy_message(path))
-                self._log(f"waiting for the run of {_lock_holder(path)} to finish")
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            _write_holder(fd)
-            with keep_from_workers(fd):
-                yield
-        finally:
-            os.close(fd)  # releases the lock
+        with run_lock.held(self.state_dir, wait=wait, log=self._log) as lock:
+            self._unwritable = None if lock.writable else lock.why
+            yield
 
 
 def _read_state_file(path: Path, version: int, key: str, *, if_corrupt: str) -> dict[str, Any]:
@@ -397,43 +385,6 @@ def _read_state_file(path: Path, version: int, key: str, *, if_corrupt: str) -> 
     if not isinstance(data, dict) or data.get("version") != version:
         return {}
     return data.get(key, {})
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno not in (errno.EAGAIN, errno.EACCES):
-            raise
-        return False
-    return True
-
-
-def _write_holder(fd: int) -> None:
-    """Put this process's PID and start time in the held lock file, for a waiting run to show.
-
-    Best effort: the lock is the flock, not the text, and a full disk must not stop a run.
-    """
-    text = f"{os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, text.encode("utf-8"), 0)
-
-
-def _lock_holder(path: Path) -> str:
-    """``PID 123 (started 2025-05-01 12:00:03)``, as far as the lock file says."""
-    try:
-        pid, _, started = storage.read_bounded(path, 4096, what="lock file").decode().strip().partition(" ")
-    except (OSError, StorageError, ValueError):
-        pid = started = ""
-    if not pid:
-        return "another process"
-    return f"PID {pid} (started {started})" if started else f"PID {pid}"
-
-
-def _busy_message(path: Path) -> str:
-    return (f"another lmprep run ({_lock_holder(path)}) is running in this directory; wait for it to finish "
-            f"(the lock {path} is released when that process exits)")
 
 
 def _check_homes(stages: Sequence[Stage], root: Path, state_dir: Mapping[str, Path]) -> None:
@@ -494,6 +445,22 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
                         "output as a whole, so outputs must not overlap inputs, other outputs, the state dir "
                         "or the config file"
                     )
+
+
+def _check_linked(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Path]) -> None:
+    """Refuse an output that overlaps a guarded path once symbolic links are followed (a run cache under a link
+    to the prepared data was written into it, so prepare found its output modified on every run). Only the
+    guarded paths and the outputs are resolved: a few paths, where the inputs are every raw file."""
+    real = {label: os.path.realpath(path) for label, path in guarded.items() if not locations.is_url(path)}
+    for stage in stages:
+        for out in (out for out in stage.outs if not locations.is_url(out)):
+            output = os.path.realpath(root / out)
+            for label, path in real.items():
+                relation = _overlap(output, path, inside_counts=True)
+                if relation:
+                    raise RunnerError(f"{_describe(stage, out)} {relation} {label}, which is {path} once links "
+                                      "are followed; lmprep replaces an output as a whole, so outputs must not "
+                                      "overlap the state dir, the run cache or the config file")
 
 
 def _place(kind: str, stage: Stage | None, name: str) -> str:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import lmprep_in_cwd
 
 from pipeline.engine import atomic
 from pipeline.engine.runner import Pipeline, Stage
@@ -115,3 +116,21 @@ def test_entries_are_keyed_without_where_the_outputs_are(project):
     project.pipeline("b").run()
     assert sorted((project.root / "runs").rglob("*.json")) == entries  # the same keys, one more place each
     assert all(len(json.loads(entry.read_text())["places"]) == 2 for entry in entries)
+
+
+@pytest.mark.parametrize("run_cache, relation", [("out/prepared/runs", "contains the run cache 'out/prepared/runs'"),
+                                                 ("linked/runs", "contains the run cache 'linked/runs', which is "
+                                                                 "{root}/out/prepared/runs once links are followed")])
+def test_a_run_cache_inside_an_output_is_refused_in_one_line(tiny_project, tmp_path, run_cache, relation):
+    """A run cache under a link to the prepared data was accepted; prepare then ran on every run, since the run
+    cache's record changed its output."""
+    tiny_project()
+    (tmp_path / "out" / "prepared").mkdir(parents=True)
+    (tmp_path / "linked").symlink_to("out/prepared")
+    for command in ("status", "run"):
+        result = lmprep_in_cwd(command, "--set", f"run_cache_dir={run_cache}")
+        assert result.exit_code == 2, result.output
+        assert result.output.splitlines()[-1].startswith(
+            f"error: prepare.output_dir 'out/prepared' {relation.format(root=tmp_path.resolve())}; lmprep replaces "
+            "an output as a whole"), result.output
+    assert not (tmp_path / "out" / "prepared" / "runs").exists()
