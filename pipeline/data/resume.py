@@ -74,7 +74,6 @@ class PrepareRecords:
     def __init__(self, output_dir: str | os.PathLike[str], settings: PrepareConfig, code_version: int,
                  inputs: Sequence[list[Any]], notify: Callable[[str], None], rounds: int,
                  files: Sequence[str] = ()):
-        refuse_tiny_partitions(len(inputs), settings.partition_bytes)
         self.scratch = Scratch.of(output_dir)
         self.scratch.check_place()
         self._base = completion.job_identity("prepare", code_version, dataclasses.asdict(settings),
