@@ -177,11 +177,8 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
     scopes or metadata). The tasks an interrupted call with the same files, settings and ``code_version``
     finished are taken, not run again, and ``notify`` says so.
     """
-    # refused from the bytes before the files are cut (4 MB at partition_bytes=1 made 4 million pieces, 20 s and
-    # 1.9 GB), and from the partitions before each is named and recorded (many small files are a partition each)
-    refuse_tiny_partitions(sum(file.size() for file in files) // settings.partition_bytes, settings.partition_bytes)
     partitions = plan_partitions(files, settings.partition_bytes)
-    refuse_tiny_partitions(len(partitions), settings.partition_bytes)
+    refuse_tiny_partitions(len(partitions), settings.partition_bytes)  # before each is named and recorded
     jobs = [Job(_absolute(partition), tuple(_piece_name(piece, names_root) for piece in partition.pieces))
             for partition in partitions]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
