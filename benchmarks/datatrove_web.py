@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import re
 import resource
 import tempfile
 import time
@@ -37,7 +36,7 @@ from datatrove.pipeline.formatters import PIIFormatter
 from datatrove.pipeline.readers import WarcReader
 from datatrove.utils.word_tokenizers import WordTokenizer
 
-SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
+from pipeline.data.quality import SENTENCE_END
 
 
 class Whitespace(WordTokenizer):

@@ -37,6 +37,7 @@ from pipeline.data import record
 from pipeline.data.cleaning import clean_text
 from pipeline.data.quality import (
     C4,
+    SENTENCE_END,
     C4Step,
     FineWeb,
     FineWebStep,
@@ -52,7 +53,6 @@ PIECE_CHARS = (600, 2400)
 DOCUMENTS = 3000
 BULLETS = ("•", "●", "◦", "‣", "⁃", "▪", "▫", "-", "*", "·", "–")  # lmprep's bullet points
 TERMINAL = (".", "!", "?", '"', "”")  # lmprep's terminal punctuation: C4's code's, and the closing ”
-SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
 
 
 def pieces(text: str) -> list[str]:
