@@ -639,7 +639,11 @@ PyObject *native_split(PyObject *, PyObject *args) {
     if (!PyArg_ParseTuple(args, "iU", &mode, &text)) return nullptr;
     if (!check_mode(mode)) return nullptr;
     std::vector<size_t> ends;
-    if (!with_gil("split", [&] { view_of(text).split(mode, ends); })) return nullptr;
+    if (!with_gil("split", [&] {
+            Splitter splitter;
+            view_of(text).split(mode, splitter, ends);
+        }))
+        return nullptr;
     PyObject *chunks = PyList_New(static_cast<Py_ssize_t>(ends.size()));
     if (!chunks) return nullptr;
     size_t start = 0;

@@ -30,18 +30,53 @@ inline uint64_t tail_word(const char *data, size_t r) {
     return byte(0) | (byte(r / 2) << (8 * (r / 2))) | (byte(r - 1) << (8 * (r - 1)));
 }
 
-inline uint64_t hash_bytes(const char *data, size_t n) {
+inline uint64_t load_word(const char *data) {
+    uint64_t word;
+    std::memcpy(&word, data, 8);
+    return word;
+}
+
+// The first 8 bytes of a key, zero-padded: what a cache slot holds of it (and, for a short key, all).
+inline uint64_t prefix_of(const char *key, size_t key_length) {
+    return key_length >= 8 ? load_word(key) : tail_word(key, key_length);
+}
+
+// As prefix_of, for a key of 1 to 8 bytes that at least 8 - key_length readable bytes precede (from
+// `readable` on): one load ending where the key ends, shifted, in place of two loads that depend on the
+// length's branches.
+inline uint64_t prefix_after(const char *readable, const char *key, size_t key_length) {
+    if (key_length >= 8) return load_word(key);
+    if (key + key_length < readable + 8) return tail_word(key, key_length);
+    return load_word(key + key_length - 8) >> (8 * (8 - key_length));
+}
+
+// The hash of a key whose prefix is given (the one hash of keys: the cache's, its growth's and the
+// chunk counter's).
+inline uint64_t hash_key(uint64_t prefix, const char *data, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t word;
-        std::memcpy(&word, data + i, 8);
-        h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+    if (n >= 8) {
+        h = (h ^ prefix) * 0xBF58476D1CE4E5B9ull;
         h ^= h >> 31;
+        for (i = 8; i + 8 <= n; i += 8) {
+            h = (h ^ load_word(data + i)) * 0xBF58476D1CE4E5B9ull;
+            h ^= h >> 31;
+        }
+        prefix = tail_word(data + i, n - i);
     }
-    h = (h ^ tail_word(data + i, n - i)) * 0x94D049BB133111EBull;
+    h = (h ^ prefix) * 0x94D049BB133111EBull;
     return h ^ (h >> 29);
 }
+
+inline uint64_t hash_bytes(const char *data, size_t n) { return hash_key(prefix_of(data, n), data, n); }
+
+// A chunk's key as the cache compares it: its bytes, its prefix and its hash, computed once.
+struct Key {
+    const char *data;
+    size_t length;
+    uint64_t prefix;
+    uint64_t hash;
+};
 
 // chunk (its code points as UTF-8, surrogates written like any other code point) -> its IDs.
 // Bounded in bytes as encoder.PythonEncoder is (encoder.py): an entry that would take the total past max_bytes empties
@@ -57,17 +92,17 @@ class ChunkTable {
     size_t nbytes = 0;
     size_t count = 0;
 
-    // The IDs of the chunk, or nullptr; *length gets how many.
-    const uint32_t *find(uint64_t hash, const char *key, size_t key_length, size_t *length) const {
+    // The IDs of the chunk, or nullptr; *length gets how many. They stay where they are until the table
+    // changes.
+    const uint32_t *find(const Key &key, size_t *length) const {
         if (slots_.empty()) return nullptr;
-        const uint64_t prefix = prefix_of(key, key_length);
-        for (size_t at = hash & mask_;; at = (at + 1) & mask_) {
+        for (size_t at = key.hash & mask_;; at = (at + 1) & mask_) {
             const Slot &slot = slots_[at];
             if (slot.key_length == 0) return nullptr;
-            if (slot.prefix == prefix && slot.key_length == key_length &&
-                (key_length <= PREFIX || std::memcmp(rest_of(slot), key + PREFIX, key_length - PREFIX) == 0)) {
+            if (slot.prefix == key.prefix && slot.key_length == key.length &&
+                (key.length <= PREFIX || std::memcmp(rest_of(slot), key.data + PREFIX, key.length - PREFIX) == 0)) {
                 *length = slot.ids_length;
-                return arena_.data() + slot.at;
+                return ids_of(slot);
             }
         }
     }
@@ -77,21 +112,25 @@ class ChunkTable {
         if (!slots_.empty()) __builtin_prefetch(slots_.data() + (hash & mask_));
     }
 
-    void insert(uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {
-        const size_t entry = key_length + 4 * length + ENTRY_OVERHEAD;
-        if (key_length == 0 || key_length > UINT16_MAX || length > UINT16_MAX) return;  // not kept
-        const size_t words = length + (rest_length(key_length) + 3) / 4;
+    void insert(const Key &key, const uint32_t *ids, size_t length) {
+        const size_t entry = key.length + 4 * length + ENTRY_OVERHEAD;
+        if (key.length == 0 || key.length > UINT16_MAX || length > UINT16_MAX) return;  // not kept
+        const size_t words = inline_id(key.length, length) ? 0 : length + (rest_length(key.length) + 3) / 4;
         if (nbytes + entry > max_bytes || arena_.size() + words > UINT32_MAX) clear();
         if (entry > max_bytes) return;
         if (2 * (count + 1) > slots_.size()) grow();
-        size_t at = hash & mask_;
+        size_t at = key.hash & mask_;
         while (slots_[at].key_length != 0) at = (at + 1) & mask_;
-        slots_[at] = Slot{prefix_of(key, key_length), static_cast<uint32_t>(arena_.size()),
-                          static_cast<uint16_t>(key_length), static_cast<uint16_t>(length)};
-        arena_.insert(arena_.end(), ids, ids + length);
-        arena_.resize(arena_.size() + words - length);
-        if (key_length > PREFIX)
-            std::memcpy(arena_.data() + slots_[at].at + length, key + PREFIX, key_length - PREFIX);
+        Slot &slot = slots_[at];
+        slot = Slot{key.prefix, static_cast<uint32_t>(arena_.size()), static_cast<uint16_t>(key.length),
+                    static_cast<uint16_t>(length)};
+        if (words == 0) {
+            slot.at = ids[0];
+        } else {
+            arena_.insert(arena_.end(), ids, ids + length);
+            arena_.resize(arena_.size() + words - length);
+            if (key.length > PREFIX) std::memcpy(arena_.data() + slot.at + length, key.data + PREFIX, key.length - PREFIX);
+        }
         nbytes += entry;
         count++;
     }
@@ -107,14 +146,15 @@ class ChunkTable {
         if (nbytes > max_bytes) clear();
     }
 
-    // Calls visit(hash, key, key_length, ids, length) for each entry.
+    // Calls visit(key, ids, length) for each entry.
     template <typename Visit>
     void each(Visit &&visit) const {
-        char key[UINT16_MAX];
+        char bytes[UINT16_MAX];
         for (const Slot &slot : slots_)
             if (slot.key_length != 0) {
-                const size_t key_length = key_of(slot, key);
-                visit(hash_bytes(key, key_length), key, key_length, arena_.data() + slot.at, size_t{slot.ids_length});
+                const size_t key_length = key_of(slot, bytes);
+                visit(Key{bytes, key_length, slot.prefix, hash_key(slot.prefix, bytes, key_length)}, ids_of(slot),
+                      size_t{slot.ids_length});
             }
     }
 
@@ -129,19 +169,15 @@ class ChunkTable {
     static constexpr size_t PREFIX = 8;  // bytes of the key held in its slot
     struct Slot {
         uint64_t prefix;      // the key's first 8 bytes, zero-padded
-        uint32_t at;          // its IDs in the arena, then the key's bytes past the prefix
+        uint32_t at;          // its IDs in the arena, then the key's bytes past the prefix; or its one ID
         uint16_t key_length;  // 0: an empty slot (no chunk is empty)
         uint16_t ids_length;
     };
 
-    static uint64_t prefix_of(const char *key, size_t key_length) {
-        uint64_t prefix = 0;
-        if (key_length >= PREFIX) {
-            std::memcpy(&prefix, key, PREFIX);
-        } else {
-            for (size_t i = 0; i < key_length; i++) prefix |= uint64_t{static_cast<unsigned char>(key[i])} << (8 * i);
-        }
-        return prefix;
+    // Most chunks are one ID and a few bytes: the slot holds them whole, and a hit reads nothing else.
+    static bool inline_id(size_t key_length, size_t ids_length) { return ids_length == 1 && key_length <= PREFIX; }
+    const uint32_t *ids_of(const Slot &slot) const {
+        return inline_id(slot.key_length, slot.ids_length) ? &slot.at : arena_.data() + slot.at;
     }
     static size_t rest_length(size_t key_length) { return key_length > PREFIX ? key_length - PREFIX : 0; }
     const char *rest_of(const Slot &slot) const {
@@ -153,7 +189,7 @@ class ChunkTable {
         } else {
             for (size_t i = 0; i < slot.key_length; i++) key[i] = static_cast<char>(slot.prefix >> (8 * i));
         }
-        std::memcpy(key + std::min<size_t>(slot.key_length, PREFIX), rest_of(slot), rest_length(slot.key_length));
+        if (slot.key_length > PREFIX) std::memcpy(key + PREFIX, rest_of(slot), slot.key_length - PREFIX);
         return slot.key_length;
     }
 
@@ -164,7 +200,7 @@ class ChunkTable {
         char key[UINT16_MAX];
         for (const Slot &slot : old) {
             if (slot.key_length == 0) continue;
-            size_t at = hash_bytes(key, key_of(slot, key)) & mask_;
+            size_t at = hash_key(slot.prefix, key, key_of(slot, key)) & mask_;
             while (slots_[at].key_length != 0) at = (at + 1) & mask_;
             slots_[at] = slot;
         }

@@ -31,11 +31,14 @@ struct EncoderCore {
     std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
 };
 
+constexpr size_t KEYS_AHEAD = 8;  // chunks whose keys are made before their lookup (see encode_units)
+
 // What one encoding pass (one thread's share of a call) needs besides the encoder: reusable buffers, the
 // chunks it merged that the encoder's cache did not hold, and where a text failed.
 struct Pass {
+    Splitter splitter;
     std::vector<size_t> ends;
-    std::vector<char> keys[2];  // the UTF-8 of a chunk and of the next (not for ASCII); grow, never shrink
+    std::vector<char> keys[KEYS_AHEAD];  // the UTF-8 of the chunks ahead (not for ASCII); grow, never shrink
     std::vector<uint32_t> ids;
     ChunkTable fresh;             // the pass's new chunks, looked up after the cache; added to it at the end
     ptrdiff_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
@@ -52,10 +55,9 @@ inline void add_new_chunks(EncoderCore *self, ChunkTable &fresh) {
         return;
     }
     try {
-        fresh.each([&](uint64_t hash, const char *key, size_t key_length, const uint32_t *ids, size_t length) {
+        fresh.each([&](const Key &key, const uint32_t *ids, size_t length) {
             size_t held;
-            if (!self->cache->find(hash, key, key_length, &held))  // another call may have added it meanwhile
-                self->cache->insert(hash, key, key_length, ids, length);
+            if (!self->cache->find(key, &held)) self->cache->insert(key, ids, length);  // or another call added it
         });
     } catch (const std::bad_alloc &) {
         self->cache->clear();
@@ -64,13 +66,12 @@ inline void add_new_chunks(EncoderCore *self, ChunkTable &fresh) {
 }
 
 // A chunk's key: its code points as UTF-8 (in place for ASCII text, else in one of the pass's buffers),
-// and the key's hash when the cache may hold it.
-struct ChunkKey {
-    const char *data;
-    size_t length;
+// with its prefix and hash when the cache may hold it.
+struct ChunkKey : Key {
     bool cacheable;
-    uint64_t hash;
 };
+
+constexpr size_t KEY_MARGIN = 8;  // bytes before a key written into a buffer: prefix_after may read them
 
 // The key of chunk s[start..end) written into buffer; false (with pass.surrogate_at) if the byte kind
 // meets a lone surrogate.
@@ -78,12 +79,15 @@ template <typename T>
 bool chunk_key(const EncoderCore *self, const T *s, size_t start, size_t end, bool ascii, std::vector<char> &buffer,
                Pass &pass, ChunkKey &key) {
     key.cacheable = end - start <= CACHE_MAX_CHUNK;
+    const char *readable;
     if (ascii) {
-        key.data = reinterpret_cast<const char *>(s + start);
+        readable = reinterpret_cast<const char *>(s);
+        key.data = readable + start;
         key.length = end - start;
     } else {
-        if (buffer.size() < 4 * (end - start)) buffer.resize(4 * (end - start));
-        char *at = buffer.data();
+        if (buffer.size() < KEY_MARGIN + 4 * (end - start)) buffer.resize(KEY_MARGIN + 4 * (end - start));
+        readable = buffer.data();
+        char *at = buffer.data() + KEY_MARGIN;
         for (size_t i = start; i < end; i++) {
             if (sizeof(T) > 1 && self->bytes_unit && is_surrogate(s[i])) {
                 pass.surrogate_at = static_cast<ptrdiff_t>(i);
@@ -91,10 +95,13 @@ bool chunk_key(const EncoderCore *self, const T *s, size_t start, size_t end, bo
             }
             at = write_utf8(at, s[i]);
         }
-        key.data = buffer.data();
-        key.length = static_cast<size_t>(at - buffer.data());
+        key.data = buffer.data() + KEY_MARGIN;
+        key.length = static_cast<size_t>(at - key.data);
     }
-    key.hash = key.cacheable ? hash_bytes(key.data, key.length) : 0;
+    if (key.cacheable) {
+        key.prefix = prefix_after(readable, key.data, key.length);
+        key.hash = hash_key(key.prefix, key.data, key.length);
+    }
     return true;
 }
 
@@ -125,8 +132,8 @@ void encode_chunk(EncoderCore *self, const T *s, size_t start, size_t end, const
     size_t length;
     const uint32_t *found = nullptr;
     if (key.cacheable) {
-        found = self->cache->find(key.hash, key.data, key.length, &length);
-        if (!found) found = pass.fresh.find(key.hash, key.data, key.length, &length);
+        found = self->cache->find(key, &length);
+        if (!found) found = pass.fresh.find(key, &length);
     }
     if (found) {
         append_ids(out, found, length);
@@ -135,32 +142,34 @@ void encode_chunk(EncoderCore *self, const T *s, size_t start, size_t end, const
     base_ids(self, s, start, end, key, pass);
     const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), *self->table);
     append_ids(out, pass.ids.data(), merged);
-    if (key.cacheable) pass.fresh.insert(key.hash, key.data, key.length, pass.ids.data(), merged);
+    if (key.cacheable) pass.fresh.insert(key, pass.ids.data(), merged);
 }
 
 // Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
 // the byte kind meets a lone surrogate. The caller holds the cache's shared lock. On text that repeats
-// little the lookups wait on memory, so each chunk's key is hashed, and its slots asked for, one chunk
-// ahead of its lookup.
+// little the lookups wait on memory, so each chunk's key is hashed, and its slots asked for, KEYS_AHEAD
+// chunks ahead of its lookup: one chunk's work is shorter than a load from memory.
 template <typename T>
 bool encode_units(EncoderCore *self, const T *s, size_t n, bool ascii, Pass &pass, std::vector<uint32_t> &out) {
     pass.ends.clear();
-    split_ends(s, n, self->mode, pass.ends);
-    const auto next_key = [&](size_t k, ChunkKey &key) {
-        if (!chunk_key(self, s, k ? pass.ends[k - 1] : 0, pass.ends[k], ascii, pass.keys[k & 1], pass, key))
-            return false;
+    pass.splitter.split(s, n, self->mode, pass.ends);
+    const size_t chunks = pass.ends.size();
+    const auto start = [&](size_t k) { return k ? pass.ends[k - 1] : 0; };
+    ChunkKey keys[KEYS_AHEAD];  // chunk k's in keys[k % KEYS_AHEAD]
+    const auto next_key = [&](size_t k) {
+        ChunkKey &key = keys[k % KEYS_AHEAD];
+        if (!chunk_key(self, s, start(k), pass.ends[k], ascii, pass.keys[k % KEYS_AHEAD], pass, key)) return false;
         if (key.cacheable) {
             self->cache->prefetch(key.hash);
             pass.fresh.prefetch(key.hash);
         }
         return true;
     };
-    ChunkKey key, ahead;
-    if (!pass.ends.empty() && !next_key(0, key)) return false;
-    for (size_t k = 0; k < pass.ends.size(); k++) {
-        if (k + 1 < pass.ends.size() && !next_key(k + 1, ahead)) return false;
-        encode_chunk(self, s, k ? pass.ends[k - 1] : 0, pass.ends[k], key, pass, out);
-        key = ahead;
+    for (size_t k = 0; k < std::min(chunks, KEYS_AHEAD); k++)
+        if (!next_key(k)) return false;
+    for (size_t k = 0; k < chunks; k++) {
+        encode_chunk(self, s, start(k), pass.ends[k], keys[k % KEYS_AHEAD], pass, out);
+        if (k + KEYS_AHEAD < chunks && !next_key(k + KEYS_AHEAD)) return false;
     }
     return true;
 }

@@ -8,13 +8,18 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include "_unicode_tables.h"
 
 namespace lmprep_native {
 
 // ---- character classes (from _unicode_tables.h, generated from the regex module) ----------------------
 
-enum : uint8_t { LETTER = 1, NUMBER = 2, SPACE = 4 };
+// A character's class byte: LETTER, NUMBER and SPACE as the tables say, NEWLINE for \r and \n, OTHER for
+// [^\s\p{L}\p{N}] (none of the three).
+enum : uint8_t { LETTER = 1, NUMBER = 2, SPACE = 4, NEWLINE = 8, OTHER = 16 };
 constexpr uint32_t CODE_POINTS = 0x110000;
 constexpr int BLOCK_BITS = 8;
 constexpr uint32_t BLOCK = 1u << BLOCK_BITS;
@@ -22,7 +27,7 @@ constexpr uint32_t BLOCK = 1u << BLOCK_BITS;
 inline uint16_t block_of[CODE_POINTS >> BLOCK_BITS];  // code point >> 8 -> index of its block of classes
 inline std::vector<uint8_t> blocks;                  // distinct blocks of 256 classes, one after another
 constexpr uint32_t BMP = 0x10000;
-inline uint8_t bmp_classes[BMP];  // the classes of the Basic Multilingual Plane, one load each (64 KB)
+inline uint8_t bmp_class_bytes[BMP];  // the class bytes of the Basic Multilingual Plane, one load each (64 KB)
 
 inline void build_class_table() {
     std::vector<uint8_t> classes(CODE_POINTS, 0);
@@ -43,11 +48,13 @@ inline void build_class_table() {
         }
         block_of[b] = found->second;
     }
-    std::copy(classes.begin(), classes.begin() + BMP, bmp_classes);
+    for (uint32_t c = 0; c < BMP; c++)
+        bmp_class_bytes[c] = static_cast<uint8_t>(classes[c] | (c == '\r' || c == '\n' ? NEWLINE : 0) |
+                                                  (classes[c] == 0 ? OTHER : 0));
 }
 
 inline uint8_t class_of(uint32_t c) {
-    if (c < BMP) return bmp_classes[c];
+    if (c < BMP) return bmp_class_bytes[c] & (LETTER | NUMBER | SPACE);
     if (c >= CODE_POINTS) return 0;
     return blocks[(static_cast<size_t>(block_of[c >> BLOCK_BITS]) << BLOCK_BITS) | (c & (BLOCK - 1))];
 }
@@ -63,84 +70,6 @@ inline bool folds_to(uint32_t c, const uint32_t *folded) {
     return false;
 }
 
-// ---- the pre-tokenizers: where the chunk starting at i ends, exactly as regex's findall cuts --------
-
-// GPT-4: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
-template <typename T>
-size_t gpt4_end(const T *s, size_t i, size_t n) {
-    const uint32_t c = s[i];
-    if (c == '\'' && i + 1 < n) {
-        const uint32_t d = s[i + 1];
-        if (folds_to(d, FOLDED_S) || folds_to(d, FOLDED_D) || folds_to(d, FOLDED_M) || folds_to(d, FOLDED_T))
-            return i + 2;
-        if (i + 2 < n) {
-            const uint32_t e = s[i + 2];
-            if ((folds_to(d, FOLDED_L) && folds_to(e, FOLDED_L)) || (folds_to(d, FOLDED_V) && folds_to(e, FOLDED_E)) ||
-                (folds_to(d, FOLDED_R) && folds_to(e, FOLDED_E)))
-                return i + 3;
-        }
-    }
-    const uint8_t k = class_of(c);
-    size_t j = (!is_newline(c) && !(k & (LETTER | NUMBER))) ? i + 1 : i;  // [^\r\n\p{L}\p{N}]?+
-    if (j < n && is_letter(s[j])) {
-        while (++j < n && is_letter(s[j])) {}
-        return j;
-    }
-    if (k & NUMBER) {
-        j = i + 1;
-        while (j < n && j < i + 3 && is_number(s[j])) j++;
-        return j;
-    }
-    j = c == ' ' ? i + 1 : i;
-    if (j < n && is_other(s[j])) {
-        while (++j < n && is_other(s[j])) {}
-        while (j < n && is_newline(s[j])) j++;
-        return j;
-    }
-    // c is white space (every other character matched above)
-    j = i + 1;
-    while (j < n && is_space(s[j])) j++;
-    for (size_t end = j; end > i; end--)
-        if (is_newline(s[end - 1])) return end;  // \s*[\r\n]
-    if (j == n || j - 1 == i) return j;           // \s+(?!\S) at the end of the text, or \s+ of one character
-    return j - 1;                                  // \s+(?!\S): the run but its last space
-}
-
-// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-template <typename T>
-size_t gpt2_end(const T *s, size_t i, size_t n) {
-    const uint32_t c = s[i];
-    if (c == '\'' && i + 1 < n) {
-        const uint32_t d = s[i + 1];
-        if (d == 's' || d == 't' || d == 'm' || d == 'd') return i + 2;
-        if (i + 2 < n) {
-            const uint32_t e = s[i + 2];
-            if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l')) return i + 3;
-        }
-    }
-    size_t j = c == ' ' ? i + 1 : i;
-    if (j < n) {
-        const uint8_t k = class_of(s[j]);
-        if (!(k & SPACE)) {  // a run of letters, of numbers or of other characters
-            while (++j < n && class_of(s[j]) == k) {}
-            return j;
-        }
-    }
-    j = i + 1;
-    while (j < n && is_space(s[j])) j++;
-    if (j == n || j - 1 == i) return j;
-    return j - 1;
-}
-
-// The word kind's: \p{White_Space}+|\P{White_Space}+
-template <typename T>
-size_t word_end(const T *s, size_t i, size_t n) {
-    const bool space = is_space(s[i]);
-    size_t j = i + 1;
-    while (j < n && is_space(s[j]) == space) j++;
-    return j;
-}
-
 // The split modes, defined here once: Python reads them by name from _native.SPLIT_MODES.
 enum Mode : int { GPT4 = 0, GPT2 = 1, WORD = 2, WHOLE = 3 };  // WHOLE: no pre-split (pattern none)
 
@@ -152,19 +81,175 @@ constexpr ModeName MODE_NAMES[] = {{"gpt4", GPT4}, {"gpt2", GPT2}, {"word", WORD
 
 inline bool valid_mode(int mode) { return mode >= GPT4 && mode <= WHOLE; }
 
+// ---- the pre-tokenizers: where each chunk ends, exactly as regex's findall cuts ----------------------
+//
+// A scalar loop over the characters of a chunk mispredicts where each run of letters, digits or spaces
+// ends, once a chunk, which costs more than the rest of the split on text whose chunks are a few
+// characters long. So the split first turns the text into bit masks, 64 characters a word, one mask per
+// class (letter, number, space, newline, other), and finds where a run ends with one count of trailing
+// zeros; only the choice between the pattern's alternatives is left to branches.
+
+// The class byte of a code unit.
 template <typename T>
-void split_ends(const T *s, size_t n, int mode, std::vector<size_t> &ends) {
-    size_t i = 0;
-    while (i < n) {
-        switch (mode) {
-            case GPT4: i = gpt4_end(s, i, n); break;
-            case GPT2: i = gpt2_end(s, i, n); break;
-            case WORD: i = word_end(s, i, n); break;
-            default: i = n;
-        }
-        ends.push_back(i);
-    }
+inline uint8_t class_byte_of(T c) {
+    if (sizeof(T) <= 2 || c < BMP) return bmp_class_bytes[c];
+    const uint8_t k = class_of(c);
+    return static_cast<uint8_t>(k ? k : OTHER);  // no newline lies past the BMP
 }
+
+// The masks of 64 consecutive characters: bit k of a mask is character k's class. Past the text's end
+// every bit is clear, so that a run always ends there.
+struct ClassWord {
+    uint64_t letter, number, space, newline, other, not_space;
+};
+
+// Pack the class bytes of 64 characters into their masks.
+inline ClassWord pack_classes(const uint8_t (&classes)[64]) {
+    ClassWord word{};
+#if defined(__SSE2__)
+    for (int part = 0; part < 4; part++) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(classes + 16 * part));
+        const auto bit = [&](int shift) {  // each byte's class bit (7 - shift) moved to its top, then gathered
+            return uint64_t{static_cast<uint16_t>(_mm_movemask_epi8(_mm_slli_epi16(v, shift)))} << (16 * part);
+        };
+        word.letter |= bit(7);
+        word.number |= bit(6);
+        word.space |= bit(5);
+        word.newline |= bit(4);
+        word.other |= bit(3);
+    }
+    word.not_space = word.letter | word.number | word.other;  // past the end, not in it either
+#else
+    for (int k = 0; k < 64; k++) {
+        const uint64_t one = uint64_t{1} << k;
+        const uint8_t c = classes[k];
+        if (c & LETTER) word.letter |= one;
+        if (c & NUMBER) word.number |= one;
+        if (c & SPACE) word.space |= one;
+        if (c & NEWLINE) word.newline |= one;
+        if (c & OTHER) word.other |= one;
+        if (c && !(c & SPACE)) word.not_space |= one;
+    }
+#endif
+    return word;
+}
+
+// The split of one text after another: its masks (kept between texts, never shrunk) and the cut.
+class Splitter {
+  public:
+    // Appends to ends where each chunk of s[0..n) ends, in the given mode.
+    template <typename T>
+    void split(const T *s, size_t n, int mode, std::vector<size_t> &ends) {
+        if (mode == WHOLE) {
+            if (n) ends.push_back(n);
+            return;
+        }
+        classify(s, n);
+        size_t i = 0;
+        while (i < n) {
+            if (mode == GPT4) i = gpt4_end(s, i, n);
+            else if (mode == GPT2) i = gpt2_end(s, i, n);
+            else i = word_end(i);
+            ends.push_back(i);
+        }
+    }
+
+  private:
+    using Mask = uint64_t ClassWord::*;
+
+    template <typename T>
+    void classify(const T *s, size_t n) {
+        words_.resize(n / 64 + 1);  // one word more than the characters fill: the end is a clear bit
+        uint8_t classes[64];
+        for (size_t w = 0; w < words_.size(); w++) {
+            const size_t first = 64 * w, count = std::min<size_t>(64, n - std::min(n, first));
+            for (size_t k = 0; k < count; k++) classes[k] = class_byte_of(s[first + k]);
+            std::fill(classes + count, classes + 64, uint8_t{0});
+            words_[w] = pack_classes(classes);
+        }
+    }
+
+    bool is(Mask mask, size_t i) const { return (words_[i >> 6].*mask >> (i & 63)) & 1; }
+
+    // The first position from i on whose character is not of the mask's class (the text's end at most).
+    size_t run_end(Mask mask, size_t i) const {
+        size_t w = i >> 6;
+        uint64_t outside = ~(words_[w].*mask) >> (i & 63);
+        if (outside) return i + static_cast<size_t>(__builtin_ctzll(outside));
+        while (!(outside = ~(words_[++w].*mask))) {}
+        return 64 * w + static_cast<size_t>(__builtin_ctzll(outside));
+    }
+    // One past the last newline in [i, j), or i if there is none.
+    size_t after_last_newline(size_t i, size_t j) const {
+        for (size_t w = (j - 1) >> 6;; w--) {
+            uint64_t lines = words_[w].newline;
+            const size_t first = 64 * w;
+            if (j - first < 64) lines &= (uint64_t{1} << (j - first)) - 1;  // below j
+            if (first < i) lines &= ~uint64_t{0} << (i - first);              // from i on
+            if (lines) return first + 64 - static_cast<size_t>(__builtin_clzll(lines));
+            if (first <= i) return i;
+        }
+    }
+
+    // GPT-4: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
+    template <typename T>
+    size_t gpt4_end(const T *s, size_t i, size_t n) const {
+        const uint32_t c = s[i];
+        if (c == '\'' && i + 1 < n) {
+            const uint32_t d = s[i + 1];
+            if (folds_to(d, FOLDED_S) || folds_to(d, FOLDED_D) || folds_to(d, FOLDED_M) || folds_to(d, FOLDED_T))
+                return i + 2;
+            if (i + 2 < n) {
+                const uint32_t e = s[i + 2];
+                if ((folds_to(d, FOLDED_L) && folds_to(e, FOLDED_L)) || (folds_to(d, FOLDED_V) && folds_to(e, FOLDED_E)) ||
+                    (folds_to(d, FOLDED_R) && folds_to(e, FOLDED_E)))
+                    return i + 3;
+            }
+        }
+        const uint8_t k = class_byte_of(s[i]);
+        const size_t j = (k & (NEWLINE | LETTER | NUMBER)) ? i : i + 1;  // [^\r\n\p{L}\p{N}]?+
+        if (j < n && is(&ClassWord::letter, j)) return run_end(&ClassWord::letter, j + 1);
+        if (k & NUMBER) return std::min(run_end(&ClassWord::number, i + 1), i + 3);
+        const size_t o = c == ' ' ? i + 1 : i;
+        if (o < n && is(&ClassWord::other, o)) return run_end(&ClassWord::newline, run_end(&ClassWord::other, o + 1));
+        // c is white space (every other character matched above)
+        const size_t end = run_end(&ClassWord::space, i + 1);
+        const size_t line = after_last_newline(i, end);
+        if (line > i) return line;                  // \s*[\r\n]
+        if (end == n || end - 1 == i) return end;  // \s+(?!\S) at the end of the text, or \s+ of one character
+        return end - 1;                             // \s+(?!\S): the run but its last space
+    }
+
+    // GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+    template <typename T>
+    size_t gpt2_end(const T *s, size_t i, size_t n) const {
+        const uint32_t c = s[i];
+        if (c == '\'' && i + 1 < n) {
+            const uint32_t d = s[i + 1];
+            if (d == 's' || d == 't' || d == 'm' || d == 'd') return i + 2;
+            if (i + 2 < n) {
+                const uint32_t e = s[i + 2];
+                if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l')) return i + 3;
+            }
+        }
+        const size_t j = c == ' ' ? i + 1 : i;
+        if (j < n) {  // a run of letters, of numbers or of other characters
+            if (is(&ClassWord::letter, j)) return run_end(&ClassWord::letter, j + 1);
+            if (is(&ClassWord::number, j)) return run_end(&ClassWord::number, j + 1);
+            if (is(&ClassWord::other, j)) return run_end(&ClassWord::other, j + 1);
+        }
+        const size_t end = run_end(&ClassWord::space, i + 1);
+        if (end == n || end - 1 == i) return end;
+        return end - 1;
+    }
+
+    // The word kind's: \p{White_Space}+|\P{White_Space}+
+    size_t word_end(size_t i) const {
+        return run_end(is(&ClassWord::space, i) ? &ClassWord::space : &ClassWord::not_space, i + 1);
+    }
+
+    std::vector<ClassWord> words_;
+};
 
 // A text's code points as the caller holds them, one, two or four bytes each (a CPython str's layout);
 // the caller keeps the text alive while the view is used.
@@ -182,8 +267,8 @@ struct TextView {
         return f(static_cast<const uint32_t *>(data), false);
     }
 
-    void split(int mode, std::vector<size_t> &ends) const {
-        visit([&](const auto *s, bool) { split_ends(s, length, mode, ends); });
+    void split(int mode, Splitter &splitter, std::vector<size_t> &ends) const {
+        visit([&](const auto *s, bool) { splitter.split(s, length, mode, ends); });
     }
 };
 

@@ -93,6 +93,7 @@ class CountTable {
 };
 
 struct CountScratch {
+    Splitter splitter;
     std::vector<size_t> ends;
     std::string key;
 };
@@ -100,7 +101,7 @@ struct CountScratch {
 template <typename T>
 void count_units(const T *s, size_t n, bool ascii, int mode, CountScratch &scratch, CountTable &table) {
     scratch.ends.clear();
-    split_ends(s, n, mode, scratch.ends);
+    scratch.splitter.split(s, n, mode, scratch.ends);
     size_t start = 0;
     for (size_t end : scratch.ends) {
         if (ascii) {

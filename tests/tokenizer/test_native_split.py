@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 import regex
-from conftest import UNICODE_TEXTS, needs_native_core
+from conftest import SPLIT_PIECES, UNICODE_TEXTS, needs_native_core
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.tokenizer import backend, gen_unicode_tables, patterns
 
@@ -30,6 +31,21 @@ def test_native_split_gives_regex_chunks(text):
     for name, pattern in NAMED.items():
         mode = patterns.native_mode(pattern)
         assert native.split(mode, text) == regex.findall(pattern, text), name
+
+
+# Long runs of one piece: the split reads classes 64 characters to a mask word, so runs that cross
+# words (letters, digits, spaces ending in newlines, punctuation, in every width of str) must cut as
+# regex does wherever the word boundary falls.
+LONG_RUNS = st.lists(st.tuples(st.sampled_from(SPLIT_PIECES), st.integers(1, 140)), max_size=6).map(
+    lambda runs: "".join(piece * count for piece, count in runs))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(text=LONG_RUNS)
+def test_native_split_cuts_long_runs_as_regex_does(text):
+    for name, pattern in NAMED.items():
+        assert native.split(patterns.native_mode(pattern), text) == regex.findall(pattern, text), name
 
 
 @needs_native
