@@ -18,8 +18,8 @@ namespace lmprep_native {
 // ---- character classes (from _unicode_tables.h, generated from the regex module) ----------------------
 
 // A character's class byte: LETTER, NUMBER and SPACE as the tables say, NEWLINE for \r and \n, OTHER for
-// [^\s\p{L}\p{N}] (none of the three).
-enum : uint8_t { LETTER = 1, NUMBER = 2, SPACE = 4, NEWLINE = 8, OTHER = 16 };
+// [^\s\p{L}\p{N}] (none of the three), and the two characters the patterns name: the space and '.
+enum : uint8_t { LETTER = 1, NUMBER = 2, SPACE = 4, NEWLINE = 8, OTHER = 16, BLANK = 32, APOSTROPHE = 64 };
 constexpr uint32_t CODE_POINTS = 0x110000;
 constexpr int BLOCK_BITS = 8;
 constexpr uint32_t BLOCK = 1u << BLOCK_BITS;
@@ -50,7 +50,8 @@ inline void build_class_table() {
     }
     for (uint32_t c = 0; c < BMP; c++)
         bmp_class_bytes[c] = static_cast<uint8_t>(classes[c] | (c == '\r' || c == '\n' ? NEWLINE : 0) |
-                                                  (classes[c] == 0 ? OTHER : 0));
+                                                  (classes[c] == 0 ? OTHER : 0) | (c == ' ' ? BLANK : 0) |
+                                                  (c == '\'' ? APOSTROPHE : 0));
 }
 
 inline uint8_t class_of(uint32_t c) {
@@ -100,7 +101,7 @@ inline uint8_t class_byte_of(T c) {
 // The masks of 64 consecutive characters: bit k of a mask is character k's class. Past the text's end
 // every bit is clear, so that a run always ends there.
 struct ClassWord {
-    uint64_t letter, number, space, newline, other, not_space;
+    uint64_t letter, number, space, newline, other, blank, apostrophe, not_space;
 };
 
 // Pack the class bytes of 64 characters into their masks.
@@ -117,6 +118,8 @@ inline ClassWord pack_classes(const uint8_t (&classes)[64]) {
         word.space |= bit(5);
         word.newline |= bit(4);
         word.other |= bit(3);
+        word.blank |= bit(2);
+        word.apostrophe |= bit(1);
     }
     word.not_space = word.letter | word.number | word.other;  // past the end, not in it either
 #else
@@ -128,6 +131,8 @@ inline ClassWord pack_classes(const uint8_t (&classes)[64]) {
         if (c & SPACE) word.space |= one;
         if (c & NEWLINE) word.newline |= one;
         if (c & OTHER) word.other |= one;
+        if (c & BLANK) word.blank |= one;
+        if (c & APOSTROPHE) word.apostrophe |= one;
         if (c && !(c & SPACE)) word.not_space |= one;
     }
 #endif
@@ -144,12 +149,15 @@ class Splitter {
             if (n) ends.push_back(n);
             return;
         }
+        if (n == 0) return;
         classify(s, n);
+        if (mode == GPT4) {
+            gpt4_split(s, n, ends);
+            return;
+        }
         size_t i = 0;
         while (i < n) {
-            if (mode == GPT4) i = gpt4_end(s, i, n);
-            else if (mode == GPT2) i = gpt2_end(s, i, n);
-            else i = word_end(i);
+            i = mode == GPT2 ? gpt2_end(s, i, n) : word_end(i);
             ends.push_back(i);
         }
     }
@@ -191,33 +199,108 @@ class Splitter {
         }
     }
 
-    // GPT-4: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
-    template <typename T>
-    size_t gpt4_end(const T *s, size_t i, size_t n) const {
-        const uint32_t c = s[i];
-        if (c == '\'' && i + 1 < n) {
-            const uint32_t d = s[i + 1];
-            if (folds_to(d, FOLDED_S) || folds_to(d, FOLDED_D) || folds_to(d, FOLDED_M) || folds_to(d, FOLDED_T))
-                return i + 2;
-            if (i + 2 < n) {
-                const uint32_t e = s[i + 2];
-                if ((folds_to(d, FOLDED_L) && folds_to(e, FOLDED_L)) || (folds_to(d, FOLDED_V) && folds_to(e, FOLDED_E)) ||
-                    (folds_to(d, FOLDED_R) && folds_to(e, FOLDED_E)))
-                    return i + 3;
-            }
+    // ---- GPT-4, cut by masks -------------------------------------------------------------------------
+    // '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
+    //
+    // Where a chunk starts follows from the classes of a character and of its neighbours, so the split
+    // computes a mask of chunk starts, 64 characters at a time, and reads the ends off it; no branch
+    // depends on the text but the rare cuts the masks cannot say (contractions, and digit runs longer
+    // than three), which are set one by one. The rules, from the pattern (tests check them against regex
+    // on every code point and on random text):
+    // - a run of letters starts a chunk, unless the character before joins it (?+ takes it): white space
+    //   other than a newline, or an "other" that starts its run and has no space before it (a lone one:
+    //   a letter follows);
+    // - a run of others starts a chunk, at the space before it if there is one; the newlines right after
+    //   it are its own;
+    // - a run of digits starts a chunk, and again every three digits;
+    // - in a run of white space (those newlines aside): a chunk starts where the run starts, after its
+    //   last newline (\s*[\r\n] took what is before), and at its last character unless the text ends
+    //   there (\s+(?!\S) leaves it, to join what follows or stand alone).
+
+    static uint64_t fill_up(uint64_t seeds, uint64_t through) {  // bits of through reached upward from seeds
+        uint64_t reached = seeds, span = through;
+        for (int k = 1; k < 64; k *= 2) {
+            reached |= span & (reached << k);
+            span &= span << k;
         }
-        const uint8_t k = class_byte_of(s[i]);
-        const size_t j = (k & (NEWLINE | LETTER | NUMBER)) ? i : i + 1;  // [^\r\n\p{L}\p{N}]?+
-        if (j < n && is(&ClassWord::letter, j)) return run_end(&ClassWord::letter, j + 1);
-        if (k & NUMBER) return std::min(run_end(&ClassWord::number, i + 1), i + 3);
-        const size_t o = c == ' ' ? i + 1 : i;
-        if (o < n && is(&ClassWord::other, o)) return run_end(&ClassWord::newline, run_end(&ClassWord::other, o + 1));
-        // c is white space (every other character matched above)
-        const size_t end = run_end(&ClassWord::space, i + 1);
-        const size_t line = after_last_newline(i, end);
-        if (line > i) return line;                  // \s*[\r\n]
-        if (end == n || end - 1 == i) return end;  // \s+(?!\S) at the end of the text, or \s+ of one character
-        return end - 1;                             // \s+(?!\S): the run but its last space
+        return reached;
+    }
+    static uint64_t fill_down(uint64_t seeds, uint64_t through) {  // ... and downward
+        uint64_t reached = seeds, span = through;
+        for (int k = 1; k < 64; k *= 2) {
+            reached |= span & (reached >> k);
+            span &= span >> k;
+        }
+        return reached;
+    }
+
+    // The length of the contraction at s[i] (an apostrophe), 0 if none.
+    template <typename T>
+    static size_t contraction_at(const T *s, size_t i, size_t n) {
+        if (i + 1 >= n) return 0;
+        const uint32_t d = s[i + 1];
+        if (folds_to(d, FOLDED_S) || folds_to(d, FOLDED_D) || folds_to(d, FOLDED_M) || folds_to(d, FOLDED_T)) return 2;
+        if (i + 2 >= n) return 0;
+        const uint32_t e = s[i + 2];
+        if ((folds_to(d, FOLDED_L) && folds_to(e, FOLDED_L)) || (folds_to(d, FOLDED_V) && folds_to(e, FOLDED_E)) ||
+            (folds_to(d, FOLDED_R) && folds_to(e, FOLDED_E)))
+            return 3;
+        return 0;
+    }
+
+    void mark(size_t i) { starts_[i >> 6] |= uint64_t{1} << (i & 63); }
+
+    template <typename T>
+    void gpt4_split(const T *s, size_t n, std::vector<size_t> &ends) {
+        const size_t count = words_.size();
+        lines_.resize(count);  // white space up to the last newline of its run: a fill from the end
+        for (size_t w = count, above = 0; w-- > 0;) {
+            const ClassWord &c = words_[w];
+            lines_[w] = fill_down(c.newline | (c.space & (uint64_t{above} << 63)), c.space);
+            above = lines_[w] & 1;
+        }
+        starts_.assign(count, 0);
+        const ClassWord none{};
+        uint64_t absorbed_before = 0, joins_before = 0, long_digits_before = 0;
+        for (size_t w = 0; w < count; w++) {
+            const ClassWord &c = words_[w], &before = w ? words_[w - 1] : none, &after = w + 1 < count ? words_[w + 1] : none;
+            const auto prev = [&](uint64_t ClassWord::*m, int k = 1) { return (c.*m << k) | (before.*m >> (64 - k)); };
+            const auto next = [&](uint64_t ClassWord::*m) { return (c.*m >> 1) | (after.*m << 63); };
+            const uint64_t other_start = c.other & ~prev(&ClassWord::other);
+            const uint64_t other_start_next =
+                (other_start >> 1) | ((after.other & ~(c.other >> 63) & 1) << 63);  // bit 0 of the next word's
+            const uint64_t after_blank = prev(&ClassWord::blank);
+            const uint64_t absorbed =
+                fill_up(c.newline & (prev(&ClassWord::other) | (absorbed_before >> 63)), c.newline);
+            const uint64_t joins = (c.space & ~c.newline) | (other_start & ~after_blank);
+            const uint64_t lines_before = (lines_[w] << 1) | (w ? lines_[w - 1] >> 63 : 0);
+            const uint64_t last = w == (n - 1) >> 6 ? uint64_t{1} << ((n - 1) & 63) : 0;
+            const uint64_t space_end = c.space & ~next(&ClassWord::space);
+            starts_[w] |= (c.letter & ~prev(&ClassWord::letter) & ~((joins << 1) | (joins_before >> 63))) |
+                          (other_start & ~after_blank) | (c.blank & other_start_next) |
+                          (c.number & ~prev(&ClassWord::number)) |
+                          (c.space & ~prev(&ClassWord::space) & ~absorbed) |
+                          (c.space & ~absorbed & ((absorbed << 1) | (absorbed_before >> 63))) |
+                          (c.space & ~lines_[w] & lines_before) | (space_end & ~lines_[w] & ~absorbed & ~last);
+            for (uint64_t at = c.apostrophe & other_start & ~after_blank & next(&ClassWord::letter); at; at &= at - 1) {
+                const size_t i = 64 * w + static_cast<size_t>(__builtin_ctzll(at));
+                const size_t length = contraction_at(s, i, n);
+                if (length && i + length < n && is(&ClassWord::letter, i + length)) mark(i + length);
+            }
+            const uint64_t long_digits = c.number & prev(&ClassWord::number) & prev(&ClassWord::number, 2) &
+                                         prev(&ClassWord::number, 3);  // a fourth digit or later of its run
+            for (uint64_t at = long_digits & ~((long_digits << 1) | (long_digits_before >> 63)); at; at &= at - 1) {
+                const size_t fourth = 64 * w + static_cast<size_t>(__builtin_ctzll(at));
+                for (size_t i = fourth, end = run_end(&ClassWord::number, fourth); i < end; i += 3) mark(i);
+            }
+            absorbed_before = absorbed;
+            joins_before = joins;
+            long_digits_before = long_digits;
+        }
+        for (size_t w = 0; w < count; w++)
+            for (uint64_t at = starts_[w] & (w ? ~uint64_t{0} : ~uint64_t{1}); at; at &= at - 1)
+                ends.push_back(64 * w + static_cast<size_t>(__builtin_ctzll(at)));
+        ends.push_back(n);
     }
 
     // GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -249,6 +332,7 @@ class Splitter {
     }
 
     std::vector<ClassWord> words_;
+    std::vector<uint64_t> lines_, starts_;  // gpt4_split's
 };
 
 // A text's code points as the caller holds them, one, two or four bytes each (a CPython str's layout);
