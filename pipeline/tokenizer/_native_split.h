@@ -297,10 +297,12 @@ class Splitter {
             joins_before = joins;
             long_digits_before = long_digits;
         }
+        starts_[0] &= ~uint64_t{1};  // the first chunk's start is no chunk's end
+        size_t chunks = 1;
+        for (const uint64_t word : starts_) chunks += static_cast<size_t>(__builtin_popcountll(word));
+        size_t *end = &*ends.insert(ends.end(), chunks, n);  // the last end is n; the others, from the starts
         for (size_t w = 0; w < count; w++)
-            for (uint64_t at = starts_[w] & (w ? ~uint64_t{0} : ~uint64_t{1}); at; at &= at - 1)
-                ends.push_back(64 * w + static_cast<size_t>(__builtin_ctzll(at)));
-        ends.push_back(n);
+            for (uint64_t at = starts_[w]; at; at &= at - 1) *end++ = 64 * w + static_cast<size_t>(__builtin_ctzll(at));
     }
 
     // GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
