@@ -221,8 +221,50 @@ inline void append_part(Encoded &out, const Encoded &part, size_t first) {
     }
 }
 
-// Encode all views into out with up to `threads` threads (the calling one among them), each taking one
-// range of consecutive texts; the result is the same whatever the number. Runs without the GIL.
+// Encode views into out with `threads` threads, each taking one range of consecutive texts, and add their new
+// chunks to the cache.
+inline void encode_round(EncoderCore *self, const std::vector<TextView> &views, size_t first, size_t threads,
+                         Encoded &out) {
+    const std::vector<size_t> bounds = balanced_bounds(views, threads);
+    const size_t ranges = bounds.size() - 1;
+    std::vector<Encoded> parts(ranges);
+    for (Encoded &part : parts) part.sharing = ranges;
+    run_ranges(ranges, [&](size_t r) { encode_range(self, views, bounds[r], bounds[r + 1], parts[r]); });
+    for (Encoded &part : parts) add_new_chunks(self, part.pass.fresh);
+    size_t ids = out.ids.size();
+    for (const Encoded &part : parts) ids += part.ids.size();
+    out.ids.reserve(ids);
+    for (size_t r = 0; r < ranges && out.failed < 0; r++) {
+        out.out_of_memory |= parts[r].out_of_memory;
+        append_part(out, parts[r], first + bounds[r]);
+    }
+}
+
+constexpr size_t ROUND_MIN_TEXTS = 64, ROUND_MIN_CHARACTERS = 1 << 20;  // per thread, for a call to have rounds
+
+// Where the rounds of a call with threads start (and the last ends): after 1/32, 1/16, ... 1/2 of the
+// characters. Within a round, a chunk the cache lacks is merged by every thread that meets it; the most
+// common chunks come in the first, short rounds, and each round's new chunks join the cache before the
+// next, so the threads repeat little of each other's work. A small call is one round.
+inline std::vector<size_t> round_bounds(const std::vector<TextView> &views, size_t threads) {
+    size_t total = 0;
+    for (const TextView &text : views) total += text.length + 1;
+    std::vector<size_t> bounds{0};
+    if (views.size() < ROUND_MIN_TEXTS * threads || total < ROUND_MIN_CHARACTERS * threads) return {0, views.size()};
+    size_t seen = 0, share = 32;
+    for (size_t i = 0; i < views.size() && share > 1; i++) {
+        seen += views[i].length + 1;
+        if (seen * share >= total) {
+            bounds.push_back(i + 1);
+            while (share > 1 && seen * share >= total) share /= 2;
+        }
+    }
+    if (bounds.back() != views.size()) bounds.push_back(views.size());
+    return bounds;
+}
+
+// Encode all views into out with up to `threads` threads (the calling one among them), in rounds; the
+// result is the same whatever the number. Runs without the GIL.
 inline void encode_all(EncoderCore *self, const std::vector<TextView> &views, size_t threads, Encoded &out) {
     threads = std::max<size_t>(1, std::min(threads, views.size()));
     if (threads == 1) {
@@ -231,19 +273,11 @@ inline void encode_all(EncoderCore *self, const std::vector<TextView> &views, si
         return;
     }
     try {
-        const std::vector<size_t> bounds = balanced_bounds(views, threads);
-        const size_t ranges = bounds.size() - 1;
-        std::vector<Encoded> parts(ranges);
-        for (Encoded &part : parts) part.sharing = ranges;
-        run_ranges(ranges, [&](size_t r) { encode_range(self, views, bounds[r], bounds[r + 1], parts[r]); });
-        for (Encoded &part : parts) add_new_chunks(self, part.pass.fresh);
-        size_t ids = 0;
-        for (const Encoded &part : parts) ids += part.ids.size();
-        out.ids.reserve(ids);
+        const std::vector<size_t> rounds = round_bounds(views, threads);
         out.offsets.reserve(views.size() + 1);
-        for (size_t r = 0; r < ranges && out.failed < 0; r++) {
-            out.out_of_memory |= parts[r].out_of_memory;
-            append_part(out, parts[r], bounds[r]);
+        for (size_t r = 0; r + 1 < rounds.size() && out.failed < 0 && !out.out_of_memory; r++) {
+            const std::vector<TextView> round(views.begin() + rounds[r], views.begin() + rounds[r + 1]);
+            encode_round(self, round, rounds[r], std::min(threads, round.size()), out);
         }
     } catch (const std::bad_alloc &) {
         out.out_of_memory = true;

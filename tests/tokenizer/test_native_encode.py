@@ -127,6 +127,25 @@ def test_threads_with_thousands_of_new_chunks_each_give_the_ids_of_one_text_at_a
         assert fast.encode_batch(texts[::-1], threads=2) == want[::-1]  # from the cache the calls filled
 
 
+def test_a_large_call_with_threads_in_rounds_gives_the_ids_of_one_text_at_a_time(byte_tokenizer, tmp_path):
+    """A call over enough text is encoded in rounds (each round's new chunks join the cache before the next):
+    the IDs and the offsets are those of one thread, and a refusal names the text's character."""
+    from pipeline.tokenizer import Tokenizer
+
+    byte_tokenizer.save(tmp_path / "tokenizer.json")
+    fresh = partial(Tokenizer.load, tmp_path / "tokenizer.json")  # an empty cache each
+    rng = random.Random(7)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 12))) for _ in range(4000)]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(200, 3000))) for _ in range(600)]
+    assert sum(map(len, texts)) > 3 * 2**20 and len(texts) > 3 * 64  # past the rounds' threshold for 3 threads
+    ids, offsets = fresh().encode_batch_flat(texts, threads=1)
+    for threads in (2, 3):
+        got_ids, got_offsets = fresh().encode_batch_flat(texts, threads=threads)
+        assert np.array_equal(got_ids, ids) and np.array_equal(got_offsets, offsets), threads
+    with pytest.raises(TokenizerError, match=r"'\\ud800' at character 1,"):
+        fresh().encode_batch_flat(texts[:500] + ["x\ud800"] + texts[500:], threads=2)
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])
 def test_threads_name_the_first_text_that_cannot_be_encoded(byte_tokenizer, threads):
     texts = ["plain text"] * 9 + ["x\ud800"] + ["more"] * 5 + ["y \udfff"] + ["end"] * 9
