@@ -99,8 +99,7 @@ class ChunkTable {
         for (size_t at = key.hash & mask_;; at = (at + 1) & mask_) {
             const Slot &slot = slots_[at];
             if (slot.key_length == 0) return nullptr;
-            if (slot.prefix == key.prefix && slot.key_length == key.length &&
-                (key.length <= PREFIX || std::memcmp(rest_of(slot), key.data + PREFIX, key.length - PREFIX) == 0)) {
+            if (slot.prefix == key.prefix && slot.key_length == key.length && same_rest(slot, key)) {
                 *length = slot.ids_length;
                 return ids_of(slot);
             }
@@ -180,6 +179,14 @@ class ChunkTable {
         return inline_id(slot.key_length, slot.ids_length) ? &slot.at : arena_.data() + slot.at;
     }
     static size_t rest_length(size_t key_length) { return key_length > PREFIX ? key_length - PREFIX : 0; }
+    // Whether the key's bytes past the prefix are the slot's (whose prefix and length are the key's): up to 8
+    // of them as one word each, in place of a call to memcmp.
+    bool same_rest(const Slot &slot, const Key &key) const {
+        const size_t rest = rest_length(key.length);
+        if (rest == 0) return true;
+        if (rest <= 8) return tail_word(rest_of(slot), rest) == tail_word(key.data + PREFIX, rest);
+        return std::memcmp(rest_of(slot), key.data + PREFIX, rest) == 0;
+    }
     const char *rest_of(const Slot &slot) const {
         return reinterpret_cast<const char *>(arena_.data() + slot.at + slot.ids_length);
     }
