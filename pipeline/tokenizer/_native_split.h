@@ -139,6 +139,39 @@ inline ClassWord pack_classes(const uint8_t (&classes)[64]) {
     return word;
 }
 
+#if defined(__SSE2__)
+// The masks of 64 characters of one byte each, if all are ASCII (else false), from comparisons of the
+// bytes themselves rather than a table load each: the classes regex gives ASCII (tests check every one).
+inline bool classify_ascii(const uint8_t *s, ClassWord &word) {
+    __m128i v[4];
+    for (int part = 0; part < 4; part++) v[part] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 16 * part));
+    if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(v[0], v[1]), _mm_or_si128(v[2], v[3])))) return false;
+    const auto in = [](__m128i x, char low, char high) {  // low <= x <= high, bytes below 128
+        return _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8(static_cast<char>(low - 1))),
+                             _mm_cmplt_epi8(x, _mm_set1_epi8(static_cast<char>(high + 1))));
+    };
+    const auto is = [](__m128i x, char c) { return _mm_cmpeq_epi8(x, _mm_set1_epi8(c)); };
+    word = ClassWord{};
+    for (int part = 0; part < 4; part++) {
+        const auto bits = [&](__m128i m) { return uint64_t{static_cast<uint16_t>(_mm_movemask_epi8(m))} << (16 * part); };
+        const __m128i x = v[part];
+        const __m128i letter = in(_mm_or_si128(x, _mm_set1_epi8(0x20)), 'a', 'z');  // either case
+        const __m128i number = in(x, '0', '9');
+        const __m128i blank = is(x, ' ');
+        const __m128i space = _mm_or_si128(in(x, '\t', '\r'), blank);
+        word.letter |= bits(letter);
+        word.number |= bits(number);
+        word.space |= bits(space);
+        word.newline |= bits(_mm_or_si128(is(x, '\n'), is(x, '\r')));
+        word.other |= bits(_mm_cmpeq_epi8(_mm_or_si128(_mm_or_si128(letter, number), space), _mm_setzero_si128()));
+        word.blank |= bits(blank);
+        word.apostrophe |= bits(is(x, '\''));
+    }
+    word.not_space = word.letter | word.number | word.other;
+    return true;
+}
+#endif
+
 // The split of one text after another: its masks (kept between texts, never shrunk) and the cut.
 class Splitter {
   public:
@@ -171,6 +204,10 @@ class Splitter {
         uint8_t classes[64];
         for (size_t w = 0; w < words_.size(); w++) {
             const size_t first = 64 * w, count = std::min<size_t>(64, n - std::min(n, first));
+#if defined(__SSE2__)
+            if constexpr (sizeof(T) == 1)
+                if (count == 64 && classify_ascii(reinterpret_cast<const uint8_t *>(s + first), words_[w])) continue;
+#endif
             for (size_t k = 0; k < count; k++) classes[k] = class_byte_of(s[first + k]);
             std::fill(classes + count, classes + 64, uint8_t{0});
             words_[w] = pack_classes(classes);

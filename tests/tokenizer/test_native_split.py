@@ -48,6 +48,25 @@ def test_native_split_cuts_long_runs_as_regex_does(text):
         assert native.split(patterns.native_mode(pattern), text) == regex.findall(pattern, text), name
 
 
+ASCII = "".join(map(chr, range(128)))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=ASCII, min_size=64, max_size=400) | st.lists(st.sampled_from(ASCII), min_size=64).map("".join))
+def test_native_split_of_ascii_text_gives_regex_chunks(text):
+    """Blocks of 64 ASCII characters are classed from their bytes, not from the tables."""
+    for name, pattern in NAMED.items():
+        assert native.split(patterns.native_mode(pattern), text) == regex.findall(pattern, text), name
+
+
+@needs_native
+@pytest.mark.parametrize("pattern", list(NAMED.values()))
+def test_native_split_on_every_ascii_character(pattern):
+    every = ASCII * 2 + ASCII[::-1] * 2  # whole blocks of 64, each character beside every other kind
+    assert native.split(patterns.native_mode(pattern), every) == regex.findall(pattern, every)
+
+
 @needs_native
 @pytest.mark.parametrize("pattern", list(NAMED.values()))
 def test_native_split_on_every_code_point(pattern):
