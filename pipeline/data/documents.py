@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline.data.cleaning import SPLITS
 from pipeline.engine import atomic, hashing, locations, storage
 from pipeline.errors import DataError, FileTooLargeError
 
-SPLITS = ("train", "val")
 PARTS_FILE = "parts.json"
 MAX_PARTS_BYTES = 64 << 20  # parts.json: some 200 bytes per part, one part per partition and split
 SCHEMA = pa.schema([pa.field("text", pa.large_string(), nullable=False)])
@@ -194,10 +194,6 @@ def text_offsets(column: pa.LargeStringArray) -> np.ndarray:
     """The ``len(column) + 1`` byte offsets of a text column into its data buffer, as a zero-copy view."""
     offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)
     return offsets[column.offset : column.offset + len(column) + 1]
-
-
-def split_dir(directory: str | os.PathLike[str], split: str) -> Path | str:
-    return locations.join(directory, split)
 
 
 def part_name(split: str, index: int) -> str:
