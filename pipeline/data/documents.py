@@ -121,7 +121,11 @@ def document_origins(path: str | os.PathLike[str], batch: pa.RecordBatch) -> tup
         if wanted.name not in names or batch.schema.field(wanted.name).type != wanted.type:
             raise DataError(f"{path}: no {wanted.name!r} column of {wanted.type}, so its documents cannot be traced "
                             "to their source; re-run 'lmprep run prepare'")
-    sources = batch.column("source").to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    column = batch.column("source")
+    if column.null_count:
+        raise DataError(f"{path}: its 'source' column has nulls; re-run 'lmprep run prepare'")
+    # the buffer itself: pyarrow's to_numpy imports pandas (about 0.8 s of CPU in every encode worker)
+    sources = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset : column.offset + len(column)]
     return sources, batch.column("document").to_pylist()
 
 
