@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pipeline.config import Config
-from pipeline.data import documents
-from pipeline.engine.executor import open_tasks
+from pipeline.data.cleaning import SPLITS, split_dir
+from pipeline.engine import completion
 from pipeline.engine.runner import Stage
 from pipeline.errors import ConfigError, counted
-from pipeline.shards import corpus, resume
-from pipeline.shards.format import ShardSet
-from pipeline.shards.manifest import has_split
-from pipeline.tokenizer import Tokenizer
 from stages.console import PROGRESS, say
+
+if TYPE_CHECKING:
+    from pipeline.shards.format import ShardSet
+    from pipeline.tokenizer import Tokenizer
 
 PARAMS = ("encode.eos_token", "encode.bos_token", "encode.shard_tokens", "encode.output_dir")
 
@@ -28,16 +29,18 @@ CODE_VERSION = 4  # 4: each row's source, file and document columns, counts per 
 
 
 def build(config: Config) -> Stage:
-    prepared = tuple(str(documents.split_dir(config.out(config.prepare.output_dir), split))
-                     for split in documents.SPLITS)
+    prepared = tuple(str(split_dir(config.out(config.prepare.output_dir), split)) for split in SPLITS)
     tokenizer, output = config.out(config.tokenizer.output), config.out(config.encode.output_dir)
     return Stage(name="encode", deps=(*prepared, tokenizer),
                  outs=(output,), params=PARAMS, run=functools.partial(run, config),
-                 code_version=CODE_VERSION, reusable=True, scratch=(output + resume.SUFFIX,),  # finished parts
+                 code_version=CODE_VERSION, reusable=True, scratch=(output + completion.SUFFIX,),  # finished parts
                  keys={tokenizer: "tokenizer.output", output: "encode.output_dir"})
 
 
 def run(config: Config) -> None:
+    from pipeline.engine.executor import open_tasks
+    from pipeline.shards import corpus
+
     settings, tokenizer_path = config.encode, config.output_path(config.tokenizer.output)
     output_dir = config.output_path(settings.output_dir)
     tokenizer = corpus.share_tokenizer(tokenizer_path)
@@ -69,9 +72,13 @@ def special_id(tokenizer: Tokenizer, token: str | None, *, key: str, path: str) 
 
 def open_splits(config: Config) -> tuple[Tokenizer, list[ShardSet]]:
     """The tokenizer and every split's verified shard set (train required, val when present)."""
+    from pipeline.shards.format import ShardSet
+    from pipeline.shards.manifest import has_split
+    from pipeline.tokenizer import Tokenizer
+
     tokenizer = Tokenizer.load(config.output_path(config.tokenizer.output))
     directory = config.output_path(config.encode.output_dir)
-    splits = [split for split in documents.SPLITS if split == "train" or has_split(directory, split)]
+    splits = [split for split in SPLITS if split == "train" or has_split(directory, split)]
     return tokenizer, [ShardSet.open(directory, split, tokenizer=tokenizer) for split in splits]
 
 

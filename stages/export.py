@@ -10,15 +10,17 @@ every output, when the shards or the tokenizer change.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pipeline.config import Config
 from pipeline.engine import storage
 from pipeline.engine.runner import Stage
-from pipeline.shards import export
-from pipeline.shards.format import ShardSet
-from pipeline.tokenizer import Tokenizer
 from stages.console import say
 from stages.encode import open_splits, shard_reader_stage
+
+if TYPE_CHECKING:
+    from pipeline.shards.format import ShardSet
+    from pipeline.tokenizer import Tokenizer
 
 # Version of the code that shapes this stage's outputs: bump it whenever the same shards, tokenizer and settings
 # would give other files (2: meta.pkl names the .bin dtype).
@@ -30,6 +32,8 @@ def build(config: Config) -> Stage:
 
 
 def run(config: Config) -> None:
+    from pipeline.shards import export
+
     tokenizer, shard_sets = open_splits(config)
     output = config.output_path(config.export.output_dir)
     with storage.local_output_dir(output) as staging:

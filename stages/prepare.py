@@ -15,11 +15,9 @@ import click
 
 from pipeline.config import Config
 from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
-from pipeline.data.prepare import prepare_corpus
 from pipeline.data.sources import SourceFile, expand_sources, glob_base
 from pipeline.data.steps import Chain, build_chain
 from pipeline.engine import completion, locations
-from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from stages.console import PROGRESS, say
 
@@ -61,6 +59,9 @@ def source_params(config: Config) -> tuple[str, ...]:
 
 
 def run(config: Config, files: Sequence[SourceFile], chain: Chain) -> None:
+    from pipeline.data.prepare import prepare_corpus
+    from pipeline.engine.executor import open_tasks
+
     if config.prepare.dedup_buckets is not None:
         say("prepare", f"prepare.dedup_buckets is deprecated: it sets the buckets of each exact_dedup step that "
                        f"sets none ({config.prepare.dedup_buckets}); write prepare.steps[i].exact_dedup.buckets")

@@ -1,7 +1,9 @@
 """The concrete pipeline: its stages, in order, each declared once.
 
 Each stage lives in its own module under ``stages/``, named after it, exposing
-``build(config) -> Stage``. Everything else here is derived from :data:`STAGES`.
+``build(config) -> Stage``. Everything else here is derived from :data:`STAGES`. A stage module imports at
+its top only what ``build`` needs and the rest where the stage runs, so that ``lmprep status`` and a run with
+nothing to do load no numpy, pyarrow, torch or regex (tests/stages/test_startup.py).
 
 A stage module whose outputs come from code in ``pipeline/`` declares ``CODE_VERSION``, the
 version of that code (``Stage.code_version``): bump it whenever the same inputs and settings

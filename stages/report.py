@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import importlib.metadata
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +66,8 @@ def write_report(config: Config, path: str, origin: Callable[[str], str] | None 
 
 
 def _version() -> str:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("lmprep")
     except importlib.metadata.PackageNotFoundError:

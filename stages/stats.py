@@ -11,7 +11,6 @@ from pathlib import Path
 from pipeline.config import Config
 from pipeline.engine import atomic, locations, storage
 from pipeline.engine.runner import Stage
-from pipeline.shards import stats as shard_stats
 from stages.console import say
 from stages.encode import open_splits, shard_reader_stage
 
@@ -32,6 +31,8 @@ def committed_path(config: Config, name: str) -> Path | str:
 
 
 def run(config: Config) -> None:
+    from pipeline.shards import stats as shard_stats
+
     tokenizer, shard_sets = open_splits(config)
     stats = [shard_stats.split_stats(shard_set, tokenizer, top=config.stats.top) for shard_set in shard_sets]
     output = config.output_path(config.stats.output_dir)

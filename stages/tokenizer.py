@@ -18,18 +18,19 @@ hashes the tokenizer, not the file's bytes). The stage's line says when the byte
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from pipeline.config import Config
-from pipeline.data import documents
-from pipeline.data.chunk_counts import count_prepared
+from pipeline.data.cleaning import split_dir
 from pipeline.engine import storage
-from pipeline.engine.executor import open_tasks
 from pipeline.engine.runner import Stage
 from pipeline.errors import AlphabetTooLargeError
-from pipeline.tokenizer import Tokenizer, hf_dir, hf_json
-from pipeline.tokenizer.patterns import chunk_aligned, resolve_pattern
+from pipeline.tokenizer import hf_dir
 from stages.console import PROGRESS, say
 from stages.encode import special_id
+
+if TYPE_CHECKING:
+    from pipeline.tokenizer import Tokenizer
 
 TRAINING_KEYS = ("kind", "vocab_size", "merges", "pattern", "merge_newlines", "min_frequency", "character_coverage",
                  "special_tokens")
@@ -55,7 +56,7 @@ def build(config: Config) -> Stage:
                      keys={source: "tokenizer.path", **dict.fromkeys(outs, "tokenizer.output")})
     return Stage(
         name="tokenizer",
-        deps=(str(documents.split_dir(config.out(config.prepare.output_dir), "train")),),
+        deps=(str(split_dir(config.out(config.prepare.output_dir), "train")),),
         outs=outs,
         params=("tokenizer.path", "tokenizer.output", *(f"tokenizer.{key}" for key in TRAINING_KEYS), *COMPANION_KEYS),
         run=functools.partial(train, config),
@@ -68,6 +69,12 @@ def build(config: Config) -> Stage:
 
 def train(config: Config) -> None:
     """Byte and char kinds: chunks counted by partition tasks, merges here; the word kind trains in-process."""
+    from pipeline.data import documents
+    from pipeline.data.chunk_counts import count_prepared
+    from pipeline.engine.executor import open_tasks
+    from pipeline.tokenizer import Tokenizer
+    from pipeline.tokenizer.patterns import chunk_aligned, resolve_pattern
+
     settings, prepared, output = (config.tokenizer, config.output_path(config.prepare.output_dir),
                                   config.output_path(config.tokenizer.output))
     options = dict(vocab_size=settings.vocab_size, kind=settings.kind, pattern=settings.pattern,
@@ -103,6 +110,8 @@ def reuse(config: Config) -> None:
 
     The runner refuses a ``tokenizer.output`` that is ``tokenizer.path`` before this runs.
     """
+    from pipeline.tokenizer import hf_json
+
     source, output = config.here(config.tokenizer.path), config.output_path(config.tokenizer.output)
     data = hf_json.read_file(source)
     tokenizer = hf_json.loads(data, name=source)

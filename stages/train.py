@@ -15,9 +15,6 @@ from pipeline.config import Config
 from pipeline.engine import hashing, locations
 from pipeline.engine.runner import Stage
 from pipeline.errors import PipelineError
-from pipeline.shards.format import ShardSet
-from pipeline.shards.manifest import has_split, read_manifest
-from pipeline.tokenizer import Tokenizer
 from stages.console import PROGRESS, say
 
 CODE_VERSION = 5  # 2: the chunked loss (other rounding); 3: checksums in the checkpoint; 4: source_tokens in metrics;
@@ -74,6 +71,9 @@ def settings_here(config: Config):
 
 def run(config: Config, retrain: bool = False) -> None:
     from pipeline.model import training
+    from pipeline.shards.format import ShardSet
+    from pipeline.shards.manifest import has_split
+    from pipeline.tokenizer import Tokenizer
 
     tokenizer_file = tokenizer_path(config)
     tokenizer = Tokenizer.load(tokenizer_file)
@@ -118,6 +118,9 @@ def preview(config: Config, stale_upstream: Sequence[str]) -> str | None:
     try:
         if not checkpoint_exists(directory):
             return None
+        from pipeline.shards.manifest import read_manifest  # numpy, regex: only with a checkpoint to judge
+        from pipeline.tokenizer import Tokenizer
+
         tokenizer = Tokenizer.load(tokenizer_path(config))
         shards = hashing.canonical_hash(read_manifest(config.output_path(config.encode.output_dir), "train").to_dict())
     except PipelineError:  # a missing or broken input: the run itself will say what is wrong

@@ -12,9 +12,15 @@ buckets of digests (:mod:`pipeline.data.dedup`); prepare's counts are in
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import unicodedata
 from collections.abc import Iterator
+from pathlib import Path
+
+from pipeline.engine import locations
+
+SPLITS = ("train", "val")
 
 # C0 and C1 control characters except tab and newline, plus lone surrogates
 # (which JSON "\ud800" escapes can produce and UTF-8 cannot store).
@@ -49,6 +55,11 @@ def split_of(text: str, *, seed: int, val_fraction: float) -> str:
     key = str(seed).encode("ascii")
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8, key=key).digest()
     return "val" if int.from_bytes(digest, "big") / _SPLIT_SCALE < val_fraction else "train"
+
+
+def split_dir(directory: str | os.PathLike[str], split: str) -> Path | str:
+    """Where a prepared directory keeps the parts of ``split`` (one of :data:`SPLITS`)."""
+    return locations.join(directory, split)
 
 
 # The last character of a text before which it can be cut, each side then cleaning alone to the same text: a

@@ -24,14 +24,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.config.schema import MAX_BUCKETS, bounded
 from pipeline.data.record import DedupStep
 from pipeline.engine import locations, storage
-from pipeline.engine.executor import Tasks
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pipeline.engine.executor import Tasks
 
 # numpy parses an array file's header with ast.literal_eval, which CPython 3.11 (seen on 3.11.7) can break
 # when two threads use the ast module at once ("AST constructor recursion depth mismatch"); the tasks of
@@ -86,6 +88,8 @@ class DigestWriter:
         self._positions.append(position)
 
     def close(self) -> None:
+        import numpy as np
+
         array = np.frombuffer(b"".join(self._digests), dtype=np.uint64).reshape(-1, 2)
         bucket_of = array[:, 0] % np.uint64(self._buckets)
         order = np.argsort(bucket_of, kind="stable")
@@ -103,6 +107,8 @@ class _Bucket:
     partitions: int
 
     def __call__(self, bucket: int) -> None:
+        import numpy as np
+
         digests, where = [], []
         for index in range(self.partitions):
             with load_arrays(locations.join(self.work, f"r{self.round_}-digests-{index:05d}.npz")) as saved:
@@ -121,6 +127,8 @@ class _Bucket:
 
 def save_marks(path: Path | str, marks: np.ndarray) -> None:
     """Marks rows, sorted by (partition, position) so that :func:`read_marks` can bisect them."""
+    import numpy as np
+
     marks = marks.reshape(-1, 4).astype(np.int64)
     order = np.lexsort((marks[:, 1], marks[:, 0]))
     with storage.output_file(path, durable=False) as tmp, open(tmp, "wb") as handle:
@@ -129,6 +137,8 @@ def save_marks(path: Path | str, marks: np.ndarray) -> None:
 
 def read_marks(paths: Sequence[Path | str], index: int) -> Marks:
     """Partition ``index``'s marked positions, from every marks file of a step."""
+    import numpy as np
+
     found: Marks = {}
     for path in paths:
         with storage.local_copy(path) as local:
@@ -139,6 +149,8 @@ def read_marks(paths: Sequence[Path | str], index: int) -> Marks:
 
 
 def save_arrays(path: Path | str, **arrays: np.ndarray) -> None:
+    import numpy as np
+
     with storage.output_file(path, durable=False) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, **arrays)
 
@@ -146,6 +158,8 @@ def save_arrays(path: Path | str, **arrays: np.ndarray) -> None:
 @contextlib.contextmanager
 def load_arrays(path: Path | str) -> Iterator[Any]:
     """The arrays of an ``.npz`` file of the work directory, local or remote."""
+    import numpy as np
+
     with storage.local_copy(path) as local:
         with _NPY_HEADERS:
             saved = np.load(local)
@@ -156,5 +170,7 @@ def load_arrays(path: Path | str) -> Iterator[Any]:
 
 def load_npy(path: Path | str, *, mmap_mode: Literal["r"] | None = None) -> np.ndarray:
     """An ``.npy`` file of the work directory, memory-mapped with ``mmap_mode="r"``."""
+    import numpy as np
+
     with _NPY_HEADERS:
         return np.load(path, mmap_mode=mmap_mode)

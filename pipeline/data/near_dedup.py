@@ -23,16 +23,17 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from pipeline.config.schema import MAX_BUCKETS, bounded
-from pipeline.data import minhash
 from pipeline.data.dedup import Marks, load_arrays, load_npy, read_marks, save_arrays, save_marks
 from pipeline.data.record import DedupStep
 from pipeline.engine import locations, storage
-from pipeline.engine.executor import Tasks
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pipeline.engine.executor import Tasks
 
 _ROW_BITS = 40  # a document's node in the union-find: partition << 40 | row (a trillion rows per partition)
 _GATHER_ROWS = 65_536  # signatures verified at a time: 64 MB at 256 hashes, whatever the size of the bucket
@@ -92,6 +93,8 @@ class SignatureWriter:
     """Collects one partition's signatures and band keys; saves them on :meth:`close`."""
 
     def __init__(self, settings: NearDedupStep, signatures: Path | str, bands: Path | str):
+        from pipeline.data import minhash
+
         self._settings, self._signatures_path, self._bands_path = settings, signatures, bands
         self.paths = (signatures, bands)  # what close() writes
         self._a, self._b = minhash.permutations(settings.hashes, settings.seed)
@@ -99,11 +102,17 @@ class SignatureWriter:
         self._positions: list[int] = []
 
     def add(self, position: int, text: str) -> None:
+        from pipeline.data import minhash
+
         hashes = minhash.shingle_hashes(text, shingle=self._settings.shingle, size=self._settings.shingle_size)
         self._signatures.append(minhash.signature(hashes, self._a, self._b))
         self._positions.append(position)
 
     def close(self) -> None:
+        import numpy as np
+
+        from pipeline.data import minhash
+
         settings = self._settings
         signatures = (np.stack(self._signatures) if self._signatures
                       else np.zeros((0, settings.hashes), dtype=np.uint32))
@@ -129,6 +138,8 @@ class _Bucket:
     partitions: int
 
     def __call__(self, bucket: int) -> None:
+        import numpy as np
+
         keys, partitions, rows = self._entries(bucket)
         order = np.lexsort((rows, partitions, keys))  # by key, then in corpus order
         keys, partitions, rows = keys[order], partitions[order], rows[order]
@@ -154,6 +165,8 @@ class _Bucket:
                     edges=np.array(edges, dtype=np.int64).reshape(-1, 4))
 
     def _entries(self, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        import numpy as np
+
         keys, partitions, rows = [], [], []
         for index in range(self.partitions):
             with load_arrays(locations.join(self.work, f"r{self.round_}-bands-{index:05d}.npz")) as saved:
@@ -166,6 +179,8 @@ class _Bucket:
 
 def _chunks(starts: np.ndarray, ends: np.ndarray, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The groups ``[starts[i], ends[i])`` in consecutive runs of about ``rows`` rows (a larger group alone)."""
+    import numpy as np
+
     first = 0
     while first < len(starts):
         last = max(int(np.searchsorted(ends, starts[first] + rows, side="right")), first + 1)
@@ -182,6 +197,8 @@ class _SignatureFiles:
 
     def gather(self, partitions: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The signatures of the given documents, read from each partition's file at once."""
+        import numpy as np
+
         gathered = None
         for index in np.unique(partitions).tolist():
             signatures = self._partition(index)
@@ -203,6 +220,8 @@ def _verified_edges(members: list[tuple[int, int]], signatures: np.ndarray,
                     need: int) -> list[tuple[int, int, int, int]]:
     """Edges (leader → member) of one candidate group, in corpus order: each member is compared with the
     leaders before it and joins the first whose signature agrees on at least ``need`` values."""
+    import numpy as np
+
     leaders = [0]
     edges = []
     for i in range(1, len(members)):
@@ -225,6 +244,8 @@ class _Clusters:
     partitions: int
 
     def __call__(self, _: int) -> None:
+        import numpy as np
+
         edges = [np.zeros((0, 4), dtype=np.int64)]
         for bucket in range(self.buckets):
             with load_arrays(locations.join(self.work, f"r{self.round_}-edges-{bucket:05d}.npz")) as saved:
@@ -240,6 +261,8 @@ class _Clusters:
 
     def _positions(self, nodes: np.ndarray) -> np.ndarray:
         """Each node's position in its partition's candidates, from the row of its signature."""
+        import numpy as np
+
         positions = np.zeros(len(nodes), dtype=np.int64)
         partition_of, row_of = nodes >> _ROW_BITS, nodes & ((1 << _ROW_BITS) - 1)
         for index in np.unique(partition_of).tolist():

@@ -47,7 +47,7 @@ import pyarrow as pa
 from pipeline.config import PrepareConfig
 from pipeline.data import documents
 from pipeline.data.accounting import PrepareStats, SourceTally, Tally, looks_like_a_name
-from pipeline.data.cleaning import clean_text, split_of
+from pipeline.data.cleaning import clean_text, split_dir, split_of
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart
 from pipeline.data.record import DedupStep, Document, Drop, MetadataField, Rewrite
 from pipeline.data.resume import PrepareRecords, partition_inputs, refuse_tiny_partitions, round_record
@@ -188,7 +188,7 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
                                                                for job in jobs], notify, rounds=len(chain.segments),
                              files=_steps_and_readers_files(chain, files))
     work = records.scratch.path(WORK_DIR)
-    for directory in (work, *(documents.split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
+    for directory in (work, *(split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
         storage.make_dir(directory)
     with storage.output_dir(out_dir) as staging:
         results: list[list[RoundResult]] = []

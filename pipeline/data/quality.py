@@ -14,14 +14,11 @@ Each rule's name is the rejected document's ``rule``.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
-import numpy as np
-import regex
-
 from pipeline.config.schema import bounded
-from pipeline.data import minhash
 from pipeline.data.record import Answer, Document, Drop, Rewrite, TextRule
 
 _BULLETS = ("•", "●", "◦", "‣", "⁃", "▪", "▫", "-", "*", "·", "–")
@@ -31,7 +28,6 @@ _LETTER = re.compile(r"[^\W\d_]")
 _TERMINAL = (".", "!", "?", '"', "”")
 _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 _CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
-_SENTENCE_TERMINAL = regex.compile(r"\p{Sentence_Terminal}")  # FineWeb's "punctuation" that ends a line
 SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
 """Where a sentence ends: a run of ``.``, ``!`` or ``?`` (and closing quotes or brackets) before whitespace or the
 end, where C4 used a sentence tokenizer; the peers' parity runs split sentences with it too."""
@@ -230,7 +226,7 @@ class FineWeb(TextRule):
         lines = [line for line in text.split("\n") if line.strip()]
         if not lines:
             return None
-        punctuated = sum(_SENTENCE_TERMINAL.match(line[-1]) is not None for line in lines)
+        punctuated = sum(_sentence_terminal().match(line[-1]) is not None for line in lines)
         if punctuated <= rules.min_punctuated_lines * len(lines):
             return "punctuated_lines"
         if _duplicates(lines)[1] >= rules.max_duplicate_line_chars * (len(text) - text.count("\n")):
@@ -252,6 +248,15 @@ def _duplicates(elements: list[str]) -> tuple[int, int]:
     return count, chars
 
 
+@functools.cache
+def _sentence_terminal():
+    """FineWeb's "punctuation" that ends a line: a character of Unicode's Sentence_Terminal (``regex``, which
+    the standard ``re`` cannot express, imported when a FineWeb step first runs)."""
+    import regex
+
+    return regex.compile(r"\p{Sentence_Terminal}")
+
+
 class _WordGrams:
     """The n-grams of a document's words, counted with numpy over 64-bit keys (:func:`minhash.ngram_keys`)."""
 
@@ -259,6 +264,10 @@ class _WordGrams:
         """The whitespace-separated words of ``text``: of its bytes when it is ASCII, the common case (cleaned
         text has no ``\\x1c``-``\\x1f``, the only ASCII characters ``str.split`` takes for whitespace and
         ``bytes.split`` does not)."""
+        import numpy as np
+
+        from pipeline.data import minhash
+
         if text.isascii():
             words = text.encode("ascii").split()
             lengths = map(len, words)
@@ -273,6 +282,10 @@ class _WordGrams:
     def top_chars(self, n: int) -> int:
         """The characters of the most frequent n-gram (its words and the spaces between them; of equally frequent
         ones, the first in the text) times its count; 0 when no n-gram repeats."""
+        import numpy as np
+
+        from pipeline.data import minhash
+
         if len(self._units) < n:
             return 0
         _, first, counts = np.unique(minhash.ngram_keys(self._units, n), return_index=True, return_counts=True)
@@ -285,6 +298,10 @@ class _WordGrams:
     def duplicate_chars(self, n: int) -> int:
         """The characters of the words inside an n-gram that repeats an earlier one, each word counted once
         (the first occurrence of an n-gram is not a duplicate, as the first copy of a line is not)."""
+        import numpy as np
+
+        from pipeline.data import minhash
+
         if len(self._units) < n:
             return 0
         keys = minhash.ngram_keys(self._units, n)

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-import pyarrow as pa
-
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import pyarrow as pa
 
     from pipeline.engine.executor import Tasks
 
@@ -85,7 +85,9 @@ class MetadataField:
 
     @property
     def arrow(self) -> pa.Field:
-        return pa.field(self.name, METADATA_TYPES[self.type][0], nullable=False)
+        import pyarrow as pa  # when a part is written: the config's checks and ``lmprep status`` need no pyarrow
+
+        return pa.field(self.name, getattr(pa, METADATA_TYPES[self.type][0])(), nullable=False)
 
     @property
     def zero(self) -> Any:
@@ -100,11 +102,11 @@ class MetadataField:
         return f"metadata {self.name!r} must be {self.type}, got {type(value).__name__} {value!r:.60}"
 
 
-METADATA_TYPES: dict[str, tuple[pa.DataType, Any, type | tuple[type, ...]]] = {
-    "string": (pa.large_string(), "", str),
-    "int64": (pa.int64(), 0, int),
-    "float64": (pa.float64(), 0.0, (int, float)),
-    "bool": (pa.bool_(), False, bool),
+METADATA_TYPES: dict[str, tuple[str, Any, type | tuple[type, ...]]] = {  # the arrow type's factory, zero, Python types
+    "string": ("large_string", "", str),
+    "int64": ("int64", 0, int),
+    "float64": ("float64", 0.0, (int, float)),
+    "bool": ("bool_", False, bool),
 }
 RESERVED_FIELDS = ("text", "source", "document", "position", "step", "rule", "duplicate_of", "rewritten")
 

@@ -18,10 +18,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import Executor, Future
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.errors import PipelineError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -55,6 +58,8 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     must be used from a thread that lives as long as it does (on Linux a worker gets its parent-death
     signal when the thread that started it ends).
     """
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only where a pool starts
+
     with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(os.getpid(),)) as pool:
         try:
             _start_workers(pool)
@@ -67,6 +72,8 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
 def kill_workers(executor: Executor) -> None:
     """Kill a process pool's workers and wait until they are gone (their tasks' outputs are being thrown
     away); other executors are left."""
+    from concurrent.futures import ProcessPoolExecutor
+
     if isinstance(executor, ProcessPoolExecutor):
         processes = list((executor._processes or {}).values())  # no public way before Python 3.14
         for process in processes:

@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from pipeline.config import FROM_FILE, Config, Origins, dump_yaml, resolved_size
-from pipeline.engine.executor import share_local_cluster
 from pipeline.engine.runner import Pipeline, StageStatus, direct_upstream
 from pipeline.errors import ConfigError
 from stages.cli.options import config_file, config_options
@@ -32,6 +31,8 @@ def make_pipeline(config: Config) -> Pipeline:
 def run_pipeline(pipeline: Pipeline, targets: list[str] | None, *, force: bool, wait: bool = True) -> None:
     """Run the stale stages among ``targets``; with ``executor.address: local`` they share one Dask
     LocalCluster, started by the first that needs it and closed when the run ends."""
+    from pipeline.engine.executor import share_local_cluster
+
     with share_local_cluster():
         pipeline.run(targets, force=force, wait=wait)
 

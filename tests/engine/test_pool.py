@@ -58,6 +58,7 @@ def test_worker_count_is_one_per_core_and_never_more(monkeypatch):
 def test_encode_starts_no_more_processes_than_cores(monkeypatch):
     from pipeline.config import Config, EncodeConfig
     from pipeline.engine import executor
+    from pipeline.shards import corpus
     from stages import encode
 
     started = []
@@ -68,7 +69,7 @@ def test_encode_starts_no_more_processes_than_cores(monkeypatch):
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     monkeypatch.setattr(executor, "process_pool", no_pool)
-    monkeypatch.setattr(encode.corpus, "share_tokenizer", lambda path: None)
+    monkeypatch.setattr(corpus, "share_tokenizer", lambda path: None)
     monkeypatch.setattr(encode, "special_id", lambda *args, **kwargs: None)
     with pytest.raises(RuntimeError, match="not starting"):
         encode.run(Config(encode=EncodeConfig(workers=64)))

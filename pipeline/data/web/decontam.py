@@ -24,18 +24,19 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
-import xxhash
+from typing import TYPE_CHECKING
 
 from pipeline.errors import DataError, counted, describe, json_error_reason, shorten
+
+if TYPE_CHECKING:
+    import numpy as np
 
 WORD = re.compile(r"[^\W_]+")
 """A word: a run of letters and digits (GPT-3's normalisation: lower case, punctuation removed)."""
 DEFAULT_N = 13
 MODES = ("drop", "remove_span")
-_MULTIPLIER = np.uint64(0x100000001B3)  # FNV's 64-bit prime: an odd multiplier, so no word is lost mod 2**64
-_MIX = (np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53))  # MurmurHash3's 64-bit finaliser
+_MULTIPLIER = 0x100000001B3  # FNV's 64-bit prime: an odd multiplier, so no word is lost mod 2**64
+_MIX = (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)  # MurmurHash3's 64-bit finaliser
 _EXAMPLES_KEPT = 20  # the document IDs a report names per evaluation set; the rest are counted
 
 
@@ -51,19 +52,23 @@ class EvalSet:
 
 def ngram_hashes(words: Sequence[str], n: int) -> np.ndarray:
     """The hash of each ``n``-word window of ``words``, in order (empty when there are fewer than ``n``)."""
+    import numpy as np
+    import xxhash
+
     if len(words) < n:
         return np.empty(0, dtype=np.uint64)
     word_hashes = np.fromiter((xxhash.xxh64_intdigest(word.encode("utf-8", "surrogatepass")) for word in words),
                               dtype=np.uint64, count=len(words))
     windows = len(words) - n + 1
     combined = np.zeros(windows, dtype=np.uint64)
+    multiplier, (mix_1, mix_2) = np.uint64(_MULTIPLIER), map(np.uint64, _MIX)
     with np.errstate(over="ignore"):
         for offset in range(n):
-            combined = combined * _MULTIPLIER + word_hashes[offset : offset + windows]
+            combined = combined * multiplier + word_hashes[offset : offset + windows]
         combined ^= combined >> np.uint64(33)
-        combined *= _MIX[0]
+        combined *= mix_1
         combined ^= combined >> np.uint64(33)
-        combined *= _MIX[1]
+        combined *= mix_2
         combined ^= combined >> np.uint64(33)
     return combined
 
@@ -120,6 +125,8 @@ class Decontaminator:
             self.hashes[eval_set.name], self.reports[eval_set.name] = self._load(eval_set)
 
     def _load(self, eval_set: EvalSet) -> tuple[np.ndarray, SetReport]:
+        import numpy as np
+
         report, chunks = SetReport(), []
         for item in read_items(eval_set):
             report.items += 1
@@ -135,6 +142,8 @@ class Decontaminator:
 
     def check(self, document_id: str, text: str) -> Verdict:
         """Look ``text``'s n-grams up in every set; count the document in the sets it overlaps."""
+        import numpy as np
+
         hashes = _hashes_of(text, self.n)
         matches, hit = {}, np.zeros(len(hashes), dtype=bool)
         for name, table in self.hashes.items():
@@ -151,6 +160,8 @@ class Decontaminator:
 
 
 def _members(hashes: np.ndarray, table: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     places = np.searchsorted(table, hashes)
     places[places == len(table)] = 0
     return table[places] == hashes
@@ -158,6 +169,8 @@ def _members(hashes: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 def _cut(text: str, words: list[re.Match[str]], hit: np.ndarray, n: int) -> str:
     """``text`` without the words of each matched n-gram (from the first word's start to the last's end)."""
+    import numpy as np
+
     depth = np.zeros(len(words) + 1, dtype=np.int32)
     np.add.at(depth, np.flatnonzero(hit), 1)
     np.add.at(depth, np.flatnonzero(hit) + n, -1)

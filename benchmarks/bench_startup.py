@@ -1,0 +1,93 @@
+"""What the commands that run no stage cost: ``lmprep --version``, ``status`` and a no-op ``run`` and ``make``.
+
+    python benchmarks/bench_startup.py [--repeats 7] [--smoke]
+
+Copies the shipped project (the tracked ``configs/`` and ``data/raw/``) under benchmarks/.data, runs it once,
+then runs each command in a fresh process ``--repeats`` times and prints the CPU seconds (user + system, the
+command and every process it waited for, from ``wait4``) and the peak RSS of each, best and median: on a
+shared machine the best is the cost of the command, the median what the load made of it. The goal is under
+0.3 s of CPU for each but the last row: ``status`` with a stale ``train`` stage (``--set train.steps=…``),
+whose warning reads the checkpoint (docs/performance.md). The no-op ``make`` is this checkout's Makefile on
+the copy (``CONFIG=``), skipped when its install step is stale (it would reinstall, not measure a no-op).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import results
+
+ROOT = results.ROOT
+LMPREP = str(Path(sys.executable).with_name("lmprep"))
+PROJECT = ("configs", "data/raw")  # what the shipped project is, as the checked docs copy it
+GOAL_S = 0.3
+
+
+def copy_project(target: Path) -> Path:
+    """The tracked files of the shipped project under ``target``; returns its config."""
+    shutil.rmtree(target, ignore_errors=True)
+    tracked = subprocess.run(["git", "ls-files", *PROJECT], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    for name in tracked:
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target / name)
+    return target / "configs" / "default.yaml"
+
+
+def measured(command: list[str], cwd: Path) -> tuple[float, int]:
+    """CPU seconds and peak RSS (bytes) of one run of ``command``, its waited-for children included."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    errors = process.stderr.read().decode() if process.stderr else ""
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}): {errors[-2000:]}")
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+
+
+def make_is_a_no_op() -> bool:
+    """Whether the Makefile's install step is up to date (``make -q`` answers without running anything)."""
+    return subprocess.run(["make", "-q", "-C", str(ROOT), ".venv/.installed"], capture_output=True).returncode == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    results.add_arguments(parser)
+    args = parser.parse_args()
+    project = results.data_dir() / "startup"
+    config = copy_project(project)
+    if args.smoke:  # a short first run: the shipped config, training 2 steps
+        config = config.with_name("smoke.yaml")
+        config.write_text("extends: default.yaml\ntrain:\n  steps: 2\n")
+    subprocess.run([LMPREP, "run", "--config", str(config)], cwd=project, check=True, capture_output=True)
+    commands = {
+        "lmprep --version": [LMPREP, "--version"],
+        "lmprep status (up to date)": [LMPREP, "status", "--config", str(config)],
+        "lmprep run (nothing stale)": [LMPREP, "run", "--config", str(config)],
+        "make (nothing stale)": ["make", "-s", "-C", str(ROOT), f"CONFIG={config}"],
+        "lmprep status (train stale)": [LMPREP, "status", "--config", str(config), "--set", "train.steps=1000"],
+    }
+    if not make_is_a_no_op():
+        print("make skipped: its install step (.venv/.installed) is stale, so make would reinstall")
+        del commands["make (nothing stale)"]
+    repeats = 1 if args.smoke else args.repeats
+    print(f"{repeats} runs each; CPU s = user + system of the command and its children; goal < {GOAL_S} s CPU")
+    print(f"| command | CPU s best | CPU s median | peak RSS MB | under {GOAL_S} s |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, command in commands.items():
+        runs = [measured(command, project) for _ in range(repeats)]
+        cpu = [seconds for seconds, _ in runs]
+        rss = max(peak for _, peak in runs) / 2**20
+        verdict = "yes" if min(cpu) < GOAL_S else "no"
+        print(f"| {label} | {min(cpu):.3f} | {statistics.median(cpu):.3f} | {rss:.0f} | {verdict} |")
+
+
+if __name__ == "__main__":
+    results.run("bench_startup", main)
