@@ -81,19 +81,22 @@ class MergeTable {
 
 // Apply merges to ids[0..n) lowest rank first, the leftmost on ties; returns the new length. Short
 // chunks: each pair's rank and the ID it makes packed in one word, rank above, in one small array
-// rescanned for the lowest after each merge (a branch-free minimum, then its first position: one pair,
-// wherever it occurs, packs to one value, so the first is the leftmost). Chunks are a few IDs, so the
+// rescanned for the lowest after each merge (the minimum and its first position in one branch-free pass:
+// one pair, wherever it occurs, packs to one value, so the first is the leftmost). Chunks are a few IDs, so the
 // shifts are plain loops rather than calls to memmove.
 inline size_t merge_short(uint32_t *ids, size_t n, const MergeTable &table) {
     uint64_t pairs[SHORT_CHUNK];  // pairs[i]: of (ids[i], ids[i + 1])
     size_t count = n < 2 ? 0 : n - 1;
     for (size_t i = 0; i < count; i++) pairs[i] = table.packed(ids[i], ids[i + 1]);
     while (count) {
-        uint64_t lowest = MergeTable::NONE;
-        for (size_t i = 0; i < count; i++) lowest = pairs[i] < lowest ? pairs[i] : lowest;
-        if ((lowest >> 32) == NO_RANK) break;
+        uint64_t lowest = pairs[0];
         size_t best = 0;
-        while (pairs[best] != lowest) best++;
+        for (size_t i = 1; i < count; i++) {  // the lowest and its first position in one pass, without branches
+            const bool lower = pairs[i] < lowest;
+            lowest = lower ? pairs[i] : lowest;
+            best = lower ? i : best;
+        }
+        if ((lowest >> 32) == NO_RANK) break;
         ids[best] = static_cast<uint32_t>(lowest);
         for (size_t i = best + 1; i + 1 < n; i++) ids[i] = ids[i + 1];
         for (size_t i = best + 1; i + 1 < count; i++) pairs[i] = pairs[i + 1];
