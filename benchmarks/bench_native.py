@@ -279,6 +279,7 @@ def child(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, re
     start_rss = peak_rss_mb()
     wall = cpu = float("inf")
     for _ in range(repeats):
+        result = None  # the last result is freed here, not inside the next timing
         built = fresh()
         if warm:
             encode(built, texts)
