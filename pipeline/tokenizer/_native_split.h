@@ -59,11 +59,6 @@ inline uint8_t class_of(uint32_t c) {
     if (c >= CODE_POINTS) return 0;
     return blocks[(static_cast<size_t>(block_of[c >> BLOCK_BITS]) << BLOCK_BITS) | (c & (BLOCK - 1))];
 }
-inline bool is_letter(uint32_t c) { return class_of(c) & LETTER; }
-inline bool is_number(uint32_t c) { return class_of(c) & NUMBER; }
-inline bool is_space(uint32_t c) { return class_of(c) & SPACE; }
-inline bool is_other(uint32_t c) { return class_of(c) == 0; }  // [^\s\p{L}\p{N}]
-inline bool is_newline(uint32_t c) { return c == '\r' || c == '\n'; }
 
 inline bool folds_to(uint32_t c, const uint32_t *folded) {
     for (; *folded; folded++)
@@ -87,8 +82,9 @@ inline bool valid_mode(int mode) { return mode >= GPT4 && mode <= WHOLE; }
 // A scalar loop over the characters of a chunk mispredicts where each run of letters, digits or spaces
 // ends, once a chunk, which costs more than the rest of the split on text whose chunks are a few
 // characters long. So the split first turns the text into bit masks, 64 characters a word, one mask per
-// class (letter, number, space, newline, other), and finds where a run ends with one count of trailing
-// zeros; only the choice between the pattern's alternatives is left to branches.
+// class (letter, number, space, newline, other, and the space and apostrophe the patterns name). The gpt4
+// split computes every chunk start from the masks (gpt4_split); the gpt2 and word splits find where each
+// run ends with one count of trailing zeros, leaving only the choice between alternatives to branches.
 
 // The class byte of a code unit.
 template <typename T>
