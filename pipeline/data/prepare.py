@@ -177,15 +177,11 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
     scopes or metadata). The tasks an interrupted call with the same files, settings and ``code_version``
     finished are taken, not run again, and ``notify`` says so.
     """
-    partitions = plan_partitions(files, settings.partition_bytes)
-    refuse_tiny_partitions(len(partitions), settings.partition_bytes)  # before each is named and recorded
-    jobs = [Job(_absolute(partition), tuple(_piece_name(piece, names_root) for piece in partition.pieces))
-            for partition in partitions]
-    labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
+    jobs, labels, sizes = _plan_jobs(files, settings.partition_bytes, names_root)
     chain = chain or build_chain(settings)
     chain.load()
-    records = PrepareRecords(out_dir, settings, code_version, [partition_inputs(job.partition, job.piece_names)
-                                                               for job in jobs], notify, rounds=len(chain.segments),
+    records = PrepareRecords(out_dir, settings, code_version, (partition_inputs(job.partition, job.piece_names)
+                                                               for job in jobs), notify, rounds=len(chain.segments),
                              files=_steps_and_readers_files(chain, files))
     work = records.scratch.path(WORK_DIR)
     for directory in (work, *(documents.split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
@@ -215,6 +211,21 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
         storage.write_bytes(locations.join(staging, STATS_FILE), (atomic.dumps_json(stats.to_dict()) + "\n").encode())
     records.keep_first_round()
     return stats
+
+
+def _plan_jobs(files: Sequence[SourceFile], partition_bytes: int,
+               names_root: str | os.PathLike[str] | None) -> tuple[list[Job], list[str], list[int]]:
+    """The task plan: a job per partition (its pieces with absolute paths, and the names document IDs give them),
+    with the label and size the executor shows and orders it by. The plan as the files were given is not kept
+    beside it: the driver holds each raw file once more, not twice."""
+    partitions = plan_partitions(files, partition_bytes)
+    refuse_tiny_partitions(len(partitions), partition_bytes)  # before each is named and recorded
+    jobs, labels, sizes = [], [], []
+    for partition in partitions:
+        jobs.append(Job(_absolute(partition), tuple(_piece_name(piece, names_root) for piece in partition.pieces)))
+        labels.append(f"{partition.index} ({partition.describe()})")
+        sizes.append(partition.size)
+    return jobs, labels, sizes
 
 
 def _run_round(step: Round, jobs: Sequence[Job], identities: Sequence[str], done: dict[int, dict], *, tasks: Tasks,
@@ -505,7 +516,8 @@ def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: li
             stats.documents[split] += result.parts[split].documents
             stats.characters[split] += result.characters[split]
     stats.rejected = [dataclasses.asdict(result.parts[REJECTED]) for result in written if result.parts]
-    as_given = {str(locations.absolute(file.path)): str(file.path) for file in files}  # tasks read absolute paths
+    unsplit = {path for result in results[0] for _, path in result.unsplit}  # tasks read absolute paths
+    as_given = {found: str(file.path) for file in files if (found := str(locations.absolute(file.path))) in unsplit}
     for result in results[0]:
         for separator, path in result.unsplit:
             stats.unsplit.setdefault(separator, []).append(as_given.get(path, path))
@@ -513,10 +525,15 @@ def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: li
 
 
 def _absolute(partition: Partition) -> Partition:
-    """The partition with absolute paths, so that a task reads the same files from any directory."""
+    """The partition with absolute paths, so that a task reads the same files from any directory; as strings,
+    which the plan holds in a quarter of the memory of a ``Path`` (a local one is never taken for a URL)."""
     return dataclasses.replace(partition, pieces=tuple(
-        dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=locations.absolute(piece.file.path)))
+        dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=_absolute_path(piece.file.path)))
         for piece in partition.pieces))
+
+
+def _absolute_path(path: Path | str) -> str:
+    return os.fspath(path) if locations.is_url(path) else os.path.abspath(locations.local(path))
 
 
 def _piece_name(piece: Piece, root: str | os.PathLike[str] | None) -> str:
