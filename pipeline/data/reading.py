@@ -37,7 +37,7 @@ class SourceFile:
     """One raw file and how to read it (``format`` resolved from the extension). The driver holds one per raw
     file, and a piece for each in the task plan: slots, not a ``__dict__`` each (a third of the size)."""
 
-    path: Path | str  # a local path or a URL: a str when a glob matched it (in the task plan, an absolute one)
+    path: Path | str  # a local path or a URL: a str when a glob matched it (absolute in a task that reads it)
     format: str
     separator: str
     field: str
