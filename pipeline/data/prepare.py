@@ -113,8 +113,8 @@ class Schemas:
 
 @dataclass(frozen=True)
 class Job:
-    """One partition task's input: the partition, the names its pieces go by in document IDs, and the
-    identity its completion record gives the task of the current round."""
+    """One partition task's input: the partition (its files as the globs gave them), the names its pieces go by in
+    document IDs, and the identity its completion record gives the task of the current round."""
 
     partition: Partition
     piece_names: tuple[str, ...]
@@ -179,14 +179,15 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
     """
     partitions = plan_partitions(files, settings.partition_bytes)
     refuse_tiny_partitions(len(partitions), settings.partition_bytes)  # before each is named and recorded
-    jobs = [Job(_absolute(partition), tuple(_piece_name(piece, names_root) for piece in partition.pieces))
+    jobs = [Job(partition, tuple(_piece_name(piece, names_root) for piece in partition.pieces))
             for partition in partitions]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
+    working_dir = os.getcwd()
     chain = chain or build_chain(settings)
     chain.load()
-    records = PrepareRecords(out_dir, settings, code_version, [partition_inputs(job.partition, job.piece_names)
-                                                               for job in jobs], notify, rounds=len(chain.segments),
-                             files=_steps_and_readers_files(chain, files))
+    records = PrepareRecords(out_dir, settings, code_version,
+                             (partition_inputs(_absolute(job.partition, working_dir), job.piece_names) for job in jobs),
+                             notify, rounds=len(chain.segments), files=_steps_and_readers_files(chain, files))
     work = records.scratch.path(WORK_DIR)
     for directory in (work, *(split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
         storage.make_dir(directory)
@@ -194,7 +195,7 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
         results: list[list[RoundResult]] = []
         ids = None
         for index, segment in enumerate(chain.segments):
-            step = Round(settings, chain.segments, Schemas.of(chain), index, work, records.scratch, ids)
+            step = Round(settings, chain.segments, Schemas.of(chain), index, work, records.scratch, ids, working_dir)
             desc = "prepare: write" if index == len(chain.segments) - 1 else f"prepare: round {index + 1}"
             identities = records.identities(index)
             results.append(_run_round(step, jobs, identities, records.finished_round(index, identities), tasks=tasks,
@@ -276,6 +277,7 @@ class Round:
     work: Path | str
     scratch: Scratch  # the last round's parts go there too
     ids: DocumentIds | None  # from the second round on
+    directory: str  # the driver's working directory, which the raw files' relative paths start from
 
     def __call__(self, job: Job) -> RoundResult:
         result, written = self._run(job)
@@ -293,7 +295,8 @@ class Round:
         with contextlib.ExitStack() as stack:
             rejected = stack.enter_context(self._rejected_writer(index))
             if self.index == 0:
-                docs = _read_documents(job, decoder, self.settings.normalize, tally, starts)
+                read = dataclasses.replace(job, partition=_absolute(job.partition, self.directory))
+                docs = _read_documents(read, decoder, self.settings.normalize, tally, starts)
             else:
                 docs = self._unmarked(index, tally, rejected)
             docs = _filtered(docs, self.chain[self.index], tally, rejected)
@@ -505,18 +508,28 @@ def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: li
             stats.documents[split] += result.parts[split].documents
             stats.characters[split] += result.characters[split]
     stats.rejected = [dataclasses.asdict(result.parts[REJECTED]) for result in written if result.parts]
-    as_given = {str(locations.absolute(file.path)): str(file.path) for file in files}  # tasks read absolute paths
+    unsplit = {path for result in results[0] for _, path in result.unsplit}  # tasks read absolute paths
+    as_given = {found: str(file.path) for file in files if (found := str(locations.absolute(file.path))) in unsplit}
     for result in results[0]:
         for separator, path in result.unsplit:
             stats.unsplit.setdefault(separator, []).append(as_given.get(path, path))
     return stats
 
 
-def _absolute(partition: Partition) -> Partition:
-    """The partition with absolute paths, so that a task reads the same files from any directory."""
+def _absolute(partition: Partition, directory: str) -> Partition:
+    """The partition with its local paths made absolute from the driver's working ``directory``, so that a task
+    reads the same files from any directory. The task does it, not the driver: the plan holds each raw file as the
+    glob gave it, not a second time."""
     return dataclasses.replace(partition, pieces=tuple(
-        dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=locations.absolute(piece.file.path)))
+        dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=_absolute_path(piece.file.path,
+                                                                                            directory)))
         for piece in partition.pieces))
+
+
+def _absolute_path(path: Path | str, directory: str) -> str:
+    """``os.path.abspath`` of a local path, from ``directory`` rather than this process's working directory."""
+    return os.fspath(path) if locations.is_url(path) else os.path.normpath(os.path.join(directory,
+                                                                                        locations.local(path)))
 
 
 def _piece_name(piece: Piece, root: str | os.PathLike[str] | None) -> str:

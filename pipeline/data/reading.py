@@ -32,11 +32,12 @@ Record = tuple[str, dict[str, Any] | None]
 """A document as a reader gives it: its text, and its metadata (None when the source keeps none)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceFile:
-    """One raw file and how to read it (``format`` resolved from the extension)."""
+    """One raw file and how to read it (``format`` resolved from the extension). The driver holds one per raw
+    file, and a piece for each in the task plan: slots, not a ``__dict__`` each (a third of the size)."""
 
-    path: Path | str  # a URL (str) for a remote file
+    path: Path | str  # a local path or a URL: a str when a glob matched it (absolute in a task that reads it)
     format: str
     separator: str
     field: str
@@ -146,7 +147,7 @@ def decoding_restart(data: bytes) -> int:
     return len(data)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Piece:
     """``file``'s bytes ``[start, end)``, or its row groups ``[start, end)`` for Parquet; ``end`` None
     means to the end of the file. ``size`` is its bytes (Parquet: its row groups' total byte size)."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pipeline.config import PrepareConfig
@@ -72,20 +72,24 @@ class PrepareRecords:
     """The identities of one prepare's tasks, round after round, and which of them a record says are done."""
 
     def __init__(self, output_dir: str | os.PathLike[str], settings: PrepareConfig, code_version: int,
-                 inputs: Sequence[list[Any]], notify: Callable[[str], None], rounds: int,
+                 inputs: Iterable[list[Any]], notify: Callable[[str], None], rounds: int,
                  files: Sequence[str] = ()):
+        """``inputs``: each partition's (:func:`partition_inputs`), hashed into its first round's identity as they
+        come, so that what names every piece and stamp of the corpus is never held whole."""
         self.scratch = Scratch.of(output_dir)
         self.scratch.check_place()
         self._base = completion.job_identity("prepare", code_version, dataclasses.asdict(settings),
                                              [hashing.sha256_file(path) for path in files])
-        self._inputs = inputs
+        self._first = [completion.job_identity(self._base, 0, index, partition)
+                       for index, partition in enumerate(inputs)]
         self._notify, self._rounds = notify, rounds
         self._before: str | None = None  # the identity of the step the current round reads the marks of
 
     def identities(self, round_: int) -> list[str]:
         """The identity of each partition's task of ``round_`` (rounds are asked for in order)."""
-        return [completion.job_identity(self._base, round_, index, self._inputs[index] if round_ == 0 else self._before)
-                for index in range(len(self._inputs))]
+        if round_ == 0:
+            return list(self._first)
+        return [completion.job_identity(self._base, round_, index, self._before) for index in range(len(self._first))]
 
     def finished_round(self, round_: int, identities: Sequence[str]) -> dict[int, Any]:
         """Partition → the result its record kept, for the tasks of ``round_`` an earlier run finished."""
@@ -102,7 +106,7 @@ class PrepareRecords:
         """Once the output is in place, remove the scratch but for the first round's records and their files: a
         partition's first round reads only its own files, so its record stays valid until one of them (or a
         setting) changes. Later rounds read the de-duplication step's marks of every partition: not kept."""
-        self.scratch.keep_only([round_record(0, index) for index in range(len(self._inputs))])
+        self.scratch.keep_only([round_record(0, index) for index in range(len(self._first))])
 
     def step_identity(self, round_: int, identities: Sequence[str]) -> str:
         """The de-duplication step after ``round_``: what every partition's task of that round was. Later

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
+from typing import Any
 
 from pipeline.config import SourceConfig
 from pipeline.data.reading import (
@@ -58,7 +59,8 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
     error naming it as ``label`` (by default its key, ``data.sources[0].glob``) and the glob it resolved to.
 
     Paths are ``root`` joined with the match, so a relative ``root`` gives relative paths; a glob
-    that is a URL (``s3://bucket/raw/**/*.jsonl.gz``) gives URLs.
+    that is a URL (``s3://bucket/raw/**/*.jsonl.gz``) gives URLs. Both are strings: the driver holds one per raw
+    file for the whole run, and a ``Path`` takes four times the memory of its string.
     """
     if not sources:
         raise DataError("data.sources is empty; list at least one glob of raw files in the config")
@@ -76,7 +78,7 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
             if isinstance(path, Path) and not path.exists():
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(replace(_source_file(path, source, index, os.fspath(base)), stamp=stamps.get(path))
+        files.extend(_source_file(os.fspath(path), source, index, os.fspath(base), stamps.get(path))
                      for path in matches)
     return files
 
@@ -265,19 +267,21 @@ def read_document_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tup
         yield decoder.decode(held, path=file.path, offset=offset), True
 
 
-def _source_file(path: Path | str, source: SourceConfig, index: int, root: str) -> SourceFile:
+def _source_file(path: str, source: SourceConfig, index: int, root: str,
+                 stamp: Mapping[str, Any] | None) -> SourceFile:
     key = f"data.sources[{index}]"
     metadata = tuple(parse_field(spec, f"{key}.metadata") for spec in source.metadata)
     if source.reader is not None:
         code = resolve(source.reader, root=root, key=f"{key}.reader")
-        return SourceFile(path, "custom", source.separator, source.field, source=index, metadata=metadata, code=code)
+        return SourceFile(path, "custom", source.separator, source.field, source=index, metadata=metadata, code=code,
+                          stamp=stamp)
     fmt = source.format if source.format != "auto" else _format_from_name(path)
     if fmt not in READERS:
         raise ConfigError(f"{key}.format {fmt!r} is not a reader; known: auto, {', '.join(READERS)}")
     if metadata and fmt == "txt":
         raise ConfigError(f"{key}.metadata: {path} is read as text, which has no fields to keep; metadata needs "
                           ".jsonl, .parquet or a reader that gives them")
-    return SourceFile(path, fmt, source.separator, source.field, source=index, metadata=metadata)
+    return SourceFile(path, fmt, source.separator, source.field, source=index, metadata=metadata, stamp=stamp)
 
 
 def _format_from_name(path: Path | str) -> str:

@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,17 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
 def write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2) -> None:
     """Atomically write ``obj`` as JSON with sorted keys (byte-stable output)."""
     write_text(path, dumps_json(obj, indent=indent) + "\n")
+
+
+def write_json_entries(path: str | os.PathLike[str], entries: Iterable[tuple[str, Any]]) -> None:
+    """Atomically write a JSON object from its ``(key, value)`` entries, given in sorted key order, one at a
+    time: the bytes :func:`write_json` writes of their dict with ``indent=None``, without the whole text (or
+    the dict) in memory at once (the hash cache of a million raw files is some 180 MB of text)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as out:
+        out.write("{")
+        for number, (key, value) in enumerate(entries):
+            out.write(f"{',' if number else ''}{dumps_json(key, indent=None)}:{dumps_json(value, indent=None)}")
+        out.write("}\n")
 
 
 def dumps_json(obj: Any, *, indent: int | None = 2) -> str:

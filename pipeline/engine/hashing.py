@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import stat
+import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from pipeline.errors import StorageError
 
 _CHUNK = 1 << 20
 MAX_CACHE_BYTES = 1 << 30  # about 5 million files at some 200 bytes each
+_STAMP = struct.Struct("<qqqQ")  # size, mtime_ns, ctime_ns, inode
+_ENTRY = struct.Struct("<qqqQ32s")  # a cached file in memory: its stamp and sha256, 64 bytes
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -95,8 +98,12 @@ class HashCache:
     def __init__(self, path: Location, *, listed: Mapping[str, Mapping[str, Any]] | None = None):
         self.path = Path(path)
         self._listed = dict(listed or {})  # remote files' stamps as a listing just gave them
-        self._entries: dict[str, list] = self._read()
-        self._commits = {key: self._entries.pop(key) for key in [key for key in self._entries if locations.is_url(key)]}
+        found = self._read()
+        self._commits = {key: found.pop(key) for key in [key for key in found if locations.is_url(key)]}
+        # path → its stamp and digest packed (:data:`_ENTRY`): a run over a million raw files holds an entry per
+        # file, and 64 bytes are a fifth of the same as a list of four ints and a hex string
+        self._entries: dict[str, bytes] = {key: packed for key, entry in found.items()
+                                           if (packed := _packed(entry)) is not None}
         self._dirty = False
 
     def file_hash(self, path: Location) -> str:
@@ -106,13 +113,13 @@ class HashCache:
         key = os.path.abspath(path)
         stamp = _stat_stamp(path)
         cached = self._entries.get(key)
-        if cached is not None and cached[:-1] == stamp:
-            return cached[-1]
+        if cached is not None and cached[:_STAMP.size] == _STAMP.pack(*stamp):
+            return cached[_STAMP.size:].hex()
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):
             return f"not a regular file: {storage.file_kind(mode)}"
         digest = sha256_file(path)
-        self._entries[key] = [*stamp, digest]
+        self._entries[key] = _packed([*stamp, digest])
         self._dirty = True
         return digest
 
@@ -148,7 +155,9 @@ class HashCache:
 
     def save(self) -> None:
         if self._dirty:
-            atomic.write_json(self.path, {**self._entries, **self._commits}, indent=None)
+            atomic.write_json_entries(self.path, ((key, self._commits[key] if key in self._commits else
+                                                   _unpacked(self._entries[key]))
+                                                  for key in sorted({*self._entries, *self._commits})))
             self._dirty = False
 
     def _read(self) -> dict[str, list]:
@@ -170,6 +179,22 @@ def _is_entry(key: str, entry: Any) -> bool:
         return isinstance(entry, (list, dict))
     return (isinstance(entry, list) and len(entry) == 5 and all(type(field) is int for field in entry[:4])
             and isinstance(entry[4], str))
+
+
+def _packed(entry: list) -> bytes | None:
+    """A saved entry of a local file in memory's form; None for one that cannot be packed (a stamp out of range, a
+    digest that is not lowercase sha256 hex): the file is hashed again."""
+    try:
+        packed = _ENTRY.pack(*entry[:4], bytes.fromhex(entry[4]))
+    except (struct.error, ValueError):
+        return None
+    return packed if packed[_STAMP.size:].hex() == entry[4] else None
+
+
+def _unpacked(packed: bytes) -> list:
+    """A packed entry as it is saved: the four stat fields and the hex digest."""
+    *stamp, digest = _ENTRY.unpack(packed)
+    return [*stamp, digest.hex()]
 
 
 def visible_files(root: Path) -> list[str]:

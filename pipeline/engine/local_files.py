@@ -30,8 +30,9 @@ def refuse_odd_matches(files: list[Path], recursive: bool) -> None:
             raise StorageError(f"{path} matches a source glob but is {file_kind(path.stat().st_mode)}, not a "
                                "regular file, so it cannot be read as data; remove it or narrow the glob")
         for directory in path.parents if recursive else ():
-            if directory not in loops:
-                loops[directory] = directory.is_symlink() and _contains(directory.resolve(), directory.parent)
+            if directory in loops:
+                break  # it, and every directory above it, was checked for an earlier match
+            loops[directory] = directory.is_symlink() and _contains(directory.resolve(), directory.parent)
             if loops[directory]:
                 raise StorageError(f"{directory} is a symbolic link to {os.readlink(directory)}, a directory "
                                    "that contains it, so a ** glob would read the files under it again and again; "

@@ -281,7 +281,8 @@ def eval_command(files, tokenizer_paths, field, separator, on_decode_error, conf
     reader = SourceReader(files, field=field, separator=separator, on_decode_error=on_decode_error, config=config)
     unknown = any(tokenizer.unk_id is not None for tokenizer in tokenizers)
     counted = [_count(list(reader.documents(file)), tokenizers) for file in reader.files]
-    rows = [_eval_row(file.path.name, count, tokenizers, unknown) for file, count in zip(reader.files, counted)]
+    rows = [_eval_row(locations.name_of(file.path), count, tokenizers, unknown)
+            for file, count in zip(reader.files, counted)]
     if len(counted) > 1:
         rows.append(_eval_row("total", _sum_counts(counted), tokenizers, unknown))
     columns = ("tokens", "bytes/tok", "unknown") if unknown else ("tokens", "bytes/tok")

@@ -214,7 +214,7 @@ def test_globs_expand_sorted_and_recursive(tmp_path):
     for name in ["b/2.txt", "a/1.txt", "a/deep/0.txt", "a/.hidden.txt"]:
         write(tmp_path / name, name)
     files = expand_sources([SourceConfig("**/*.txt")], root=tmp_path)
-    assert [f.path.relative_to(tmp_path).as_posix() for f in files] == ["a/1.txt", "a/deep/0.txt", "b/2.txt"]
+    assert [Path(f.path).relative_to(tmp_path).as_posix() for f in files] == ["a/1.txt", "a/deep/0.txt", "b/2.txt"]
 
 
 def test_glob_matching_nothing_is_named_by_its_key_and_as_resolved(tmp_path):

@@ -97,3 +97,13 @@ def test_json_spells_a_name_that_is_not_utf8_as_escapes_and_reads_it_back(tmp_pa
     text = (tmp_path / "x.json").read_text("utf-8")
     assert '"caf\\udce9-\\udcff.txt": "日本"' in text and '"é": 1' in text  # other characters stay as they are
     assert json.loads(text) == {name: "日本", "é": 1}
+
+
+def test_json_written_entry_by_entry_is_the_json_of_the_whole_mapping(tmp_path):
+    """The hash cache is written an entry at a time (its text is never held whole): the same bytes."""
+    mapping = {os.fsdecode(b"caf\xe9.txt"): [1, 2, 3, 4, "ab"], "s3://b/k": {"z": 1, "a": [None, "é"]}, "": 0}
+    atomic.write_json(tmp_path / "whole.json", mapping, indent=None)
+    atomic.write_json_entries(tmp_path / "entries.json", sorted(mapping.items()))
+    assert (tmp_path / "entries.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+    atomic.write_json_entries(tmp_path / "empty.json", [])
+    assert (tmp_path / "empty.json").read_text("utf-8") == "{}\n"

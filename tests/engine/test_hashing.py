@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from pipeline.engine.hashing import HashCache, sha256_file
 
@@ -46,7 +47,8 @@ def test_the_hash_cache_keeps_a_file_whose_name_is_not_utf8(tmp_path):
     cache = HashCache(tmp_path / "hashes.json")
     digest = cache.file_hash(os.fsdecode(odd))
     cache.save()
-    assert HashCache(tmp_path / "hashes.json")._entries[os.fsdecode(odd)][-1] == digest
+    assert json.loads((tmp_path / "hashes.json").read_text("utf-8"))[os.fsdecode(odd)][-1] == digest
+    assert HashCache(tmp_path / "hashes.json").file_hash(os.fsdecode(odd)) == digest
 
 
 def test_a_hash_cache_that_is_not_one_is_ignored(tmp_path):
@@ -74,3 +76,26 @@ def test_a_fifo_or_a_link_to_a_device_is_never_read(tmp_path):
             sha256_file(tmp_path / name)
         assert HashCache(tmp_path / "hashes.json").file_hash(tmp_path / name) == f"not a regular file: {kind}"
     assert HashCache(tmp_path / "hashes.json").tree_hash(tmp_path)
+
+
+def test_the_hash_cache_holds_a_file_in_its_path_and_64_bytes(tmp_path):
+    """prepare over a million raw files hashes each one: the cache's entry per file (its stamp and digest beside its
+    path) took some 370 bytes as a list of four ints and a hex string, where 64 bytes packed take some 120."""
+    import tracemalloc
+
+    paths = [tmp_path / f"{number:05d}.txt" for number in range(2000)]
+    for path in paths:
+        path.write_text(path.name)
+    cache = HashCache(tmp_path / "hashes.json")
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for path in paths:
+            cache.file_hash(path)
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    beyond_paths = (held - sum(sys.getsizeof(os.path.abspath(path)) for path in paths)) / len(paths)
+    assert beyond_paths < 200, f"{beyond_paths:.0f} bytes per file"
+    cache.save()
+    assert HashCache(tmp_path / "hashes.json")._entries == cache._entries  # saved and read back, the same
