@@ -78,8 +78,9 @@ def clean_bounded(pieces: Iterator[str], *, normalize: str, max_chars: int) -> s
 
     The pieces are cleaned as they come, up to the last place where a text can be cut (:data:`_LAST_CUT`);
     what follows it waits for the next piece. That rest alone decides the length once it must clean to more
-    characters than remain (a text with no place to cut, such as a long run of combining marks, is held
-    until then: at most about four times ``max_chars``).
+    characters than remain and one more (its last character may still compose with what follows). A text
+    with no place to cut, such as a long run of combining marks, is held until then: at most about four
+    times ``max_chars``.
     """
     kept: list[str] = []
     length, rest = 0, ""
@@ -90,7 +91,7 @@ def clean_bounded(pieces: Iterator[str], *, normalize: str, max_chars: int) -> s
             cut = found.end() - 1
             kept.append(clean_text(rest[:cut], normalize=normalize))
             length, rest = length + len(kept[-1]), rest[cut:]
-        if length > max_chars or _cleans_longer(rest, max_chars - length):
+        if length > max_chars or _cleans_longer(rest, max_chars - length + 1):
             break
     kept.append(clean_text(rest, normalize=normalize))
     text = "".join(kept)
