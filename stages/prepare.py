@@ -24,7 +24,8 @@ from stages.console import PROGRESS, say
 # Version of the code that shapes this stage's outputs (sources, cleaning, prepare in pipeline/):
 # bump it whenever the same raw files and settings would give other outputs, and the stage re-runs
 # wherever it ran before. tests/test_code_versions.py pins the outputs of this version.
-CODE_VERSION = 10  # 9: a document longer than max_chars is cut as it is read (rejected/ keeps max_chars + 1 characters); 10: the cut keeps a last character that a combining mark after it composes with
+CODE_VERSION = 10  # 10: the max_chars cut keeps a last character's composition with a mark after it
+# 9: a document longer than max_chars is cut as it is read (rejected/ keeps max_chars + 1 characters)
 # 8: a corpus below 4 GB is cut into about 64 partitions (so parts) of 2 MiB or more, not 64 MB ones
 # 7: document IDs name raw files from the config's directory (they named them from output_root)
 

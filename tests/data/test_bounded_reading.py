@@ -146,4 +146,5 @@ def test_prepare_drops_a_gzip_bomb_as_too_long(tiny_project, tmp_path):
 def test_a_mark_after_the_last_piece_that_fits_still_composes():
     """The rest ends with a character that a later piece's combining mark composes with (found by the test above)."""
     text = "a" * 11 + "\u0301"
-    assert clean_bounded(iter(["a" * 11, "\u0301"]), normalize="NFC", max_chars=10) == clean_text(text, normalize="NFC")[:11]
+    pieces = iter(["a" * 11, "\u0301"])
+    assert clean_bounded(pieces, normalize="NFC", max_chars=10) == clean_text(text, normalize="NFC")[:11]

@@ -53,7 +53,8 @@ ASCII = "".join(map(chr, range(128)))
 
 @needs_native
 @settings(max_examples=300, deadline=None)
-@given(text=st.text(alphabet=ASCII, min_size=64, max_size=400) | st.lists(st.sampled_from(ASCII), min_size=64).map("".join))
+@given(text=st.text(alphabet=ASCII, min_size=64, max_size=400)
+       | st.lists(st.sampled_from(ASCII), min_size=64).map("".join))
 def test_native_split_of_ascii_text_gives_regex_chunks(text):
     """Blocks of 64 ASCII characters are classed from their bytes, not from the tables."""
     for name, pattern in NAMED.items():
