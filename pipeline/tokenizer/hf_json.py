@@ -412,9 +412,9 @@ def _read_vocab(model: Mapping[str, Any]) -> dict[str, int]:
     seen: dict[int, str] = {}
     for name, token_id in vocab.items():
         _require(is_id(token_id),
-                 lambda: f"vocab token {describe(name)} has ID {describe(token_id)}; IDs are non-negative integers")
+                 f"vocab token {describe(name)} has ID {describe(token_id)}; IDs are non-negative integers")
         _require(token_id not in seen,
-                 lambda: f"duplicate ID {token_id} for tokens {describe(seen.get(token_id))} and {describe(name)}")
+                 f"duplicate ID {token_id} for tokens {describe(seen.get(token_id))} and {describe(name)}")
         seen[token_id] = name
     return vocab
 
