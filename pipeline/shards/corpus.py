@@ -1,8 +1,8 @@
 """Encode prepared documents into token shards: one task per prepared part file.
 
 A task (:func:`encode_part`) reads its part file from storage, cuts it into
-runs of about 1 MB of UTF-8 (raw bytes and offsets), encodes each run with the
-tokenizer it loaded once per process from ``tokenizer.json``, adds the BOS/EOS
+runs of about 1 MB of UTF-8 (slices of its text column), encodes each run with the
+tokenizer loaded once per process (a forked worker inherits the driver's), adds the BOS/EOS
 IDs and writes its own shards, named after the part (``train-00003-00000.arrow``,
 …). It returns only their manifest entries; the driver joins them in part
 order, renames the shards to ``train-00000.arrow``, … in that order and writes
