@@ -131,14 +131,16 @@ def document_origins(path: str | os.PathLike[str], batch: pa.RecordBatch) -> tup
 
 def iter_document_batches(path: str | os.PathLike[str]) -> Iterator[list[str]]:
     """Yield the documents of a prepared file, one record batch at a time."""
-    for batch in _record_batches(path):
+    for batch in record_batches(path):
         yield batch.column(0).to_pylist()
 
 
-def _record_batches(path: str | os.PathLike[str]) -> Iterator[pa.RecordBatch]:
-    """The record batches of a prepared file, memory-mapped."""
+def record_batches(path: str | os.PathLike[str], *, mapped: bool = True) -> Iterator[pa.RecordBatch]:
+    """The record batches of a prepared file, memory-mapped or (``mapped=False``) read: mapped pages stay in the
+    resident set until the file is closed, so a reader of a whole large file would have its peak RSS grow with it;
+    DataError naming a file that is not a prepared one."""
     try:
-        reader = pa.ipc.open_stream(pa.memory_map(str(path)))
+        reader = pa.ipc.open_stream(pa.memory_map(str(path)) if mapped else pa.OSFile(str(path)))
     except (OSError, pa.ArrowInvalid) as exc:
         raise DataError(f"{path}: not a prepared document file ({exc}); re-run 'lmprep run prepare'") from exc
     if reader.schema.field("text").type != pa.large_string():
@@ -156,7 +158,7 @@ def iter_document_pieces(path: str | os.PathLike[str], *, piece_bytes: int = PIE
     reads raw files: a document longer than ``piece_bytes`` (at least 4, the longest character) comes in pieces of
     at most that many UTF-8 bytes, cut between characters and decoded from the mapped file one at a time, so that
     it is never one Python string (a 200 MB line would be 200 MB, and a list of its chunks gigabytes)."""
-    for batch in _record_batches(path):
+    for batch in record_batches(path):
         column = batch.column(0)
         offsets = text_offsets(column)
         if len(column) == 0 or int(np.diff(offsets).max()) <= piece_bytes:
@@ -283,7 +285,7 @@ def document_metadata(directory: str | os.PathLike[str], split: str, document: s
     directory = storage.committed(directory)
     for part in read_parts(directory, split):
         with storage.local_copy(locations.join(directory, part.file)) as path:
-            for batch in _record_batches(path):
+            for batch in record_batches(path):
                 if "document" not in batch.schema.names:
                     return None
                 found = batch.column("document").to_pylist()

@@ -12,6 +12,7 @@ back (``cp -p``, ``rsync -t --inplace``): no user tool can set it.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import stat
@@ -32,6 +33,26 @@ _ENTRY = struct.Struct("<qqqQ32s")  # a cached file in memory: its stamp and sha
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+class HashingWriter(io.RawIOBase):
+    """Writes to a binary file and hashes what goes through: a file's sha256 as it is written, without reading
+    it back (``pyarrow.PythonFile`` takes it as a sink)."""
+
+    def __init__(self, handle: io.BufferedIOBase):
+        super().__init__()
+        self._handle = handle
+        self._digest = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._digest.update(data)
+        return self._handle.write(data)
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
 
 
 def canonical_hash(obj: Any) -> str:

@@ -1,8 +1,8 @@
 """Encode prepared documents into token shards: one task per prepared part file.
 
 A task (:func:`encode_part`) reads its part file from storage, cuts it into
-runs of about 1 MB of UTF-8 (raw bytes and offsets), encodes each run with the
-tokenizer it loaded once per process from ``tokenizer.json``, adds the BOS/EOS
+runs of about 1 MB of UTF-8 (slices of its text column), encodes each run with the
+tokenizer loaded once per process (a forked worker inherits the driver's), adds the BOS/EOS
 IDs and writes its own shards, named after the part (``train-00003-00000.arrow``,
 …). It returns only their manifest entries; the driver joins them in part
 order, renames the shards to ``train-00000.arrow``, … in that order and writes
@@ -39,12 +39,11 @@ TASK_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class EncodeTask:
-    """A run of documents as UTF-8 bytes plus byte offsets: cheap to pickle, no text decoding in the parent."""
+    """A run of documents: a slice of a part's text column (a view, not a copy) and the documents' origins."""
 
     tokenizer_path: str
     tokenizer_fingerprint: str
-    data: bytes
-    offsets: np.ndarray
+    texts: pa.LargeStringArray
     origins: Origins  # each document's source and ID, which the shards keep beside its IDs
     bos_id: int | None
     eos_id: int | None
@@ -55,32 +54,34 @@ class EncodeTask:
 class EncodedBatch:
     ids: np.ndarray
     offsets: np.ndarray
-    text_bytes: int
     origins: Origins
 
 
-def add_special_ids(
-    ids: np.ndarray, offsets: np.ndarray, *, bos_id: int | None, eos_id: int | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Put ``bos_id`` before and ``eos_id`` after every document, by ID, without a loop per document.
+def add_special_ids(ids: np.ndarray, offsets: np.ndarray, *, bos_id: int | None, eos_id: int | None,
+                    dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Put ``bos_id`` before and ``eos_id`` after every document, by ID, without a loop per document; the IDs
+    as ``dtype`` (default: theirs), converted in the same pass. The documents' IDs go where a mask leaves room
+    for the special ones (a scatter by index took 20 times as long).
 
     >>> ids, offsets = add_special_ids(np.array([5, 6, 7]), np.array([0, 2, 2, 3]), bos_id=None, eos_id=9)
     >>> ids.tolist(), offsets.tolist()
     ([5, 6, 9, 9, 7, 9], [0, 3, 4, 6])
     """
+    ids, offsets = ids[offsets[0] : offsets[-1]], offsets - offsets[0]
+    dtype = dtype or ids.dtype
     extra = (bos_id is not None) + (eos_id is not None)
-    offsets = offsets - offsets[0]
     if extra == 0:
-        return ids, offsets
-    documents_count = len(offsets) - 1
-    new_offsets = offsets + np.arange(documents_count + 1) * extra
-    lead = np.arange(documents_count) * extra + (bos_id is not None)
-    out = np.empty(new_offsets[-1], dtype=ids.dtype)
-    out[np.arange(len(ids)) + np.repeat(lead, np.diff(offsets))] = ids
-    if bos_id is not None:
-        out[new_offsets[:-1]] = bos_id
-    if eos_id is not None:
-        out[new_offsets[1:] - 1] = eos_id
+        return ids.astype(dtype, copy=False), offsets
+    new_offsets = offsets + np.arange(len(offsets)) * extra
+    specials = [(role_id, places) for role_id, places in ((bos_id, new_offsets[:-1]), (eos_id, new_offsets[1:] - 1))
+                if role_id is not None]
+    in_documents = np.ones(new_offsets[-1], dtype=bool)
+    for _, places in specials:
+        in_documents[places] = False
+    out = np.empty(new_offsets[-1], dtype=dtype)
+    out[in_documents] = ids
+    for role_id, places in specials:
+        out[places] = role_id
     return out, new_offsets
 
 
@@ -108,17 +109,18 @@ def share_tokenizer(path: str) -> Tokenizer:
     worker's time on a small corpus (docs/performance.md); spawned ones load it
     once. A file with the same sha256 as at the last call (hashing costs far
     less than parsing) is not parsed again: the stage and each split share one
-    load. A remote file is not read for this: the store's size and ETag stand for its content (one
-    metadata request).
+    load, however each names the file (the cache and the tasks name it by its absolute path). A remote
+    file is not read for this: the store's size and ETag stand for its content (one metadata request).
     """
+    key = str(locations.absolute(path))
     try:
         digest = _content_identity(path)  # before loading: a file replaced meanwhile is loaded again next time
     except OSError:
         digest = None  # Tokenizer.load reports it
-    if digest is None or path not in _TOKENIZERS or _TOKENIZER_DIGESTS.get(path) != digest:
-        _TOKENIZERS[path] = Tokenizer.load(path)
-        _TOKENIZER_DIGESTS[path] = digest
-    return _TOKENIZERS[path]
+    if digest is None or key not in _TOKENIZERS or _TOKENIZER_DIGESTS.get(key) != digest:
+        _TOKENIZERS[key] = Tokenizer.load(path)
+        _TOKENIZER_DIGESTS[key] = digest
+    return _TOKENIZERS[key]
 
 
 def _content_identity(path: str) -> str:
@@ -129,14 +131,13 @@ def _content_identity(path: str) -> str:
 
 
 def encode_task(task: EncodeTask) -> EncodedBatch:
-    """Worker: decode the task's documents, encode them and add the special IDs."""
+    """Decode the task's documents, encode them and add the special IDs."""
     tokenizer = load_tokenizer_cached(task.tokenizer_path, task.tokenizer_fingerprint)
     tokenizer.bound_cache(task.cache_bytes)
-    count = len(task.offsets) - 1
-    column = pa.LargeStringArray.from_buffers(count, pa.py_buffer(task.offsets), pa.py_buffer(task.data))
-    ids, offsets = tokenizer.encode_batch_flat(column.to_pylist())
-    ids, offsets = add_special_ids(ids, offsets, bos_id=task.bos_id, eos_id=task.eos_id)
-    return EncodedBatch(ids.astype(ids_dtype(tokenizer.vocab_size)), offsets, len(task.data), task.origins)
+    ids, offsets = tokenizer.encode_batch_flat(task.texts.to_pylist())
+    ids, offsets = add_special_ids(ids, offsets, bos_id=task.bos_id, eos_id=task.eos_id,
+                                   dtype=ids_dtype(tokenizer.vocab_size))
+    return EncodedBatch(ids, offsets, task.origins)
 
 
 def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_id: int | None,
@@ -144,22 +145,15 @@ def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_i
                cache_bytes: int = DEFAULT_CACHE_BYTES) -> Iterator[EncodeTask]:
     """Cut a prepared file into tasks of about ``task_bytes`` of text (at least one document each)."""
     for column, origins in _text_columns(source):
-        offsets = documents.text_offsets(column)
-        data = column.buffers()[2]
-        for start, end in _task_bounds(offsets, task_bytes):
-            chunk = data[int(offsets[start]) : int(offsets[end])].to_pybytes()
-            yield EncodeTask(tokenizer_path, tokenizer.fingerprint, chunk, offsets[start : end + 1] - offsets[start],
+        for start, end in _task_bounds(documents.text_offsets(column), task_bytes):
+            yield EncodeTask(tokenizer_path, tokenizer.fingerprint, column.slice(start, end - start),
                              origins[start:end], bos_id, eos_id, cache_bytes)
 
 
 def _text_columns(source: Path) -> Iterator[tuple[pa.LargeStringArray, Origins]]:
-    """The ``text`` column of each record batch, undecoded, and its documents' origins.
-
-    Read, not memory-mapped: mapped pages stay in the resident set until the
-    file is closed, which would make peak RSS grow with the corpus.
-    """
-    next(documents.iter_document_batches(source), None)  # validates the file, naming it on error
-    for batch in pa.ipc.open_stream(pa.OSFile(str(source))):
+    """The ``text`` column of each record batch, undecoded, and its documents' origins; the file is read, not
+    memory-mapped (:func:`pipeline.data.documents.record_batches`)."""
+    for batch in documents.record_batches(source, mapped=False):
         sources, ids = documents.document_origins(source, batch)
         try:
             yield batch.column(0), Origins.from_ids(sources, ids)

@@ -151,8 +151,10 @@ class ShardWriter:
 
 def _concatenate(chunks: list[tuple[np.ndarray, np.ndarray, Origins]],
                  dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Join the chunks' IDs and zero-based offsets into one values array and int32 offsets."""
-    values = np.concatenate([chunk[0] for chunk in chunks]).astype(dtype, copy=False)
+    """Join the chunks' IDs and zero-based offsets into one values array (one chunk's own, not a copy) and int32
+    offsets."""
+    values = chunks[0][0] if len(chunks) == 1 else np.concatenate([chunk[0] for chunk in chunks])
+    values = values.astype(dtype, copy=False)
     if len(values) > _MAX_SHARD_TOKENS:
         raise ShardError(f"a shard would hold {len(values)} tokens, over Arrow's list limit of {_MAX_SHARD_TOKENS}")
     shifts = np.cumsum([0] + [len(chunk[0]) for chunk in chunks[:-1]])
@@ -180,11 +182,11 @@ def _write_shard(path: Path | str, values: np.ndarray, offsets: np.ndarray, orig
     """Write one shard atomically and return its sha256."""
     schema = shard_schema(values.dtype, metadata)
     column = pa.ListArray.from_arrays(_arrow_view(offsets), _arrow_view(values), type=schema.field(COLUMN).type)
-    with storage.output_file(path) as tmp:
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+    with storage.output_file(path) as tmp, open(tmp, "wb") as handle:
+        hashed = hashing.HashingWriter(handle)
+        with pa.PythonFile(hashed, mode="w") as sink, pa.ipc.new_stream(sink, schema) as writer:
             writer.write_batch(pa.record_batch([column, *origins.columns()], schema=schema))
-        digest = hashing.sha256_file(tmp)
-    return digest
+    return hashed.hexdigest()
 
 
 # --------------------------------------------------------------------------- reading

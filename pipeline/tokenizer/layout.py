@@ -64,7 +64,7 @@ def _check_merge_order(merges: Sequence[tuple[int, int]], results: list[int], to
     """Replaying merges in order needs each part to exist before the merge that uses it."""
     available = set(tokens) - set(results)
     for rank, (pair, result) in enumerate(zip(merges, results)):
-        late = [part for part in pair if part not in available]
-        if late:
-            raise TokenizerFormatError(f"merge #{rank} {pair} uses token {late[0]} before the merge that makes it")
+        if pair[0] not in available or pair[1] not in available:
+            late = next(part for part in pair if part not in available)
+            raise TokenizerFormatError(f"merge #{rank} {pair} uses token {late} before the merge that makes it")
         available.add(result)

@@ -65,6 +65,15 @@ def test_add_special_ids_wraps_every_document():
     assert plain.tolist() == [5, 6, 7] and plain_offsets.tolist() == [0, 2, 2, 3]
 
 
+def test_add_special_ids_converts_in_the_same_pass_and_takes_a_run_that_starts_later():
+    ids, offsets = np.array([4, 5, 6, 7], np.uint32), np.array([1, 3, 3, 4])
+    both, both_offsets = add_special_ids(ids, offsets, bos_id=1, eos_id=9, dtype=np.dtype(np.uint16))
+    assert both.dtype == np.uint16 and both.tolist() == [1, 5, 6, 9, 1, 9, 1, 7, 9]
+    assert both_offsets.tolist() == [0, 4, 6, 9]
+    plain, plain_offsets = add_special_ids(ids, offsets, bos_id=None, eos_id=None, dtype=np.dtype(np.uint16))
+    assert plain.dtype == np.uint16 and plain.tolist() == [5, 6, 7] and plain_offsets.tolist() == [0, 2, 2, 3]
+
+
 def test_shards_decode_back_to_the_prepared_documents(tmp_path, prepared, tokenizer_path):
     with ThreadPoolExecutor(2) as executor:
         encode(prepared, tmp_path / "shards", tokenizer_path, executor)
@@ -105,13 +114,8 @@ def test_tasks_are_cut_by_bytes_and_keep_every_document(prepared, tokenizer_path
     tasks = list(corpus.iter_tasks(source, tokenizer, str(tokenizer_path), bos_id=None, eos_id=None,
                                      task_bytes=500))
     assert len(tasks) > 10
-    texts = [text for task in tasks for text in _task_texts(task)]
+    texts = [text for task in tasks for text in task.texts.to_pylist()]
     assert texts == list(documents.iter_documents(source))
-
-
-def _task_texts(task: corpus.EncodeTask) -> list[str]:
-    data, offsets = task.data, task.offsets.tolist()
-    return [data[a:b].decode() for a, b in zip(offsets, offsets[1:])]
 
 
 def test_an_interrupted_encode_leaves_the_previous_set(tmp_path, prepared, tokenizer_path, monkeypatch):
@@ -222,6 +226,16 @@ def test_share_tokenizer_reuses_an_unchanged_file_and_reloads_a_replaced_one(tmp
     Tokenizer.from_merges(kind="byte", pattern="", merges=[(98, 97)], special_tokens=["<s>"]).save(path)
     replaced = corpus.share_tokenizer(path)
     assert replaced.merges == ((98, 97),) and replaced.fingerprint != first.fingerprint
+
+
+def test_share_tokenizer_loads_a_file_once_however_it_is_named(tmp_path, monkeypatch):
+    """The stage names the file as the config does, the tasks by its absolute path: the workers forked in
+    between inherit the load that their name finds, instead of each loading the file again."""
+    Tokenizer.from_merges(kind="byte", pattern="", merges=[(97, 98)]).save(tmp_path / "tokenizer.json")
+    monkeypatch.chdir(tmp_path)
+    first = corpus.share_tokenizer("tokenizer.json")
+    assert corpus.share_tokenizer(str(tmp_path / "tokenizer.json")) is first
+    assert corpus.load_tokenizer_cached(str(tmp_path / "tokenizer.json"), first.fingerprint) is first
 
 
 # --- the encoder's chunk cache: new chunks merged together, memory bounded in bytes

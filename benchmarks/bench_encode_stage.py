@@ -1,0 +1,210 @@
+"""The encode stage end to end beside the encoder alone: ``lmprep run encode`` on a corpus of 100 MB or more.
+
+The corpus is ``bench_native.py``'s three (english, multilingual, code: built once from what is installed),
+``--copies`` times over, each document prefixed with its copy's number so that prepare (``steps: []``) keeps
+every one, as JSON Lines; the project's tokenizer is frozen (``tokenizer.path``): a byte tokenizer of
+``--vocab-size`` IDs trained once on the first 2 MB of each corpus. The project is prepared once, under
+benchmarks/.data. Then, alternating, ``--repeats`` times:
+
+- ``encoder``: in a fresh process, every prepared document of both splits read into memory (untimed), then
+  ``Tokenizer.encode_batch_flat`` over each part's documents, one thread, from a cold cache: the CPU
+  seconds of those calls alone (its peak RSS holds the whole corpus as Python strings);
+- ``lmprep run encode --force --set encode.workers=N``, N = 1 and 2: the CPU seconds of the command and
+  every process it waited for (``wait4``), and the largest peak RSS among them;
+- ``start-up``: ``lmprep run encode`` with nothing stale, what any run of the command costs before it
+  encodes.
+
+The goal is a stage at 0.8 or more of the encoder: MB per CPU second of the stage over the encoder's
+(``× encoder (CPU)``; for N workers the encoder's MB/s × N is the same ratio); the wall-clock ratio is shown
+too, though a loaded machine blurs it. What the stage spends beyond the encoder is split into start-up and
+the rest (reading the parts, the origins, the special IDs, writing and hashing the shards,
+docs/performance.md). Best of the runs and the median.
+
+    python benchmarks/bench_encode_stage.py [--copies 3] [--megabytes 20] [--corpus english,...] [--vocab-size 8192]
+        [--repeats 5] [--smoke]
+
+``--smoke``: two copies of 0.05 MB of the ``code`` corpus, 300 IDs, each run once, in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import bench_native
+import results
+
+from pipeline.data import documents
+
+LMPREP = str(Path(sys.executable).with_name("lmprep"))
+TRAINING_MB = 2.0  # of each corpus, for the tokenizer
+GOAL = 0.8
+CONFIG = """\
+data:
+  sources:
+    - glob: raw/*.jsonl
+      field: text
+prepare:
+  steps: []
+  output_dir: prepared
+tokenizer:
+  path: {tokenizer}
+  output: tokenizer/tokenizer.json
+encode:
+  output_dir: shards
+output_root: .
+state_dir: .lmprep
+run_cache_dir: null
+"""
+
+
+def build_project(work: str, corpora: list[str], megabytes: float, copies: int, vocab_size: int) -> None:
+    """The project under ``work``, prepared and encoded once."""
+    work = Path(work)
+    config = work / "config.yaml"
+    if (work / "shards").exists():
+        return
+    (work / "raw").mkdir(parents=True, exist_ok=True)
+    training = []
+    for name in corpora:
+        texts = json.loads(bench_native.corpus_file(name, megabytes).read_text(encoding="utf-8"))
+        training += bench_native.unique_lines(texts, min(TRAINING_MB, megabytes))
+        for copy in range(copies):
+            with open(work / "raw" / f"{name}-{copy}.jsonl", "w", encoding="utf-8") as out:
+                out.writelines(json.dumps({"text": f"{copy} {text}"}) + "\n" for text in texts)
+    tokenizer = bench_native.tokenizer_file("mixed", training, vocab_size)
+    config.write_text(CONFIG.format(tokenizer=tokenizer), encoding="utf-8")
+    subprocess.run([LMPREP, "run", "encode", "--config", str(config)], cwd=work, check=True, capture_output=True)
+
+
+LAUNCHER = """
+import json, os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.dup2(2, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(json.dumps([os.waitstatus_to_exitcode(status), time.perf_counter() - start,
+                  usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024]))
+"""
+
+
+def measured(command: list[str], cwd: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak RSS (MB) of one run of ``command``, its waited-for children included.
+
+    A small launcher starts it: a process's peak RSS starts from its parent's across ``exec``, and this
+    one's (numpy, pyarrow, the corpus) would hide a small command's.
+    """
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", LAUNCHER, *command], cwd=cwd, capture_output=True,
+                          text=True)
+    status, wall, cpu, rss = json.loads(done.stdout)
+    if status != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {done.stderr[-2000:]}")
+    return wall, cpu, rss
+
+
+def encoder_alone(work: str) -> None:
+    """The encoder alone, in this fresh process: prints wall and CPU seconds and peak RSS as JSON."""
+    from pipeline.tokenizer import Tokenizer
+
+    prepared, tokenizer = Path(work) / "prepared", Path(work) / "tokenizer" / "tokenizer.json"
+    parts = [list(documents.iter_documents(prepared / part.file))
+             for split in documents.SPLITS for part in documents.read_parts(prepared, split)]
+    encoder = Tokenizer.load(tokenizer)
+    start, start_cpu = time.perf_counter(), time.process_time()
+    for texts in parts:
+        encoder.encode_batch_flat(texts)
+    wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    print(json.dumps({"wall": wall, "cpu": cpu, "rss": bench_native.peak_rss_mb()}))
+
+
+def encoder_run(work: Path) -> tuple[float, float, float]:
+    measurement = json.loads(child("encoder", str(work)).strip().splitlines()[-1])
+    return measurement["wall"], measurement["cpu"], measurement["rss"]
+
+
+CHILDREN = {"build": build_project, "encoder": encoder_alone}
+
+
+def child(name: str, *arguments) -> str:
+    """What ``CHILDREN[name](*arguments)`` prints, run in a fresh process (one that reads its own peak RSS)."""
+    done = subprocess.run([sys.executable, __file__, "--child", json.dumps([name, *arguments])],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def prepared_megabytes(work: Path) -> float:
+    return sum(part.bytes for split in documents.SPLITS
+               for part in documents.read_parts(work / "prepared", split)) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=3)
+    parser.add_argument("--megabytes", type=float, default=20.0, help="of each of bench_native's corpora")
+    parser.add_argument("--corpus", default=",".join(bench_native.CORPORA))
+    parser.add_argument("--vocab-size", type=int, default=8192)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    results.add_arguments(parser)
+    args = parser.parse_args()
+    if args.child:
+        name, *arguments = json.loads(args.child)
+        CHILDREN[name](*arguments)
+        return
+    if args.smoke:
+        args.copies, args.megabytes, args.vocab_size, args.repeats, args.corpus = 2, 0.05, 300, 1, "code"
+    corpora = args.corpus.split(",")
+    name = f"encode-stage-{'-'.join(corpora)}-{args.megabytes:g}MB-{args.copies}x-{args.vocab_size}"
+    work = results.data_dir() / name
+    config = work / "config.yaml"
+    child("build", str(work), corpora, args.megabytes, args.copies, args.vocab_size)
+    megabytes = prepared_megabytes(work)
+    parts = sum(len(documents.read_parts(work / "prepared", split)) for split in documents.SPLITS)
+    print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the start")
+    print(f"corpus: {megabytes:.1f} MB prepared in {parts} parts ({args.copies} copies of bench_native's "
+          f"{', '.join(corpora)}); {args.vocab_size:,} IDs; {args.repeats} runs each, alternating")
+    encode = [LMPREP, "run", "encode", "--config", str(config)]
+    runs = {"encoder": lambda: encoder_run(work),
+            **{f"stage, {n} worker{'s' * (n > 1)}": (lambda n=n: measured([*encode, "--force", "--set",
+                                                                          f"encode.workers={n}"], work))
+               for n in (1, 2)},
+            "start-up": lambda: measured(encode, work)}
+    seen: dict[str, list[tuple[float, float, float]]] = {label: [] for label in runs}
+    for _ in range(args.repeats):
+        for label, run in runs.items():
+            seen[label].append(run())
+    best = {label: (min(r[0] for r in rows), min(r[1] for r in rows)) for label, rows in seen.items()}
+    encoder_wall, encoder_cpu = best["encoder"]
+    startup_cpu = best["start-up"][1]
+    print(f"| run | MB/s | MB per CPU s | CPU s best (median) | × encoder (CPU) | × encoder (wall) "
+          f"| CPU s beyond the encoder: start-up + rest | peak RSS MB | {GOAL}× |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for label, rows in seen.items():
+        wall, cpu = best[label]
+        median = statistics.median(r[1] for r in rows)
+        rss = max(r[2] for r in rows)
+        if label == "start-up":
+            print(f"| {label} | | | {cpu:.2f} ({median:.2f}) | | | | {rss:.0f} | |")
+            continue
+        workers = 2 if "2" in label else 1
+        ratio, wall_ratio = encoder_cpu / cpu, encoder_wall / (wall * workers)
+        beyond = "" if label == "encoder" else f"{cpu - encoder_cpu:.2f}: {startup_cpu:.2f} + " \
+                                               f"{cpu - encoder_cpu - startup_cpu:.2f}"
+        verdict = "" if label == "encoder" else ("yes" if ratio >= GOAL else "no")
+        print(f"| {label} | {megabytes / wall:.1f} | {megabytes / cpu:.1f} | {cpu:.2f} ({median:.2f}) "
+              f"| {ratio:.2f} | {wall_ratio:.2f} | {beyond} | {rss:.0f} | {verdict} |", flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    results.run("bench_encode_stage", main)
