@@ -19,7 +19,8 @@ prepared parts in partition tasks, then the merges, then ``tokenizer.json`` and 
 figures are the whole process tree's: wall and CPU from start to exit (Python's start and the imports
 included; bytecode cached, as an installed lmprep has it), peak RSS (``VmHWM``, sampled) of the driver and of
 the largest worker; its count column is the seconds its tasks took (from the stage's log), the time inside
-the runner is on the line below the table. Its merges (``tokenizer.json`` read back, no special tokens) must
+the runner and the stage's phases (its log's ``phase:`` lines: counting, merging, writing; wall, and the
+driver's CPU) are on the line below the table. Its merges (``tokenizer.json`` read back, no special tokens) must
 be rustbpe's too. Every trainer reads the corpus as prepare keeps it (``clean_text`` without normalisation:
 CR/LF to LF, control characters dropped), so that all of them learn from the same texts.
 
@@ -77,6 +78,7 @@ run_cache_dir: null
 """
 TASK_LINE = re.compile(r"^task .*: done on .* in ([\d.]+) s", flags=re.MULTILINE)
 FINISHED_LINE = re.compile(r"^finished after ([\d.]+) s", flags=re.MULTILINE)
+PHASE_LINE = re.compile(r"^phase: (\w+) .* in ([\d.]+) s \(([\d.]+) s CPU in the driver\)$", flags=re.MULTILINE)
 
 
 def load_texts(path: Path) -> list[str]:
@@ -223,7 +225,8 @@ def measure_stage(corpus: Path, vocab_size: int, threads: int) -> dict:
     tasks = [float(seconds) for seconds in TASK_LINE.findall(log)]
     return {"wall": run.wall_s, "cpu": run.cpu_s, "rss_main_mb": run.peak_bytes / 2**20,
             "rss_worker_mb": run.descendant_peak_bytes / 2**20, "tasks": len(tasks), "tasks_s": sum(tasks),
-            "runner_s": float(FINISHED_LINE.search(log)[1])}
+            "runner_s": float(FINISHED_LINE.search(log)[1]),
+            "phases": {name: (float(wall), float(cpu)) for name, wall, cpu in PHASE_LINE.findall(log)}}
 
 
 def measure(name: str, corpus: Path, vocab_size: int, threads: int) -> dict:
@@ -257,9 +260,11 @@ def report(figures: dict[str, list[dict]]) -> None:
         rss_main, rss_worker = (max(run[key] for run in runs) for key in ("rss_main_mb", "rss_worker_mb"))
         print(f"| {name} | {walls} | {ratio} | {cpus} | {cpu_ratio} | {phases} | {rss_main:.0f} | {rss_worker:.0f} |")
     if "stage" in figures:
-        runs = figures["stage"]
-        print(f"stage: {min(run['runner_s'] for run in runs):.2f} s of its best wall inside the runner (the rest: "
-              f"Python's start, imports, config, the run lock), {runs[0]['tasks']} counting tasks")
+        best = min(figures["stage"], key=lambda run: run["wall"])
+        phases = ", ".join(f"{name} {wall:.2f} s ({cpu:.2f} s CPU)" for name, (wall, cpu) in best["phases"].items())
+        print(f"stage, its best run: {best['runner_s']:.1f} s of its {best['wall']:.2f} s inside the runner (the rest: "
+              f"Python's start, imports, config, the run lock); {phases} in the driver; {best['tasks']} counting "
+              f"tasks took {best['tasks_s']:.2f} s")
 
 
 def vocab_file(corpus: Path, trainer: str, vocab_size: int) -> Path:
