@@ -4,12 +4,25 @@ Each trainer runs in a fresh subprocess on the same corpus, the same GPT-4 split
 vocabulary size and the same number of threads (lmprep's Python backend: worker processes); one
 table per corpus, vocabulary size and thread count. The figures: wall time of training alone (reading
 the corpus file is excluded for everyone), CPU time of the process and its workers (steadier than wall
-time on a busy machine), peak RSS of the main process and of the largest worker process (lmprep's
+time on a busy machine), peak RSS of the main process (its ``VmHWM``: ``ru_maxrss`` of a child started by
+fork and exec starts at its parent's peak) and of the largest worker process (lmprep's
 Python backend counts chunks in forked workers, whose resident size includes the pages they share
 with the main one; the native backend and the Rust trainers use threads, so their figure is the main
 one). For lmprep, the two phases are timed apart: counting the chunks, and the merge loop (with the
 layout it starts from). lmprep's merges on both backends must be identical to rustbpe's: the
 benchmark stops with an error if they are not.
+
+``stage`` is the tokenizer stage as a user runs it: ``lmprep run tokenizer --force`` in a fresh process, on a
+project whose prepare output holds the corpus (prepared once, untimed, by ``lmprep run prepare`` with no steps,
+no normalisation and no validation split), with ``tokenizer.workers`` local worker processes counting the
+prepared parts in partition tasks, then the merges, then ``tokenizer.json`` and its companions written. Its
+figures are the whole process tree's: wall and CPU from start to exit (Python's start and the imports
+included; bytecode cached, as an installed lmprep has it), peak RSS (``VmHWM``, sampled) of the driver and of
+the largest worker; its count column is the seconds its tasks took (from the stage's log), the time inside
+the runner and the stage's phases (its log's ``phase:`` lines: counting, merging, writing; wall, and the
+driver's CPU) are on the line below the table. Its merges (``tokenizer.json`` read back, no special tokens) must
+be rustbpe's too. Every trainer reads the corpus as prepare keeps it (``clean_text`` without normalisation:
+CR/LF to LF, control characters dropped), so that all of them learn from the same texts.
 
 Corpora: ``english``, ``multilingual`` and ``code`` are built as ``bench_native.py`` builds them (from
 installed packages, every repeated line dropped), up to ``--megabytes`` each, and kept in
@@ -17,7 +30,7 @@ installed packages, every repeated line dropped), up to ``--megabytes`` each, an
 Lines file (one ``{"text": ...}`` per document).
 
     python benchmarks/bench_train.py [--corpus english,multilingual,code] [--megabytes 20] \\
-        [--vocab-size 32768,65536] [--threads 1,2] [--repeats 1] [--trainers native,rustbpe,hf]
+        [--vocab-size 32768,65536] [--threads 1,2] [--repeats 1] [--trainers native,stage,rustbpe,hf]
 
 ``--trainers python`` adds lmprep's Python path, ``reference.train``, which recounts every pair at every
 merge: only for small corpora and vocabularies (docs/native.md says how slow it is).
@@ -28,8 +41,10 @@ merge: only for small corpora and vocabularies (docs/native.md says how slow it 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -37,22 +52,42 @@ import time
 from pathlib import Path
 
 import bench_native
+import proc
 import results
 from build_corpus import CORPORA as BUILT_CORPORA
 
 ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 
 DATA = results.data_dir()
 GPT4_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
-TRAINERS = ("native", "python", "rustbpe", "hf")  # native, python: lmprep on that backend
-LMPREP = ("native", "python")
+TRAINERS = ("native", "python", "stage", "rustbpe", "hf")  # native, python: lmprep on that backend
+LMPREP = ("native", "python", "stage")
+STAGE_CONFIG = """\
+data:
+  sources: [{{glob: {corpus}, field: text}}]
+prepare: {{normalize: none, steps: [], val_fraction: 0.0, output_dir: out/prepared}}
+tokenizer: {{pattern: gpt4, special_tokens: [], output: out/tokenizer/tokenizer.json}}
+encode: {{eos_token: null, output_dir: out/shards}}
+train: {{output_dir: out/checkpoints}}
+output_root: .
+state_dir: state
+run_cache_dir: null
+"""
+TASK_LINE = re.compile(r"^task .*: done on .* in ([\d.]+) s", flags=re.MULTILINE)
+FINISHED_LINE = re.compile(r"^finished after ([\d.]+) s", flags=re.MULTILINE)
+PHASE_LINE = re.compile(r"^phase: (\w+) .* in ([\d.]+) s \(([\d.]+) s CPU in the driver\)$", flags=re.MULTILINE)
 
 
 def load_texts(path: Path) -> list[str]:
+    """The corpus's documents as prepare keeps them with ``normalize: none`` (what the stage trains on)."""
+    from pipeline.data.cleaning import clean_text
+
     with open(path, encoding="utf-8") as lines:
-        return [json.loads(line)["text"] for line in lines]
+        texts = (clean_text(json.loads(line)["text"], normalize="none") for line in lines)
+        return [text for text in texts if text.strip()]
 
 
 def corpus_file(name: str, megabytes: float) -> Path:
@@ -141,7 +176,7 @@ def run_one(name: str, corpus: Path, vocab_size: int, threads: int) -> None:
     print(json.dumps({
         "wall": wall,
         "cpu": cpu,
-        "rss_main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_main_mb": proc.peak_rss_bytes(os.getpid()) / 2**20,  # not ru_maxrss: that starts at the parent's peak
         "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         **phases,
     }))
@@ -153,7 +188,50 @@ def cpu_seconds() -> float:
     return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
+@functools.cache
+def stage_project(corpus: Path) -> Path:
+    """The config of a project whose prepare output holds ``corpus``'s documents, prepared now (not timed) and
+    checked to be the texts the other trainers read."""
+    from pipeline.data import documents
+
+    project = DATA / "train-stage" / corpus.stem
+    project.mkdir(parents=True, exist_ok=True)
+    config = project / "lmprep.yaml"
+    config.write_text(STAGE_CONFIG.format(corpus=json.dumps(str(corpus.resolve()))), "utf-8")
+    subprocess.run([BIN / "lmprep", "run", "prepare", "--config", config], cwd=project, check=True,
+                   capture_output=True)
+    if sorted(documents.iter_split_documents(project / "out" / "prepared", "train")) != sorted(load_texts(corpus)):
+        raise SystemExit(f"the prepared train split of {project} is not the texts of {corpus}")
+    return config
+
+
+def measure_stage(corpus: Path, vocab_size: int, threads: int) -> dict:
+    """``lmprep run tokenizer --force`` with ``threads`` worker processes, its process tree watched."""
+    from pipeline.tokenizer import Tokenizer
+
+    config = stage_project(corpus)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    command = [BIN / "lmprep", "run", "tokenizer", "--force", "--config", config,
+               "--set", f"tokenizer.vocab_size={vocab_size}", "--set", f"tokenizer.workers={threads}"]
+    run = proc.run_tree(command, cwd=config.parent, env={**env, "LMPREP_BACKEND": "native"},
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if run.returncode:
+        raise SystemExit(f"lmprep run tokenizer --config {config} failed (exit status {run.returncode})")
+    tokenizer = Tokenizer.load(config.parent / "out" / "tokenizer" / "tokenizer.json")
+    assert not tokenizer.special_tokens, tokenizer.special_tokens
+    vocab = [tokenizer.token_bytes(i).hex() for i in range(tokenizer.vocab_size)]
+    vocab_file(corpus, "stage", vocab_size).write_text(json.dumps(vocab))
+    log = (config.parent / "state" / "logs" / "tokenizer.log").read_text("utf-8")
+    tasks = [float(seconds) for seconds in TASK_LINE.findall(log)]
+    return {"wall": run.wall_s, "cpu": run.cpu_s, "rss_main_mb": run.peak_bytes / 2**20,
+            "rss_worker_mb": run.descendant_peak_bytes / 2**20, "tasks": len(tasks), "tasks_s": sum(tasks),
+            "runner_s": float(FINISHED_LINE.search(log)[1]),
+            "phases": {name: (float(wall), float(cpu)) for name, wall, cpu in PHASE_LINE.findall(log)}}
+
+
 def measure(name: str, corpus: Path, vocab_size: int, threads: int) -> dict:
+    if name == "stage":
+        return measure_stage(corpus, vocab_size, threads)
     env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "RAYON_RS_NUM_CPUS": str(threads)}
     if name in LMPREP:
         env["LMPREP_BACKEND"] = name
@@ -177,8 +255,16 @@ def report(figures: dict[str, list[dict]]) -> None:
         cpu_ratio = "" if base_cpu is None else f"{best_cpu / base_cpu:.2f}x"
         phases = " | ".join(f"{min(run[phase] for run in runs):.2f} ({min(run[phase + '_cpu'] for run in runs):.2f})"
                             if phase in runs[0] else "" for phase in ("count", "merge"))
+        if "tasks_s" in runs[0]:
+            phases = f"{min(run['tasks_s'] for run in runs):.2f} (in tasks) | "
         rss_main, rss_worker = (max(run[key] for run in runs) for key in ("rss_main_mb", "rss_worker_mb"))
         print(f"| {name} | {walls} | {ratio} | {cpus} | {cpu_ratio} | {phases} | {rss_main:.0f} | {rss_worker:.0f} |")
+    if "stage" in figures:
+        best = min(figures["stage"], key=lambda run: run["wall"])
+        phases = ", ".join(f"{name} {wall:.2f} s ({cpu:.2f} s CPU)" for name, (wall, cpu) in best["phases"].items())
+        print(f"stage, its best run: {best['runner_s']:.1f} s of its {best['wall']:.2f} s inside the runner (the rest: "
+              f"Python's start, imports, config, the run lock); {phases} in the driver; {best['tasks']} counting "
+              f"tasks took {best['tasks_s']:.2f} s")
 
 
 def vocab_file(corpus: Path, trainer: str, vocab_size: int) -> Path:
@@ -205,8 +291,8 @@ def main() -> None:
     parser.add_argument("--vocab-size", default="32768,65536")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--trainers", default="native,rustbpe,hf", help=f"of {','.join(TRAINERS)}")
-    parser.add_argument("--one", choices=TRAINERS, help=argparse.SUPPRESS)
+    parser.add_argument("--trainers", default="native,stage,rustbpe,hf", help=f"of {','.join(TRAINERS)}")
+    parser.add_argument("--one", choices=[name for name in TRAINERS if name != "stage"], help=argparse.SUPPRESS)
     results.add_arguments(parser)
     args = parser.parse_args()
     if args.one:

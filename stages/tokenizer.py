@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.config import Config
 from pipeline.data.cleaning import split_dir
-from pipeline.engine import storage
+from pipeline.engine import stage_log, storage
 from pipeline.engine.runner import Stage
 from pipeline.errors import AlphabetTooLargeError
 from pipeline.tokenizer import hf_dir
@@ -86,19 +86,22 @@ def train(config: Config) -> None:
                               resolve_pattern(settings.pattern, kind="word"))
         tokenizer = Tokenizer.train(texts, workers=settings.workers, **options)
     else:
-        with open_tasks(config.executor, workers=settings.workers) as tasks:
+        with stage_log.timed("counting the chunks (the pool's start and the sum of the parts' counts included)"), \
+                open_tasks(config.executor, workers=settings.workers) as tasks:
             counts = count_prepared(tasks, prepared, "train", progress=PROGRESS,
                                     pattern=resolve_pattern(settings.pattern, kind=settings.kind))
         try:
-            tokenizer = Tokenizer.train_from_counts(counts, **options)
+            with stage_log.timed(f"merging {len(counts):,} distinct chunks into a tokenizer"):
+                tokenizer = Tokenizer.train_from_counts(counts, **options)
         except AlphabetTooLargeError as exc:
             raise AlphabetTooLargeError(exc.problem, "raise tokenizer.vocab_size, or keep fewer characters with "
                                                      "tokenizer.character_coverage (such as 0.9995)") from None
     if tokenizer.coverage_note:
         say("tokenizer", tokenizer.coverage_note)
     check_roles(config, tokenizer)
-    tokenizer.save(output)
-    pad = write_companions(config, tokenizer)
+    with stage_log.timed("writing the tokenizer's files"):
+        tokenizer.save(output)
+        pad = write_companions(config, tokenizer)
     stopped = f" ({tokenizer.stop_reason})" if tokenizer.stop_reason else ""
     say("tokenizer", f"trained vocab {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges){stopped}, "
                      f"fingerprint {tokenizer.fingerprint[:12]}, {pad} → {output}")

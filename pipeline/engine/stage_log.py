@@ -2,11 +2,11 @@
 
 It holds a header (when, the config, why the stage ran), the executor and its workers, one line per
 finished task (its partition, worker, seconds, a summary of its result and the storage requests it
-retried), the full traceback of each failed task as its worker saw it, the stage's own lines and how
-the run ended. Each line is flushed as it is written, so ``tail -f`` follows a run; the file is replaced
-when the stage next runs, so it holds one run and its size is that run's. A run that was killed ends
-without its last line. Failing to write the log never fails the stage: it is said once, and the stage
-goes on without it.
+retried), the full traceback of each failed task as its worker saw it, the stage's own lines (with the
+seconds of its phases where it times them, :func:`timed`) and how the run ended. Each line is flushed as
+it is written, so ``tail -f`` follows a run; the file is replaced when the stage next runs, so it holds
+one run and its size is that run's. A run that was killed ends without its last line. Failing to write
+the log never fails the stage: it is said once, and the stage goes on without it.
 """
 
 from __future__ import annotations
@@ -93,6 +93,16 @@ def current() -> StageLog:
 def note(line: str) -> None:
     """A line of the stage's own (what it says on the console) in its log."""
     _current.write(line)
+
+
+@contextlib.contextmanager
+def timed(phase: str) -> Iterator[None]:
+    """A line ``phase: {phase} in W s (C s CPU in the driver)`` in the stage's log when the block ends without an
+    error: where a stage's time goes, its tasks' own seconds being on their lines."""
+    start, start_cpu = time.perf_counter(), time.process_time()
+    yield
+    note(f"phase: {phase} in {time.perf_counter() - start:.2f} s ({time.process_time() - start_cpu:.2f} s CPU in the "
+         "driver)")
 
 
 def log_path(state_dir: str | os.PathLike[str], stage: str) -> Path:

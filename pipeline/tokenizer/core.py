@@ -480,8 +480,8 @@ class Tokenizer:
             "version": FINGERPRINT_VERSION,
             "kind": self.kind,
             "pattern": self.pattern,
-            "vocab": [b.hex() for b in self._token_bytes],
-            "merges": [list(pair) for pair in self._merges],
+            "vocab": list(map(bytes.hex, self._token_bytes)),
+            "merges": self._merges,  # pairs as tuples: the same JSON as lists, without a list per merge
             "special_tokens": self._special_tokens,
             "unk_id": self.unk_id,
         })

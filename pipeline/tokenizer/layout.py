@@ -7,6 +7,7 @@ character of the alphabet (code-point order). Merges follow, then the special to
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 from pipeline.errors import TokenizerFormatError
@@ -46,18 +47,26 @@ def results_of_merges(table: list[bytes], merges: Sequence[tuple[int, int]], tok
         if data in by_bytes:
             raise TokenizerFormatError(f"IDs {by_bytes[data]} and {token_id} are the same token {data!r}")
         by_bytes[data] = token_id
-    results: list[int] = []
+    regular = tokens.keys() - {unk_id}
+    found = by_bytes.get
+    results = ([found(table[a] + table[b]) for a, b in merges]
+               if regular.issuperset(itertools.chain.from_iterable(merges)) else [None])
+    if None in results:  # a merge of an ID that is not a regular token, or one that makes no token: say which
+        _raise_first_bad_merge(table, merges, tokens, unk_id, by_bytes)
+    if len(set(results)) != len(results):
+        raise TokenizerFormatError("two merges make the same token; each merge must create a new token")
+    _check_merge_order(merges, results, tokens)
+    return results
+
+
+def _raise_first_bad_merge(table: list[bytes], merges: Sequence[tuple[int, int]], tokens: Mapping[int, bytes],
+                           unk_id: int | None, by_bytes: Mapping[bytes, int]) -> None:
     for rank, (a, b) in enumerate(merges):
         if a not in tokens or b not in tokens or unk_id in (a, b):
             raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) uses an ID that is not a regular token")
         joined = table[a] + table[b]
         if joined not in by_bytes:
             raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) makes {joined!r}, which is not in the vocabulary")
-        results.append(by_bytes[joined])
-    if len(set(results)) != len(results):
-        raise TokenizerFormatError("two merges make the same token; each merge must create a new token")
-    _check_merge_order(merges, results, tokens)
-    return results
 
 
 def _check_merge_order(merges: Sequence[tuple[int, int]], results: list[int], tokens: Mapping[int, bytes]) -> None:

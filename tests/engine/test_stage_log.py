@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pipeline.engine import stage_log
 from stages.cli.main import cli
 
 
@@ -66,6 +67,24 @@ def test_a_successful_run_logs_every_partition_once(project):
     assert "executor: local process pool of 2 workers" in log
     assert log[-1].startswith("finished after ") and log[-1].endswith(
         f"({len(expected)} tasks done, 0 failed, 0 storage requests retried)")
+
+
+def test_the_tokenizer_stage_logs_the_seconds_of_its_phases(project):
+    assert lmprep("tokenizer").exit_code == 0
+    log = (project / "state" / "logs" / "tokenizer.log").read_text()
+    phases = re.findall(r"^phase: (\w+) .* in \d+\.\d\d s \(\d+\.\d\d s CPU in the driver\)$", log, flags=re.MULTILINE)
+    assert phases == ["counting", "merging", "writing"], log
+
+
+def test_a_timed_block_that_fails_logs_no_phase(tmp_path):
+    path = tmp_path / "stage.log"
+    with pytest.raises(ValueError), stage_log.recording(path, stage="s", header={}, warn=print):
+        with stage_log.timed("done"):
+            pass
+        with stage_log.timed("broken"):
+            raise ValueError("no")
+    lines = path.read_text().splitlines()
+    assert [line.split(" in ")[0] for line in lines if line.startswith("phase: ")] == ["phase: done"], lines
 
 
 def test_a_failed_task_on_the_local_pool_has_its_traceback_in_the_log_not_on_the_console(project):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from conftest import TOKENIZER_CORPUS, reference_ids
@@ -168,6 +170,28 @@ def test_what_training_learned_is_given_at_construction():
 
 
 # ---- special tokens -----------------------------------------------------------------------------
+
+
+def _with_merges(merges, extra=None):
+    tokens = {i: bytes([i]) for i in range(256)} | (extra or {256: b"ab", 257: b"abc"})
+    return Tokenizer(kind="byte", pattern="", tokens=tokens, merges=merges)
+
+
+@pytest.mark.parametrize(("merges", "extra", "message"), [
+    ([(97, 98), (256, 300)], None, "merge #1 (256, 300) uses an ID that is not a regular token"),
+    ([(97, 98), (256, 99), (-1, 97)], None, "merge #2 (-1, 97) uses an ID that is not a regular token"),
+    ([(97, 99), (97, 300)], None, "merge #0 (97, 99) makes b'ac', which is not in the vocabulary"),
+    ([(97, 98), (98, 97)], {256: b"ab", 257: b"ba", 258: b"ab"}, "IDs 256 and 258 are the same token b'ab'"),
+    ([(97, 98), (97, 98)], None, "two merges make the same token"),
+    ([(256, 99), (97, 98)], None, "merge #0 (256, 99) uses token 256 before the merge that makes it"),
+])
+def test_a_bad_merge_is_named_first_in_merge_order(merges, extra, message):
+    with pytest.raises(TokenizerError, match=re.escape(message)):
+        _with_merges(merges, extra)
+
+
+def test_the_ids_each_merge_makes():
+    assert _with_merges([(97, 98), (256, 99)]).merge_results == [256, 257]
 
 
 def test_special_tokens_get_ids_after_the_merges(byte_tokenizer):
