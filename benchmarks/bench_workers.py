@@ -135,7 +135,7 @@ def measure_stage(mode: str, run: Callable[[MeasuredTasks], object]) -> dict:
 def child(mode: str, files: int, scale: int) -> None:
     raw, tokenizer_path = raw_files(files, scale), tokenizer_file()
     sources = expand_sources([SourceConfig(glob="*.jsonl")], root=raw)
-    raw_mb = sum(file.path.stat().st_size for file in sources) / 1e6
+    raw_mb = sum(file.size() for file in sources) / 1e6
     out = WORK / f"out-{mode}-x{scale}"
     eos = Tokenizer.load(tokenizer_path).special_tokens[EOT]
     prepare = measure_stage(mode, lambda tasks: prepare_corpus(sources, PrepareConfig(), out / "prepared", tasks=tasks))
