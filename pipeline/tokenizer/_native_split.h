@@ -283,6 +283,9 @@ class Splitter {
 
     void mark(size_t i) { starts_[i >> 6] |= uint64_t{1} << (i & 63); }
 
+    // Bit i: bit i - k of the masks, whose word before this one is `before` (bit i - k of the text).
+    static uint64_t shifted_up(uint64_t word, uint64_t before, int k = 1) { return (word << k) | (before >> (64 - k)); }
+
     template <typename T>
     void gpt4_split(const T *s, size_t n, std::vector<size_t> &ends) {
         const size_t count = words_.size();
@@ -297,7 +300,7 @@ class Splitter {
         uint64_t absorbed_before = 0, joins_before = 0, long_digits_before = 0;
         for (size_t w = 0; w < count; w++) {
             const ClassWord &c = words_[w], &before = w ? words_[w - 1] : none, &after = w + 1 < count ? words_[w + 1] : none;
-            const auto prev = [&](uint64_t ClassWord::*m, int k = 1) { return (c.*m << k) | (before.*m >> (64 - k)); };
+            const auto prev = [&](uint64_t ClassWord::*m, int k = 1) { return shifted_up(c.*m, before.*m, k); };
             const auto next = [&](uint64_t ClassWord::*m) { return (c.*m >> 1) | (after.*m << 63); };
             const uint64_t other_start = c.other & ~prev(&ClassWord::other);
             const uint64_t other_start_next =
@@ -306,14 +309,14 @@ class Splitter {
             const uint64_t absorbed =
                 fill_up(c.newline & (prev(&ClassWord::other) | (absorbed_before >> 63)), c.newline);
             const uint64_t joins = (c.space & ~c.newline) | (other_start & ~after_blank);
-            const uint64_t lines_before = (lines_[w] << 1) | (w ? lines_[w - 1] >> 63 : 0);
+            const uint64_t lines_before = shifted_up(lines_[w], w ? lines_[w - 1] : 0);
             const uint64_t last = w == (n - 1) >> 6 ? uint64_t{1} << ((n - 1) & 63) : 0;
             const uint64_t space_end = c.space & ~next(&ClassWord::space);
-            starts_[w] |= (c.letter & ~prev(&ClassWord::letter) & ~((joins << 1) | (joins_before >> 63))) |
+            starts_[w] |= (c.letter & ~prev(&ClassWord::letter) & ~shifted_up(joins, joins_before)) |
                           (other_start & ~after_blank) | (c.blank & other_start_next) |
                           (c.number & ~prev(&ClassWord::number)) |
                           (c.space & ~prev(&ClassWord::space) & ~absorbed) |
-                          (c.space & ~absorbed & ((absorbed << 1) | (absorbed_before >> 63))) |
+                          (c.space & ~absorbed & shifted_up(absorbed, absorbed_before)) |
                           (c.space & ~lines_[w] & lines_before) | (space_end & ~lines_[w] & ~absorbed & ~last);
             for (uint64_t at = c.apostrophe & other_start & ~after_blank & next(&ClassWord::letter); at; at &= at - 1) {
                 const size_t i = 64 * w + static_cast<size_t>(__builtin_ctzll(at));
@@ -322,7 +325,7 @@ class Splitter {
             }
             const uint64_t long_digits = c.number & prev(&ClassWord::number) & prev(&ClassWord::number, 2) &
                                          prev(&ClassWord::number, 3);  // a fourth digit or later of its run
-            for (uint64_t at = long_digits & ~((long_digits << 1) | (long_digits_before >> 63)); at; at &= at - 1) {
+            for (uint64_t at = long_digits & ~shifted_up(long_digits, long_digits_before); at; at &= at - 1) {
                 const size_t fourth = 64 * w + static_cast<size_t>(__builtin_ctzll(at));
                 for (size_t i = fourth, end = run_end(&ClassWord::number, fourth); i < end; i += 3) mark(i);
             }
