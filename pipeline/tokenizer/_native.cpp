@@ -182,9 +182,10 @@ PyObject *surrogate_error(PyObject *text, Py_ssize_t at) {
     return nullptr;
 }
 
-// The merge table of rank i merging (lefts[i], rights[i]) into results[i].
-MergeTable *read_merges(PyObject *lefts, PyObject *rights, PyObject *results) {
-    std::vector<uint32_t> a, b, made;
+// The merge table of rank i merging (lefts[i], rights[i]) into results[i]; pairs and made get the merges.
+MergeTable *read_merges(PyObject *lefts, PyObject *rights, PyObject *results,
+                        std::vector<std::pair<uint32_t, uint32_t>> &pairs, std::vector<uint32_t> &made) {
+    std::vector<uint32_t> a, b;
     if (!read_ids(lefts, "lefts must be a sequence of IDs", a) ||
         !read_ids(rights, "rights must be a sequence of IDs", b) ||
         !read_ids(results, "results must be a sequence of IDs", made))
@@ -195,7 +196,7 @@ MergeTable *read_merges(PyObject *lefts, PyObject *rights, PyObject *results) {
     }
     MergeTable *table = nullptr;
     with_gil("Encoder", [&] {
-        std::vector<std::pair<uint32_t, uint32_t>> pairs(a.size());
+        pairs.resize(a.size());
         for (size_t i = 0; i < a.size(); i++) pairs[i] = {a[i], b[i]};
         std::unique_ptr<MergeTable> built(new MergeTable());
         built->build(pairs, made);
@@ -245,7 +246,9 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
         return -1;
     }
     if (!read_base(self->core, base)) return -1;
-    self->table = read_merges(lefts, rights, results);
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    std::vector<uint32_t> made;
+    self->table = read_merges(lefts, rights, results, pairs, made);
     if (!self->table) return -1;
     if (!with_gil("Encoder", [&] {
             self->core.cache = new ChunkTable();
@@ -256,7 +259,7 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
     self->core.table = self->table;
     self->core.mode = mode;
     self->core.unknown = unknown;
-    return 0;
+    return without_gil("Encoder", [&] { seed_cache(&self->core, pairs, made); }) ? 0 : -1;
 }
 
 void Encoder_dealloc(EncoderObject *self) {

@@ -92,14 +92,18 @@ class ChunkTable {
     size_t nbytes = 0;
     size_t count = 0;
 
+    ChunkTable() = default;
+    ChunkTable(const ChunkTable &) = delete;  // at_ points into slots_
+    ChunkTable &operator=(const ChunkTable &) = delete;
+
     // The IDs of the chunk, or nullptr; *length gets how many. They stay where they are until the table
     // changes.
     const uint32_t *find(const Key &key, size_t *length) const {
-        if (slots_.empty()) return nullptr;
         for (size_t at = key.hash & mask_;; at = (at + 1) & mask_) {
-            const Slot &slot = slots_[at];
+            const Slot &slot = at_[at];
             if (slot.key_length == 0) return nullptr;
-            if (slot.prefix == key.prefix && slot.key_length == key.length && same_rest(slot, key)) {
+            if (slot.prefix == key.prefix && slot.key_length == key.length &&
+                (key.length <= PREFIX || same_rest(slot, key))) {
                 *length = slot.ids_length;
                 return ids_of(slot);
             }
@@ -107,9 +111,7 @@ class ChunkTable {
     }
 
     // Asks for the slot where a lookup of hash starts, ahead of the lookup (a hint: any hash is fine).
-    void prefetch(uint64_t hash) const {
-        if (!slots_.empty()) __builtin_prefetch(slots_.data() + (hash & mask_));
-    }
+    void prefetch(uint64_t hash) const { __builtin_prefetch(at_ + (hash & mask_)); }
 
     void insert(const Key &key, const uint32_t *ids, size_t length) {
         const size_t entry = key.length + 4 * length + ENTRY_OVERHEAD;
@@ -118,18 +120,16 @@ class ChunkTable {
         if (nbytes + entry > max_bytes || arena_.size() + words > UINT32_MAX) clear();
         if (entry > max_bytes) return;
         if (2 * (count + 1) > slots_.size()) grow();
-        size_t at = key.hash & mask_;
-        while (slots_[at].key_length != 0) at = (at + 1) & mask_;
-        Slot &slot = slots_[at];
-        slot = Slot{key.prefix, static_cast<uint32_t>(arena_.size()), static_cast<uint16_t>(key.length),
-                    static_cast<uint16_t>(length)};
-        if (words == 0) {
-            slot.at = ids[0];
-        } else {
-            arena_.insert(arena_.end(), ids, ids + length);
-            arena_.resize(arena_.size() + words - length);
-            if (key.length > PREFIX) std::memcpy(arena_.data() + slot.at + length, key.data + PREFIX, key.length - PREFIX);
+        // the arena first: if it cannot grow (bad_alloc), no slot points past its end
+        const uint32_t at = words == 0 ? ids[0] : static_cast<uint32_t>(arena_.size());
+        if (words != 0) {
+            arena_.resize(arena_.size() + words);
+            std::memcpy(arena_.data() + at, ids, 4 * length);
+            if (key.length > PREFIX) std::memcpy(arena_.data() + at + length, key.data + PREFIX, key.length - PREFIX);
         }
+        size_t slot = key.hash & mask_;
+        while (slots_[slot].key_length != 0) slot = (slot + 1) & mask_;
+        slots_[slot] = Slot{key.prefix, at, static_cast<uint16_t>(key.length), static_cast<uint16_t>(length)};
         nbytes += entry;
         count++;
     }
@@ -137,11 +137,13 @@ class ChunkTable {
     // Take the entries of other (leaving it empty), keeping this table's bound: for an empty table, in
     // place of inserting them one by one.
     void take(ChunkTable &other) {
-        const size_t bound = max_bytes;
-        std::swap(*this, other);
+        slots_.swap(other.slots_);
+        arena_.swap(other.arena_);
+        std::swap(mask_, other.mask_);
+        std::swap(nbytes, other.nbytes);
+        std::swap(count, other.count);
+        at_ = slots_.empty() ? &NO_SLOTS : slots_.data();
         other.clear();
-        other.max_bytes = max_bytes;
-        max_bytes = bound;
         if (nbytes > max_bytes) clear();
     }
 
@@ -160,18 +162,21 @@ class ChunkTable {
     void clear() {
         std::vector<Slot>().swap(slots_);
         std::vector<uint32_t>().swap(arena_);
+        at_ = &NO_SLOTS;
         mask_ = 0;
         nbytes = count = 0;
     }
 
   private:
     static constexpr size_t PREFIX = 8;  // bytes of the key held in its slot
+    static constexpr size_t MIN_SLOTS = 1024;
     struct Slot {
         uint64_t prefix;      // the key's first 8 bytes, zero-padded
         uint32_t at;          // its IDs in the arena, then the key's bytes past the prefix; or its one ID
         uint16_t key_length;  // 0: an empty slot (no chunk is empty)
         uint16_t ids_length;
     };
+    static constexpr Slot NO_SLOTS{0, 0, 0, 0};  // where an empty table's lookups look: one empty slot
 
     // Most chunks are one ID and a few bytes: the slot holds them whole, and a hit reads nothing else.
     static bool inline_id(size_t key_length, size_t ids_length) { return ids_length == 1 && key_length <= PREFIX; }
@@ -179,11 +184,10 @@ class ChunkTable {
         return inline_id(slot.key_length, slot.ids_length) ? &slot.at : arena_.data() + slot.at;
     }
     static size_t rest_length(size_t key_length) { return key_length > PREFIX ? key_length - PREFIX : 0; }
-    // Whether the key's bytes past the prefix are the slot's (whose prefix and length are the key's): up to 8
-    // of them as one word each, in place of a call to memcmp.
+    // Whether the key's bytes past the prefix (it has some) are the slot's (whose prefix and length are the
+    // key's): up to 8 of them as one word, in place of a call to memcmp.
     bool same_rest(const Slot &slot, const Key &key) const {
-        const size_t rest = rest_length(key.length);
-        if (rest == 0) return true;
+        const size_t rest = key.length - PREFIX;
         if (rest <= 8) return tail_word(rest_of(slot), rest) == tail_word(key.data + PREFIX, rest);
         return std::memcmp(rest_of(slot), key.data + PREFIX, rest) == 0;
     }
@@ -201,8 +205,9 @@ class ChunkTable {
     }
 
     void grow() {
-        std::vector<Slot> old(std::max<size_t>(1024, 2 * slots_.size()), Slot{0, 0, 0, 0});
+        std::vector<Slot> old(std::max(MIN_SLOTS, 2 * slots_.size()), Slot{0, 0, 0, 0});
         old.swap(slots_);
+        at_ = slots_.data();
         mask_ = slots_.size() - 1;
         char key[UINT16_MAX];
         for (const Slot &slot : old) {
@@ -214,6 +219,7 @@ class ChunkTable {
     }
 
     std::vector<Slot> slots_;
+    const Slot *at_ = &NO_SLOTS;  // slots_, or NO_SLOTS while there are none
     std::vector<uint32_t> arena_;
     size_t mask_ = 0;
 };

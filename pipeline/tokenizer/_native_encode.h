@@ -31,16 +31,17 @@ struct EncoderCore {
     std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
 };
 
-constexpr size_t KEYS_AHEAD = 8;  // chunks whose keys are made before their lookup (see encode_units)
+constexpr size_t BATCH = 32;  // chunks whose keys are made, and slots asked for, before the first lookup
 
 // What one encoding pass (one thread's share of a call) needs besides the encoder: reusable buffers, the
 // chunks it merged that the encoder's cache did not hold, and where a text failed.
 struct Pass {
     Splitter splitter;
     std::vector<size_t> ends;
-    std::vector<char> keys[KEYS_AHEAD];  // the UTF-8 of the chunks ahead (not for ASCII); grow, never shrink
+    std::vector<char> keys;  // the UTF-8 of a batch's chunks (not for ASCII text); grows, never shrinks
     std::vector<uint32_t> ids;
     ChunkTable fresh;             // the pass's new chunks, looked up after the cache; added to it at the end
+    bool alone = false;           // the pass holds the cache alone: its new chunks go straight into it
     ptrdiff_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
 };
 
@@ -71,36 +72,47 @@ struct ChunkKey : Key {
     bool cacheable;
 };
 
-constexpr size_t KEY_MARGIN = 8;  // bytes before a key written into a buffer: prefix_after may read them
+constexpr size_t KEY_MARGIN = 8;  // bytes before the keys written into a buffer: prefix_after may read them
 
-// The key of chunk s[start..end) written into buffer; false (with pass.surrogate_at) if the byte kind
+// The keys of `count` consecutive chunks, from s[start] to s[ends[count - 1]], into keys, their slots asked
+// for: in place for ASCII text, else written into pass.keys. False (with pass.surrogate_at) if the byte kind
 // meets a lone surrogate.
 template <typename T>
-bool chunk_key(const EncoderCore *self, const T *s, size_t start, size_t end, bool ascii, std::vector<char> &buffer,
-               Pass &pass, ChunkKey &key) {
-    key.cacheable = end - start <= CACHE_MAX_CHUNK;
-    const char *readable;
-    if (ascii) {
-        readable = reinterpret_cast<const char *>(s);
-        key.data = readable + start;
-        key.length = end - start;
-    } else {
-        if (buffer.size() < KEY_MARGIN + 4 * (end - start)) buffer.resize(KEY_MARGIN + 4 * (end - start));
-        readable = buffer.data();
-        char *at = buffer.data() + KEY_MARGIN;
-        for (size_t i = start; i < end; i++) {
-            if (sizeof(T) > 1 && self->bytes_unit && is_surrogate(s[i])) {
-                pass.surrogate_at = static_cast<ptrdiff_t>(i);
-                return false;
-            }
-            at = write_utf8(at, s[i]);
-        }
-        key.data = buffer.data() + KEY_MARGIN;
-        key.length = static_cast<size_t>(at - key.data);
+bool batch_keys(const EncoderCore *self, const T *s, size_t start, const size_t *ends, size_t count, bool ascii,
+                Pass &pass, ChunkKey *keys) {
+    const char *readable = reinterpret_cast<const char *>(s);
+    char *at = nullptr;
+    if (!ascii) {
+        const size_t bytes = KEY_MARGIN + 4 * (ends[count - 1] - start);
+        if (pass.keys.size() < bytes) pass.keys.resize(bytes);
+        readable = pass.keys.data();
+        at = pass.keys.data() + KEY_MARGIN;
     }
-    if (key.cacheable) {
-        key.prefix = prefix_after(readable, key.data, key.length);
-        key.hash = hash_key(key.prefix, key.data, key.length);
+    for (size_t k = 0; k < count; k++) {
+        ChunkKey &key = keys[k];
+        const size_t end = ends[k];
+        key.cacheable = end - start <= CACHE_MAX_CHUNK;
+        if (ascii) {
+            key.data = readable + start;
+            key.length = end - start;
+        } else {
+            key.data = at;
+            for (size_t i = start; i < end; i++) {
+                if (sizeof(T) > 1 && self->bytes_unit && is_surrogate(s[i])) {
+                    pass.surrogate_at = static_cast<ptrdiff_t>(i);
+                    return false;
+                }
+                at = write_utf8(at, s[i]);
+            }
+            key.length = static_cast<size_t>(at - key.data);
+        }
+        if (key.cacheable) {
+            key.prefix = prefix_after(readable, key.data, key.length);
+            key.hash = hash_key(key.prefix, key.data, key.length);
+            self->cache->prefetch(key.hash);
+            if (!pass.alone) pass.fresh.prefetch(key.hash);
+        }
+        start = end;
     }
     return true;
 }
@@ -121,7 +133,11 @@ void base_ids(const EncoderCore *self, const T *s, size_t start, size_t end, con
 }
 
 inline void append_ids(std::vector<uint32_t> &out, const uint32_t *ids, size_t length) {
-    for (size_t k = 0; k < length; k++) out.push_back(ids[k]);  // chunks are a few IDs: no call to memmove
+    if (length == 1) {  // most chunks
+        out.push_back(ids[0]);
+        return;
+    }
+    out.insert(out.end(), ids, ids + length);
 }
 
 // The IDs of one chunk appended to out: from the cache, from the pass's new chunks, or merged (and kept
@@ -133,7 +149,7 @@ void encode_chunk(EncoderCore *self, const T *s, size_t start, size_t end, const
     const uint32_t *found = nullptr;
     if (key.cacheable) {
         found = self->cache->find(key, &length);
-        if (!found) found = pass.fresh.find(key, &length);
+        if (!found && !pass.alone) found = pass.fresh.find(key, &length);
     }
     if (found) {
         append_ids(out, found, length);
@@ -142,34 +158,97 @@ void encode_chunk(EncoderCore *self, const T *s, size_t start, size_t end, const
     base_ids(self, s, start, end, key, pass);
     const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), *self->table);
     append_ids(out, pass.ids.data(), merged);
-    if (key.cacheable) pass.fresh.insert(key, pass.ids.data(), merged);
+    if (key.cacheable) (pass.alone ? *self->cache : pass.fresh).insert(key, pass.ids.data(), merged);
+}
+
+// Whether data[0..n) is UTF-8 (then a chunk's key may be spelt so).
+inline bool is_utf8(const char *data, size_t n) {
+    for (size_t i = 0; i < n;) {
+        const auto byte = [&](size_t k) { return static_cast<unsigned char>(data[k]); };
+        const unsigned char lead = byte(i);
+        const size_t length = lead < 0x80 ? 1 : lead >= 0xC2 && lead < 0xE0 ? 2 : lead >= 0xE0 && lead < 0xF0 ? 3
+                              : lead >= 0xF0 && lead < 0xF5 ? 4 : 0;
+        if (length == 0 || i + length > n) return false;
+        for (size_t k = 1; k < length; k++)
+            if ((byte(i + k) & 0xC0) != 0x80) return false;
+        const uint32_t second = length > 1 ? byte(i + 1) : 0x80;
+        if ((lead == 0xE0 && second < 0xA0) || (lead == 0xF0 && second < 0x90) || (lead == 0xF4 && second >= 0x90))
+            return false;  // overlong, or past U+10FFFF
+        i += length;
+    }
+    return true;
+}
+
+// The cache's first entries: the text of each token a merge makes, with the IDs that encoding that text
+// gives (the token itself for every tokenizer lmprep trains; whatever the merges make for any other). A
+// chunk that is one token, the most common kind, is then found from the first call on, and a cold cache
+// merges only the chunks that no token spells. merges[r] = (left, right) made results[r]. Tokenizers whose
+// IDs are far sparser than their merges (none lmprep writes) are not seeded.
+inline void seed_cache(EncoderCore *self, const std::vector<std::pair<uint32_t, uint32_t>> &merges,
+                       const std::vector<uint32_t> &results) {
+    std::vector<std::pair<uint32_t, uint32_t>> units;  // (unit, base ID): a byte or a character
+    if (self->bytes_unit) {
+        for (uint32_t b = 0; b < 256; b++) units.emplace_back(b, self->byte_ids[b]);
+    } else {
+        for (const auto &[c, id] : *self->chars) units.emplace_back(c, id);
+    }
+    uint32_t top = 0;
+    for (const auto &unit : units) top = std::max(top, unit.second);
+    for (const uint32_t made : results) top = std::max(top, made);
+    if (top > 4 * (merges.size() + units.size()) + 1024) return;
+    std::vector<std::vector<uint32_t>> text(size_t{top} + 1);  // each token's units
+    for (const auto &[unit, id] : units) text[id] = {unit};
+    std::vector<char> key;
+    std::vector<uint32_t> ids;
+    for (size_t r = 0; r < merges.size(); r++) {
+        const auto [left, right] = merges[r];
+        if (left > top || right > top || text[left].empty() || text[right].empty()) continue;
+        std::vector<uint32_t> &units_of = text[results[r]];
+        if (!units_of.empty()) continue;  // a token made twice keeps its first text
+        units_of = text[left];
+        units_of.insert(units_of.end(), text[right].begin(), text[right].end());
+        if (units_of.size() > CACHE_MAX_CHUNK) continue;
+        key.assign(4 * units_of.size(), 0);
+        char *end = key.data();
+        for (const uint32_t unit : units_of) end = self->bytes_unit ? (*end = static_cast<char>(unit), end + 1)
+                                                                     : write_utf8(end, unit);
+        const size_t length = static_cast<size_t>(end - key.data());
+        if (self->bytes_unit && !is_utf8(key.data(), length)) continue;
+        ids.clear();
+        for (const uint32_t unit : units_of) {
+            if (self->bytes_unit) {
+                ids.push_back(self->byte_ids[unit]);
+            } else {
+                const auto id = self->chars->find(unit);
+                ids.push_back(id == self->chars->end() ? self->unknown : id->second);
+            }
+        }
+        const Key seed{key.data(), length, prefix_of(key.data(), length), 0};
+        const Key hashed{seed.data, seed.length, seed.prefix, hash_key(seed.prefix, seed.data, seed.length)};
+        size_t held;
+        if (!self->cache->find(hashed, &held)) self->cache->insert(hashed, ids.data(), apply_merges(ids.data(), ids.size(), *self->table));
+    }
 }
 
 // Encode the code units s[0..n) of one text, appending its IDs to out; false (with pass.surrogate_at) if
-// the byte kind meets a lone surrogate. The caller holds the cache's shared lock. On text that repeats
-// little the lookups wait on memory, so each chunk's key is hashed, and its slots asked for, KEYS_AHEAD
-// chunks ahead of its lookup: one chunk's work is shorter than a load from memory.
+// the byte kind meets a lone surrogate. The caller holds the cache's lock. On text that repeats little the
+// lookups wait on memory, so the chunks go in batches: the keys of a batch are hashed and their slots asked
+// for, then looked up, by which time the first slots have come.
 template <typename T>
 bool encode_units(EncoderCore *self, const T *s, size_t n, bool ascii, Pass &pass, std::vector<uint32_t> &out) {
     pass.ends.clear();
     pass.splitter.split(s, n, self->mode, pass.ends);
     const size_t chunks = pass.ends.size();
-    const auto start = [&](size_t k) { return k ? pass.ends[k - 1] : 0; };
-    ChunkKey keys[KEYS_AHEAD];  // chunk k's in keys[k % KEYS_AHEAD]
-    const auto next_key = [&](size_t k) {
-        ChunkKey &key = keys[k % KEYS_AHEAD];
-        if (!chunk_key(self, s, start(k), pass.ends[k], ascii, pass.keys[k % KEYS_AHEAD], pass, key)) return false;
-        if (key.cacheable) {
-            self->cache->prefetch(key.hash);
-            pass.fresh.prefetch(key.hash);
+    ChunkKey keys[BATCH];
+    size_t start = 0;
+    for (size_t first = 0; first < chunks; first += BATCH) {
+        const size_t *ends = pass.ends.data() + first;
+        const size_t count = std::min(BATCH, chunks - first);
+        if (!batch_keys(self, s, start, ends, count, ascii, pass, keys)) return false;
+        for (size_t k = 0; k < count; k++) {
+            encode_chunk(self, s, start, ends[k], keys[k], pass, out);
+            start = ends[k];
         }
-        return true;
-    };
-    for (size_t k = 0; k < std::min(chunks, KEYS_AHEAD); k++)
-        if (!next_key(k)) return false;
-    for (size_t k = 0; k < chunks; k++) {
-        encode_chunk(self, s, start(k), pass.ends[k], keys[k % KEYS_AHEAD], pass, out);
-        if (k + KEYS_AHEAD < chunks && !next_key(k + KEYS_AHEAD)) return false;
     }
     return true;
 }
@@ -190,12 +269,14 @@ struct Encoded {
     Pass pass;
 };
 
-// Encode views[begin..end) into part, under the cache's shared lock; its new chunks stay in part.pass.fresh.
-// Runs without the GIL; never throws (run_ranges relies on it).
+// Encode views[begin..end) into part: under the cache's shared lock, its new chunks kept in part.pass.fresh;
+// or, part.pass.alone, under the exclusive lock its caller holds, into the cache. Runs without the GIL; never
+// throws (run_ranges relies on it).
 inline void encode_range(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end,
                          Encoded &part) {
     try {
-        std::shared_lock<std::shared_mutex> hold(*self->lock);
+        std::shared_lock<std::shared_mutex> hold(*self->lock, std::defer_lock);
+        if (!part.pass.alone) hold.lock();
         part.pass.fresh.max_bytes = self->cache->max_bytes / part.sharing;
         for (size_t i = begin; i < end; i++) {
             if (!encode_text(self, views[i], part.pass, part.ids)) {
@@ -263,13 +344,23 @@ inline std::vector<size_t> round_bounds(const std::vector<TextView> &views, size
     return bounds;
 }
 
+// Encode all views into out in this thread: with the cache held alone if no other call is using it (one
+// lookup per chunk, new chunks added at once), else beside the others.
+inline void encode_alone(EncoderCore *self, const std::vector<TextView> &views, Encoded &out) {
+    std::unique_lock<std::shared_mutex> hold(*self->lock, std::try_to_lock);
+    out.pass.alone = hold.owns_lock();
+    encode_range(self, views, 0, views.size(), out);
+    if (out.pass.alone && out.out_of_memory) self->cache->clear();  // as add_new_chunks: the cache starts over
+    if (hold.owns_lock()) hold.unlock();
+    add_new_chunks(self, out.pass.fresh);
+}
+
 // Encode all views into out with up to `threads` threads (the calling one among them), in rounds; the
 // result is the same whatever the number. Runs without the GIL.
 inline void encode_all(EncoderCore *self, const std::vector<TextView> &views, size_t threads, Encoded &out) {
     threads = std::max<size_t>(1, std::min(threads, views.size()));
     if (threads == 1) {
-        encode_range(self, views, 0, views.size(), out);
-        add_new_chunks(self, out.pass.fresh);
+        encode_alone(self, views, out);
         return;
     }
     try {

@@ -113,3 +113,24 @@ def test_where_a_compiler_is_the_core_is_built_from_the_current_sources():
     sources = Path(backend.__file__).parent.glob("_native*.[ch]*")
     stale = [source.name for source in sources if source.stat().st_mtime > built and source.suffix in {".cpp", ".h"}]
     assert not stale, f"the native core is older than {stale}: rebuild it with `pip install -e .`"
+
+
+@needs_native
+@pytest.mark.parametrize("kind", ["byte", "char"])
+def test_the_cache_starts_with_every_token_under_what_its_text_encodes_to(kind):
+    """A fresh encoder's cache holds the text of each token a merge makes; "abc", made by (ab, c) after
+    (b, c), encodes to [a, bc] (what the merges make of it alone, as the Python path says), not to its
+    own ID. A token whose bytes are not UTF-8 (no chunk is spelt so) is not kept."""
+    alphabet = list("abcé")
+    first = 256 if kind == "byte" else len(alphabet) + 1
+    a, b, c = ((ord(x) for x in "abc") if kind == "byte" else range(1, 4))
+    merges = [(b, c), (a, b), (first + 1, c)]  # bc, ab, abc
+    if kind == "byte":
+        merges.append((0xC3, 0x61))  # b"\xc3a": not UTF-8
+    fast = Tokenizer.from_merges(kind=kind, pattern="", alphabet=alphabet, merges=merges)
+    assert len(fast._encoder) == 3
+    assert fast.token_bytes(first + 2) == b"abc"
+    assert fast.encode_ordinary("abc") == [a, first] != [first + 2]
+    assert fast.encode_ordinary("abc") == encoder.PythonEncoder(
+        lambda text: [text], fast._base_ids_function(), {pair: r for r, pair in enumerate(merges)},
+        fast._merge_results).ids("abc")
