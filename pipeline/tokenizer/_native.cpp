@@ -251,7 +251,7 @@ int Encoder_init(EncoderObject *self, PyObject *args, PyObject *) {
     self->table = read_merges(lefts, rights, results, pairs, made);
     if (!self->table) return -1;
     if (!with_gil("Encoder", [&] {
-            self->core.cache = new ChunkTable();
+            self->core.cache = new ChunkCache();
             self->ints = new std::vector<PyObject *>();
             self->core.lock = new std::shared_mutex();
         }))
@@ -383,7 +383,7 @@ PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
 
 PyObject *Encoder_get_max_bytes(EncoderObject *self, void *) {
     if (!check_encoder(self)) return nullptr;
-    return PyLong_FromSize_t(self->core.cache->max_bytes);
+    return PyLong_FromSize_t(self->core.cache->max_bytes());
 }
 
 int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
@@ -397,19 +397,18 @@ int Encoder_set_max_bytes(EncoderObject *self, PyObject *value, void *) {
     EncoderCore &core = self->core;
     return without_gil("max_bytes", [&] {
         std::unique_lock<std::shared_mutex> hold(*core.lock);
-        core.cache->max_bytes = bound;
-        if (core.cache->nbytes > bound) core.cache->clear();
+        core.cache->bound(bound);
     }) ? 0 : -1;
 }
 
 PyObject *Encoder_get_nbytes(EncoderObject *self, void *) {
     if (!check_encoder(self)) return nullptr;
-    return PyLong_FromSize_t(self->core.cache->nbytes);
+    return PyLong_FromSize_t(self->core.cache->nbytes());
 }
 
 Py_ssize_t Encoder_len(EncoderObject *self) {
     if (!check_encoder(self)) return -1;
-    return static_cast<Py_ssize_t>(self->core.cache->count);
+    return static_cast<Py_ssize_t>(self->core.cache->count());
 }
 
 PyMethodDef Encoder_methods[] = {

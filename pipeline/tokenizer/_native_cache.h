@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -86,7 +87,7 @@ struct Key {
 // more than it computes: a slot is 16 bytes and holds the key's first 8 bytes, so a short chunk (most
 // are) is told apart in its slot alone; its IDs, followed by the rest of a longer key, lie in one
 // arena of 32-bit words.
-class ChunkTable {
+class alignas(64) ChunkTable {
   public:
     size_t max_bytes = 256 * 1000 * 1000;
     size_t nbytes = 0;
@@ -223,6 +224,69 @@ class ChunkTable {
     std::vector<uint32_t> arena_;
     size_t mask_ = 0;
 };
+
+// The chunk cache: SHARDS tables, a key's among them chosen by its hash's top bits (its slot by the low
+// ones), so that the threads of a call can add their new chunks to different shards at once. Bounded in
+// bytes as a whole: each shard to its share of the bound.
+class ChunkCache {
+  public:
+    static constexpr size_t SHARDS = 16;
+
+    ChunkCache() { bound(256 * 1000 * 1000); }
+
+    const uint32_t *find(const Key &key, size_t *length) const { return of(key.hash).find(key, length); }
+    void prefetch(uint64_t hash) const { of(hash).prefetch(hash); }
+    void insert(const Key &key, const uint32_t *ids, size_t length) { of(key.hash).insert(key, ids, length); }
+
+    ChunkTable &shard(size_t s) { return shards_[s]; }
+    size_t max_bytes() const { return max_bytes_; }
+    size_t count() const { return total(&ChunkTable::count); }
+    size_t nbytes() const { return total(&ChunkTable::nbytes); }
+
+    // Keep at most about max_bytes: a shard past its share starts over.
+    void bound(size_t max_bytes) {
+        max_bytes_ = max_bytes;
+        for (ChunkTable &table : shards_) {
+            table.max_bytes = max_bytes / SHARDS;
+            if (table.nbytes > table.max_bytes) table.clear();
+        }
+    }
+    void clear() {
+        for (ChunkTable &table : shards_) table.clear();
+    }
+
+  private:
+    static size_t index(uint64_t hash) { return static_cast<size_t>(hash >> 60); }
+    const ChunkTable &of(uint64_t hash) const { return shards_[index(hash)]; }
+    ChunkTable &of(uint64_t hash) { return shards_[index(hash)]; }
+    size_t total(size_t ChunkTable::*field) const {
+        size_t sum = 0;
+        for (const ChunkTable &table : shards_) sum += table.*field;
+        return sum;
+    }
+    static_assert(SHARDS == 16, "index() takes the top 4 bits");
+    ChunkTable shards_[SHARDS];
+    size_t max_bytes_ = 0;
+};
+
+// Add the entries of from to into (leaving from empty): those into lacks, into's bound kept. Out of memory
+// (bad_alloc), into starts over.
+inline void absorb(ChunkTable &into, ChunkTable &from) {
+    if (from.count == 0) return;
+    if (into.count == 0) {
+        into.take(from);
+        return;
+    }
+    try {
+        from.each([&](const Key &key, const uint32_t *ids, size_t length) {
+            size_t held;
+            if (!into.find(key, &held)) into.insert(key, ids, length);  // or another pass added it
+        });
+    } catch (const std::bad_alloc &) {
+        into.clear();
+    }
+    from.clear();
+}
 
 // Writes the UTF-8 of code point c at `at` (a surrogate too: the key only needs to be distinct); returns
 // where it ends. The caller leaves room for four bytes.

@@ -27,7 +27,7 @@ struct EncoderCore {
     uint32_t byte_ids[256];                         // byte kind: byte -> base ID
     std::unordered_map<uint32_t, uint32_t> *chars;  // char kind: code point -> base ID
     uint32_t unknown;                               // char kind: the ID of a character not in the alphabet
-    ChunkTable *cache;
+    ChunkCache *cache;
     std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
 };
 
@@ -40,30 +40,21 @@ struct Pass {
     std::vector<size_t> ends;
     std::vector<char> keys;  // the UTF-8 of a batch's chunks (not for ASCII text); grows, never shrinks
     std::vector<uint32_t> ids;
-    ChunkTable fresh;             // the pass's new chunks, looked up after the cache; added to it at the end
+    ChunkCache fresh;             // the pass's new chunks, looked up after the cache; added to it at the end
     bool alone = false;           // the pass holds the cache alone: its new chunks go straight into it
     ptrdiff_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
 };
 
-// Add a finished pass's new chunks to the encoder's cache, under the exclusive lock (taken once per call,
-// after every thread of the call has let go of the shared one). Never throws: out of memory, the cache
-// starts over.
-inline void add_new_chunks(EncoderCore *self, ChunkTable &fresh) {
-    if (fresh.count == 0) return;
+// Add the new chunks of finished passes to the encoder's cache, under the exclusive lock (taken once per
+// call or round, after every thread of it has let go of the shared one): each shard by one of `threads`
+// threads, the calling one among them. Never throws: out of memory, a shard starts over.
+inline void add_new_chunks(EncoderCore *self, const std::vector<ChunkCache *> &passes, size_t threads) {
     std::unique_lock<std::shared_mutex> hold(*self->lock);
-    if (self->cache->count == 0) {  // the first call of a cold cache
-        self->cache->take(fresh);
-        return;
-    }
-    try {
-        fresh.each([&](const Key &key, const uint32_t *ids, size_t length) {
-            size_t held;
-            if (!self->cache->find(key, &held)) self->cache->insert(key, ids, length);  // or another call added it
-        });
-    } catch (const std::bad_alloc &) {
-        self->cache->clear();
-    }
-    fresh.clear();
+    const size_t workers = std::min(threads, ChunkCache::SHARDS);
+    run_ranges(workers, [&](size_t t) {
+        for (size_t s = t; s < ChunkCache::SHARDS; s += workers)
+            for (ChunkCache *fresh : passes) absorb(self->cache->shard(s), fresh->shard(s));
+    });
 }
 
 // A chunk's key: its code points as UTF-8 (in place for ASCII text, else in one of the pass's buffers),
@@ -277,7 +268,7 @@ inline void encode_range(EncoderCore *self, const std::vector<TextView> &views, 
     try {
         std::shared_lock<std::shared_mutex> hold(*self->lock, std::defer_lock);
         if (!part.pass.alone) hold.lock();
-        part.pass.fresh.max_bytes = self->cache->max_bytes / part.sharing;
+        part.pass.fresh.bound(self->cache->max_bytes() / part.sharing);
         for (size_t i = begin; i < end; i++) {
             if (!encode_text(self, views[i], part.pass, part.ids)) {
                 part.failed = static_cast<ptrdiff_t>(i - begin);
@@ -311,7 +302,9 @@ inline void encode_round(EncoderCore *self, const std::vector<TextView> &views, 
     std::vector<Encoded> parts(ranges);
     for (Encoded &part : parts) part.sharing = ranges;
     run_ranges(ranges, [&](size_t r) { encode_range(self, views, bounds[r], bounds[r + 1], parts[r]); });
-    for (Encoded &part : parts) add_new_chunks(self, part.pass.fresh);
+    std::vector<ChunkCache *> passes;
+    for (Encoded &part : parts) passes.push_back(&part.pass.fresh);
+    add_new_chunks(self, passes, ranges);
     size_t ids = out.ids.size();
     for (const Encoded &part : parts) ids += part.ids.size();
     out.ids.reserve(ids);
@@ -352,7 +345,7 @@ inline void encode_alone(EncoderCore *self, const std::vector<TextView> &views, 
     encode_range(self, views, 0, views.size(), out);
     if (out.pass.alone && out.out_of_memory) self->cache->clear();  // as add_new_chunks: the cache starts over
     if (hold.owns_lock()) hold.unlock();
-    add_new_chunks(self, out.pass.fresh);
+    else add_new_chunks(self, {&out.pass.fresh}, 1);
 }
 
 // Encode all views into out with up to `threads` threads (the calling one among them), in rounds; the
