@@ -100,27 +100,28 @@ class alignas(64) ChunkTable {
     // The IDs of the chunk, or nullptr; *length gets how many. They stay where they are until the table
     // changes.
     const uint32_t *find(const Key &key, size_t *length) const {
-        for (size_t at = key.hash & mask_;; at = (at + 1) & mask_) {
-            const Slot &slot = at_[at];
-            if (slot.key_length == 0) return nullptr;
-            if (slot.prefix == key.prefix && slot.key_length == key.length &&
-                (key.length <= PREFIX || same_rest(slot, key))) {
-                *length = slot.ids_length;
-                return ids_of(slot);
-            }
-        }
+        const Slot &slot = at_[place_of(key)];
+        if (slot.key_length == 0) return nullptr;
+        *length = slot.ids_length;
+        return ids_of(slot);
     }
 
     // Asks for the slot where a lookup of hash starts, ahead of the lookup (a hint: any hash is fine).
     void prefetch(uint64_t hash) const { __builtin_prefetch(at_ + (hash & mask_)); }
 
+    // Adds the chunk unless it is held already.
     void insert(const Key &key, const uint32_t *ids, size_t length) {
         const size_t entry = key.length + 4 * length + ENTRY_OVERHEAD;
         if (key.length == 0 || key.length > UINT16_MAX || length > UINT16_MAX) return;  // not kept
+        size_t slot = place_of(key);
+        if (at_[slot].key_length != 0) return;
         const size_t words = inline_id(key.length, length) ? 0 : length + (rest_length(key.length) + 3) / 4;
         if (nbytes + entry > max_bytes || arena_.size() + words > UINT32_MAX) clear();
         if (entry > max_bytes) return;
-        if (2 * (count + 1) > slots_.size()) grow();
+        if (2 * (count + 1) > slots_.size()) {
+            grow();
+            slot = place_of(key);
+        }
         // the arena first: if it cannot grow (bad_alloc), no slot points past its end
         const uint32_t at = words == 0 ? ids[0] : static_cast<uint32_t>(arena_.size());
         if (words != 0) {
@@ -128,8 +129,6 @@ class alignas(64) ChunkTable {
             std::memcpy(arena_.data() + at, ids, 4 * length);
             if (key.length > PREFIX) std::memcpy(arena_.data() + at + length, key.data + PREFIX, key.length - PREFIX);
         }
-        size_t slot = key.hash & mask_;
-        while (slots_[slot].key_length != 0) slot = (slot + 1) & mask_;
         slots_[slot] = Slot{key.prefix, at, static_cast<uint16_t>(key.length), static_cast<uint16_t>(length)};
         nbytes += entry;
         count++;
@@ -153,11 +152,7 @@ class alignas(64) ChunkTable {
     void each(Visit &&visit) const {
         char bytes[UINT16_MAX];
         for (const Slot &slot : slots_)
-            if (slot.key_length != 0) {
-                const size_t key_length = key_of(slot, bytes);
-                visit(Key{bytes, key_length, slot.prefix, hash_key(slot.prefix, bytes, key_length)}, ids_of(slot),
-                      size_t{slot.ids_length});
-            }
+            if (slot.key_length != 0) visit(key_in(slot, bytes), ids_of(slot), size_t{slot.ids_length});
     }
 
     void clear() {
@@ -185,6 +180,15 @@ class alignas(64) ChunkTable {
         return inline_id(slot.key_length, slot.ids_length) ? &slot.at : arena_.data() + slot.at;
     }
     static size_t rest_length(size_t key_length) { return key_length > PREFIX ? key_length - PREFIX : 0; }
+    // The slot that holds the key, or the empty one where it would go.
+    size_t place_of(const Key &key) const {
+        size_t at = key.hash & mask_;
+        while (at_[at].key_length != 0 && !same_key(at_[at], key)) at = (at + 1) & mask_;
+        return at;
+    }
+    bool same_key(const Slot &slot, const Key &key) const {
+        return slot.prefix == key.prefix && slot.key_length == key.length && (key.length <= PREFIX || same_rest(slot, key));
+    }
     // Whether the key's bytes past the prefix (it has some) are the slot's (whose prefix and length are the
     // key's): up to 8 of them as one word, in place of a call to memcmp.
     bool same_rest(const Slot &slot, const Key &key) const {
@@ -195,14 +199,17 @@ class alignas(64) ChunkTable {
     const char *rest_of(const Slot &slot) const {
         return reinterpret_cast<const char *>(arena_.data() + slot.at + slot.ids_length);
     }
-    size_t key_of(const Slot &slot, char *key) const {  // the whole key into key; returns its length
-        if (slot.key_length >= PREFIX) {  // as prefix_of packs it
-            std::memcpy(key, &slot.prefix, PREFIX);
-        } else {
-            for (size_t i = 0; i < slot.key_length; i++) key[i] = static_cast<char>(slot.prefix >> (8 * i));
+    // A slot's key: a short one's bytes are its prefix in place (little-endian, as prefix_of packs them),
+    // a longer one's are copied into bytes.
+    Key key_in(const Slot &slot, char *bytes) const {
+        static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a prefix's bytes are the key's in memory order");
+        const char *data = reinterpret_cast<const char *>(&slot.prefix);
+        if (slot.key_length > PREFIX) {
+            std::memcpy(bytes, &slot.prefix, PREFIX);
+            std::memcpy(bytes + PREFIX, rest_of(slot), slot.key_length - PREFIX);
+            data = bytes;
         }
-        if (slot.key_length > PREFIX) std::memcpy(key + PREFIX, rest_of(slot), slot.key_length - PREFIX);
-        return slot.key_length;
+        return Key{data, slot.key_length, slot.prefix, hash_key(slot.prefix, data, slot.key_length)};
     }
 
     void grow() {
@@ -210,10 +217,10 @@ class alignas(64) ChunkTable {
         old.swap(slots_);
         at_ = slots_.data();
         mask_ = slots_.size() - 1;
-        char key[UINT16_MAX];
+        char bytes[UINT16_MAX];
         for (const Slot &slot : old) {
             if (slot.key_length == 0) continue;
-            size_t at = hash_key(slot.prefix, key, key_of(slot, key)) & mask_;
+            size_t at = key_in(slot, bytes).hash & mask_;
             while (slots_[at].key_length != 0) at = (at + 1) & mask_;
             slots_[at] = slot;
         }
@@ -278,10 +285,7 @@ inline void absorb(ChunkTable &into, ChunkTable &from) {
         return;
     }
     try {
-        from.each([&](const Key &key, const uint32_t *ids, size_t length) {
-            size_t held;
-            if (!into.find(key, &held)) into.insert(key, ids, length);  // or another pass added it
-        });
+        from.each([&](const Key &key, const uint32_t *ids, size_t length) { into.insert(key, ids, length); });
     } catch (const std::bad_alloc &) {
         into.clear();
     }

@@ -216,8 +216,7 @@ inline void seed_cache(EncoderCore *self, const std::vector<std::pair<uint32_t, 
         }
         const Key seed{key.data(), length, prefix_of(key.data(), length), 0};
         const Key hashed{seed.data, seed.length, seed.prefix, hash_key(seed.prefix, seed.data, seed.length)};
-        size_t held;
-        if (!self->cache->find(hashed, &held)) self->cache->insert(hashed, ids.data(), apply_merges(ids.data(), ids.size(), *self->table));
+        self->cache->insert(hashed, ids.data(), apply_merges(ids.data(), ids.size(), *self->table));
     }
 }
 
