@@ -259,6 +259,19 @@ struct Encoded {
     Pass pass;
 };
 
+// Room in part for the IDs of views[begin..end) at one per code point (a text's IDs are seldom more), so that
+// they are not copied as the buffer grows: memory that stays unused is only address space. A bound that
+// cannot be had is no error: the buffer grows as it must.
+inline void reserve_room(const std::vector<TextView> &views, size_t begin, size_t end, Encoded &part) {
+    size_t units = 0;
+    for (size_t i = begin; i < end; i++) units += views[i].length;
+    try {
+        part.ids.reserve(part.ids.size() + units);
+        part.offsets.reserve(part.offsets.size() + end - begin);
+    } catch (const std::bad_alloc &) {
+    }
+}
+
 // Encode views[begin..end) into part: under the cache's shared lock, its new chunks kept in part.pass.fresh;
 // or, part.pass.alone, under the exclusive lock its caller holds, into the cache. Runs without the GIL; never
 // throws (run_ranges relies on it).
@@ -268,6 +281,7 @@ inline void encode_range(EncoderCore *self, const std::vector<TextView> &views, 
         std::shared_lock<std::shared_mutex> hold(*self->lock, std::defer_lock);
         if (!part.pass.alone) hold.lock();
         part.pass.fresh.bound(self->cache->max_bytes() / part.sharing);
+        reserve_room(views, begin, end, part);
         for (size_t i = begin; i < end; i++) {
             if (!encode_text(self, views[i], part.pass, part.ids)) {
                 part.failed = static_cast<ptrdiff_t>(i - begin);
