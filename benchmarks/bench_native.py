@@ -26,10 +26,13 @@ thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_TH
 - 1 and 2 threads (lmprep: ``threads=``; tiktoken: ``num_threads=``; riptoken, HF, gigatok and fastokens:
   rayon, and ``FASTOKENS_BPE_THREADS``).
 
-Each is timed ``--repeats`` times from a cold start (a freshly loaded tokenizer: lmprep's and HF's
-caches empty), best of the runs, in wall-clock seconds and in CPU seconds (all threads of the
-process, which a busy machine disturbs less); ``lmprep native, warm cache`` encodes a second time with
-the cache full (split and lookups, no merges). Then the encode stage end to end (prepared Arrow text →
+Each is timed in ``--repeats`` rounds, every engine in turn within a round (so that a busy spell
+hits them alike), each time in a fresh process from a cold start (a freshly loaded tokenizer: lmprep's
+cache holds only the tokens' own texts, as gigatok's does; HF's is empty), best of the rounds, in
+wall-clock seconds and in CPU seconds (all threads of the process, which a busy machine disturbs
+less); ``× gigatok`` is the ratio of CPU seconds to gigatok's with the same API and threads, the
+fastest peer's. ``lmprep native, warm cache`` encodes a second time with the cache full (split and
+lookups, no merges). Then the encode stage end to end (prepared Arrow text →
 shards, ``encode_corpus`` over 1 and 2 worker processes) against nanoGPT's way (tiktoken
 ``encode_ordinary`` per document, EOT appended, numpy ``uint16``, one ``.bin``, in as many processes),
 CPU seconds of the processes included, token streams compared.
@@ -38,6 +41,7 @@ riptoken is not a dependency of lmprep; install it beside the others (it needs n
 already bring) with ``pip install --no-deps riptoken==0.2.4``; without it its rows are left out.
 
     python benchmarks/bench_native.py [--megabytes 2] [--vocab-size 8192] [--repeats 3] [--corpus english,...]
+        [--engines "lmprep native,gigatok,..."] [--no-stage]
 
 ``--smoke``: 0.05 MB of the ``code`` corpus, 300 IDs, the flat API on one thread, once (in a temporary
 directory).
@@ -315,32 +319,46 @@ def available(engine: str) -> bool:
     return True
 
 
+def best_of(results: list[dict]) -> dict:
+    """The best wall and CPU times of one measurement's rounds (its IDs and memory from the last)."""
+    return results[-1] | {"wall": min(r["wall"] for r in results), "cpu": min(r["cpu"] for r in results)}
+
+
 def encode_table(name: str, corpus: Path, tokenizer: Path, megabytes: float, args: argparse.Namespace) -> None:
-    rows = []
-    for engine in filter(available, ENGINES):
+    configs = []
+    for engine in filter(available, args.engines):
         for api in APIS:
             for threads in THREADS:
                 if engine == "lmprep python" and threads == 2:
                     continue  # the Python path holds the GIL: one thread whatever it is told
-                rows.append((engine, api, threads, measure(engine, api, threads, corpus, tokenizer, args.repeats)))
+                configs.append((engine, api, threads, False))
         if engine == "lmprep native":
-            for threads in THREADS:
-                rows.append(("lmprep native, warm cache", "flat", threads,
-                             measure(engine, "flat", threads, corpus, tokenizer, args.repeats, warm=True)))
-    measured = {(engine, api, threads): result for engine, api, threads, result in rows if result}
+            configs += [("lmprep native, warm cache", "flat", threads, True) for threads in THREADS]
+    runs: dict[tuple[str, str, int], list[dict]] = {}
+    for _ in range(args.repeats):  # rounds of every engine in turn, so that a busy spell hits them alike
+        for label, api, threads, warm in configs:
+            engine = "lmprep native" if warm else label
+            result = measure(engine, api, threads, corpus, tokenizer, 1, warm=warm)
+            if result:
+                runs.setdefault((label, api, threads), []).append(result)
+    measured = {key: best_of(results) for key, results in runs.items()}
     reference = measured[("tiktoken", "flat", 1)]
-    print(f"\n{name}: best of {args.repeats}; × tiktoken: against tiktoken with the same API and threads")
-    print("| engine | API | threads | MB/s | × tiktoken | MB per CPU s | × tiktoken | 1 → 2 threads (wall) "
-          "| peak RSS MB (at start) | same IDs |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    fastest = "gigatok" if ("gigatok", "flat", 1) in measured else "tiktoken"
+    print(f"\n{name}: best of {args.repeats} rounds (each engine in turn); × tiktoken and × {fastest}: against "
+          "them with the same API and threads")
+    print(f"| engine | API | threads | MB/s | × tiktoken | MB per CPU s | × tiktoken | × {fastest} (CPU) "
+          "| 1 → 2 threads (wall) | peak RSS MB (at start) | same IDs |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (engine, api, threads), result in measured.items():
         peer = measured.get(("tiktoken", api, threads), reference)
+        ahead = measured.get((fastest, api, threads), measured[(fastest, "flat", 1)])
         one = measured.get((engine, api, 1))
         scaling = f"{one['wall'] / result['wall']:.2f}×" if threads == 2 and one else ""
         same = "yes" if result["digest"] == reference["digest"] else "NO"
         print(f"| {engine} | {api} | {threads} | {megabytes / result['wall']:.1f} "
               f"| {peer['wall'] / result['wall']:.2f} "
-              f"| {megabytes / result['cpu']:.1f} | {peer['cpu'] / result['cpu']:.2f} | {scaling} "
+              f"| {megabytes / result['cpu']:.1f} | {peer['cpu'] / result['cpu']:.2f} "
+              f"| {ahead['cpu'] / result['cpu']:.2f} | {scaling} "
               f"| {result['peak_rss']:.0f} ({result['start_rss']:.0f}) | {same} |", flush=True)
 
 
@@ -419,11 +437,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--corpus", default=",".join(CORPORA))
     parser.add_argument("--no-stage", action="store_true", help="leave out the encode stage end to end")
+    parser.add_argument("--engines", default=",".join(ENGINES), help="the engines to measure (tiktoken always)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     results.add_arguments(parser)
     args = parser.parse_args()
     if args.smoke:
         args.megabytes, args.vocab_size, args.repeats, args.corpus = 0.05, 300, 1, "code"
+    args.engines = list(dict.fromkeys(["tiktoken", *args.engines.split(",")]))
     if args.child:
         engine, api, threads, corpus, tokenizer, repeats, warm = json.loads(args.child)
         child(engine, api, threads, Path(corpus), Path(tokenizer), repeats, warm)
