@@ -31,7 +31,7 @@ from pipeline.shards import resume
 from pipeline.shards.format import ShardWriter
 from pipeline.shards.manifest import Manifest, ShardStamp, ids_dtype, join_manifests, shard_name, write_manifest
 from pipeline.shards.origins import Origins
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import Tokenizer, shared
 from pipeline.tokenizer.encoder import DEFAULT_CACHE_BYTES
 
 TASK_BYTES = 1 << 20
@@ -85,8 +85,7 @@ def add_special_ids(ids: np.ndarray, offsets: np.ndarray, *, bos_id: int | None,
     return out, new_offsets
 
 
-_TOKENIZERS: dict[str, Tokenizer] = {}
-_TOKENIZER_DIGESTS: dict[str, str] = {}
+_TOKENIZERS: dict[str, Tokenizer] = {}  # by absolute path, as the tasks name the file
 
 
 def load_tokenizer_cached(path: str, fingerprint: str) -> Tokenizer:
@@ -107,27 +106,12 @@ def share_tokenizer(path: str) -> Tokenizer:
 
     Forked workers inherit it and skip their own load, a sizeable share of a
     worker's time on a small corpus (docs/performance.md); spawned ones load it
-    once. A file with the same sha256 as at the last call (hashing costs far
-    less than parsing) is not parsed again: the stage and each split share one
-    load, however each names the file (the cache and the tasks name it by its absolute path). A remote
-    file is not read for this: the store's size and ETag stand for its content (one metadata request).
+    once. A file whose content was loaded before in this process (by the config's frozen tokenizer, the
+    stage, another split: :mod:`pipeline.tokenizer.shared`) is not parsed again, however each names it (the
+    tasks name it by its absolute path).
     """
-    key = str(locations.absolute(path))
-    try:
-        digest = _content_identity(path)  # before loading: a file replaced meanwhile is loaded again next time
-    except OSError:
-        digest = None  # Tokenizer.load reports it
-    if digest is None or key not in _TOKENIZERS or _TOKENIZER_DIGESTS.get(key) != digest:
-        _TOKENIZERS[key] = Tokenizer.load(path)
-        _TOKENIZER_DIGESTS[key] = digest
-    return _TOKENIZERS[key]
-
-
-def _content_identity(path: str) -> str:
-    """What changes when the file's bytes change: their sha256, or a remote file's size and ETag."""
-    if locations.is_url(path):
-        return hashing.canonical_hash(storage.stamp(path))
-    return hashing.sha256_file(path)
+    tokenizer = _TOKENIZERS[str(locations.absolute(path))] = shared.load(path)
+    return tokenizer
 
 
 def encode_task(task: EncodeTask) -> EncodedBatch:
