@@ -236,7 +236,19 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
             write_manifest(staging, manifest)
             manifests.append(manifest)
     partial.remove()
+    _remember_digests(output_dir, manifests)
     return manifests
+
+
+def _remember_digests(output_dir: str | os.PathLike[str], manifests: list[Manifest]) -> None:
+    """Tell this process's hash caches the shards' checksums, which their tasks took as they wrote them, so that
+    the runner does not read every shard back to record the output (after the scratch's links went: removing
+    one changes a shard's ctime)."""
+    if locations.is_url(output_dir):
+        return
+    for manifest in manifests:
+        for entry in manifest.shards:
+            hashing.remember(locations.join(output_dir, entry.file), entry.sha256)
 
 
 def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.PartialParts, *, tasks: Tasks,
