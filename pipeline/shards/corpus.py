@@ -174,8 +174,9 @@ class PartJob:
     @property
     def identity(self) -> str:
         """What the completion record says was encoded: everything that shapes the part's shards."""
-        return completion.job_identity(self.code_version, os.fspath(self.source), self.sha256, self.stamp.to_dict(),
-                                       self.shard_tokens, self.bos_id, self.eos_id, self.task_bytes)
+        return completion.job_identity(self.code_version, resume.LAYOUT, os.fspath(self.source), self.sha256,
+                                       self.stamp.to_dict(), self.shard_tokens, self.bos_id, self.eos_id,
+                                       self.task_bytes)
 
 
 def encode_part(job: PartJob) -> Manifest:
@@ -185,8 +186,7 @@ def encode_part(job: PartJob) -> Manifest:
             raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
                             f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
         tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
-        writer = ShardWriter(job.scratch.path(job.prefix), job.stamp, shard_tokens=job.shard_tokens,
-                             prefix=job.prefix)
+        writer = ShardWriter(job.scratch.location, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
         for task in iter_tasks(source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
                                task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
             batch = encode_task(task)
@@ -273,7 +273,7 @@ def _gather_shards(partial: resume.PartialParts, staging: Path | str, stamp: Sha
     for prefix, manifest in parts:
         for entry in manifest.shards:
             name = shard_name(stamp.split, len(entries))
-            copies.append((partial.shard(prefix, entry.file), locations.join(staging, name)))
+            copies.append((partial.shard(entry.file), locations.join(staging, name)))
             entries.append(dataclasses.replace(entry, file=name))
     storage.copy_files(copies)
     return dataclasses.replace(join_manifests(stamp, [manifest for _, manifest in parts]), shards=tuple(entries))
