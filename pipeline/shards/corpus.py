@@ -231,7 +231,7 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
         results = _encode_parts(jobs, sizes, partial, tasks=tasks, progress=progress, notify=notify)
         manifests = []
         for split, stamp in stamps.items():
-            parts = [(job.prefix, result) for job, result in zip(jobs, results) if job.stamp.split == split]
+            parts = [result for job, result in zip(jobs, results) if job.stamp.split == split]
             manifest = _gather_shards(partial, staging, stamp, parts)
             write_manifest(staging, manifest)
             manifests.append(manifest)
@@ -266,17 +266,17 @@ def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.Partial
 
 
 def _gather_shards(partial: resume.PartialParts, staging: Path | str, stamp: ShardStamp,
-                   parts: list[tuple[str, Manifest]]) -> Manifest:
+                   parts: list[Manifest]) -> Manifest:
     """The split's shards in the staging output under the set's names, ``{split}-00000.arrow``, … in part
     order (a hard link, or the store's copy, of each part's shard); their manifest."""
     entries, copies = [], []
-    for prefix, manifest in parts:
+    for manifest in parts:
         for entry in manifest.shards:
             name = shard_name(stamp.split, len(entries))
             copies.append((partial.shard(entry.file), locations.join(staging, name)))
             entries.append(dataclasses.replace(entry, file=name))
     storage.copy_files(copies)
-    return dataclasses.replace(join_manifests(stamp, [manifest for _, manifest in parts]), shards=tuple(entries))
+    return dataclasses.replace(join_manifests(stamp, parts), shards=tuple(entries))
 
 
 def _check_special_ids(tokenizer: Tokenizer, path: str, *, bos_id: int | None, eos_id: int | None) -> None:
