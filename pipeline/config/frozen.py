@@ -8,7 +8,9 @@ config that says ``kind: char`` over a byte-level file is a mistake to point out
 drop. ``vocab_size`` and ``merges`` are upper bounds (training may stop early), so they agree with a
 file that has at most that many IDs or merges. ``min_frequency``, ``merge_newlines`` and ``workers``
 shape training only; a tokenizer file does not record them. A file that is missing or not a tokenizer
-file leaves the config as it is: the tokenizer stage refuses it when it runs.
+file leaves the config as it is: the tokenizer stage refuses it when it runs. The file is loaded once per
+process (:mod:`pipeline.tokenizer.shared`): the encode stage, which loads the tokenizer stage's copy of it,
+parses it no second time.
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ def with_frozen_tokenizer(config: Config, origins: Origins) -> Config:
     settings = config.tokenizer
     if settings.path is None:
         return config
-    from pipeline.tokenizer import Tokenizer
+    from pipeline.tokenizer import shared
 
     try:
-        tokenizer = Tokenizer.load(config.here(settings.path))
+        tokenizer = shared.load(config.here(settings.path))  # the run's one load of it (the encode stage's too)
     except (TokenizerError, StorageError):
         return config
     by_merges = settings.vocab_size is None and settings.merges is not None and tokenizer.kind != "word"

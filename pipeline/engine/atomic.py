@@ -85,9 +85,9 @@ def _file_target(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Atomically replace ``path`` with ``data``."""
-    with atomic_path(path) as tmp:
+def write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    """Atomically replace ``path`` with ``data`` (``durable``: as :func:`atomic_path`)."""
+    with atomic_path(path, durable=durable) as tmp:
         tmp.write_bytes(data)
 
 

@@ -84,7 +84,9 @@ class Scratch:
         """Record that the job ``identity`` finished and wrote ``files`` (path relative to the scratch →
         sha256) and returned ``result`` (JSON); called last, in the task or, for a driver's step, the driver."""
         record = {"version": RECORD_VERSION, "job": identity, "files": dict(files), "result": result}
-        storage.write_json(self._record(name), {**record, "check": hashing.canonical_hash(record)})
+        # not fsynced: a record that a crash of the machine loses or tears is not taken (its check fails), and its
+        # task runs again, as does one whose files lost bytes (their checksums fail)
+        storage.write_json(self._record(name), {**record, "check": hashing.canonical_hash(record)}, durable=False)
 
     def finished_many(self, jobs: Sequence[tuple[str, str]]) -> list[tuple[Any] | None]:
         """:meth:`finished` for each ``(name, identity)``, several at a time: a remote store answers each

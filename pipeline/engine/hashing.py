@@ -6,7 +6,9 @@ size and content identity (see :meth:`HashCache.remote_stamp`).
 File hashes are cached by ``(size, mtime_ns, ctime_ns, inode)`` so that a no-op
 run over gigabytes of data costs one ``stat`` per file, as DVC and git do. The
 change time is what catches an edit that keeps the size and puts the old mtime
-back (``cp -p``, ``rsync -t --inplace``): no user tool can set it.
+back (``cp -p``, ``rsync -t --inplace``): no user tool can set it. A writer that
+hashed a file as it wrote it says so (:func:`remember`), and the caches of its
+process take that digest, under the same stamp, instead of reading the file back.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ _CHUNK = 1 << 20
 MAX_CACHE_BYTES = 1 << 30  # about 5 million files at some 200 bytes each
 _STAMP = struct.Struct("<qqqQ")  # size, mtime_ns, ctime_ns, inode
 _ENTRY = struct.Struct("<qqqQ32s")  # a cached file in memory: its stamp and sha256, 64 bytes
+
+
+_WRITTEN: dict[str, bytes] = {}  # absolute path -> the stamp and sha256 (as _ENTRY) its writer gave
+
+
+def remember(path: Location, digest: str) -> None:
+    """Note that the local file ``path``, as it is now, has the sha256 ``digest``, which its writer took of the
+    bytes it wrote: a :class:`HashCache` of this process then takes it while the file keeps its stamp."""
+    key = os.path.abspath(path)
+    _WRITTEN[key] = _ENTRY.pack(*_stat_stamp(key), bytes.fromhex(digest))
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -133,9 +145,14 @@ class HashCache:
         output replaced by one is modified (and written again by ``run``)."""
         key = os.path.abspath(path)
         stamp = _stat_stamp(path)
+        packed_stamp = _STAMP.pack(*stamp)
         cached = self._entries.get(key)
-        if cached is not None and cached[:_STAMP.size] == _STAMP.pack(*stamp):
+        if cached is not None and cached[:_STAMP.size] == packed_stamp:
             return cached[_STAMP.size:].hex()
+        written = _WRITTEN.get(key)
+        if written is not None and written[:_STAMP.size] == packed_stamp:
+            self._entries[key], self._dirty = written, True
+            return written[_STAMP.size:].hex()
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):
             return f"not a regular file: {storage.file_kind(mode)}"

@@ -360,19 +360,21 @@ def output_file(location: Location, *, durable: bool = True) -> Iterator[Path]:
         put_file(tmp, os.fspath(location))
 
 
-def write_bytes(location: Location, data: bytes) -> None:
-    """Replace the file with ``data``, atomically."""
+def write_bytes(location: Location, data: bytes, *, durable: bool = True) -> None:
+    """Replace the file with ``data``, atomically; ``durable=False``: not fsynced locally (see
+    :func:`atomic.atomic_path`)."""
     if not is_url(location):
-        atomic.write_bytes(local(location), data)
+        atomic.write_bytes(local(location), data, durable=durable)
         return
     fs, _ = _filesystem(location)
     with _named_errors(location):
         retries.call(location, fs.pipe_file, os.fspath(location), data)
 
 
-def write_json(location: Location, obj: Any) -> None:
-    """Replace the file with ``obj`` as the project's JSON (:func:`pipeline.engine.atomic.dumps_json`), atomically."""
-    write_bytes(location, (atomic.dumps_json(obj) + "\n").encode("utf-8"))
+def write_json(location: Location, obj: Any, *, durable: bool = True) -> None:
+    """Replace the file with ``obj`` as the project's JSON (:func:`pipeline.engine.atomic.dumps_json`), atomically
+    (``durable``: as :func:`write_bytes`)."""
+    write_bytes(location, (atomic.dumps_json(obj) + "\n").encode("utf-8"), durable=durable)
 
 
 def make_dir(location: Location) -> None:

@@ -31,7 +31,7 @@ from pipeline.shards import resume
 from pipeline.shards.format import ShardWriter
 from pipeline.shards.manifest import Manifest, ShardStamp, ids_dtype, join_manifests, shard_name, write_manifest
 from pipeline.shards.origins import Origins
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import Tokenizer, shared
 from pipeline.tokenizer.encoder import DEFAULT_CACHE_BYTES
 
 TASK_BYTES = 1 << 20
@@ -85,8 +85,7 @@ def add_special_ids(ids: np.ndarray, offsets: np.ndarray, *, bos_id: int | None,
     return out, new_offsets
 
 
-_TOKENIZERS: dict[str, Tokenizer] = {}
-_TOKENIZER_DIGESTS: dict[str, str] = {}
+_TOKENIZERS: dict[str, Tokenizer] = {}  # by absolute path, as the tasks name the file
 
 
 def load_tokenizer_cached(path: str, fingerprint: str) -> Tokenizer:
@@ -107,27 +106,12 @@ def share_tokenizer(path: str) -> Tokenizer:
 
     Forked workers inherit it and skip their own load, a sizeable share of a
     worker's time on a small corpus (docs/performance.md); spawned ones load it
-    once. A file with the same sha256 as at the last call (hashing costs far
-    less than parsing) is not parsed again: the stage and each split share one
-    load, however each names the file (the cache and the tasks name it by its absolute path). A remote
-    file is not read for this: the store's size and ETag stand for its content (one metadata request).
+    once. A file whose content was loaded before in this process (by the config's frozen tokenizer, the
+    stage, another split: :mod:`pipeline.tokenizer.shared`) is not parsed again, however each names it (the
+    tasks name it by its absolute path).
     """
-    key = str(locations.absolute(path))
-    try:
-        digest = _content_identity(path)  # before loading: a file replaced meanwhile is loaded again next time
-    except OSError:
-        digest = None  # Tokenizer.load reports it
-    if digest is None or key not in _TOKENIZERS or _TOKENIZER_DIGESTS.get(key) != digest:
-        _TOKENIZERS[key] = Tokenizer.load(path)
-        _TOKENIZER_DIGESTS[key] = digest
-    return _TOKENIZERS[key]
-
-
-def _content_identity(path: str) -> str:
-    """What changes when the file's bytes change: their sha256, or a remote file's size and ETag."""
-    if locations.is_url(path):
-        return hashing.canonical_hash(storage.stamp(path))
-    return hashing.sha256_file(path)
+    tokenizer = _TOKENIZERS[str(locations.absolute(path))] = shared.load(path)
+    return tokenizer
 
 
 def encode_task(task: EncodeTask) -> EncodedBatch:
@@ -190,8 +174,9 @@ class PartJob:
     @property
     def identity(self) -> str:
         """What the completion record says was encoded: everything that shapes the part's shards."""
-        return completion.job_identity(self.code_version, os.fspath(self.source), self.sha256, self.stamp.to_dict(),
-                                       self.shard_tokens, self.bos_id, self.eos_id, self.task_bytes)
+        return completion.job_identity(self.code_version, resume.LAYOUT, os.fspath(self.source), self.sha256,
+                                       self.stamp.to_dict(), self.shard_tokens, self.bos_id, self.eos_id,
+                                       self.task_bytes)
 
 
 def encode_part(job: PartJob) -> Manifest:
@@ -201,8 +186,7 @@ def encode_part(job: PartJob) -> Manifest:
             raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
                             f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
         tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
-        writer = ShardWriter(job.scratch.path(job.prefix), job.stamp, shard_tokens=job.shard_tokens,
-                             prefix=job.prefix)
+        writer = ShardWriter(job.scratch.location, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
         for task in iter_tasks(source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
                                task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
             batch = encode_task(task)
@@ -247,12 +231,24 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
         results = _encode_parts(jobs, sizes, partial, tasks=tasks, progress=progress, notify=notify)
         manifests = []
         for split, stamp in stamps.items():
-            parts = [(job.prefix, result) for job, result in zip(jobs, results) if job.stamp.split == split]
+            parts = [result for job, result in zip(jobs, results) if job.stamp.split == split]
             manifest = _gather_shards(partial, staging, stamp, parts)
             write_manifest(staging, manifest)
             manifests.append(manifest)
     partial.remove()
+    _remember_digests(output_dir, manifests)
     return manifests
+
+
+def _remember_digests(output_dir: str | os.PathLike[str], manifests: list[Manifest]) -> None:
+    """Tell this process's hash caches the shards' checksums, which their tasks took as they wrote them, so that
+    the runner does not read every shard back to record the output (after the scratch's links went: removing
+    one changes a shard's ctime)."""
+    if locations.is_url(output_dir):
+        return
+    for manifest in manifests:
+        for entry in manifest.shards:
+            hashing.remember(locations.join(output_dir, entry.file), entry.sha256)
 
 
 def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.PartialParts, *, tasks: Tasks,
@@ -270,17 +266,17 @@ def _encode_parts(jobs: list[PartJob], sizes: list[int], partial: resume.Partial
 
 
 def _gather_shards(partial: resume.PartialParts, staging: Path | str, stamp: ShardStamp,
-                   parts: list[tuple[str, Manifest]]) -> Manifest:
+                   parts: list[Manifest]) -> Manifest:
     """The split's shards in the staging output under the set's names, ``{split}-00000.arrow``, … in part
     order (a hard link, or the store's copy, of each part's shard); their manifest."""
     entries, copies = [], []
-    for prefix, manifest in parts:
+    for manifest in parts:
         for entry in manifest.shards:
             name = shard_name(stamp.split, len(entries))
-            copies.append((partial.shard(prefix, entry.file), locations.join(staging, name)))
+            copies.append((partial.shard(entry.file), locations.join(staging, name)))
             entries.append(dataclasses.replace(entry, file=name))
     storage.copy_files(copies)
-    return dataclasses.replace(join_manifests(stamp, [manifest for _, manifest in parts]), shards=tuple(entries))
+    return dataclasses.replace(join_manifests(stamp, parts), shards=tuple(entries))
 
 
 def _check_special_ids(tokenizer: Tokenizer, path: str, *, bos_id: int | None, eos_id: int | None) -> None:

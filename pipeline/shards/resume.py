@@ -1,7 +1,8 @@
 """What an encode that was killed or failed had finished, so that the next one redoes only the rest.
 
-Each task writes its part's shards into ``<output_dir>.partial/<part>/`` (a prefix beside the output in
-the same store for a remote output) and then its completion record (:mod:`pipeline.engine.completion`):
+Each task writes its part's shards into ``<output_dir>.partial/`` (a prefix beside the output in the same
+store for a remote output), named after the part (``train-00003-00000.arrow``: no directory per part, which
+would cost a file system entry more per task), and then its completion record (:mod:`pipeline.engine.completion`):
 its job's identity (the part file's checksum, the stamp, every setting that shapes the shards, the code
 version), the shards' checksums and their manifest entries. The driver then gives every shard its name in
 the set in the staging output: a hard link locally, a copy made by the store remotely, in place of the
@@ -22,6 +23,7 @@ from pipeline.engine.completion import Scratch
 from pipeline.shards.format import Manifest, ShardEntry, ShardStamp
 
 SUFFIX = completion.SUFFIX
+LAYOUT = 2  # in each job's identity: 2, the shards beside the records (1 kept them in a directory per part)
 
 
 class PartialParts:
@@ -37,9 +39,9 @@ class PartialParts:
         found = self.scratch.finished_many([(prefix, identity) for prefix, identity, _ in jobs])
         return [None if record is None else _manifest(record[0], stamp) for record, (_, _, stamp) in zip(found, jobs)]
 
-    def shard(self, prefix: str, file: str) -> Path | str:
-        """Where a part's task wrote one of its shards."""
-        return self.scratch.path(prefix, file)
+    def shard(self, file: str) -> Path | str:
+        """Where a part's task wrote one of its shards (whose name starts with the part's)."""
+        return self.scratch.path(file)
 
     def remove(self) -> None:
         self.scratch.remove()
@@ -55,6 +57,6 @@ def _manifest(result: dict, stamp: ShardStamp) -> Manifest | None:
 
 def save_record(scratch: Scratch, prefix: str, identity: str, manifest: Manifest) -> None:
     """Record, once a part's shards are complete, that the job ``identity`` wrote them (runs in the task)."""
-    scratch.save(prefix, identity, {f"{prefix}/{entry.file}": entry.sha256 for entry in manifest.shards},
+    scratch.save(prefix, identity, {entry.file: entry.sha256 for entry in manifest.shards},
                  {"shards": [vars(entry) for entry in manifest.shards], "max_id": manifest.max_id})
 

@@ -134,3 +134,20 @@ def test_validation_reads_no_file(project, monkeypatch):
     monkeypatch.setattr("builtins.open", refuse)
     config = parse_config({"tokenizer": {"path": str(project / "frozen.json"), "vocab_size": 1000}})
     assert (config.tokenizer.kind, config.tokenizer.vocab_size) == ("byte", 1000)
+
+
+def test_a_run_loads_the_frozen_file_once_however_it_is_named(tmp_path, monkeypatch):
+    """The config reads the frozen file's settings, the encode stage loads the tokenizer stage's copy of it: the
+    same bytes, parsed once per process."""
+    from pipeline.shards import corpus
+
+    frozen = Tokenizer.from_merges(kind="byte", pattern="", merges=[(120, 121)], special_tokens=[str(tmp_path)])
+    frozen.save(tmp_path / "frozen.json")  # bytes no other test loaded in this process (its special token)
+    (tmp_path / "copy.json").write_bytes((tmp_path / "frozen.json").read_bytes())
+    loads = []
+    real_load = Tokenizer.load.__func__
+    monkeypatch.setattr(Tokenizer, "load", classmethod(lambda cls, path: loads.append(path) or real_load(cls, path)))
+    config = load_config(write(tmp_path, "output: out/tok.json"))
+    shared = corpus.share_tokenizer(str(tmp_path / "copy.json"))
+    assert config.tokenizer.kind == "byte" and shared.fingerprint == frozen.fingerprint
+    assert [Path(path).name for path in loads] == ["frozen.json"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -99,3 +100,18 @@ def test_the_hash_cache_holds_a_file_in_its_path_and_64_bytes(tmp_path):
     assert beyond_paths < 200, f"{beyond_paths:.0f} bytes per file"
     cache.save()
     assert HashCache(tmp_path / "hashes.json")._entries == cache._entries  # saved and read back, the same
+
+
+def test_a_digest_its_writer_gave_is_taken_while_the_file_keeps_its_stamp(tmp_path, monkeypatch):
+    """The encode stage's shards are hashed as they are written: the runner does not read them back."""
+    from pipeline.engine import hashing
+
+    path = tmp_path / "shard.arrow"
+    path.write_bytes(b"tokens")
+    hashing.remember(path, sha256_file(path))
+    monkeypatch.setattr(hashing, "sha256_file", lambda path: "read again")
+    cache = HashCache(tmp_path / "hashes.json")
+    assert cache.file_hash(path) == hashlib.sha256(b"tokens").hexdigest()
+    path.write_bytes(b"other!")  # the same size: the change time tells
+    os.utime(path, ns=(0, 0))
+    assert cache.file_hash(path) == "read again"

@@ -87,7 +87,7 @@ def test_a_damaged_finished_part_is_encoded_again(project, monkeypatch):
         fail_one_part(patch)
         assert lmprep("run", "encode").exit_code == 2
     record = sorted((project / "out" / "shards.partial").glob("*.done.json"))[0]
-    shard = next((record.parent / record.name.removesuffix(".done.json")).iterdir())
+    shard = sorted(record.parent.glob(f"{record.name.removesuffix('.done.json')}-*.arrow"))[0]
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
@@ -116,3 +116,21 @@ def test_a_forged_completion_record_is_not_reused(project, monkeypatch):
     found = re.search(r"encode: reusing (\d+) of (\d+) parts", resumed.stderr)
     assert found and int(found[1]) == len(records) - 1, resumed.stderr
     assert shards(project) == reference
+
+
+def test_a_completion_record_is_not_fsynced_and_one_torn_is_not_taken(tmp_path, monkeypatch):
+    """A record that a crash of the machine tears costs its task a second run, never a wrong part: it needs no
+    fsync of its own (its shards have theirs)."""
+    from pipeline.engine import atomic, hashing
+    from pipeline.engine.completion import Scratch
+
+    scratch = Scratch.of(tmp_path / "shards")
+    (tmp_path / "shards.partial").mkdir()
+    (tmp_path / "shards.partial" / "train-00000-00000.arrow").write_bytes(b"ids")
+    synced = []
+    monkeypatch.setattr(atomic, "_fsync_file", synced.append)
+    scratch.save("train-00000", "job", {"train-00000-00000.arrow": hashing.sha256_bytes(b"ids")}, [1])
+    assert synced == [] and scratch.finished("train-00000", "job") == ([1],)
+    record = tmp_path / "shards.partial" / "train-00000.done.json"
+    record.write_bytes(record.read_bytes()[:-20])
+    assert scratch.finished("train-00000", "job") is None

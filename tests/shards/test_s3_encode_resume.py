@@ -90,7 +90,7 @@ def test_a_damaged_remote_shard_is_encoded_again(s3, reference, monkeypatch):
         fail_one_part(patch)
         assert lmprep("run", "encode", "--force").exit_code == 2
     kept = records(s3)
-    shard = sorted(s3.fs.glob(f"{s3.bucket}/shards.partial/{kept[0].removesuffix('.done.json')}/*.arrow"))[0]
+    shard = sorted(s3.fs.glob(f"{s3.bucket}/shards.partial/{kept[0].removesuffix('.done.json')}-*.arrow"))[0]
     data = bytearray(s3.fs.cat_file(shard))
     data[len(data) // 2] ^= 0xFF
     s3.fs.pipe_file(shard, bytes(data))
