@@ -116,11 +116,11 @@ class Schemas:
 
 @dataclass(frozen=True)
 class Job:
-    """One partition task's input: the partition (its files as the globs gave them), the names its pieces go by in
-    document IDs, and the identity its completion record gives the task of the current round."""
+    """One partition task's input: the partition (its files as the globs gave them) and the identity its completion
+    record gives the task of the current round. The names its pieces go by in document IDs are made by the task
+    (:func:`_piece_names`): the driver would hold one per raw file."""
 
     partition: Partition
-    piece_names: tuple[str, ...]
     identity: str = ""
 
 
@@ -198,14 +198,14 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
     """
     partitions = plan_partitions(files, settings.partition_bytes)
     refuse_tiny_partitions(len(partitions), settings.partition_bytes)  # before each is named and recorded
-    jobs = [Job(partition, tuple(_piece_name(piece, names_root) for piece in partition.pieces))
-            for partition in partitions]
+    jobs = [Job(partition) for partition in partitions]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
-    working_dir = os.getcwd()
+    working_dir, names_from = os.getcwd(), None if names_root is None else os.path.abspath(names_root)
     chain = chain or build_chain(settings)
     chain.load()
     records = PrepareRecords(out_dir, settings, code_version,
-                             (partition_inputs(_absolute(job.partition, working_dir), job.piece_names) for job in jobs),
+                             (partition_inputs(_absolute(p, working_dir), _piece_names(p, names_from, working_dir))
+                              for p in partitions),
                              notify, rounds=len(chain.segments), files=_steps_and_readers_files(chain, files))
     work = records.scratch.path(WORK_DIR)
     for directory in (work, *(split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
@@ -213,7 +213,8 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
     with storage.output_dir(out_dir) as staging:
         results: list[list[RoundResult]] = []
         for index, segment in enumerate(chain.segments):
-            step = Round(settings, chain.segments, Schemas.of(chain), index, work, records.scratch, working_dir)
+            step = Round(settings, chain.segments, Schemas.of(chain), index, work, records.scratch, working_dir,
+                         names_from)
             desc = "prepare: write" if index == len(chain.segments) - 1 else f"prepare: round {index + 1}"
             identities = records.identities(index)
             results.append(_run_round(step, jobs, identities, records.finished_round(index, identities), tasks=tasks,
@@ -292,6 +293,7 @@ class Round:
     work: Path | str
     scratch: Scratch  # the last round's parts go there too
     directory: str  # the driver's working directory, which the raw files' relative paths start from
+    names_root: str | None  # the absolute directory document IDs name local raw files from, if any
 
     def __call__(self, job: Job) -> RoundResult:
         result, written = self._run(job)
@@ -309,9 +311,10 @@ class Round:
         with contextlib.ExitStack() as stack:
             rejected = stack.enter_context(self._rejected_writer(index))
             if self.index == 0:
-                read = dataclasses.replace(job, partition=_absolute(job.partition, self.directory))
-                docs = _read_documents(read, decoder, self.settings.normalize, tally, starts)
-                ids = DocumentIds(lambda _: (job.piece_names, starts))
+                names = _piece_names(job.partition, self.names_root, self.directory)
+                docs = _read_documents(_absolute(job.partition, self.directory), names, decoder,
+                                       self.settings.normalize, tally, starts)
+                ids = DocumentIds(lambda _: (names, starts))
             else:
                 ids = stored_ids(self.work)
                 docs = self._unmarked(index, tally, rejected, ids)
@@ -319,7 +322,7 @@ class Round:
             if self.chain[self.index].dedup is not None:
                 written += self._write_candidates(index, docs)
                 if self.index == 0:
-                    written.append(self._write_names(index, job.piece_names, starts))
+                    written.append(self._write_names(index, names, starts))
                 return RoundResult(tally, unsplit=tuple(decoder.unsplit)), written
             parts, characters = self._write_splits(index, docs, tally)
         parts[REJECTED], characters[REJECTED] = self._write_rejected(index, ids)
@@ -468,11 +471,12 @@ class _Parts:
             self._stack.__exit__(*exc_info)
 
 
-def _read_documents(job: Job, decoder: TextDecoder, normalize: str, tally: Tally,
+def _read_documents(partition: Partition, names: Sequence[str], decoder: TextDecoder, normalize: str, tally: Tally,
                     starts: list[int]) -> Iterator[Document]:
-    """The partition's documents, cleaned and numbered; ``starts`` gets each piece's first position."""
+    """The partition's documents, cleaned and numbered (their pieces go by ``names``); ``starts`` gets each piece's
+    first position."""
     position = 0
-    for (piece, records), name in zip(read_partition_pieces(job.partition, decoder), job.piece_names):
+    for (piece, records), name in zip(read_partition_pieces(partition, decoder), names):
         starts.append(position)
         source, skipped, first, characters, name_like = piece.file.source, decoder.skipped, position, 0, 0
         passed = dict(decoder.passed)
@@ -557,12 +561,18 @@ def _absolute_path(path: Path | str, directory: str) -> str:
                                                                                         locations.local(path)))
 
 
-def _piece_name(piece: Piece, root: str | os.PathLike[str] | None) -> str:
+def _piece_names(partition: Partition, root: str | None, directory: str) -> tuple[str, ...]:
+    """The names document IDs give the partition's pieces, its local paths taken from the driver's working
+    ``directory`` and named from the absolute ``root``: the same in the driver and in any task."""
+    return tuple(_piece_name(piece, root, directory) for piece in partition.pieces)
+
+
+def _piece_name(piece: Piece, root: str | None, directory: str) -> str:
     """A piece as document IDs name it: as :meth:`Piece.describe` does, a local path relative to ``root``; a byte
     of a file name that is not UTF-8 as a ``\\udcXX`` escape (the IDs are UTF-8 text, in Arrow)."""
     path = str(piece.file.path)
     if root is None or locations.is_url(path):
         name = piece.describe()
     else:
-        name = os.path.relpath(os.path.abspath(path), os.path.abspath(root)) + piece.describe()[len(path):]
+        name = os.path.relpath(_absolute_path(path, directory), root) + piece.describe()[len(path):]
     return name.encode("utf-8", "backslashreplace").decode("utf-8")
