@@ -39,8 +39,8 @@ def build(config: Config) -> Stage:
     output = config.out(config.prepare.output_dir)
     return Stage(
         name="prepare",
-        deps=tuple(file.path if locations.is_url(file.path) else os.path.relpath(file.path, config.project_root)
-                   for file in files) + tuple(os.path.relpath(path, config.project_root) for path in code),
+        deps=tuple(raw_dependency(file.path, config.project_root) for file in files)
+        + tuple(os.path.relpath(path, config.project_root) for path in code),
         outs=(output,),
         params=(*source_params(config), "prepare"),
         run=functools.partial(run, config, files, chain),
@@ -51,6 +51,15 @@ def build(config: Config) -> Stage:
         keys={**bases, output: "prepare.output_dir"},
         listed={file.path: file.stamp for file in files if file.stamp is not None},
     )
+
+
+def raw_dependency(path: str, project_root: str | os.PathLike[str]) -> str:
+    """A raw file as the runner names it, relative to the project root: the very string the glob gave when that is
+    it already, not an equal second one (one string per raw file for the whole run, not two)."""
+    if locations.is_url(path):
+        return path
+    relative = os.path.relpath(path, project_root)
+    return path if relative == path else relative
 
 
 def source_params(config: Config) -> tuple[str, ...]:

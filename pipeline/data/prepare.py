@@ -8,7 +8,8 @@ sees only counts and checksums:
 
 1. the first round (one task per input partition) reads, cleans and filters the documents and writes
    the live ones to ``candidates-<p>`` and the others, with their step and rule, to ``rejected-<p>``,
-   while the first de-duplication step records a key per live document (:mod:`pipeline.data.dedup`);
+   while the first de-duplication step records a key per live document (:mod:`pipeline.data.dedup`), and
+   the names and first positions of the partition's pieces, from which later rounds make document IDs;
 2. the de-duplication step's tasks mark each duplicate with the document it duplicates;
 3. the next round drops the marked documents, applies the next segment's filters, and so on; the last
    round sends each live document to train or val by a seeded hash of its text and writes
@@ -36,6 +37,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import functools
+import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -113,18 +116,17 @@ class Schemas:
 
 @dataclass(frozen=True)
 class Job:
-    """One partition task's input: the partition (its files as the globs gave them), the names its pieces go by in
-    document IDs, and the identity its completion record gives the task of the current round."""
+    """One partition task's input: the partition (its files as the globs gave them) and the identity its completion
+    record gives the task of the current round. The names its pieces go by in document IDs are made by the task
+    (:func:`_piece_names`): the driver would hold one per raw file."""
 
     partition: Partition
-    piece_names: tuple[str, ...]
     identity: str = ""
 
 
 @dataclass(frozen=True)
 class RoundResult:
     tally: Tally
-    piece_starts: tuple[int, ...] = ()  # first round: the position of each piece's first document
     parts: dict[str, PreparedPart] | None = None  # last round: the train, val and rejected parts
     characters: dict[str, int] | None = None
     unsplit: tuple[tuple[str, str], ...] = ()  # first round: (separator, file) of files a literal never split
@@ -132,7 +134,7 @@ class RoundResult:
     def to_json(self) -> dict:
         """The result as a completion record keeps it."""
         return {"tally": {str(source): dataclasses.asdict(counts) for source, counts in self.tally.sources.items()},
-                "piece_starts": list(self.piece_starts), "characters": self.characters,
+                "characters": self.characters,
                 "parts": None if self.parts is None else {split: dataclasses.asdict(part)
                                                           for split, part in self.parts.items()},
                 "unsplit": [list(pair) for pair in self.unsplit]}
@@ -147,22 +149,39 @@ class RoundResult:
     def from_json(cls, data: dict) -> RoundResult:
         tally = Tally({int(source): SourceTally(**counts) for source, counts in data["tally"].items()})
         parts = data["parts"] and {split: PreparedPart(**part) for split, part in data["parts"].items()}
-        return cls(tally, tuple(data["piece_starts"]), parts, data["characters"],
+        return cls(tally, parts, data["characters"],
                    tuple(tuple(pair) for pair in data["unsplit"]))
 
 
-@dataclass(frozen=True)
 class DocumentIds:
     """Document IDs from (partition, position): the partition's piece holding the position, and the
-    document's number in it."""
+    document's number in it. ``pieces`` gives a partition's piece names and the position of each piece's first
+    document, asked once per partition: a later round reads them from the first round's work files
+    (:func:`stored_ids`) for its own partition and those its duplicates' originals are in, never the whole
+    corpus's (every piece's name, 3.8 MB pickled into each task at 100,000 files)."""
 
-    piece_names: dict[int, tuple[str, ...]]
-    piece_starts: dict[int, Sequence[int]]  # in the first round, the list that grows as the pieces are read
+    def __init__(self, pieces: Callable[[int], tuple[Sequence[str], Sequence[int]]]):
+        self._pieces = functools.cache(pieces)
 
     def of(self, partition: int, position: int) -> str:
-        starts = self.piece_starts[partition]
+        names, starts = self._pieces(partition)
         piece = bisect.bisect_right(starts, position) - 1
-        return f"{self.piece_names[partition][piece]}#{position - starts[piece]}"
+        return f"{names[piece]}#{position - starts[piece]}"
+
+
+NAMES_FILE = "r0-names-{:05d}.json"  # a partition's piece names and first positions, from its first round
+MAX_NAMES_BYTES = 1 << 30  # a partition of 64 MB of files of 100 bytes: some 50 MB of names
+
+
+def stored_ids(work: Path | str) -> DocumentIds:
+    """Document IDs from the first round's names files under ``work``."""
+    return DocumentIds(functools.partial(_stored_pieces, work))
+
+
+def _stored_pieces(work: Path | str, partition: int) -> tuple[list[str], list[int]]:
+    names = json.loads(storage.read_bounded(locations.join(work, NAMES_FILE.format(partition)), MAX_NAMES_BYTES,
+                                            what="piece names"))
+    return names["names"], names["starts"]
 
 
 def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir: str | os.PathLike[str], *,
@@ -179,23 +198,23 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
     """
     partitions = plan_partitions(files, settings.partition_bytes)
     refuse_tiny_partitions(len(partitions), settings.partition_bytes)  # before each is named and recorded
-    jobs = [Job(partition, tuple(_piece_name(piece, names_root) for piece in partition.pieces))
-            for partition in partitions]
+    jobs = [Job(partition) for partition in partitions]
     labels, sizes = [f"{p.index} ({p.describe()})" for p in partitions], [p.size for p in partitions]
-    working_dir = os.getcwd()
+    working_dir, names_from = os.getcwd(), None if names_root is None else os.path.abspath(names_root)
     chain = chain or build_chain(settings)
     chain.load()
     records = PrepareRecords(out_dir, settings, code_version,
-                             (partition_inputs(_absolute(job.partition, working_dir), job.piece_names) for job in jobs),
+                             (partition_inputs(_absolute(p, working_dir), _piece_names(p, names_from, working_dir))
+                              for p in partitions),
                              notify, rounds=len(chain.segments), files=_steps_and_readers_files(chain, files))
     work = records.scratch.path(WORK_DIR)
     for directory in (work, *(split_dir(records.scratch.location, split) for split in (*SPLITS, REJECTED))):
         storage.make_dir(directory)
     with storage.output_dir(out_dir) as staging:
         results: list[list[RoundResult]] = []
-        ids = None
         for index, segment in enumerate(chain.segments):
-            step = Round(settings, chain.segments, Schemas.of(chain), index, work, records.scratch, ids, working_dir)
+            step = Round(settings, chain.segments, Schemas.of(chain), index, work, records.scratch, working_dir,
+                         names_from)
             desc = "prepare: write" if index == len(chain.segments) - 1 else f"prepare: round {index + 1}"
             identities = records.identities(index)
             results.append(_run_round(step, jobs, identities, records.finished_round(index, identities), tasks=tasks,
@@ -203,9 +222,6 @@ def prepare_corpus(files: Sequence[SourceFile], settings: PrepareConfig, out_dir
             if segment.dedup is not None:
                 _resolve(segment.dedup.step, records, records.step_identity(index, identities), tasks=tasks, work=work,
                          round_=index, partitions=len(jobs), progress=progress)
-            if index == 0:
-                ids = DocumentIds(dict(enumerate(job.piece_names for job in jobs)),
-                                  dict(enumerate(result.piece_starts for result in results[0])))
         written = results[-1]
         parts = {split: [result.parts[split] for result in written] for split in (*SPLITS, REJECTED)}
         storage.copy_files([(records.scratch.path(*part.file.split("/")), locations.join(staging, part.file))
@@ -276,8 +292,8 @@ class Round:
     index: int
     work: Path | str
     scratch: Scratch  # the last round's parts go there too
-    ids: DocumentIds | None  # from the second round on
     directory: str  # the driver's working directory, which the raw files' relative paths start from
+    names_root: str | None  # the absolute directory document IDs name local raw files from, if any
 
     def __call__(self, job: Job) -> RoundResult:
         result, written = self._run(job)
@@ -295,15 +311,19 @@ class Round:
         with contextlib.ExitStack() as stack:
             rejected = stack.enter_context(self._rejected_writer(index))
             if self.index == 0:
-                read = dataclasses.replace(job, partition=_absolute(job.partition, self.directory))
-                docs = _read_documents(read, decoder, self.settings.normalize, tally, starts)
+                names = _piece_names(job.partition, self.names_root, self.directory)
+                docs = _read_documents(_absolute(job.partition, self.directory), names, decoder,
+                                       self.settings.normalize, tally, starts)
+                ids = DocumentIds(lambda _: (names, starts))
             else:
-                docs = self._unmarked(index, tally, rejected)
+                ids = stored_ids(self.work)
+                docs = self._unmarked(index, tally, rejected, ids)
             docs = _filtered(docs, self.chain[self.index], tally, rejected)
             if self.chain[self.index].dedup is not None:
                 written += self._write_candidates(index, docs)
-                return RoundResult(tally, tuple(starts), unsplit=tuple(decoder.unsplit)), written
-            ids = self.ids or DocumentIds({index: job.piece_names}, {index: starts})
+                if self.index == 0:
+                    written.append(self._write_names(index, names, starts))
+                return RoundResult(tally, unsplit=tuple(decoder.unsplit)), written
             parts, characters = self._write_splits(index, docs, tally)
         parts[REJECTED], characters[REJECTED] = self._write_rejected(index, ids)
         return RoundResult(tally, parts=parts, characters=characters, unsplit=tuple(decoder.unsplit)), written
@@ -317,16 +337,24 @@ class Round:
                 DocumentWriter(tmp, schema=self.schemas.rejection) as writer:
             yield Rejections(writer, self.schemas)
 
-    def _unmarked(self, index: int, tally: Tally, rejected: Rejections) -> Iterator[Document]:
+    def _write_names(self, index: int, names: Sequence[str], starts: Sequence[int]) -> Path | str:
+        """The partition's piece names and the position of each piece's first document, for the later rounds'
+        document IDs (:func:`stored_ids`)."""
+        path = locations.join(self.work, NAMES_FILE.format(index))
+        pieces = {"names": list(names), "starts": list(starts)}
+        storage.write_bytes(path, atomic.dumps_json(pieces, indent=None).encode())
+        return path
+
+    def _unmarked(self, index: int, tally: Tally, rejected: Rejections, ids: DocumentIds) -> Iterator[Document]:
         """The previous round's candidates that its de-duplication step did not mark."""
         dedup = self.chain[self.index - 1].dedup
-        assert dedup is not None and self.ids is not None
+        assert dedup is not None
         marks = dedup.step.marks(self.work, self.index - 1, index)
         with storage.local_copy(self._work_file("candidates", self.index - 1, index)) as path:
-            for document in _candidates(path, self.schemas, index, self.ids):
+            for document in _candidates(path, self.schemas, index, ids):
                 if document.position in marks:
                     tally.drop(document.source, dedup.step.name, dedup.step.rule)
-                    rejected.write(document, dedup.step.name, dedup.step.rule, self.ids.of(*marks[document.position]))
+                    rejected.write(document, dedup.step.name, dedup.step.rule, ids.of(*marks[document.position]))
                 else:
                     yield document
 
@@ -443,11 +471,12 @@ class _Parts:
             self._stack.__exit__(*exc_info)
 
 
-def _read_documents(job: Job, decoder: TextDecoder, normalize: str, tally: Tally,
+def _read_documents(partition: Partition, names: Sequence[str], decoder: TextDecoder, normalize: str, tally: Tally,
                     starts: list[int]) -> Iterator[Document]:
-    """The partition's documents, cleaned and numbered; ``starts`` gets each piece's first position."""
+    """The partition's documents, cleaned and numbered (their pieces go by ``names``); ``starts`` gets each piece's
+    first position."""
     position = 0
-    for (piece, records), name in zip(read_partition_pieces(job.partition, decoder), job.piece_names):
+    for (piece, records), name in zip(read_partition_pieces(partition, decoder), names):
         starts.append(position)
         source, skipped, first, characters, name_like = piece.file.source, decoder.skipped, position, 0, 0
         passed = dict(decoder.passed)
@@ -532,12 +561,18 @@ def _absolute_path(path: Path | str, directory: str) -> str:
                                                                                         locations.local(path)))
 
 
-def _piece_name(piece: Piece, root: str | os.PathLike[str] | None) -> str:
+def _piece_names(partition: Partition, root: str | None, directory: str) -> tuple[str, ...]:
+    """The names document IDs give the partition's pieces, its local paths taken from the driver's working
+    ``directory`` and named from the absolute ``root``: the same in the driver and in any task."""
+    return tuple(_piece_name(piece, root, directory) for piece in partition.pieces)
+
+
+def _piece_name(piece: Piece, root: str | None, directory: str) -> str:
     """A piece as document IDs name it: as :meth:`Piece.describe` does, a local path relative to ``root``; a byte
     of a file name that is not UTF-8 as a ``\\udcXX`` escape (the IDs are UTF-8 text, in Arrow)."""
     path = str(piece.file.path)
     if root is None or locations.is_url(path):
         name = piece.describe()
     else:
-        name = os.path.relpath(os.path.abspath(path), os.path.abspath(root)) + piece.describe()[len(path):]
+        name = os.path.relpath(_absolute_path(path, directory), root) + piece.describe()[len(path):]
     return name.encode("utf-8", "backslashreplace").decode("utf-8")

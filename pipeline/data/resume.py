@@ -52,6 +52,9 @@ def partition_inputs(partition: Partition, piece_names: Sequence[str]) -> list[A
             for piece, name in zip(partition.pieces, piece_names)]
 
 
+# What the records of this code's tasks hold, beside the code version (which follows the outputs): a record kept
+# by other code is not taken. 2: a first round writes its pieces' names for the later rounds' document IDs.
+RECORDS_VERSION = 2
 MAX_SMALL_PARTITIONS = 1000
 SMALL_PARTITION_BYTES = 1 << 16
 
@@ -78,7 +81,7 @@ class PrepareRecords:
         come, so that what names every piece and stamp of the corpus is never held whole."""
         self.scratch = Scratch.of(output_dir)
         self.scratch.check_place()
-        self._base = completion.job_identity("prepare", code_version, dataclasses.asdict(settings),
+        self._base = completion.job_identity("prepare", RECORDS_VERSION, code_version, dataclasses.asdict(settings),
                                              [hashing.sha256_file(path) for path in files])
         self._first = [completion.job_identity(self._base, 0, index, partition)
                        for index, partition in enumerate(inputs)]

@@ -143,9 +143,7 @@ class Scratch:
                 record = json.loads(storage.read_bounded(self._record(name), MAX_RECORD_BYTES, what="record"))
                 if _intact(record):
                     kept |= {f"{name}.done.json", *record["files"]}
-        for file in self._files():
-            if file not in kept:
-                storage.remove(self.path(*file.split("/")))
+        storage.remove_files([self.path(*file.split("/")) for file in self._files() if file not in kept])
         storage.write_json(self.path(KEPT_FILE), sorted(kept - {KEPT_FILE}))
 
     def _files(self) -> list[str]:

@@ -29,6 +29,7 @@ A stale stage that is ``reusable`` first looks in the project's run cache
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import difflib
 import json
@@ -414,7 +415,9 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
     An input that holds the project root may hold outputs (a scanned directory
     may not: :func:`_check_homes`), but no output may be or hold it, nor the root itself. Paths
     are compared as written, normalised against the root; links are not followed.
-    Messages are built only for a clash, since the inputs are every raw file.
+    The inputs are every raw file, so they are not compared with each output one by one: each output looks up
+    the inputs at or under it in the sorted inputs, and its own parent directories among them
+    (:class:`_Inputs`); messages are built only for a clash.
     """
     project = os.path.abspath(root)
 
@@ -423,28 +426,70 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
             return os.fspath(path).rstrip("/")
         return os.path.normpath(os.path.join(project, path))
 
-    # (what it is, the stage it belongs to, the path as written, its absolute path)
+    # (what it is, the stage it belongs to, the path as written, its absolute path): the few places other than inputs
     places = [("root", None, os.fspath(root), project), *(("guarded", None, label, where(path))
                                                           for label, path in guarded.items())]
     places += [("scanned", stage, path, where(path)) for stage in stages for path in stage.scans]
     places += [("output", stage, path, where(path)) for stage in stages for path in stage.outs]
-    places += [("input", stage, path, where(path)) for stage in stages for path in stage.deps]
-    order = {stage.name: position for position, stage in enumerate(stages)}
-    for stage in stages:
+    inputs = _Inputs([(stage, path, where(path)) for stage in stages for path in stage.deps], project)
+    for position, stage in enumerate(stages):
+        later = {other.name for other in stages[position + 1:]}  # the stages that may read what this one writes
         for out in stage.outs:
             output = where(out)
-            for kind, owner, name, path in places:
-                if kind == "output" and owner is stage and name == out:
-                    continue
-                if kind == "input" and order[owner.name] > order[stage.name] and locations.inside(path, output):
-                    continue  # a later stage reads what this one writes
-                relation = _overlap(output, path, inside_counts=not locations.inside(project, path))
-                if relation:
-                    raise RunnerError(
-                        f"{_describe(stage, out)} {relation} {_place(kind, owner, name)}; lmprep replaces an "
-                        "output as a whole, so outputs must not overlap inputs, other outputs, the state dir "
-                        "or the config file"
-                    )
+            clash = next(((relation, kind, owner, name) for kind, owner, name, path in places
+                          if not (kind == "output" and owner is stage and name == out)
+                          and (relation := _overlap(output, path,
+                                                    inside_counts=not locations.inside(project, path)))), None)
+            clash = clash or inputs.first_clash(output, later)
+            if clash:
+                relation, kind, owner, name = clash
+                raise RunnerError(
+                    f"{_describe(stage, out)} {relation} {_place(kind, owner, name)}; lmprep replaces an "
+                    "output as a whole, so outputs must not overlap inputs, other outputs, the state dir "
+                    "or the config file"
+                )
+
+
+class _Inputs:
+    """Every stage's inputs, for :func:`_check_layout`: their absolute paths sorted, so that those at or under an
+    output are one range of them (found by bisection), and by path, so that an output's parent directories are
+    looked up; the first clash is the first input in stage order, as a comparison one by one would find it."""
+
+    def __init__(self, inputs: Sequence[tuple[Stage, str, str]], project: str):
+        self._project = project
+        self._where: dict[str, list[tuple[int, Stage, str]]] = {}  # absolute path → (position, stage, as written)
+        for position, (stage, name, path) in enumerate(inputs):
+            self._where.setdefault(path, []).append((position, stage, name))
+        self._sorted = sorted(self._where)
+
+    def first_clash(self, output: str, later: set[str]) -> tuple[str, str, Stage, str] | None:
+        """``(relation, "input", stage, input)`` of the first input that ``output`` is, holds (unless a stage
+        named in ``later``, after the output's, reads it) or lies inside (an input holding the project root
+        aside)."""
+        found = [(position, "is the same path as" if path == output else "contains", stage, name)
+                 for path in self._under(output) for position, stage, name in self._where[path]
+                 if stage.name not in later]
+        found += [(position, "lies inside", stage, name) for path in _parents(output)
+                  if path in self._where and not locations.inside(self._project, path)
+                  for position, stage, name in self._where[path]]
+        if not found:
+            return None
+        _, relation, stage, name = min(found, key=lambda clash: clash[0])
+        return relation, "input", stage, name
+
+    def _under(self, output: str) -> list[str]:
+        """The inputs that are ``output`` or lie under it (``locations.inside``, for normalised paths)."""
+        prefix = output.rstrip("/") + "/"
+        start = bisect.bisect_left(self._sorted, prefix)
+        under = self._sorted[start:bisect.bisect_left(self._sorted, prefix[:-1] + chr(ord("/") + 1), start)]
+        return ([output] if output in self._where else []) + under
+
+
+def _parents(path: str) -> list[str]:
+    """The directories ``path`` lies inside by name (``/a`` and ``/`` of ``/a/b``; ``s3://bucket`` of
+    ``s3://bucket/out``), as :func:`pipeline.engine.locations.inside` finds them for normalised paths."""
+    parents = [path[:cut] for cut in range(1, len(path)) if path[cut] == "/"]
+    return (["/"] if path.startswith("/") and path != "/" else []) + parents
 
 
 def _check_linked(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Path]) -> None:

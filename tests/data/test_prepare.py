@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import pickle
 import subprocess
 import sys
 import tracemalloc
@@ -255,9 +256,45 @@ def _held_while_tasks_run(root: Path, files: int) -> int:
     return tasks.held - start
 
 
-def test_the_driver_holds_a_few_hundred_bytes_per_raw_file_while_the_tasks_run(tmp_path):
+def test_the_driver_holds_a_hundred_bytes_per_raw_file_beyond_their_list_while_the_tasks_run(tmp_path):
     """100,000 files of 1 KB took 3.8 KB each in prepare's driver (its plan held every file twice, as objects with
-    a ``__dict__`` and ``Path``s, and every piece's stamp for the whole run): what the plan and the records hold
-    per file, measured as the tasks start, stays below 700 bytes."""
+    a ``__dict__`` and ``Path``s, and every piece's stamp for the whole run), then some 150 bytes beyond the files'
+    list (each piece's document-ID name, made by the tasks now): what the plan and the records hold per file,
+    measured as the tasks start, stays below 110 bytes (a piece and its place in its partition)."""
     fewer, more = _held_while_tasks_run(tmp_path, 300), _held_while_tasks_run(tmp_path, 1500)
-    assert (more - fewer) / 1200 < 600, f"{(more - fewer) / 1200:.0f} bytes per file"
+    assert (more - fewer) / 1200 < 110, f"{(more - fewer) / 1200:.0f} bytes per file"
+
+
+class _PickledTasks(Tasks):
+    """Tasks that note the bytes each round's task function takes pickled, as a process pool sends it."""
+
+    def __init__(self, executor):
+        super().__init__(executor)
+        self.pickled: list[int] = []
+
+    def map(self, function, *args, **kwargs):
+        self.pickled.append(len(pickle.dumps(function)))
+        return super().map(function, *args, **kwargs)
+
+
+def _pickled_round_tasks(root: Path, files: int) -> list[int]:
+    raw = root / f"raw-{files}"
+    raw.mkdir()
+    for number in range(files):
+        (raw / f"{number:06d}.txt").write_text(f"document number {number % (files // 2)}")  # half of them twice
+    sources = expand_sources([SourceConfig(f"{raw.name}/*.txt")], root=root)
+    settings = PrepareConfig(steps=(StepConfig("exact_dedup", ExactDedupStep()),))
+    with ThreadPoolExecutor(1) as pool:
+        tasks = _PickledTasks(pool)
+        stats = prepare_corpus(sources, settings, root / f"prepared-{files}", tasks=tasks, names_root=root)
+    assert stats.documents_kept == files // 2
+    return tasks.pickled
+
+
+def test_a_round_after_a_deduplication_is_not_sent_every_pieces_name(tmp_path):
+    """The second round's task took every piece's document-ID name and first position with it (3.8 MB pickled per
+    task at 100,000 files); it reads those of the partitions it needs from the first round's work files, so what
+    is sent per task does not grow with the files."""
+    fewer, more = _pickled_round_tasks(tmp_path, 300), _pickled_round_tasks(tmp_path, 1500)
+    assert len(fewer) == len(more) >= 2
+    assert more[-1] - fewer[-1] < 500, f"{more[-1] - fewer[-1]:,} bytes more for 1,200 files more"

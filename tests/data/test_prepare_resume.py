@@ -142,7 +142,7 @@ def test_a_damaged_work_file_is_written_again(project, reference, monkeypatch):
 def test_a_killed_prepare_resumes_with_the_partitions_its_tasks_finished(project, reference, hanging_runs):
     records = project / "out" / "prepared.partial"
     run = hanging_runs(project, "pipeline.data.prepare", "_read_documents", "run", "prepare",
-                       condition="args[0].partition.index == 5")
+                       condition="args[0].index == 5")
     wait_until(lambda: len(list(records.glob("r0-*.done.json"))) == 11, "the other partitions did not finish")
     run.kill()
     rerun = lmprep_process(project, "run", "prepare", "--no-wait")

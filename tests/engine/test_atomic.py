@@ -107,3 +107,24 @@ def test_json_written_entry_by_entry_is_the_json_of_the_whole_mapping(tmp_path):
     assert (tmp_path / "entries.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
     atomic.write_json_entries(tmp_path / "empty.json", [])
     assert (tmp_path / "empty.json").read_text("utf-8") == "{}\n"
+
+
+def test_json_is_written_as_it_is_encoded_the_same_bytes_as_its_text(tmp_path):
+    """The lock of a stage with 100,000 raw files is some 10 MB of indented JSON, which was joined whole (its
+    pieces held three times that) and encoded once more before it was written: it is written as it is encoded,
+    holding the sorted entries of one mapping at a time (a pointer pair per entry, less than their text)."""
+    import tracemalloc
+
+    name = os.fsdecode(b"caf\xe9")  # a lone surrogate, escaped as it is written
+    deps = {f"raw/{number:06d}-{name}.txt": f"{number:064x}" for number in range(20_000)}
+    lock = {"version": 1, "stages": {"prepare": {"deps": deps, "outs": {"out": "ab"}, "code_version": 3}}}
+    for indent in (2, None):
+        tracemalloc.start()
+        try:
+            atomic.write_json(tmp_path / "lock.json", lock, indent=indent)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        text = (tmp_path / "lock.json").read_text("utf-8")
+        assert text == atomic.dumps_json(lock, indent=indent) + "\n"
+        assert peak < len(text), f"{peak:,} bytes held to write {len(text):,}"  # 5 times it, joined; a sorted list

@@ -385,6 +385,25 @@ def test_an_output_may_hold_a_later_stages_input_but_overlap_nothing_else(ws):
         ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), (), lambda: None, scans=(".",)))
 
 
+def test_the_layout_check_looks_up_each_output_among_the_inputs_not_beside_each_one(ws, monkeypatch):
+    """prepare's inputs are every raw file: the check compared each output with each input (100,000 files and 7
+    outputs: seconds of the driver's time before any stage ran). Each output now looks up the inputs at, under and
+    above it, so the comparisons of paths do not grow with the inputs; a clash among them is still the first one."""
+    from pipeline.engine import locations
+
+    raw = tuple(f"raw/{number:05d}.txt" for number in range(3000))
+    many = Stage("prepare", (*raw, "raw.txt"), ("out/upper.txt",), (), lambda: None)
+    compared = []
+    inside = locations.inside
+    monkeypatch.setattr(locations, "inside", lambda *paths: compared.append(paths) or inside(*paths))
+    ws.pipeline(prepare=many)
+    assert len(compared) < 100, f"{len(compared)} comparisons of paths for {len(raw)} inputs"
+    clashing = Stage("prepare", (*raw[:2000], "out/upper.txt/x", "out", *raw[2000:]), ("out/upper.txt",), (),
+                     lambda: None)
+    with pytest.raises(RunnerError, match=r"^'out/upper.txt' contains the input 'out/upper.txt/x' of stage 'prepare'"):
+        ws.pipeline(prepare=clashing)
+
+
 def test_an_existing_output_the_stage_did_not_write_is_never_replaced(ws):
     (ws.root / "report").mkdir()
     (ws.root / "report" / "mine.txt").write_text("mine")
