@@ -594,6 +594,20 @@ Py_ssize_t ChunkCounter_len(ChunkCounterObject *self) {
     return static_cast<Py_ssize_t>((*self->tables)[0].size());
 }
 
+// task_summary() -> str: "1,234 entries", the distinct chunks, for a partition task's log line (stage_log).
+PyObject *ChunkCounter_task_summary(ChunkCounterObject *self, PyObject *) {
+    const Py_ssize_t size = ChunkCounter_len(self);
+    if (size < 0) return nullptr;
+    PyObject *count = PyLong_FromSsize_t(size);
+    PyObject *spec = count ? PyUnicode_FromString(",") : nullptr;
+    PyObject *grouped = spec ? PyObject_Format(count, spec) : nullptr;
+    PyObject *summary = grouped ? PyUnicode_FromFormat("%U entries", grouped) : nullptr;
+    Py_XDECREF(count);
+    Py_XDECREF(spec);
+    Py_XDECREF(grouped);
+    return summary;
+}
+
 // Pickled as its serialised form: ChunkCounter(mode, threads), then __setstate__(serialize()).
 PyObject *ChunkCounter_reduce(ChunkCounterObject *self, PyObject *) {
     PyObject *data = ChunkCounter_serialize(self, nullptr);
@@ -616,6 +630,8 @@ PyMethodDef ChunkCounter_methods[] = {
      "add_serialized(data): add counts serialize() wrote, of the same split mode."},
     {"absorb", reinterpret_cast<PyCFunction>(ChunkCounter_absorb), METH_O,
      "absorb(other): add another ChunkCounter's counts (of the same split mode); the other starts over."},
+    {"task_summary", reinterpret_cast<PyCFunction>(ChunkCounter_task_summary), METH_NOARGS,
+     "task_summary() -> str: how many distinct chunks, for a partition task's log line."},
     {"__reduce__", reinterpret_cast<PyCFunction>(ChunkCounter_reduce), METH_NOARGS,
      "Pickled as its serialised form."},
     {"__setstate__", reinterpret_cast<PyCFunction>(ChunkCounter_add_serialized), METH_VARARGS,

@@ -19,6 +19,7 @@ from conftest import UNICODE_TEXTS, needs_native_core
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.engine import stage_log
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer import Tokenizer, _train_count, backend, patterns, reference, trainer
 from pipeline.tokenizer._train_pairs import SEPARATOR_ID
@@ -146,6 +147,12 @@ def test_serialised_counts_are_one_buffer_of_lengths_keys_and_counts():
     assert len(data) == 28 + sum(lengths) + 3 * 8
     at = np.cumsum((0, *lengths))
     assert {keys[at[i]:at[i + 1]].decode(): counts[i] for i in range(3)} == {"ab": 1, " ab": 1, " é": 1}
+
+
+def test_a_counter_sums_itself_up_for_a_task_log_line_as_a_dict_does():
+    texts = ["x" * (i + 1) for i in range(1_500)]  # one chunk each
+    assert stage_log.describe_result(counted(texts)) == stage_log.describe_result(python_counts(texts, patterns.GPT4))
+    assert stage_log.describe_result(counted(texts)) == "1,500 entries"
 
 
 def test_serialise_keeps_the_counts():
