@@ -27,7 +27,6 @@ the directory the stage writes into (probed before any task runs).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
@@ -486,6 +485,8 @@ def _check_handshake(address: str, timeout: float, security: Any) -> None:
     ``timeout`` seconds. distributed waits for the handshake without a deadline (a server that accepts
     connections and never answers hung the driver for ever) and reads any first bytes as a frame's
     length (an HTTP server's answer raised MemoryError)."""
+    import asyncio  # only here: its import is a tenth of a local run's start
+
     from distributed.comm import connect
 
     async def handshake() -> None:

@@ -153,8 +153,8 @@ def with_traceback(failure: BaseException, raised: BaseException) -> BaseExcepti
 
 
 def describe_result(value: Any) -> str:
-    """A task result's summary for its log line: its own ``task_summary()``, a mapping's count of entries (the
-    tokenizer's chunk counts), or nothing."""
+    """A task result's summary for its log line: its own ``task_summary()`` (the native chunk counter's: its
+    entries), a mapping's count of entries (the tokenizer's chunk counts on the Python path), or nothing."""
     if hasattr(value, "task_summary"):
         return value.task_summary()
     if isinstance(value, Mapping):

@@ -443,6 +443,8 @@ struct ChunkCounterObject {
     std::vector<CountTable> *tables;  // one per thread
 };
 
+PyTypeObject ChunkCounterType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
 int ChunkCounter_init(ChunkCounterObject *self, PyObject *args, PyObject *) {
     int mode, threads;
     if (!PyArg_ParseTuple(args, "ii", &mode, &threads)) return -1;
@@ -540,6 +542,82 @@ PyObject *ChunkCounter_pop_byte_layout(ChunkCounterObject *self, PyObject *) {
     return result;
 }
 
+// serialize() -> bytes: the counts so far in CountTable's serialised form (the counter keeps them).
+PyObject *ChunkCounter_serialize(ChunkCounterObject *self, PyObject *) {
+    size_t size = 0;
+    if (!counter_work(self, "serialize", [&] {
+            absorb_tables(*self->tables);
+            size = (*self->tables)[0].serialized_size();
+        }))
+        return nullptr;
+    PyObject *data = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
+    if (data) (*self->tables)[0].serialize(self->mode, PyBytes_AS_STRING(data));
+    return data;
+}
+
+// add_serialized(data): adds counts that serialize() wrote (of the same split mode); ValueError, nothing
+// added, for anything else.
+PyObject *ChunkCounter_add_serialized(ChunkCounterObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!check_counter(self) || !PyArg_ParseTuple(args, "y*", &data)) return nullptr;
+    const bool done = counter_work(self, "add_serialized", [&] {
+        (*self->tables)[0].add_serialized(self->mode, static_cast<const char *>(data.buf), static_cast<size_t>(data.len));
+    });
+    PyBuffer_Release(&data);
+    if (!done) return nullptr;
+    Py_RETURN_NONE;
+}
+
+// absorb(other): adds the counts of another ChunkCounter of the same split mode, which starts over.
+PyObject *ChunkCounter_absorb(ChunkCounterObject *self, PyObject *other) {
+    if (!check_counter(self)) return nullptr;
+    if (!PyObject_TypeCheck(other, &ChunkCounterType))
+        return PyErr_Format(PyExc_TypeError, "absorb takes a ChunkCounter, got %.100s", Py_TYPE(other)->tp_name);
+    ChunkCounterObject *source = reinterpret_cast<ChunkCounterObject *>(other);
+    if (source == self) return PyErr_Format(PyExc_ValueError, "a ChunkCounter cannot absorb itself");
+    if (!check_counter(source) || !claim(source->busy, "ChunkCounter")) return nullptr;
+    if (source->mode != self->mode) {
+        source->busy = false;
+        return PyErr_Format(PyExc_ValueError, "absorb: the counts are of another split mode");
+    }
+    const bool done = counter_work(self, "absorb", [&] {
+        absorb_tables(*self->tables);
+        absorb_tables(*source->tables);
+        (*self->tables)[0].absorb((*source->tables)[0]);
+    });
+    source->busy = false;
+    if (!done) return nullptr;
+    Py_RETURN_NONE;
+}
+
+// len(counter): the distinct chunks counted so far.
+Py_ssize_t ChunkCounter_len(ChunkCounterObject *self) {
+    if (!counter_work(self, "len", [&] { absorb_tables(*self->tables); })) return -1;
+    return static_cast<Py_ssize_t>((*self->tables)[0].size());
+}
+
+// task_summary() -> str: "1,234 entries", the distinct chunks, for a partition task's log line (stage_log).
+PyObject *ChunkCounter_task_summary(ChunkCounterObject *self, PyObject *) {
+    const Py_ssize_t size = ChunkCounter_len(self);
+    if (size < 0) return nullptr;
+    PyObject *count = PyLong_FromSsize_t(size);
+    PyObject *spec = count ? PyUnicode_FromString(",") : nullptr;
+    PyObject *grouped = spec ? PyObject_Format(count, spec) : nullptr;
+    PyObject *summary = grouped ? PyUnicode_FromFormat("%U entries", grouped) : nullptr;
+    Py_XDECREF(count);
+    Py_XDECREF(spec);
+    Py_XDECREF(grouped);
+    return summary;
+}
+
+// Pickled as its serialised form: ChunkCounter(mode, threads), then __setstate__(serialize()).
+PyObject *ChunkCounter_reduce(ChunkCounterObject *self, PyObject *) {
+    PyObject *data = ChunkCounter_serialize(self, nullptr);
+    if (!data) return nullptr;
+    return Py_BuildValue("O(in)N", reinterpret_cast<PyObject *>(Py_TYPE(self)), self->mode,
+                         static_cast<Py_ssize_t>(self->tables->size()), data);
+}
+
 PyMethodDef ChunkCounter_methods[] = {
     {"add", reinterpret_cast<PyCFunction>(ChunkCounter_add), METH_O,
      "add(texts): count the chunks of each str of the sequence (threads share the texts)."},
@@ -548,10 +626,22 @@ PyMethodDef ChunkCounter_methods[] = {
     {"pop_byte_layout", reinterpret_cast<PyCFunction>(ChunkCounter_pop_byte_layout), METH_NOARGS,
      "pop_byte_layout() -> (symbols, counts) | None: the byte kind's training layout of the counts so far "
      "(the counter starts over), or None, the counts kept, if a chunk holds a lone surrogate."},
+    {"serialize", reinterpret_cast<PyCFunction>(ChunkCounter_serialize), METH_NOARGS,
+     "serialize() -> bytes: the counts so far as one buffer (lengths, UTF-8 keys, counts); the counter keeps them."},
+    {"add_serialized", reinterpret_cast<PyCFunction>(ChunkCounter_add_serialized), METH_VARARGS,
+     "add_serialized(data): add counts serialize() wrote, of the same split mode."},
+    {"absorb", reinterpret_cast<PyCFunction>(ChunkCounter_absorb), METH_O,
+     "absorb(other): add another ChunkCounter's counts (of the same split mode); the other starts over."},
+    {"task_summary", reinterpret_cast<PyCFunction>(ChunkCounter_task_summary), METH_NOARGS,
+     "task_summary() -> str: how many distinct chunks, for a partition task's log line."},
+    {"__reduce__", reinterpret_cast<PyCFunction>(ChunkCounter_reduce), METH_NOARGS,
+     "Pickled as its serialised form."},
+    {"__setstate__", reinterpret_cast<PyCFunction>(ChunkCounter_add_serialized), METH_VARARGS,
+     "__setstate__(data): add_serialized(data), for unpickling."},
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyTypeObject ChunkCounterType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+PySequenceMethods ChunkCounter_sequence = {reinterpret_cast<lenfunc>(ChunkCounter_len)};
 
 // ---- PairMerger: the merge loop ------------------------------------------------------------------
 
@@ -720,6 +810,7 @@ bool ready_type(PyObject *module, PyTypeObject &type, const char *name, size_t s
 bool add_types(PyObject *module) {
     EncoderType.tp_getset = Encoder_getset;
     EncoderType.tp_as_sequence = &Encoder_sequence;
+    ChunkCounterType.tp_as_sequence = &ChunkCounter_sequence;
     return ready_type(module, EncoderType, "pipeline.tokenizer._native.Encoder", sizeof(EncoderObject),
                       "Encoder(lefts, rights, results, mode, base, unknown): split, cache and merge in one pass; "
                       "merge i makes results[i] of (lefts[i], rights[i]); base is the 256 IDs of the bytes (byte "

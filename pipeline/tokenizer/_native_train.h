@@ -56,6 +56,66 @@ class CountTable {
 
     size_t size() const { return count_; }
 
+    // The serialised form, how counts travel between processes (one buffer, no object per chunk): a header
+    // (SERIAL_MAGIC and the split mode as uint32, the entry count as uint64), then every key's length
+    // (uint32), the keys one after another, every count (int64); all in the machine's byte order, which the
+    // magic checks. The entries come in the table's order, so equal tables may serialise differently.
+    static constexpr uint32_t SERIAL_MAGIC = 0x4C4D4343;  // "CCML" read little-endian
+    static constexpr size_t SERIAL_HEADER = 2 * sizeof(uint32_t) + sizeof(uint64_t);
+
+    // Throws length_error for a key of 4 GiB or more, which the form cannot hold.
+    size_t serialized_size() const {
+        for_each([](const Slot &slot, const char *) {
+            if (slot.key_length > UINT32_MAX) throw std::length_error("a chunk of 4 GiB or more cannot be serialised");
+        });
+        return SERIAL_HEADER + count_ * (sizeof(uint32_t) + sizeof(int64_t)) + keys_.size();
+    }
+
+    // Writes serialized_size() bytes at out.
+    void serialize(int mode, char *out) const {
+        const uint32_t header[2] = {SERIAL_MAGIC, static_cast<uint32_t>(mode)};
+        const uint64_t entries = count_;
+        out = put(out, header, sizeof(header));
+        out = put(out, &entries, sizeof(entries));
+        for_each([&out](const Slot &slot, const char *) {
+            const uint32_t length = static_cast<uint32_t>(slot.key_length);
+            out = put(out, &length, sizeof(length));
+        });
+        for_each([&out](const Slot &slot, const char *key) { out = put(out, key, slot.key_length); });
+        for_each([&out](const Slot &slot, const char *) { out = put(out, &slot.count, sizeof(slot.count)); });
+    }
+
+    // Adds the entries of a serialised table of the same split mode. Throws invalid_argument, nothing added,
+    // when data is not such a table (a wrong size or header, an empty key, a count below 1).
+    void add_serialized(int mode, const char *data, size_t size) {
+        uint32_t header[2];
+        uint64_t entries;
+        if (size < SERIAL_HEADER) throw std::invalid_argument("too short for serialised counts");
+        std::memcpy(header, data, sizeof(header));
+        std::memcpy(&entries, data + sizeof(header), sizeof(entries));
+        if (header[0] != SERIAL_MAGIC) throw std::invalid_argument("not serialised counts (or another byte order)");
+        if (header[1] != static_cast<uint32_t>(mode)) throw std::invalid_argument("the counts are of another split mode");
+        const size_t fixed = sizeof(uint32_t) + sizeof(int64_t);
+        if (entries > (size - SERIAL_HEADER) / fixed) throw std::invalid_argument("serialised counts cut short");
+        const char *lengths = data + SERIAL_HEADER, *keys = lengths + entries * sizeof(uint32_t);
+        uint64_t key_bytes = 0;
+        for (uint64_t i = 0; i < entries; i++) {
+            const uint32_t length = get<uint32_t>(lengths, i);
+            if (length == 0) throw std::invalid_argument("an empty chunk in serialised counts");
+            key_bytes += length;
+        }
+        if (key_bytes != size - SERIAL_HEADER - entries * fixed)
+            throw std::invalid_argument("serialised counts of the wrong size");
+        const char *counts = keys + key_bytes;
+        for (uint64_t i = 0; i < entries; i++)
+            if (get<int64_t>(counts, i) < 1) throw std::invalid_argument("a count below 1 in serialised counts");
+        for (uint64_t i = 0; i < entries; i++) {
+            const uint32_t length = get<uint32_t>(lengths, i);
+            add(hash_bytes(keys, length), keys, length, get<int64_t>(counts, i));
+            keys += length;
+        }
+    }
+
     // f(key, length, count) for every entry.
     template <typename F>
     void each(F f) const {
@@ -68,6 +128,17 @@ class CountTable {
         uint64_t key_at, key_length;  // key_length 0: an empty slot (no chunk is empty)
         int64_t count;
     };
+
+    static char *put(char *out, const void *from, size_t n) {
+        std::memcpy(out, from, n);
+        return out + n;
+    }
+    template <typename T>
+    static T get(const char *array, uint64_t i) {  // element i of an array of T at any alignment
+        T value;
+        std::memcpy(&value, array + i * sizeof(T), sizeof(T));
+        return value;
+    }
 
     template <typename F>
     void for_each(F f) const {

@@ -10,6 +10,11 @@ its own, and the tables are added up once at the end: no counts are pickled. Oth
 process splits and counts a block and returns a small ``{chunk: count}`` dict that the parent folds into
 the total. Blocks of a few MB keep the regex working on short strings (the split dominates the cost)
 and keep peak memory low, while the number of round trips stays small.
+
+Counts that travel between processes (the tokenizer stage's partition tasks) are :func:`tally`'s: the
+``ChunkCounter`` itself where the native core counted, which pickles as one ``bytes`` buffer (its
+``serialize``) and is summed natively (:func:`add_counts`), so that no Python object is made per chunk on
+either side; else a ``Counter``.
 """
 
 from __future__ import annotations
@@ -35,9 +40,15 @@ def count_chunks(
     not depend on ``workers`` (blocks are cut by text size alone, and addition commutes), nor on the
     backend: the native core splits exactly as the regex does.
     """
+    return as_dict(tally(texts, pattern=pattern, workers=workers, progress=progress))
+
+
+def tally(texts: Iterable[str], *, pattern: str, workers: int = 0, progress: bool = False):
+    """:func:`count_chunks`'s counts as they travel best: a ``_native.ChunkCounter`` where the native core
+    counts ``pattern``, else a ``Counter``. :func:`as_dict` makes either a dict, :func:`add_counts` sums them."""
     counter = native_counter(texts, pattern=pattern, workers=workers, progress=progress)
     if counter is not None:
-        return counter.pop_counts()
+        return counter
     processes = worker_count(workers)
     blocks = _blocks(texts, progress=progress)
     count_block = partial(_count_block, pattern)
@@ -59,6 +70,26 @@ def native_counter(texts: Iterable[str], *, pattern: str, workers: int = 0, prog
     return counter
 
 
+def as_dict(counts) -> dict[str, int]:
+    """The counts of :func:`tally` as a dict (a ``ChunkCounter`` starts over)."""
+    return counts if isinstance(counts, dict) else counts.pop_counts()
+
+
+def add_counts(left, right):
+    """The sum of two of :func:`tally`'s counts, into the larger where both are ``Counter``s (most updates then hit
+    existing keys), natively where both are ``ChunkCounter``s, and as a ``Counter`` where one of each come (a
+    worker without the native core)."""
+    if isinstance(left, dict) != isinstance(right, dict):
+        left, right = Counter(as_dict(left)), Counter(as_dict(right))
+    if not isinstance(left, dict):
+        left.absorb(right)
+        return left
+    if len(right) > len(left):
+        left, right = right, left
+    left.update(right)
+    return left
+
+
 def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
     """Split one block of texts and count its chunks (runs in a worker process)."""
     split = splitter(pattern)
@@ -68,13 +99,11 @@ def _count_block(pattern: str, texts: list[str]) -> Counter[str]:
     return counts
 
 
-def _fold(partials: Iterable[Counter[str]]) -> dict[str, int]:
-    """Add the per-block counts into one dict, largest first so that most updates hit existing keys."""
+def _fold(partials: Iterable[Counter[str]]) -> Counter[str]:
+    """Add the per-block counts into one (:func:`add_counts`)."""
     total: Counter[str] = Counter()
     for counts in partials:
-        if len(counts) > len(total):
-            total, counts = counts, total
-        total.update(counts)
+        total = add_counts(total, counts)
     return total
 
 

@@ -148,7 +148,7 @@ class Tokenizer:
     @classmethod
     def train_from_counts(
         cls,
-        chunk_counts: dict[str, int],
+        chunk_counts,
         *,
         vocab_size: int | None = None,
         merges: int | None = None,
@@ -161,8 +161,9 @@ class Tokenizer:
         progress: bool = False,
     ) -> Tokenizer:
         """:meth:`train` (byte and char kinds) from the counts of the distinct pre-split chunks, however
-        they were counted (per partition and summed, on a cluster); the chunks must come from splitting
-        the texts with ``patterns.resolve_pattern(pattern, kind=kind)``, as ``count_chunks`` does."""
+        they were counted (per partition and summed, on a cluster): a dict, or the native ``ChunkCounter``
+        that ``_train_count.tally`` gives (emptied here); the chunks must come from splitting the texts with
+        ``patterns.resolve_pattern(pattern, kind=kind)``, as ``count_chunks`` does."""
         from pipeline.tokenizer.trainer import merges_from_counts
 
         _check_kind(kind)

@@ -42,7 +42,7 @@ from pipeline.engine.progress import Progress
 from pipeline.errors import TokenizerError, counted, shorten
 from pipeline.tokenizer import _train_pairs as pairs
 from pipeline.tokenizer import backend, reference
-from pipeline.tokenizer._train_count import count_chunks, native_counter
+from pipeline.tokenizer._train_count import tally
 from pipeline.tokenizer.layout import base_id_count
 from pipeline.tokenizer.patterns import compile_checked
 
@@ -87,25 +87,14 @@ def train_merges(
     """
     _check_options(kind=kind, pattern=pattern, num_merges=num_merges, min_frequency=min_frequency, workers=workers)
     _check_id_range(base_id_count(kind) + num_merges)  # the ids known before counting
-    counter = native_counter(texts, pattern=pattern, workers=workers, progress=progress)
-    layout = counter.pop_byte_layout() if counter is not None and kind == "byte" else None
-    if layout is not None:  # the byte kind's symbols straight from the native counts, no dict of chunks between
-        symbols, counts = np.frombuffer(layout[0], dtype=np.int32), np.frombuffer(layout[1], dtype=np.int64)
-        del layout
-        loop = _merge_loop(symbols, counts, first_id=base_id_count(kind), min_frequency=min_frequency,
-                           forbidden_id=None if merge_newlines else _newline_id(kind, []))
-        del symbols, counts
-        merges, stop_reason = loop(num_merges, progress=progress)
-        return TrainResult(merges=merges, alphabet=[], stop_reason=stop_reason)
-    chunk_counts = count_chunks(texts, pattern=pattern, workers=workers, progress=progress) if counter is None \
-        else counter.pop_counts()
+    chunk_counts = tally(texts, pattern=pattern, workers=workers, progress=progress)
     return merges_from_counts(chunk_counts, kind=kind, num_merges=num_merges, min_frequency=min_frequency,
                               merge_newlines=merge_newlines, character_coverage=character_coverage,
                               progress=progress)
 
 
 def merges_from_counts(
-    chunk_counts: dict[str, int],
+    chunk_counts,
     *,
     kind: str,
     num_merges: int,
@@ -114,12 +103,21 @@ def merges_from_counts(
     character_coverage: float = 1.0,
     progress: bool = False,
 ) -> TrainResult:
-    """The merge phase of :func:`train_merges`, from the distinct pre-split chunks and their counts
-    (as :func:`count_chunks` gives them, however the counting was spread over processes or machines).
+    """The merge phase of :func:`train_merges`, from the distinct pre-split chunks and their counts: a dict (as
+    :func:`count_chunks` gives it) or ``_train_count.tally``'s counts, however the counting was spread over
+    processes or machines. From a native ``ChunkCounter`` the byte kind's symbols come straight from its
+    table, with no dict of chunks between.
 
     The caller's ``chunk_counts`` is emptied: each structure is freed as soon as the next one is
     built, since peak memory is a goal."""
     _check_options(kind=kind, pattern="", num_merges=num_merges, min_frequency=min_frequency, workers=0)
+    if not isinstance(chunk_counts, dict):
+        result = None if kind != "byte" else _merges_from_byte_layout(
+            chunk_counts, num_merges=num_merges, min_frequency=min_frequency, merge_newlines=merge_newlines,
+            progress=progress)
+        if result is not None:
+            return result
+        chunk_counts = chunk_counts.pop_counts()
     coverage_note = None
     if kind == "char" and character_coverage < 1:
         chunk_counts, coverage_note = _drop_rare_characters(chunk_counts, character_coverage)
@@ -138,6 +136,23 @@ def merges_from_counts(
     del symbols, counts
     merges, stop_reason = loop(num_merges, progress=progress)
     return TrainResult(merges=merges, alphabet=alphabet, stop_reason=stop_reason, coverage_note=coverage_note)
+
+
+def _merges_from_byte_layout(counter, *, num_merges: int, min_frequency: int, merge_newlines: bool,
+                             progress: bool) -> TrainResult | None:
+    """The byte kind's merges from a ``ChunkCounter``'s ``pop_byte_layout`` (which empties it), or None, the counts
+    kept, where a chunk holds a lone surrogate."""
+    _check_id_range(base_id_count("byte") + num_merges)
+    layout = counter.pop_byte_layout()
+    if layout is None:
+        return None
+    symbols, counts = np.frombuffer(layout[0], dtype=np.int32), np.frombuffer(layout[1], dtype=np.int64)
+    del layout
+    loop = _merge_loop(symbols, counts, first_id=base_id_count("byte"), min_frequency=min_frequency,
+                       forbidden_id=None if merge_newlines else _newline_id("byte", []))
+    del symbols, counts
+    merges, stop_reason = loop(num_merges, progress=progress)
+    return TrainResult(merges=merges, alphabet=[], stop_reason=stop_reason)
 
 
 def _train_in_python(chunk_counts: dict[str, int], *, kind: str, num_merges: int, min_frequency: int,

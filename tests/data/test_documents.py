@@ -40,9 +40,23 @@ def test_a_long_document_is_counted_in_pieces_with_the_counts_of_the_whole(tmp_p
     def recording(texts, **options):
         texts = list(texts)
         longest.append(max(map(len, texts)))
-        return _train_count.count_chunks(texts, **options)
+        return _train_count.tally(texts, **options)
 
-    monkeypatch.setattr(chunk_counts, "count_chunks", recording)
-    counts = chunk_counts.count_part(pattern, path)
+    monkeypatch.setattr(chunk_counts, "tally", recording)
+    counts = _train_count.as_dict(chunk_counts.count_part(pattern, path))
     assert longest[0] <= CUT_CHARS + documents.PIECE_BYTES < len(LONG)  # the document was never handed over whole
     assert counts == Counter(_train_count.count_chunks(documents.iter_documents(path), pattern=pattern, workers=1))
+
+
+def test_a_part_counted_without_the_native_core_gives_the_same_counts(tmp_path, monkeypatch):
+    """Natively a task's counts are a ChunkCounter (one buffer when pickled), on the Python path a Counter."""
+    from pipeline.tokenizer import backend
+
+    path = tmp_path / "part.arrow"
+    documents.write_documents(path, ["a short one", "Déjà vu, 日本語 😀 and\nmore", ""])
+    counts = chunk_counts.count_part(GPT4, path)
+    assert isinstance(counts, dict) == (backend.native is None)
+    monkeypatch.setattr(backend, "native", None)
+    python = chunk_counts.count_part(GPT4, path)
+    assert isinstance(python, Counter)
+    assert _train_count.as_dict(counts) == python

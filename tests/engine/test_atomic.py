@@ -8,8 +8,15 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.engine import atomic
+
+ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=8)  # lone surrogates included
+JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | ANY_TEXT
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                           | st.dictionaries(ANY_TEXT, inner, max_size=4), max_leaves=30)
 
 
 @pytest.fixture
@@ -128,3 +135,24 @@ def test_json_is_written_as_it_is_encoded_the_same_bytes_as_its_text(tmp_path):
         text = (tmp_path / "lock.json").read_text("utf-8")
         assert text == atomic.dumps_json(lock, indent=indent) + "\n"
         assert peak < len(text), f"{peak:,} bytes held to write {len(text):,}"  # 5 times it, joined; a sorted list
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=JSON_VALUES, indent=st.sampled_from([None, 0, 2, 4]))
+def test_json_is_the_json_modules_text_sorted_and_indented(value, indent):
+    """The indented text is built without json's (pure Python) indented encoder, to the same characters;
+    a lone surrogate, its own escape."""
+    separators = (",", ": ") if indent is not None else (",", ":")
+    expected = json.dumps(value, sort_keys=True, ensure_ascii=False, indent=indent, separators=separators,
+                          allow_nan=False)
+    expected = "".join(f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c for c in expected)
+    assert atomic.dumps_json(value, indent=indent) == expected
+
+
+def test_json_of_what_the_json_module_writes_by_itself_or_refuses():
+    class Count(int):
+        pass
+
+    assert atomic.dumps_json({10: [Count(3), 1.5], 2: "x"}) == '{\n  "2": "x",\n  "10": [\n    3,\n    1.5\n  ]\n}'
+    with pytest.raises(ValueError, match="Out of range"):
+        atomic.dumps_json({"a": [float("nan")]})

@@ -8,7 +8,10 @@ included, for every pattern the core splits by hand and any thread count; traini
 
 from __future__ import annotations
 
+import pickle
+import struct
 import threading
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ from conftest import UNICODE_TEXTS, needs_native_core
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.engine import stage_log
 from pipeline.errors import TokenizerError
 from pipeline.tokenizer import Tokenizer, _train_count, backend, patterns, reference, trainer
 from pipeline.tokenizer._train_pairs import SEPARATOR_ID
@@ -105,6 +109,92 @@ def test_threads_counting_into_one_counter_one_at_a_time_or_refused():
     calls = 4 - len(refused)  # the first to start always runs
     per_text = {"hello": 1, " hello": 19_999, " world": 20_000, " ": 1}
     assert counter.pop_counts() == {chunk: count * 4 * calls for chunk, count in per_text.items()}
+
+
+def counted(texts, pattern=patterns.GPT4, threads=1):
+    counter = native.ChunkCounter(patterns.native_mode(pattern), threads)
+    counter.add(texts)
+    return counter
+
+
+@settings(max_examples=100, deadline=None)
+@given(left=st.lists(UNICODE_TEXTS, max_size=6), right=st.lists(UNICODE_TEXTS, max_size=6),
+       pattern=st.sampled_from(NATIVE_PATTERNS))
+def test_serialised_counts_round_trip_and_add_up_as_the_texts_joined(left, right, pattern):
+    """The serialised form reads back as the same counts, lone surrogates included; adding two counters (as
+    bytes, as counters, or pickled) gives the counts of both lists of texts counted together."""
+    whole = python_counts(left + right, pattern)
+    restored = native.ChunkCounter(patterns.native_mode(pattern), 1)
+    restored.add_serialized(counted(left, pattern).serialize())
+    assert restored.pop_counts() == python_counts(left, pattern)
+    into_bytes = counted(left, pattern, threads=2)
+    into_bytes.add_serialized(counted(right, pattern).serialize())
+    assert into_bytes.pop_counts() == whole
+    absorbing, absorbed = counted(left, pattern), counted(right, pattern, threads=3)
+    absorbing.absorb(absorbed)
+    assert len(absorbed) == 0 and len(absorbing) == len(whole)
+    assert absorbing.pop_counts() == whole
+    assert pickle.loads(pickle.dumps(counted(left + right, pattern))).pop_counts() == whole
+
+
+def test_serialised_counts_are_one_buffer_of_lengths_keys_and_counts():
+    data = counted(["ab ab é"]).serialize()
+    magic, mode, entries = struct.unpack_from("=2IQ", data)
+    assert (mode, entries) == (native.SPLIT_MODES["gpt4"], 3)
+    lengths = struct.unpack_from("=3I", data, 16)
+    keys = data[28:28 + sum(lengths)]
+    counts = struct.unpack_from("=3q", data, 28 + sum(lengths))
+    assert len(data) == 28 + sum(lengths) + 3 * 8
+    at = np.cumsum((0, *lengths))
+    assert {keys[at[i]:at[i + 1]].decode(): counts[i] for i in range(3)} == {"ab": 1, " ab": 1, " é": 1}
+
+
+def test_a_counter_sums_itself_up_for_a_task_log_line_as_a_dict_does():
+    texts = ["x" * (i + 1) for i in range(1_500)]  # one chunk each
+    assert stage_log.describe_result(counted(texts)) == stage_log.describe_result(python_counts(texts, patterns.GPT4))
+    assert stage_log.describe_result(counted(texts)) == "1,500 entries"
+
+
+def test_serialise_keeps_the_counts():
+    counter = counted(["x y"])
+    assert counter.serialize() == counter.serialize()
+    assert counter.pop_counts() == {"x": 1, " y": 1}
+
+
+def test_the_counter_refuses_what_is_not_its_serialised_counts():
+    data = counted(["ab ab cd"]).serialize()
+    counter = counted(["kept"])
+    for damaged in (b"", data[:-1], data + b"\0", b"\0" + data[1:], data[:16] + b"\0\0\0\0" + data[20:]):
+        with pytest.raises(ValueError, match="add_serialized"):
+            counter.add_serialized(damaged)
+    with pytest.raises(ValueError, match="another split mode"):
+        counter.add_serialized(counted(["ab"], pattern=patterns.GPT2).serialize())
+    with pytest.raises(ValueError, match="another split mode"):
+        counter.absorb(counted(["ab"], pattern=patterns.GPT2))
+    with pytest.raises(ValueError, match="itself"):
+        counter.absorb(counter)
+    with pytest.raises(TypeError, match="ChunkCounter"):
+        counter.absorb({"ab": 1})
+    assert counter.pop_counts() == {"kept": 1}  # nothing of the refused data was added
+
+
+@pytest.mark.parametrize("native_left", [True, False])
+def test_add_counts_sums_a_counter_and_a_native_counter(native_left):
+    """A worker without the native core sends a Counter: the sum is then a Counter, the same counts."""
+    native_counts, python = counted(["ab ab cd"]), Counter(python_counts(["ab ef"], patterns.GPT4))
+    left, right = (native_counts, python) if native_left else (python, native_counts)
+    assert _train_count.add_counts(left, right) == {"ab": 2, " ab": 1, " cd": 1, " ef": 1}
+
+
+def test_merges_from_a_native_counter_are_those_from_its_dict(tokenizer_corpus):
+    for kind in ("byte", "char"):
+        expected = trainer.merges_from_counts(counted(tokenizer_corpus).pop_counts(), kind=kind, num_merges=50)
+        assert trainer.merges_from_counts(counted(tokenizer_corpus), kind=kind, num_merges=50) == expected
+
+
+def test_a_native_counter_with_a_lone_surrogate_is_refused_for_the_byte_kind():
+    with pytest.raises(TokenizerError, match="lone surrogate"):
+        trainer.merges_from_counts(counted(["ab \ud800x ab"]), kind="byte", num_merges=5)
 
 
 # --- the merge loop ------------------------------------------------------------------------------
