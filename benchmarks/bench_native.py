@@ -27,7 +27,8 @@ thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_TH
   rayon, and ``FASTOKENS_BPE_THREADS``).
 
 Each is timed in ``--repeats`` rounds, every engine in turn within a round (so that a busy spell
-hits them alike), each time in a fresh process from a cold start (a freshly loaded tokenizer: lmprep's
+hits them alike), each time in a fresh process (which first encodes a few texts with a throwaway engine, so that what a
+process does once, such as starting a thread pool, is not timed) from a cold start (a freshly loaded tokenizer: lmprep's
 cache holds only the tokens' own texts, as gigatok's does; HF's is empty), best of the rounds, in
 wall-clock seconds and in CPU seconds (all threads of the process, which a busy machine disturbs
 less); ``× gigatok`` is the ratio of CPU seconds to gigatok's with the same API and threads, the
@@ -276,10 +277,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+WARM_UP_TEXTS = 20  # encoded first by a throwaway engine: the timed one is cold, the process is not
+
+
 def child(engine: str, api: str, threads: int, corpus: Path, tokenizer: Path, repeats: int, warm: bool) -> None:
     """One measurement, in this fresh process: prints a JSON line."""
     texts = json.loads(corpus.read_text(encoding="utf-8"))
     fresh, encode = ENGINES[engine](tokenizer, api, threads)
+    encode(fresh(), texts[:WARM_UP_TEXTS])  # what a process does once (thread pools, lazy tables), untimed
     start_rss = peak_rss_mb()
     wall = cpu = float("inf")
     for _ in range(repeats):
