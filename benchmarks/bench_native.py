@@ -27,14 +27,14 @@ thread count of the Rust peers (their global rayon pool, sized by ``RAYON_NUM_TH
   rayon, and ``FASTOKENS_BPE_THREADS``).
 
 Each is timed in ``--repeats`` rounds, every engine in turn within a round (so that a busy spell
-hits them alike), each time in a fresh process (which first encodes a few texts with a throwaway engine, so that what a
-process does once, such as starting a thread pool, is not timed) from a cold start (a freshly loaded tokenizer: lmprep's
-cache holds only the tokens' own texts, as gigatok's does; HF's is empty), best of the rounds, in
-wall-clock seconds and in CPU seconds (all threads of the process, which a busy machine disturbs
-less); ``× gigatok`` is the ratio of CPU seconds to gigatok's with the same API and threads, the
-fastest peer's. ``lmprep native, warm cache`` encodes a second time with the cache full (split and
-lookups, no merges). Then the encode stage end to end (prepared Arrow text →
-shards, ``encode_corpus`` over 1 and 2 worker processes) against nanoGPT's way (tiktoken
+hits them alike), each time in a fresh process, which first encodes a few texts with a throwaway
+engine (so that what a process does once, such as starting a thread pool, is not timed), then from a
+cold start (a freshly loaded tokenizer: lmprep's cache holds only the tokens' own texts, as gigatok's
+does; HF's is empty); best of the rounds, in wall-clock seconds and in CPU seconds (all threads of the
+process, which a busy machine disturbs less). ``× gigatok`` is the ratio of CPU seconds to gigatok's
+with the same API and threads, the fastest peer's. ``lmprep native, warm cache`` encodes a second
+time with the cache full (split and lookups, no merges). Then the encode stage end to end (prepared
+Arrow text → shards, ``encode_corpus`` over 1 and 2 worker processes) against nanoGPT's way (tiktoken
 ``encode_ordinary`` per document, EOT appended, numpy ``uint16``, one ``.bin``, in as many processes),
 CPU seconds of the processes included, token streams compared.
 
