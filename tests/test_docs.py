@@ -121,6 +121,9 @@ def environment(tmp_path_factory) -> dict[str, str]:
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                LC_ALL="C.UTF-8", MPLBACKEND="Agg", MPLCONFIGDIR=str(bin_dir / "matplotlib"),
                HF_HOME=str(bin_dir / "huggingface"), HF_HUB_OFFLINE="1")
+    # matplotlib builds its font cache on first use and says so when that takes over 5 s (a busy machine):
+    # built here first, so that no session prints it.
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=env, capture_output=True, check=True)
     return env
 
 
