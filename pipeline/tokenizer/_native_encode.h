@@ -46,8 +46,8 @@ struct Pass {
 };
 
 // Add the new chunks of finished passes to the encoder's cache, under the exclusive lock (taken once per
-// call or round, after every thread of it has let go of the shared one): each shard by one of `threads`
-// threads, the calling one among them. Never throws: out of memory, a shard starts over.
+// call or round, after every thread of it has let go of the shared one): each of the cache's tables by one
+// of `threads` threads, the calling one among them. A table that runs out of memory starts over.
 inline void add_new_chunks(EncoderCore *self, const std::vector<ChunkCache *> &passes, size_t threads) {
     std::unique_lock<std::shared_mutex> hold(*self->lock);
     const size_t workers = std::min(threads, ChunkCache::SHARDS);
@@ -356,7 +356,7 @@ inline void encode_alone(EncoderCore *self, const std::vector<TextView> &views, 
     std::unique_lock<std::shared_mutex> hold(*self->lock, std::try_to_lock);
     out.pass.alone = hold.owns_lock();
     encode_range(self, views, 0, views.size(), out);
-    if (out.pass.alone && out.out_of_memory) self->cache->clear();  // as add_new_chunks: the cache starts over
+    if (out.pass.alone && out.out_of_memory) self->cache->clear();  // out of memory: the cache starts over
     if (hold.owns_lock()) hold.unlock();
     else add_new_chunks(self, {&out.pass.fresh}, 1);
 }
