@@ -315,10 +315,16 @@ PyObject *Encoder_encode_flat(EncoderObject *self, PyObject *args, PyObject *kwa
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|n", const_cast<char **>(names), &texts, &threads)) return nullptr;
     Encoded out;
     if (!encode_batch(self, texts, threads, "encode_flat", out)) return nullptr;
-    PyObject *packed = packed_ids(out.ids);
-    PyObject *starts = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(out.offsets.data()),
-                                                 static_cast<Py_ssize_t>(out.offsets.size() * sizeof(int64_t)));
-    PyObject *result = packed && starts ? PyTuple_Pack(2, packed, starts) : nullptr;
+    const auto room = [](size_t count, size_t size) { return static_cast<Py_ssize_t>(count * size); };
+    PyObject *packed = PyBytes_FromStringAndSize(nullptr, room(out.id_count(), sizeof(uint32_t)));
+    PyObject *starts = PyBytes_FromStringAndSize(nullptr, room(out.text_count() + 1, sizeof(int64_t)));
+    PyObject *result = nullptr;
+    if (packed && starts &&
+        without_gil("encode_flat", [&] {
+            out.copy_ids(reinterpret_cast<uint32_t *>(PyBytes_AS_STRING(packed)), static_cast<size_t>(threads));
+            out.copy_offsets(reinterpret_cast<int64_t *>(PyBytes_AS_STRING(starts)));
+        }))
+        result = PyTuple_Pack(2, packed, starts);
     Py_XDECREF(packed);
     Py_XDECREF(starts);
     return result;
@@ -343,26 +349,27 @@ PyObject *Encoder_encode_lists(EncoderObject *self, PyObject *args, PyObject *kw
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|n", const_cast<char **>(names), &texts, &threads)) return nullptr;
     Encoded out;
     if (!encode_batch(self, texts, threads, "encode_lists", out)) return nullptr;
-    const uint32_t top = out.ids.empty() ? 0 : *std::max_element(out.ids.begin(), out.ids.end());
+    uint32_t top = 0;
+    for (const Piece &piece : out.pieces)
+        if (!piece.ids.empty()) top = std::max(top, *std::max_element(piece.ids.begin(), piece.ids.end()));
     bool made = false;
     if (!with_gil("encode_lists", [&] { made = cache_ints(self, top); }) || !made) return nullptr;
     PyObject *const *ints = self->ints->data();
-    const size_t count = out.offsets.size() - 1;
-    PyObject *lists = PyList_New(static_cast<Py_ssize_t>(count));
-    for (size_t t = 0; lists && t < count; t++) {
-        const int64_t start = out.offsets[t], end = out.offsets[t + 1];
-        PyObject *list = PyList_New(static_cast<Py_ssize_t>(end - start));
+    PyObject *lists = PyList_New(static_cast<Py_ssize_t>(out.text_count()));
+    Py_ssize_t t = 0;
+    out.each_text([&](const uint32_t *ids, size_t length) {
+        PyObject *list = lists ? PyList_New(static_cast<Py_ssize_t>(length)) : nullptr;
         if (!list) {
             Py_CLEAR(lists);
-            break;
+            return;
         }
-        for (int64_t i = start; i < end; i++) {
-            PyObject *value = ints[out.ids[static_cast<size_t>(i)]];
+        for (size_t i = 0; i < length; i++) {
+            PyObject *value = ints[ids[i]];
             Py_INCREF(value);
-            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i - start), value);
+            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), value);
         }
-        PyList_SET_ITEM(lists, static_cast<Py_ssize_t>(t), list);
-    }
+        PyList_SET_ITEM(lists, t++, list);
+    });
     return lists;
 }
 
@@ -378,7 +385,7 @@ PyObject *Encoder_encode(EncoderObject *self, PyObject *text) {
     if (!with_gil("encode", [&] { views.push_back(view_of(text)); }) ||
         !encode_views(self, views, 1, "encode", out, [&](size_t) { return text; }))
         return nullptr;
-    return packed_ids(out.ids);
+    return packed_ids(out.pieces[0].ids);
 }
 
 PyObject *Encoder_get_max_bytes(EncoderObject *self, void *) {

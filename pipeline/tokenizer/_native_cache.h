@@ -162,6 +162,13 @@ class alignas(64) ChunkTable {
         mask_ = 0;
         nbytes = count = 0;
     }
+    // Empty, keeping the memory: for a table that fills again much as before (a thread's new chunks, round
+    // after round), which then need not grow again from nothing.
+    void empty() {
+        std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0, 0});
+        arena_.clear();
+        nbytes = count = 0;
+    }
 
   private:
     static constexpr size_t PREFIX = 8;  // bytes of the key held in its slot
@@ -276,8 +283,8 @@ class ChunkCache {
     size_t max_bytes_ = 0;
 };
 
-// Add the entries of from to into (leaving from empty): those into lacks, into's bound kept. Out of memory
-// (bad_alloc), into starts over.
+// Add the entries of from to into (leaving from empty, its memory kept): those into lacks, into's bound kept.
+// Out of memory (bad_alloc), into starts over.
 inline void absorb(ChunkTable &into, ChunkTable &from) {
     if (from.count == 0) return;
     if (into.count == 0) {
@@ -289,7 +296,7 @@ inline void absorb(ChunkTable &into, ChunkTable &from) {
     } catch (const std::bad_alloc &) {
         into.clear();
     }
-    from.clear();
+    from.empty();
 }
 
 // Writes the UTF-8 of code point c at `at` (a surrogate too: the key only needs to be distinct); returns

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -247,84 +248,137 @@ inline bool encode_text(EncoderCore *self, const TextView &text, Pass &pass, std
     return text.visit([&](const auto *s, bool ascii) { return encode_units(self, s, text.length, ascii, pass, out); });
 }
 
-// What encoding some texts gave: their IDs one after another, where each text's start (and the end),
-// and the first text that failed, if any.
-struct Encoded {
-    std::vector<uint32_t> ids;
-    std::vector<int64_t> offsets{0};
-    ptrdiff_t failed = -1;        // the index (within these texts) of a text the byte kind refused
+// How encoding some texts went wrong, if it did: the first text the byte kind refused (and where in it), or
+// memory that could not be had.
+struct Trouble {
+    ptrdiff_t failed = -1;        // the index of the text among the call's
     ptrdiff_t surrogate_at = -1;  // where in it
     bool out_of_memory = false;
-    size_t sharing = 1;  // the threads of the call: each pass's new chunks may take this share of the bound
-    Pass pass;
+    bool any() const { return failed >= 0 || out_of_memory; }
 };
 
-// Room in part for the IDs of views[begin..end) at one per code point (a text's IDs are seldom more), so that
-// they are not copied as the buffer grows: memory that stays unused is only address space. A bound that
+// The IDs of some consecutive texts, one after another, and where each text's end among them.
+struct Piece : Trouble {
+    std::vector<uint32_t> ids;
+    std::vector<int64_t> ends;
+};
+
+// What encoding a call's texts gave: their IDs in pieces of consecutive texts, in order, each the one
+// thread's that encoded it, so that no thread waits to append its IDs to another's; they are copied once,
+// into what the call returns. Read only without trouble.
+struct Encoded : Trouble {
+    std::vector<Piece> pieces;
+
+    size_t id_count() const {
+        size_t count = 0;
+        for (const Piece &piece : pieces) count += piece.ids.size();
+        return count;
+    }
+    size_t text_count() const {
+        size_t count = 0;
+        for (const Piece &piece : pieces) count += piece.ends.size();
+        return count;
+    }
+    // visit(ids, length) for each text, in order.
+    template <typename Visit>
+    void each_text(Visit &&visit) const {
+        for (const Piece &piece : pieces) {
+            int64_t start = 0;
+            for (const int64_t end : piece.ends) {
+                visit(piece.ids.data() + start, static_cast<size_t>(end - start));
+                start = end;
+            }
+        }
+    }
+    // Every ID into `into` (room for id_count()), the pieces shared among up to `threads` threads.
+    void copy_ids(uint32_t *into, size_t threads) const {
+        std::vector<size_t> starts{0};  // where each piece's IDs go
+        for (const Piece &piece : pieces) starts.push_back(starts.back() + piece.ids.size());
+        threads = std::max<size_t>(1, std::min(threads, pieces.size()));
+        run_ranges(threads, [&](size_t t) {
+            for (size_t p = t; p < pieces.size(); p += threads)
+                std::copy(pieces[p].ids.begin(), pieces[p].ids.end(), into + starts[p]);
+        });
+    }
+    // The text_count() + 1 offsets where each text's IDs start (and the last ends) into `into`.
+    void copy_offsets(int64_t *into) const {
+        int64_t shift = 0;
+        *into++ = 0;
+        for (const Piece &piece : pieces) {
+            for (const int64_t end : piece.ends) *into++ = shift + end;
+            shift += static_cast<int64_t>(piece.ids.size());
+        }
+    }
+    // This call's trouble: the first piece's that had any (the pieces after it are not read).
+    void gather_trouble(size_t from) {
+        for (size_t p = from; p < pieces.size() && !any(); p++)
+            if (pieces[p].any()) static_cast<Trouble &>(*this) = pieces[p];
+    }
+};
+
+// Room in piece for the IDs of views[begin..end) at one per code point (a text's IDs are seldom more), so
+// that they are not copied as the buffer grows: memory that stays unused is only address space. A bound that
 // cannot be had is no error: the buffer grows as it must.
-inline void reserve_room(const std::vector<TextView> &views, size_t begin, size_t end, Encoded &part) {
+inline void reserve_room(const std::vector<TextView> &views, size_t begin, size_t end, Piece &piece) {
     size_t units = 0;
     for (size_t i = begin; i < end; i++) units += views[i].length;
     try {
-        part.ids.reserve(part.ids.size() + units);
-        part.offsets.reserve(part.offsets.size() + end - begin);
+        piece.ids.reserve(units);
+        piece.ends.reserve(end - begin);
     } catch (const std::bad_alloc &) {
     }
 }
 
-// Encode views[begin..end) into part: under the cache's shared lock, its new chunks kept in part.pass.fresh;
-// or, part.pass.alone, under the exclusive lock its caller holds, into the cache. Runs without the GIL; never
-// throws (run_ranges relies on it).
-inline void encode_range(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end,
-                         Encoded &part) {
+// Encode views[begin..end) into piece: under the cache's shared lock, the new chunks kept in pass.fresh
+// (bounded to a `sharing` share of the cache's bound); or, pass.alone, under the exclusive lock the caller
+// holds, into the cache. Runs without the GIL; never throws (run_ranges relies on it).
+inline void encode_piece(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end,
+                         size_t sharing, Pass &pass, Piece &piece) {
     try {
         std::shared_lock<std::shared_mutex> hold(*self->lock, std::defer_lock);
-        if (!part.pass.alone) hold.lock();
-        part.pass.fresh.bound(self->cache->max_bytes() / part.sharing);
-        reserve_room(views, begin, end, part);
+        if (!pass.alone) hold.lock();
+        pass.fresh.bound(self->cache->max_bytes() / sharing);
+        reserve_room(views, begin, end, piece);
         for (size_t i = begin; i < end; i++) {
-            if (!encode_text(self, views[i], part.pass, part.ids)) {
-                part.failed = static_cast<ptrdiff_t>(i - begin);
-                part.surrogate_at = part.pass.surrogate_at;
+            if (!encode_text(self, views[i], pass, piece.ids)) {
+                piece.failed = static_cast<ptrdiff_t>(i);
+                piece.surrogate_at = pass.surrogate_at;
                 return;
             }
-            part.offsets.push_back(static_cast<int64_t>(part.ids.size()));
+            piece.ends.push_back(static_cast<int64_t>(piece.ids.size()));
         }
     } catch (...) {  // bad_alloc, or system_error from the lock
-        part.out_of_memory = true;
+        piece.out_of_memory = true;
     }
 }
 
-// Append part (the texts from `first` on) to out: its IDs, its offsets shifted, its failure.
-inline void append_part(Encoded &out, const Encoded &part, size_t first) {
-    const int64_t shift = static_cast<int64_t>(out.ids.size());
-    out.ids.insert(out.ids.end(), part.ids.begin(), part.ids.end());
-    for (size_t i = 1; i < part.offsets.size(); i++) out.offsets.push_back(part.offsets[i] + shift);
-    if (part.failed >= 0) {
-        out.failed = static_cast<ptrdiff_t>(first) + part.failed;
-        out.surrogate_at = part.surrogate_at;
-    }
-}
+constexpr size_t BLOCK_CHARACTERS = 1 << 16;  // about the size of a piece in a round
 
-// Encode views into out with `threads` threads, each taking one range of consecutive texts, and add their new
-// chunks to the cache.
-inline void encode_round(EncoderCore *self, const std::vector<TextView> &views, size_t first, size_t threads,
-                         Encoded &out) {
-    const std::vector<size_t> bounds = balanced_bounds(views, threads);
-    const size_t ranges = bounds.size() - 1;
-    std::vector<Encoded> parts(ranges);
-    for (Encoded &part : parts) part.sharing = ranges;
-    run_ranges(ranges, [&](size_t r) { encode_range(self, views, bounds[r], bounds[r + 1], parts[r]); });
-    std::vector<ChunkCache *> passes;
-    for (Encoded &part : parts) passes.push_back(&part.pass.fresh);
-    add_new_chunks(self, passes, ranges);
-    size_t ids = out.ids.size();
-    for (const Encoded &part : parts) ids += part.ids.size();
-    out.ids.reserve(ids);
-    for (size_t r = 0; r < ranges && out.failed < 0; r++) {
-        out.out_of_memory |= parts[r].out_of_memory;
-        append_part(out, parts[r], first + bounds[r]);
-    }
+// Encode views[begin..end) into out with passes.size() threads, which take pieces of about BLOCK_CHARACTERS
+// in turn as they come free (a piece needs merging as much as its chunks are new, which its length does not
+// tell), then add their new chunks to the cache. A thread stops taking pieces past one that had trouble.
+inline void encode_round(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end,
+                         std::vector<Pass> &passes, Encoded &out) {
+    const size_t threads = passes.size();
+    size_t characters = 0;
+    for (size_t i = begin; i < end; i++) characters += views[i].length + 1;
+    const size_t wanted = std::max(threads, characters / BLOCK_CHARACTERS);
+    const std::vector<size_t> bounds = balanced_bounds(views.data() + begin, end - begin, wanted);
+    const size_t first = out.pieces.size(), blocks = bounds.size() - 1;
+    out.pieces.resize(first + blocks);
+    std::atomic<size_t> next{0}, stop{blocks};  // the next piece to take; a piece that had trouble
+    run_ranges(threads, [&](size_t t) {
+        for (size_t b = next++; b < stop.load(); b = next++) {
+            Piece &piece = out.pieces[first + b];
+            encode_piece(self, views, begin + bounds[b], begin + bounds[b + 1], threads, passes[t], piece);
+            for (size_t seen = stop.load(); piece.any() && b < seen && !stop.compare_exchange_weak(seen, b);) {
+            }
+        }
+    });
+    std::vector<ChunkCache *> fresh;
+    for (Pass &pass : passes) fresh.push_back(&pass.fresh);
+    add_new_chunks(self, fresh, threads);
+    out.gather_trouble(first);
 }
 
 constexpr size_t ROUND_MIN_TEXTS = 64, ROUND_MIN_CHARACTERS = 1 << 20;  // per thread, for a call to have rounds
@@ -350,32 +404,33 @@ inline std::vector<size_t> round_bounds(const std::vector<TextView> &views, size
     return bounds;
 }
 
-// Encode all views into out in this thread: with the cache held alone if no other call is using it (one
-// lookup per chunk, new chunks added at once), else beside the others.
+// Encode all views into out in this thread, as one piece: with the cache held alone if no other call is
+// using it (one lookup per chunk, new chunks added at once), else beside the others.
 inline void encode_alone(EncoderCore *self, const std::vector<TextView> &views, Encoded &out) {
     std::unique_lock<std::shared_mutex> hold(*self->lock, std::try_to_lock);
-    out.pass.alone = hold.owns_lock();
-    encode_range(self, views, 0, views.size(), out);
-    if (out.pass.alone && out.out_of_memory) self->cache->clear();  // out of memory: the cache starts over
+    Pass pass;
+    pass.alone = hold.owns_lock();
+    out.pieces.resize(1);
+    encode_piece(self, views, 0, views.size(), 1, pass, out.pieces[0]);
+    out.gather_trouble(0);
+    if (pass.alone && out.out_of_memory) self->cache->clear();  // out of memory: the cache starts over
     if (hold.owns_lock()) hold.unlock();
-    else add_new_chunks(self, {&out.pass.fresh}, 1);
+    else add_new_chunks(self, {&pass.fresh}, 1);
 }
 
 // Encode all views into out with up to `threads` threads (the calling one among them), in rounds; the
-// result is the same whatever the number. Runs without the GIL.
+// result is the same whatever the number. Runs without the GIL; never throws.
 inline void encode_all(EncoderCore *self, const std::vector<TextView> &views, size_t threads, Encoded &out) {
     threads = std::max<size_t>(1, std::min(threads, views.size()));
-    if (threads == 1) {
-        encode_alone(self, views, out);
-        return;
-    }
     try {
-        const std::vector<size_t> rounds = round_bounds(views, threads);
-        out.offsets.reserve(views.size() + 1);
-        for (size_t r = 0; r + 1 < rounds.size() && out.failed < 0 && !out.out_of_memory; r++) {
-            const std::vector<TextView> round(views.begin() + rounds[r], views.begin() + rounds[r + 1]);
-            encode_round(self, round, rounds[r], std::min(threads, round.size()), out);
+        if (threads == 1) {
+            encode_alone(self, views, out);
+            return;
         }
+        std::vector<Pass> passes(threads);
+        const std::vector<size_t> rounds = round_bounds(views, threads);
+        for (size_t r = 0; r + 1 < rounds.size() && !out.any(); r++)
+            encode_round(self, views, rounds[r], rounds[r + 1], passes, out);
     } catch (const std::bad_alloc &) {
         out.out_of_memory = true;
     }

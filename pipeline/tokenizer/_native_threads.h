@@ -40,16 +40,16 @@ void run_ranges(size_t ranges, const Work &work) {
 
 // Where each of at most `ranges` consecutive ranges of the texts starts (and the last ends), cut so that
 // each holds about the same number of characters.
-inline std::vector<size_t> balanced_bounds(const std::vector<TextView> &texts, size_t ranges) {
+inline std::vector<size_t> balanced_bounds(const TextView *texts, size_t count, size_t ranges) {
     size_t total = 0;
-    for (const TextView &text : texts) total += text.length + 1;
+    for (size_t i = 0; i < count; i++) total += texts[i].length + 1;
     std::vector<size_t> bounds{0};
     size_t seen = 0;
-    for (size_t i = 0; i < texts.size() && bounds.size() < ranges; i++) {
+    for (size_t i = 0; i < count && bounds.size() < ranges; i++) {
         seen += texts[i].length + 1;
         if (seen * ranges >= total * bounds.size()) bounds.push_back(i + 1);
     }
-    bounds.push_back(texts.size());
+    bounds.push_back(count);
     return bounds;
 }
 

@@ -201,7 +201,8 @@ inline void count_texts(const std::vector<TextView> &texts, int mode, std::vecto
     size_t total = 0;
     for (const TextView &text : texts) total += text.length;
     const size_t threads = std::max<size_t>(1, std::min(tables.size(), total / THREAD_MIN_CHARACTERS));
-    const std::vector<size_t> bounds = balanced_bounds(texts, threads);  // slice t: texts[bounds[t], bounds[t + 1])
+    // slice t: texts[bounds[t], bounds[t + 1])
+    const std::vector<size_t> bounds = balanced_bounds(texts.data(), texts.size(), threads);
     std::vector<std::exception_ptr> failures(bounds.size() - 1);
     run_ranges(bounds.size() - 1, [&](size_t t) {
         try {

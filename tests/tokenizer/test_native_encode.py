@@ -142,8 +142,10 @@ def test_a_large_call_with_threads_in_rounds_gives_the_ids_of_one_text_at_a_time
     for threads in (2, 3):
         got_ids, got_offsets = fresh().encode_batch_flat(texts, threads=threads)
         assert np.array_equal(got_ids, ids) and np.array_equal(got_offsets, offsets), threads
-    with pytest.raises(TokenizerError, match=r"'\\ud800' at character 1,"):
-        fresh().encode_batch_flat(texts[:500] + ["x\ud800"] + texts[500:], threads=2)
+    refused = texts[:500] + ["x\ud800"] + texts[500:550] + ["y \udfff"] + texts[550:]  # two, in two pieces
+    for threads in (2, 3):
+        with pytest.raises(TokenizerError, match=r"'\\ud800' at character 1,"):
+            fresh().encode_batch_flat(refused, threads=threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])
