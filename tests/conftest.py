@@ -276,11 +276,13 @@ class RequestCounter:
     def __init__(self, app):
         self.app = app
         self.counts: Counter[tuple[str, str]] = Counter()
+        self.largest_body = 0  # bytes: the largest request body the server was sent (an upload's PUT or part)
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "").strip("/")
         kind = "object" if "/" in path else "bucket"
         self.counts[(environ["REQUEST_METHOD"], kind)] += 1
+        self.largest_body = max(self.largest_body, int(environ.get("CONTENT_LENGTH") or 0))
         return self.app(environ, start_response)
 
     @property

@@ -53,6 +53,9 @@ _IDENTITY_KEYS = ("ETag", "VersionId", "md5Hash", "crc32c", "generation", "check
 _TIME_KEYS = ("LastModified", "mtime", "created", "updated")  # only for stores that give no identity
 
 
+UPLOAD_PART_BYTES = 8 << 20  # a multipart upload's parts (S3 takes 5 MiB to 5 GiB, at most 10,000 of them) ...
+UPLOAD_PARTS_AT_ONCE = 4  # ... sent this many at a time: an upload holds about 32 MiB of its file
+_S3_MAX_PARTS = 10_000
 COMMIT_FILE = "_lmprep_commit.json"
 COMMIT_VERSION = 1
 _ATTEMPT_PREFIX = ".attempt-"
@@ -270,11 +273,11 @@ def local_copy(location: Location) -> Iterator[Path]:
     if not is_url(location):
         yield Path(local(location))
         return
-    fs, _ = _filesystem(location)
+    fs, protocol = _filesystem(location)
     with tempfile.TemporaryDirectory(prefix="lmprep-") as scratch:
         copy = Path(scratch) / name_of(location)
         with _named_errors(location):
-            retries.call(location, fs.get_file, location, str(copy))
+            retries.call(location, fs.get_file, location, str(copy), **_download_options(protocol))
         yield copy
 
 
@@ -324,13 +327,14 @@ def download_dir(location: Location, directory: Location) -> Path:
     """Copy a remote output's committed files into a new local directory (which must not exist yet)."""
     url = os.fspath(location).rstrip("/")
     source, names = committed(url), _read_commit(url)["files"]  # type: ignore[index]
-    fs, _ = _filesystem(url)
+    fs, protocol = _filesystem(url)
     target = Path(directory)
     target.mkdir(parents=True)
     for name in sorted(names):
         (target / name).parent.mkdir(parents=True, exist_ok=True)
         with _named_errors(join(source, name)):
-            retries.call(join(source, name), fs.get_file, os.fspath(join(source, name)), str(target / name))
+            retries.call(join(source, name), fs.get_file, os.fspath(join(source, name)), str(target / name),
+                         **_download_options(protocol))
     return target
 
 
@@ -398,10 +402,28 @@ def copy_files(pairs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[s
 
 
 def put_file(source: Location, location: str) -> None:
-    """Upload a local file to a remote location: one PUT, so the object appears whole or not at all."""
-    fs, _ = _filesystem(location)
+    """Upload a local file to a remote location: one PUT, or the parts of a multipart upload and the request that
+    completes it, so the object appears whole or not at all."""
+    fs, protocol = _filesystem(location)
+    options = _upload_options(protocol, os.path.getsize(source))
     with _named_errors(location):
-        retries.call(location, fs.put_file, os.fspath(source), location)
+        retries.call(location, fs.put_file, os.fspath(source), location, **options)
+
+
+def _upload_options(protocol: str, size: int) -> dict[str, int]:
+    """What bounds an upload's memory: s3fs's own choice sends a file of 100 MiB or more in parts of 50 MiB, 10 at a
+    time, and reads a smaller one whole (about 1 GB of heap for a 560 MB ``train.bin``). Here a file below two
+    parts is one PUT and a larger one goes up ``UPLOAD_PARTS_AT_ONCE`` parts of ``UPLOAD_PART_BYTES`` at a time
+    (larger parts past S3's 10,000)."""
+    if protocol not in retries.S3_PROTOCOLS:
+        return {}
+    return {"chunksize": max(UPLOAD_PART_BYTES, -(-size // _S3_MAX_PARTS)), "max_concurrency": UPLOAD_PARTS_AT_ONCE}
+
+
+def _download_options(protocol: str) -> dict[str, int]:
+    """s3fs fetches a file of 50 MiB or more in ranges of 50 MiB, 10 at a time, held in memory; one range at a
+    time, it streams the object to the file instead (64 KiB at a time)."""
+    return {"max_concurrency": 1} if protocol in retries.S3_PROTOCOLS else {}
 
 
 def remove(location: Location) -> None:

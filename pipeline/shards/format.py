@@ -225,26 +225,28 @@ class Shard:
         return source_counts(self.sources, np.diff(self.offsets))
 
 
-def open_shard(path: str | os.PathLike[str], data: pa.Buffer | None = None) -> Shard:
-    """Memory-map one shard file (or read it from ``data``, its bytes); ShardError if it is not a well-formed shard.
+def open_shard(path: str | os.PathLike[str], *, name: str | os.PathLike[str] | None = None) -> Shard:
+    """Memory-map one shard file; ShardError if it is not a well-formed shard. ``name`` is where the file came
+    from, when ``path`` is a local copy of it (a remote shard's download): errors and ``Shard.path`` say it.
 
     Arrow's full validation runs before any buffer is touched: a damaged
     length or offset would otherwise make a numpy view reach past the mapping,
     and reading it kills the process with a segfault.
     """
-    path = path if locations.is_url(path) else Path(path)
+    path = Path(path)
+    named = path if name is None else name
     try:
-        reader = pa.ipc.open_stream(pa.memory_map(str(path)) if data is None else pa.BufferReader(data))
+        reader = pa.ipc.open_stream(pa.memory_map(str(path)))
         batches = list(reader)
         for batch in batches:
             batch.validate(full=True)
     except (OSError, pa.ArrowException) as exc:
-        raise ShardError(f"{path}: cannot read shard ({shorten(str(exc), 300)}); {REENCODE}") from None
-    batch = _single_batch(path, reader.schema, batches)
+        raise ShardError(f"{named}: cannot read shard ({shorten(str(exc), 300)}); {REENCODE}") from None
+    batch = _single_batch(named, reader.schema, batches)
     column = batch.column(0)
     offsets = column.offsets.to_numpy(zero_copy_only=True)
     tokens = column.values.to_numpy(zero_copy_only=True)[offsets[0] : offsets[-1]]
-    return Shard(path=path, tokens=tokens, offsets=offsets, metadata=_parse_metadata(path, reader.schema),
+    return Shard(path=named, tokens=tokens, offsets=offsets, metadata=_parse_metadata(named, reader.schema),
                  sources=batch.column(SOURCE).to_numpy(zero_copy_only=True), batch=batch)
 
 
@@ -309,7 +311,7 @@ class ShardSet:
         ``verify`` also checks every shard's sha256 and that its largest ID is
         below the vocab size and the largest of all is the manifest's ``max_id``:
         one read of the files.
-        Shards of a URL (its committed output) are read into memory, not mapped.
+        Shards of a URL (its committed output) are memory-mapped too, from local copies (:func:`_open_entry`).
         """
         manifest = read_manifest(directory, split)
         directory = storage.committed(directory) if locations.is_url(directory) else Path(directory)
@@ -317,11 +319,7 @@ class ShardSet:
             _check_tokenizer(manifest, tokenizer, manifest_path(directory, split))
         shards = []
         for entry in manifest.shards:
-            location = locations.join(directory, entry.file)
-            data = pa.py_buffer(storage.read_bytes(location)) if locations.is_url(location) else None
-            if verify:
-                _verify_checksum(location, entry, data)
-            shard = open_shard(location, data)
+            shard = _open_entry(locations.join(directory, entry.file), entry, verify=verify)
             _check_shard_metadata(shard, entry, manifest)
             shards.append(shard)
         if verify:
@@ -469,15 +467,29 @@ def _check_shard_metadata(shard: Shard, entry: ShardEntry, manifest: Manifest) -
         )
 
 
-def _verify_checksum(path: Path | str, entry: ShardEntry, data: pa.Buffer | None) -> None:
+def _open_entry(location: Path | str, entry: ShardEntry, *, verify: bool) -> Shard:
+    """Memory-map the manifest entry's shard at ``location``, its sha256 checked first when ``verify``.
+
+    A remote shard is downloaded to a temporary file (streamed to disk, never whole in memory), mapped, and
+    the file unlinked at once: the mapping keeps it, its pages are the file's (the kernel writes them back and
+    drops them under pressure, as for a local shard), and its disk space is freed with the shard's last view.
+    So a remote shard set costs the heap nothing per shard, and the temporary directory its size on disk.
+    """
+    with storage.local_copy(location) as path:
+        if verify:
+            _verify_checksum(path, entry, name=location)
+        return open_shard(path, name=location)
+
+
+def _verify_checksum(path: Path, entry: ShardEntry, *, name: Path | str) -> None:
     """Compare the file's sha256 with the manifest's, before the file is opened as a shard."""
     try:
-        digest = hashing.sha256_file(path) if data is None else hashing.sha256_bytes(memoryview(data))
+        digest = hashing.sha256_file(path)
     except OSError as exc:
-        raise ShardError(f"{path}: cannot read shard ({exc.strerror}); {REENCODE}") from None
+        raise ShardError(f"{name}: cannot read shard ({exc.strerror}); {REENCODE}") from None
     if digest != entry.sha256:
         raise ShardError(
-            f"{path}: checksum {digest} differs from the manifest's {entry.sha256}; "
+            f"{name}: checksum {digest} differs from the manifest's {entry.sha256}; "
             f"the file is corrupt or was changed, {REENCODE}"
         )
 

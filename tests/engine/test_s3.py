@@ -308,3 +308,21 @@ def test_a_finished_run_clears_its_remote_scratch_in_a_bulk_delete_not_a_request
     assert sorted(storage.list_files(scratch.location)) == ["kept.json", "r0-00000.done.json",
                                                             "work/r0-candidates-00000.arrow"]
     assert sum(requests.values()) <= 6, requests  # the record, a listing, one bulk delete, kept.json
+
+
+def test_a_large_file_goes_up_in_parts_and_comes_down_in_one_streamed_get(s3, tmp_path):
+    """s3fs by default read a file below 100 MiB whole into one PUT, sent larger ones 10 parts of 50 MiB at a time,
+    and fetched a file of 50 MiB or more in 50 MiB ranges 10 at a time, all held in memory (export's 560 MB
+    ``train.bin`` took about 1 GB of the driver's heap): an upload now sends parts of ``UPLOAD_PART_BYTES``,
+    a download streams one GET to its file."""
+    import os
+
+    data = os.urandom(52 << 20)
+    (tmp_path / "big.bin").write_bytes(data)
+    s3.counter.largest_body = 0
+    storage.put_file(tmp_path / "big.bin", s3.url("big.bin"))
+    assert s3.counter.largest_body <= storage.UPLOAD_PART_BYTES
+    before = s3.counter.object_reads
+    with storage.local_copy(s3.url("big.bin")) as copy:
+        assert copy.read_bytes() == data
+    assert s3.counter.object_reads - before == 1
