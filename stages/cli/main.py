@@ -185,7 +185,19 @@ def cli() -> None:
 
 def main() -> None:
     escape_undecodable_names()
-    cli(prog_name="lmprep")
+    try:
+        cli(prog_name="lmprep")
+    finally:
+        forget_handled_interrupts()
+
+
+def forget_handled_interrupts() -> None:
+    """Let the status the command exits with stand. Python 3.11 remembers a KeyboardInterrupt that left any
+    ``exec``/``eval`` of source text (a dataclass or a namedtuple being made while a module loads, say), and
+    under ``python -m`` ends the process by SIGINT after its last line even though the command handled it and
+    exits with 130 (a Ctrl-C landing there once printed the one line and still ended with -2). Running source
+    text once more clears that flag; a KeyboardInterrupt that does leave the program sets it again."""
+    exec("")  # the empty module: its run resets the flag
 
 
 def escape_undecodable_names() -> None:

@@ -4,6 +4,7 @@ traceback, never click's "Aborted!" (status 1). Only a signal that arrives while
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -50,3 +51,33 @@ def test_ctrl_c_while_the_command_loads_is_one_line_and_status_130(tmp_path):
         elif process.returncode != 0:  # a status that finished first is fine
             assert (process.returncode, err) == (130, INTERRUPTED_MESSAGE + "\n"), (delay, process.returncode, err)
     assert any(code == 130 for _, code, _ in outcomes), outcomes
+
+
+# A command whose Ctrl-C lands inside ``exec`` of source text, as it does when a dataclass is made while a module
+# loads; the command handles it like any Ctrl-C. Run as ``python -m``, like ``python -m stages``.
+CTRL_C_IN_EXEC = """\
+import click
+
+from stages.cli import main
+
+
+@click.command("boom")
+def boom():
+    exec("raise KeyboardInterrupt")
+
+
+main.COMMANDS["boom"] = (__name__, "boom")
+if __name__ == "__main__":
+    main.main()
+"""
+
+
+def test_ctrl_c_that_left_an_exec_of_source_text_still_exits_with_130(tmp_path):
+    """Python 3.11 remembers a KeyboardInterrupt that left any ``exec`` and, under ``python -m``, ended the
+    process by SIGINT after the one line had been printed (status -2: once in the sweep above, under load)."""
+    (tmp_path / "ctrl_c_in_exec.py").write_text(CTRL_C_IN_EXEC)
+    environment = lmprep_environment()
+    environment["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{environment['PYTHONPATH']}"
+    process = subprocess.run([sys.executable, "-m", "ctrl_c_in_exec", "boom"], cwd=tmp_path, env=environment,
+                             capture_output=True, text=True, timeout=60)
+    assert (process.returncode, process.stderr) == (130, INTERRUPTED_MESSAGE + "\n")
