@@ -26,11 +26,18 @@ and prints per stage the S3 requests by kind, the seconds the server spent answe
 of the stage's worker time: the time in the store) and the per-task overhead (``(workers × wall − Σ task
 seconds) / tasks``, locally and on Dask; the driver's own phases count in it). Needs ``lmprep[test]``.
 
+``--worker-heap SIZE`` runs prepare's first round at that size (the dedup chain) one task after another in
+this one process, largest first as a worker takes them, for ``--tasks`` tasks (into the rounds after it
+when there are more): after each task, the heap (``RssAnon``) as the task left it, the time that releasing
+the allocators' free memory takes (what a worker does after each task) and the heap after it; then the
+same again under tracemalloc, with the lines of code whose live allocations grew from task to task.
+
     python benchmarks/build_scale_corpus.py
     python benchmarks/bench_scale.py [--sizes sixteenth quarter full] [--dask quarter] [--smoke]
+    python benchmarks/bench_scale.py --worker-heap full --tasks 80
 
-``--smoke``: the builder's 2 MB corpus at its three sizes, a 1,024-ID tokenizer, and the Dask run at the
-smallest size, in a temporary directory (seconds, once the processes are up).
+``--smoke``: the builder's 2 MB corpus at its three sizes, a 1,024-ID tokenizer, and the Dask run and the
+worker's heap at the smallest size, in a temporary directory (seconds, once the processes are up).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,6 +363,103 @@ def plan_case(name: str) -> str:
             f"-{max(sizes) / 1e6:.1f} MB; prepare: {describe(figures)}; source listings: {listings[-1]}")
 
 
+# --- prepare's worker heap, task after task ----------------------------------
+
+
+class EnoughTasks(Exception):
+    """Raised by :class:`InlineTasks` once it ran the tasks it was asked for."""
+
+
+class InlineTasks(Executor):
+    """An executor that runs each task as it is submitted, in this process, as one worker would take them (a
+    round's tasks are submitted largest first), and measures the heap after each: ``RssAnon`` as the task left
+    it, then the seconds of :func:`pipeline.engine.memory.release_free_memory` and ``RssAnon`` after it; with
+    ``trace``, the lines of code whose live allocations (tracemalloc) grew since the task before."""
+
+    def __init__(self, limit: int, trace: bool):
+        self.limit, self.trace, self.rows = limit, trace, []
+        self.first = self.last = None
+
+    def submit(self, fn, /, *args, **kwargs):
+        from pipeline.engine import memory
+
+        if len(self.rows) == self.limit:
+            raise EnoughTasks
+        future = Future()
+        cpu = time.process_time()
+        future.set_result(fn(*args, **kwargs))
+        cpu = time.process_time() - cpu
+        left = memory_bytes(os.getpid())[1]
+        wall, release_cpu = time.perf_counter(), time.process_time()
+        memory.release_free_memory()
+        wall, release_cpu = time.perf_counter() - wall, time.process_time() - release_cpu
+        row = {"task": args[1], "cpu_s": cpu, "left_mb": left / 1e6, "release_ms": wall * 1e3,
+               "release_cpu_ms": release_cpu * 1e3, "in_use_mb": memory_bytes(os.getpid())[1] / 1e6}
+        if self.trace:
+            row["grown"] = self._grown()
+        self.rows.append(row)
+        return future
+
+    def _grown(self, shown: int = 6) -> list[str]:
+        """The lines whose live allocations grew most since the task before, by 10 KB or more (tracemalloc), with
+        their totals."""
+        import tracemalloc
+
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        self.first = self.first or snapshot
+        grown = [] if self.last is None else snapshot.compare_to(self.last, "lineno")[:shown]
+        self.last = snapshot
+        return [f"{stat.size_diff / 1e6:+.2f} MB ({stat.size / 1e6:.2f} MB, {stat.count:,} blocks) "
+                f"{results.relative(str(stat.traceback[0]))}" for stat in grown if stat.size_diff >= 10_000]
+
+
+def worker_heap(size: str, limit: int, trace: bool) -> None:
+    """prepare's first round (the dedup chain) at ``size``, its first ``limit`` tasks run one after another in this
+    process as a worker takes them, with the heap after each task and the cost of releasing what is free."""
+    import tracemalloc
+
+    from pipeline.config import load_config
+    from pipeline.data.prepare import prepare_corpus
+    from pipeline.data.sources import expand_sources
+    from pipeline.data.steps import build_chain
+    from pipeline.engine.executor import Tasks
+    from stages.prepare import CODE_VERSION
+
+    work = WORK / f"heap-{size}"
+    shutil.rmtree(work, ignore_errors=True)
+    config = load_config(write_config(work, size, str(build_scale_corpus.DATA / size), "out",
+                                      f"{{kind: local, workers: {WORKERS}}}"))
+    files = expand_sources(config.data.sources, root=config.here("."))
+    chain = build_chain(config.prepare, config.data.sources, root=config.here("."))
+    executor = InlineTasks(limit, trace)
+    if trace:
+        tracemalloc.start()
+    try:
+        os.chdir(work)
+        prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=Tasks(executor),
+                       names_root=config.names_root, code_version=CODE_VERSION, chain=chain)
+    except EnoughTasks:
+        pass
+    finally:
+        os.chdir(ROOT)
+        tracemalloc.stop()
+    print(f"{size}, prepare's first round (dedup chain), {len(executor.rows)} tasks in one process, largest first"
+          f"{', tracemalloc on' if trace else ''}; heap (RssAnon) as each task left it, and after the release:")
+    for row in executor.rows:
+        print(f"  {row['task']}: {row['cpu_s']:.2f} s CPU; heap {row['left_mb']:.0f} MB -> {row['in_use_mb']:.0f} MB "
+              f"after the release ({row['release_ms']:.1f} ms, {row['release_cpu_ms']:.1f} ms CPU)")
+        for line in row.get("grown", ()):
+            print(f"      {line}")
+    releases = sorted(row["release_ms"] for row in executor.rows)
+    print(f"release: {releases[len(releases) // 2]:.1f} ms median, {releases[-1]:.1f} ms at most, per task of "
+          f"{sum(row['cpu_s'] for row in executor.rows) / len(executor.rows):.2f} s CPU on average")
+    if trace and executor.first is not None:
+        print(f"grown from the first task to the last (tracemalloc, {len(executor.rows)} tasks):")
+        for stat in executor.last.compare_to(executor.first, "lineno")[:10]:
+            print(f"  {stat.size_diff / 1e6:+.2f} MB ({stat.size / 1e6:.2f} MB, {stat.count_diff:+,} blocks) "
+                  f"{results.relative(str(stat.traceback[0]))}")
+
+
 # --- the Dask cluster over S3 -------------------------------------------------
 
 
@@ -544,6 +649,11 @@ def main() -> None:
     parser.add_argument("--plan", nargs="*", choices=sorted(PLAN_CASES),
                         help="prepare over the builder's many small files and one huge file (and the 1/16 corpus "
                              "beside them): the task plan, the listings, the driver's memory")
+    parser.add_argument("--worker-heap", choices=sorted(build_scale_corpus.SIZES),
+                        help="prepare's first round at this size, its first --tasks tasks in one process: the heap "
+                             "after each task, what releasing the allocators' free memory gives back and costs, "
+                             "then (tracemalloc) what grew between tasks, by line of code")
+    parser.add_argument("--tasks", type=int, default=15, help="the tasks of --worker-heap [%(default)s]")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "scale.png")
     results.add_arguments(parser)
     args = parser.parse_args()
@@ -552,10 +662,11 @@ def main() -> None:
         build_scale_corpus.write_small_files(100)
         build_scale_corpus.write_huge_file(0.004)
         args.sizes, args.dask, args.plan = list(build_scale_corpus.SIZES), "sixteenth", list(PLAN_CASES)
+        args.worker_heap = "sixteenth"
         args.plot = WORK / "scale.png"
-    elif args.sizes is None and args.dask is None and args.plan is None:
+    elif args.sizes is None and args.dask is None and args.plan is None and args.worker_heap is None:
         args.sizes = list(build_scale_corpus.SIZES)
-    needed = {*(args.sizes or ()), *([args.dask] if args.dask else []), *(args.plan or ())}
+    needed = {*(args.sizes or ()), *(size for size in (args.dask, args.worker_heap) if size), *(args.plan or ())}
     missing = sorted(name for name in needed if not (build_scale_corpus.DATA / name).is_dir())
     if missing:
         raise SystemExit(f"no corpus for {', '.join(missing)}; run benchmarks/build_scale_corpus.py first")
@@ -565,6 +676,9 @@ def main() -> None:
         print(plan_case(case), flush=True)
     if args.dask:
         report_dask(args.dask, *dask_run(args.dask))
+    if args.worker_heap:
+        for trace in (False, True):
+            worker_heap(args.worker_heap, args.tasks, trace)
 
 
 def run_sizes(sizes: list[str], plot_path: Path) -> None:
@@ -579,5 +693,6 @@ def run_sizes(sizes: list[str], plot_path: Path) -> None:
 
 
 if __name__ == "__main__":
-    results.run(next((f"bench_scale_{mode[2:]}" for mode in ("--dask", "--plan") if mode in sys.argv[1:]
-                      and "--sizes" not in sys.argv[1:] and "--smoke" not in sys.argv[1:]), "bench_scale"), main)
+    results.run(next((f"bench_scale_{mode[2:].replace('-', '_')}" for mode in ("--dask", "--plan", "--worker-heap")
+                      if mode in sys.argv[1:] and "--sizes" not in sys.argv[1:] and "--smoke" not in sys.argv[1:]),
+                     "bench_scale"), main)
