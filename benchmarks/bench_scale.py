@@ -32,9 +32,15 @@ when there are more): after each task, the heap (``RssAnon``) as the task left i
 the allocators' free memory takes (what a worker does after each task) and the heap after it; then the
 same again under tracemalloc, with the lines of code whose live allocations grew from task to task.
 
+``--export-s3 SIZE ...`` runs export alone over S3 at each size: the tokenizer and shards of that size's
+local run (``--sizes``) are uploaded to moto's server, then ``stages/export.py``'s ``run`` runs in its own
+process, writing there, sampled every 50 ms: its peak resident set and largest anonymous memory, its CPU
+seconds, its requests, and whether the files it wrote equal the local run's export byte for byte.
+
     python benchmarks/build_scale_corpus.py
     python benchmarks/bench_scale.py [--sizes sixteenth quarter full] [--dask quarter] [--smoke]
     python benchmarks/bench_scale.py --worker-heap full --tasks 80
+    python benchmarks/bench_scale.py --export-s3 sixteenth quarter full
 
 ``--smoke``: the builder's 2 MB corpus at its three sizes, a 1,024-ID tokenizer, and the Dask run and the
 worker's heap at the smallest size, in a temporary directory (seconds, once the processes are up).
@@ -52,6 +58,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from collections import Counter
 from concurrent.futures import Executor, Future
@@ -183,7 +190,10 @@ def run_stage(config: Path, stage: str, *, env: dict[str, str], workers_of: int 
 
 
 def stage_tasks(log: Path) -> tuple[int, float]:
-    """The tasks a stage's log names as done, and their seconds added up."""
+    """The tasks a stage's log names as done, and their seconds added up (none without a log: a stage's own
+    ``run`` called outside the runner)."""
+    if not log.exists():
+        return 0, 0.0
     seconds = [float(match[1]) for line in log.read_text("utf-8").splitlines() if (match := TASK_LINE.match(line))]
     return len(seconds), sum(seconds)
 
@@ -410,7 +420,14 @@ class InlineTasks(Executor):
         grown = [] if self.last is None else snapshot.compare_to(self.last, "lineno")[:shown]
         self.last = snapshot
         return [f"{stat.size_diff / 1e6:+.2f} MB ({stat.size / 1e6:.2f} MB, {stat.count:,} blocks) "
-                f"{results.relative(str(stat.traceback[0]))}" for stat in grown if stat.size_diff >= 10_000]
+                f"{code_line(stat.traceback[0])}" for stat in grown if stat.size_diff >= 10_000]
+
+
+def code_line(frame) -> str:
+    """A tracemalloc frame as ``file:line``, the file relative to the checkout or to Python's standard library."""
+    stdlib = sysconfig.get_paths()["stdlib"] + os.sep
+    name = frame.filename.removeprefix(stdlib) if frame.filename.startswith(stdlib) else frame.filename
+    return results.relative(f"{name}:{frame.lineno}")
 
 
 def worker_heap(size: str, limit: int, trace: bool) -> None:
@@ -457,7 +474,7 @@ def worker_heap(size: str, limit: int, trace: bool) -> None:
         print(f"grown from the first task to the last (tracemalloc, {len(executor.rows)} tasks):")
         for stat in executor.last.compare_to(executor.first, "lineno")[:10]:
             print(f"  {stat.size_diff / 1e6:+.2f} MB ({stat.size / 1e6:.2f} MB, {stat.count_diff:+,} blocks) "
-                  f"{results.relative(str(stat.traceback[0]))}")
+                  f"{code_line(stat.traceback[0])}")
 
 
 # --- the Dask cluster over S3 -------------------------------------------------
@@ -523,22 +540,8 @@ def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, StageFigures
     """``size`` (the dedup chain) with its raw files in S3, twice: on the local pool writing to local disk, and on
     the Dask cluster writing to S3; the figures per stage of each, and how each stage's outputs compare
     (:func:`same_outputs`). The document IDs name the source files, so both runs read the same objects."""
-    import s3fs
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    server._server.app = timed = TimedRequests(server._server.app)
-    host, port = server.get_host_and_port()
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
-    env.pop("AWS_PROFILE", None)
-    os.environ.update({key: env[key] for key in env if key.startswith("AWS_")})
     raw = f"s3://scale/raw/{size}"
-    try:
-        fs = s3fs.S3FileSystem(use_listings_cache=False)
-        fs.mkdir("scale")
+    with s3_server() as (timed, env, fs):
         fs.put(str(build_scale_corpus.DATA / size) + "/", f"scale/raw/{size}/", recursive=True)
         local_work, remote_work = WORK / f"{size}-s3-local", WORK / f"{size}-s3-dask"
         for work in (local_work, remote_work):
@@ -558,9 +561,72 @@ def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, StageFigures
                 print(f"  {size} on Dask over S3, {stage}: {describe(remote[stage])}", flush=True)
         fs.get("scale/out/", str(remote_work / "remote") + "/", recursive=True)
         comparison = {stage: same_outputs(remote_work / "remote", local_work / "out", stage) for stage in STAGES}
+    return local, remote, comparison
+
+
+@contextmanager
+def s3_server():
+    """moto's S3 server on 127.0.0.1, run by this process, with a bucket ``scale``; yields its request counter
+    (:class:`TimedRequests`), the environment of a process that uses it (this one's is set so too) and an s3fs
+    client of it."""
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    server._server.app = timed = TimedRequests(server._server.app)
+    host, port = server.get_host_and_port()
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+    env.pop("AWS_PROFILE", None)
+    os.environ.update({key: env[key] for key in env if key.startswith("AWS_")})
+    try:
+        fs = s3fs.S3FileSystem(use_listings_cache=False)
+        fs.mkdir("scale")
+        yield timed, env, fs
     finally:
         server.stop()
-    return local, remote, comparison
+
+
+# stages/export.py's run alone, in a process of its own: export's driver, without the runner around it
+EXPORT_ONLY = """\
+import sys
+from pipeline.config import load_config
+from stages import export
+export.run(load_config(sys.argv[-1]))
+"""
+
+
+def export_s3(size: str) -> str:
+    """Export alone over S3 at ``size``: the tokenizer and shards of the local run (``--sizes SIZE``) uploaded to
+    the server as the stages commit them, then :func:`stages.export.run` in its own process, writing there; its
+    peak resident set and largest anonymous memory (sampled every 50 ms), its CPU and wall seconds, its requests,
+    and whether the files it wrote are byte for byte those of the local run's export."""
+    from pipeline.engine import storage
+
+    local_out = WORK / size / "dedup" / "out"
+    if not (local_out / "export").is_dir():
+        raise SystemExit(f"no local run of {size} ({results.relative(str(local_out))}); run --sizes {size} first")
+    work, out = WORK / f"{size}-export-s3", f"s3://scale/export-{size}"
+    shutil.rmtree(work, ignore_errors=True)
+    with s3_server() as (timed, env, fs):
+        with storage.local_output_dir(f"{out}/shards") as staging:
+            shutil.copytree(local_out / "shards", staging, dirs_exist_ok=True)
+        with storage.output_file(f"{out}/tokenizer/tokenizer.json") as tmp:
+            shutil.copyfile(local_out / "tokenizer" / "tokenizer.json", tmp)
+        config = write_config(work, size, str(build_scale_corpus.DATA / size), out,
+                              f"{{kind: local, workers: {WORKERS}}}")
+        before = Counter(timed.counts)
+        figures = run_stage(config, "export", env=env, command=[sys.executable, "-c", EXPORT_ONLY])
+        requests = ", ".join(f"{count:,} {kind}" for kind, count in sorted((Counter(timed.counts) - before).items()))
+        fs.get(f"scale/export-{size}/export/", str(work / "remote") + "/", recursive=True)
+    remote, local = committed_files(work / "remote"), local_files(local_out / "export")
+    same = sum(remote.get(name) == data for name, data in local.items())
+    return (f"{size}: export alone over S3, {sum(map(len, local.values())) / 1e6:,.0f} MB exported: resident "
+            f"{figures.driver_peak_mb:.0f} MB ({figures.driver_anon_mb:.0f} anonymous), {figures.cpu_s:.1f} s CPU, "
+            f"{figures.wall_s:.1f} s wall, load {figures.load:.1f}; {same} of {len(local)} files byte-identical to "
+            f"the local run's ({len(remote)} written); S3 requests: {requests}")
 
 
 def remote_bytes(fs, prefix: str) -> int:
@@ -654,6 +720,8 @@ def main() -> None:
                              "after each task, what releasing the allocators' free memory gives back and costs, "
                              "then (tracemalloc) what grew between tasks, by line of code")
     parser.add_argument("--tasks", type=int, default=15, help="the tasks of --worker-heap [%(default)s]")
+    parser.add_argument("--export-s3", nargs="+", choices=sorted(build_scale_corpus.SIZES),
+                        help="export alone over S3 at these sizes, from the shards of their local runs (--sizes)")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "scale.png")
     results.add_arguments(parser)
     args = parser.parse_args()
@@ -662,11 +730,12 @@ def main() -> None:
         build_scale_corpus.write_small_files(100)
         build_scale_corpus.write_huge_file(0.004)
         args.sizes, args.dask, args.plan = list(build_scale_corpus.SIZES), "sixteenth", list(PLAN_CASES)
-        args.worker_heap = "sixteenth"
+        args.worker_heap, args.export_s3 = "sixteenth", ["sixteenth"]
         args.plot = WORK / "scale.png"
-    elif args.sizes is None and args.dask is None and args.plan is None and args.worker_heap is None:
+    elif not (args.sizes or args.dask or args.plan is not None or args.worker_heap or args.export_s3):
         args.sizes = list(build_scale_corpus.SIZES)
-    needed = {*(args.sizes or ()), *(size for size in (args.dask, args.worker_heap) if size), *(args.plan or ())}
+    needed = {*(args.sizes or ()), *(size for size in (args.dask, args.worker_heap) if size), *(args.plan or ()),
+              *(args.export_s3 or ())}
     missing = sorted(name for name in needed if not (build_scale_corpus.DATA / name).is_dir())
     if missing:
         raise SystemExit(f"no corpus for {', '.join(missing)}; run benchmarks/build_scale_corpus.py first")
@@ -676,6 +745,8 @@ def main() -> None:
         print(plan_case(case), flush=True)
     if args.dask:
         report_dask(args.dask, *dask_run(args.dask))
+    for size in args.export_s3 or ():
+        print(export_s3(size), flush=True)
     if args.worker_heap:
         for trace in (False, True):
             worker_heap(args.worker_heap, args.tasks, trace)
@@ -692,7 +763,9 @@ def run_sizes(sizes: list[str], plot_path: Path) -> None:
     print(f"plot: {results.relative(str(plot_path.resolve()))}")
 
 
+MODES = ("--dask", "--plan", "--worker-heap", "--export-s3")  # each writes a section of its own, bench_scale_<mode>
+
 if __name__ == "__main__":
-    results.run(next((f"bench_scale_{mode[2:].replace('-', '_')}" for mode in ("--dask", "--plan", "--worker-heap")
+    results.run(next((f"bench_scale_{mode[2:].replace('-', '_')}" for mode in MODES
                       if mode in sys.argv[1:] and "--sizes" not in sys.argv[1:] and "--smoke" not in sys.argv[1:]),
                      "bench_scale"), main)
