@@ -61,6 +61,7 @@ import sys
 import sysconfig
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -536,39 +537,43 @@ def wait_for_workers(address: str, env: dict[str, str], seconds: float = 120.0) 
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=seconds + 60)
 
 
-def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, StageFigures], dict[str, tuple[int, list[str]]]]:
+def dask_run(size: str, server: S3Server) -> tuple[dict[str, StageFigures], dict[str, StageFigures],
+                                                 dict[str, tuple[int, list[str]]]]:
     """``size`` (the dedup chain) with its raw files in S3, twice: on the local pool writing to local disk, and on
     the Dask cluster writing to S3; the figures per stage of each, and how each stage's outputs compare
     (:func:`same_outputs`). The document IDs name the source files, so both runs read the same objects."""
     raw = f"s3://scale/raw/{size}"
-    with s3_server() as (timed, env, fs):
-        fs.put(str(build_scale_corpus.DATA / size) + "/", f"scale/raw/{size}/", recursive=True)
-        local_work, remote_work = WORK / f"{size}-s3-local", WORK / f"{size}-s3-dask"
-        for work in (local_work, remote_work):
-            shutil.rmtree(work, ignore_errors=True)
-        config = write_config(local_work, size, raw, "out", f"{{kind: local, workers: {WORKERS}}}")
-        local = {stage: run_stage(config, stage, env=env) for stage in STAGES}
-        remote = {}
-        with dask_cluster(env) as (address, worker_pid):
-            config = write_config(remote_work, size, raw, "s3://scale/out",
-                                  f"{{kind: dask, address: '{address}', workers: {WORKERS}}}")
-            for stage in STAGES:
-                before, seconds = Counter(timed.counts), timed.seconds
-                remote[stage] = run_stage(config, stage, env=env, workers_of=worker_pid)
-                remote[stage].requests = Counter(timed.counts) - before
-                remote[stage].store_s = timed.seconds - seconds
-                remote[stage].output_mb = remote_bytes(fs, f"scale/out/{OUTPUTS[stage]}") / 1e6
-                print(f"  {size} on Dask over S3, {stage}: {describe(remote[stage])}", flush=True)
-        fs.get("scale/out/", str(remote_work / "remote") + "/", recursive=True)
-        comparison = {stage: same_outputs(remote_work / "remote", local_work / "out", stage) for stage in STAGES}
+    timed, env, fs = server
+    fs.put(str(build_scale_corpus.DATA / size) + "/", f"scale/raw/{size}/", recursive=True)
+    local_work, remote_work = WORK / f"{size}-s3-local", WORK / f"{size}-s3-dask"
+    for work in (local_work, remote_work):
+        shutil.rmtree(work, ignore_errors=True)
+    config = write_config(local_work, size, raw, "out", f"{{kind: local, workers: {WORKERS}}}")
+    local = {stage: run_stage(config, stage, env=env) for stage in STAGES}
+    remote = {}
+    with dask_cluster(env) as (address, worker_pid):
+        config = write_config(remote_work, size, raw, "s3://scale/out",
+                              f"{{kind: dask, address: '{address}', workers: {WORKERS}}}")
+        for stage in STAGES:
+            before, seconds = Counter(timed.counts), timed.seconds
+            remote[stage] = run_stage(config, stage, env=env, workers_of=worker_pid)
+            remote[stage].requests = Counter(timed.counts) - before
+            remote[stage].store_s = timed.seconds - seconds
+            remote[stage].output_mb = remote_bytes(fs, f"scale/out/{OUTPUTS[stage]}") / 1e6
+            print(f"  {size} on Dask over S3, {stage}: {describe(remote[stage])}", flush=True)
+    fs.get("scale/out/", str(remote_work / "remote") + "/", recursive=True)
+    comparison = {stage: same_outputs(remote_work / "remote", local_work / "out", stage) for stage in STAGES}
     return local, remote, comparison
 
 
+S3Server = tuple  # what s3_server yields: (TimedRequests, environment, s3fs client)
+
+
 @contextmanager
-def s3_server():
+def s3_server() -> Iterator[S3Server]:
     """moto's S3 server on 127.0.0.1, run by this process, with a bucket ``scale``; yields its request counter
     (:class:`TimedRequests`), the environment of a process that uses it (this one's is set so too) and an s3fs
-    client of it."""
+    client of it. One for the whole run: the store clients of this process keep the first endpoint they see."""
     import s3fs
     from moto.server import ThreadedMotoServer
 
@@ -598,19 +603,20 @@ export.run(load_config(sys.argv[-1]))
 """
 
 
-def export_s3(size: str) -> str:
-    """Export alone over S3 at ``size``: the tokenizer and shards of the local run (``--sizes SIZE``) uploaded to
+def export_s3(sizes: list[str], server: S3Server) -> Iterator[str]:
+    """Export alone over S3 at each size: the tokenizer and shards of its local run (``--sizes SIZE``) uploaded to
     the server as the stages commit them, then :func:`stages.export.run` in its own process, writing there; its
     peak resident set and largest anonymous memory (sampled every 50 ms), its CPU and wall seconds, its requests,
     and whether the files it wrote are byte for byte those of the local run's export."""
     from pipeline.engine import storage
 
-    local_out = WORK / size / "dedup" / "out"
-    if not (local_out / "export").is_dir():
-        raise SystemExit(f"no local run of {size} ({results.relative(str(local_out))}); run --sizes {size} first")
-    work, out = WORK / f"{size}-export-s3", f"s3://scale/export-{size}"
-    shutil.rmtree(work, ignore_errors=True)
-    with s3_server() as (timed, env, fs):
+    for size in sizes:
+        if not (WORK / size / "dedup" / "out" / "export").is_dir():
+            raise SystemExit(f"no local run of {size} ({results.relative(str(WORK / size))}); run --sizes {size} first")
+    timed, env, fs = server
+    for size in sizes:
+        local_out, work, out = WORK / size / "dedup" / "out", WORK / f"{size}-export-s3", f"s3://scale/export-{size}"
+        shutil.rmtree(work, ignore_errors=True)
         with storage.local_output_dir(f"{out}/shards") as staging:
             shutil.copytree(local_out / "shards", staging, dirs_exist_ok=True)
         with storage.output_file(f"{out}/tokenizer/tokenizer.json") as tmp:
@@ -619,14 +625,14 @@ def export_s3(size: str) -> str:
                               f"{{kind: local, workers: {WORKERS}}}")
         before = Counter(timed.counts)
         figures = run_stage(config, "export", env=env, command=[sys.executable, "-c", EXPORT_ONLY])
-        requests = ", ".join(f"{count:,} {kind}" for kind, count in sorted((Counter(timed.counts) - before).items()))
+        requests = ", ".join(f"{n:,} {kind}" for kind, n in sorted((Counter(timed.counts) - before).items()))
         fs.get(f"scale/export-{size}/export/", str(work / "remote") + "/", recursive=True)
-    remote, local = committed_files(work / "remote"), local_files(local_out / "export")
-    same = sum(remote.get(name) == data for name, data in local.items())
-    return (f"{size}: export alone over S3, {sum(map(len, local.values())) / 1e6:,.0f} MB exported: resident "
-            f"{figures.driver_peak_mb:.0f} MB ({figures.driver_anon_mb:.0f} anonymous), {figures.cpu_s:.1f} s CPU, "
-            f"{figures.wall_s:.1f} s wall, load {figures.load:.1f}; {same} of {len(local)} files byte-identical to "
-            f"the local run's ({len(remote)} written); S3 requests: {requests}")
+        remote, local = committed_files(work / "remote"), local_files(local_out / "export")
+        same = sum(remote.get(name) == data for name, data in local.items())
+        yield (f"{size}: export alone over S3, {sum(map(len, local.values())) / 1e6:,.0f} MB exported: resident "
+               f"{figures.driver_peak_mb:.0f} MB ({figures.driver_anon_mb:.0f} anonymous), {figures.cpu_s:.1f} s "
+               f"CPU, {figures.wall_s:.1f} s wall, load {figures.load:.1f}; {same} of {len(local)} files "
+               f"byte-identical to the local run's ({len(remote)} written); S3 requests: {requests}")
 
 
 def remote_bytes(fs, prefix: str) -> int:
@@ -743,10 +749,12 @@ def main() -> None:
         run_sizes(sorted(args.sizes, key=list(build_scale_corpus.SIZES).index), args.plot)
     for case in args.plan or ():
         print(plan_case(case), flush=True)
-    if args.dask:
-        report_dask(args.dask, *dask_run(args.dask))
-    for size in args.export_s3 or ():
-        print(export_s3(size), flush=True)
+    if args.dask or args.export_s3:
+        with s3_server() as server:
+            if args.dask:
+                report_dask(args.dask, *dask_run(args.dask, server))
+            for line in export_s3(sorted(args.export_s3 or (), key=list(build_scale_corpus.SIZES).index), server):
+                print(line, flush=True)
     if args.worker_heap:
         for trace in (False, True):
             worker_heap(args.worker_heap, args.tasks, trace)
