@@ -26,11 +26,24 @@ and prints per stage the S3 requests by kind, the seconds the server spent answe
 of the stage's worker time: the time in the store) and the per-task overhead (``(workers × wall − Σ task
 seconds) / tasks``, locally and on Dask; the driver's own phases count in it). Needs ``lmprep[test]``.
 
+``--worker-heap SIZE`` runs prepare's first round at that size (the dedup chain) one task after another in
+this one process, largest first as a worker takes them, for ``--tasks`` tasks (into the rounds after it
+when there are more): after each task, the heap (``RssAnon``) as the task left it, the time that releasing
+the allocators' free memory takes (what a worker does after each task) and the heap after it; then the
+same again under tracemalloc, with the lines of code whose live allocations grew from task to task.
+
+``--export-s3 SIZE ...`` runs export alone over S3 at each size: the tokenizer and shards of that size's
+local run (``--sizes``) are uploaded to moto's server, then ``stages/export.py``'s ``run`` runs in its own
+process, writing there, sampled every 50 ms: its peak resident set and largest anonymous memory, its CPU
+seconds, its requests, and whether the files it wrote equal the local run's export byte for byte.
+
     python benchmarks/build_scale_corpus.py
     python benchmarks/bench_scale.py [--sizes sixteenth quarter full] [--dask quarter] [--smoke]
+    python benchmarks/bench_scale.py --worker-heap full --tasks 80
+    python benchmarks/bench_scale.py --export-s3 sixteenth quarter full
 
-``--smoke``: the builder's 2 MB corpus at its three sizes, a 1,024-ID tokenizer, and the Dask run at the
-smallest size, in a temporary directory (seconds, once the processes are up).
+``--smoke``: the builder's 2 MB corpus at its three sizes, a 1,024-ID tokenizer, and the Dask run and the
+worker's heap at the smallest size, in a temporary directory (seconds, once the processes are up).
 """
 
 from __future__ import annotations
@@ -45,8 +58,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,7 +191,10 @@ def run_stage(config: Path, stage: str, *, env: dict[str, str], workers_of: int 
 
 
 def stage_tasks(log: Path) -> tuple[int, float]:
-    """The tasks a stage's log names as done, and their seconds added up."""
+    """The tasks a stage's log names as done, and their seconds added up (none without a log: a stage's own
+    ``run`` called outside the runner)."""
+    if not log.exists():
+        return 0, 0.0
     seconds = [float(match[1]) for line in log.read_text("utf-8").splitlines() if (match := TASK_LINE.match(line))]
     return len(seconds), sum(seconds)
 
@@ -355,6 +374,110 @@ def plan_case(name: str) -> str:
             f"-{max(sizes) / 1e6:.1f} MB; prepare: {describe(figures)}; source listings: {listings[-1]}")
 
 
+# --- prepare's worker heap, task after task ----------------------------------
+
+
+class EnoughTasks(Exception):
+    """Raised by :class:`InlineTasks` once it ran the tasks it was asked for."""
+
+
+class InlineTasks(Executor):
+    """An executor that runs each task as it is submitted, in this process, as one worker would take them (a
+    round's tasks are submitted largest first), and measures the heap after each: ``RssAnon`` as the task left
+    it, then the seconds of :func:`pipeline.engine.memory.release_free_memory` and ``RssAnon`` after it; with
+    ``trace``, the lines of code whose live allocations (tracemalloc) grew since the task before."""
+
+    def __init__(self, limit: int, trace: bool):
+        self.limit, self.trace, self.rows = limit, trace, []
+        self.first = self.last = None
+
+    def submit(self, fn, /, *args, **kwargs):
+        from pipeline.engine import memory
+
+        if len(self.rows) == self.limit:
+            raise EnoughTasks
+        future = Future()
+        cpu = time.process_time()
+        future.set_result(fn(*args, **kwargs))
+        cpu = time.process_time() - cpu
+        left = memory_bytes(os.getpid())[1]
+        wall, release_cpu = time.perf_counter(), time.process_time()
+        memory.release_free_memory()
+        wall, release_cpu = time.perf_counter() - wall, time.process_time() - release_cpu
+        row = {"task": args[1], "cpu_s": cpu, "left_mb": left / 1e6, "release_ms": wall * 1e3,
+               "release_cpu_ms": release_cpu * 1e3, "in_use_mb": memory_bytes(os.getpid())[1] / 1e6}
+        if self.trace:
+            row["grown"] = self._grown()
+        self.rows.append(row)
+        return future
+
+    def _grown(self, shown: int = 6) -> list[str]:
+        """The lines whose live allocations grew most since the task before, by 10 KB or more (tracemalloc), with
+        their totals."""
+        import tracemalloc
+
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        self.first = self.first or snapshot
+        grown = [] if self.last is None else snapshot.compare_to(self.last, "lineno")[:shown]
+        self.last = snapshot
+        return [f"{stat.size_diff / 1e6:+.2f} MB ({stat.size / 1e6:.2f} MB, {stat.count:,} blocks) "
+                f"{code_line(stat.traceback[0])}" for stat in grown if stat.size_diff >= 10_000]
+
+
+def code_line(frame) -> str:
+    """A tracemalloc frame as ``file:line``, the file relative to the checkout or to Python's standard library."""
+    stdlib = sysconfig.get_paths()["stdlib"] + os.sep
+    name = frame.filename.removeprefix(stdlib) if frame.filename.startswith(stdlib) else frame.filename
+    return results.relative(f"{name}:{frame.lineno}")
+
+
+def worker_heap(size: str, limit: int, trace: bool) -> None:
+    """prepare's first round (the dedup chain) at ``size``, its first ``limit`` tasks run one after another in this
+    process as a worker takes them, with the heap after each task and the cost of releasing what is free."""
+    import tracemalloc
+
+    from pipeline.config import load_config
+    from pipeline.data.prepare import prepare_corpus
+    from pipeline.data.sources import expand_sources
+    from pipeline.data.steps import build_chain
+    from pipeline.engine.executor import Tasks
+    from stages.prepare import CODE_VERSION
+
+    work = WORK / f"heap-{size}"
+    shutil.rmtree(work, ignore_errors=True)
+    config = load_config(write_config(work, size, str(build_scale_corpus.DATA / size), "out",
+                                      f"{{kind: local, workers: {WORKERS}}}"))
+    files = expand_sources(config.data.sources, root=config.here("."))
+    chain = build_chain(config.prepare, config.data.sources, root=config.here("."))
+    executor = InlineTasks(limit, trace)
+    if trace:
+        tracemalloc.start()
+    try:
+        os.chdir(work)
+        prepare_corpus(files, config.prepare, config.output_path(config.prepare.output_dir), tasks=Tasks(executor),
+                       names_root=config.names_root, code_version=CODE_VERSION, chain=chain)
+    except EnoughTasks:
+        pass
+    finally:
+        os.chdir(ROOT)
+        tracemalloc.stop()
+    print(f"{size}, prepare's first round (dedup chain), {len(executor.rows)} tasks in one process, largest first"
+          f"{', tracemalloc on' if trace else ''}; heap (RssAnon) as each task left it, and after the release:")
+    for row in executor.rows:
+        print(f"  {row['task']}: {row['cpu_s']:.2f} s CPU; heap {row['left_mb']:.0f} MB -> {row['in_use_mb']:.0f} MB "
+              f"after the release ({row['release_ms']:.1f} ms, {row['release_cpu_ms']:.1f} ms CPU)")
+        for line in row.get("grown", ()):
+            print(f"      {line}")
+    releases = sorted(row["release_ms"] for row in executor.rows)
+    print(f"release: {releases[len(releases) // 2]:.1f} ms median, {releases[-1]:.1f} ms at most, per task of "
+          f"{sum(row['cpu_s'] for row in executor.rows) / len(executor.rows):.2f} s CPU on average")
+    if trace and executor.first is not None:
+        print(f"grown from the first task to the last (tracemalloc, {len(executor.rows)} tasks):")
+        for stat in executor.last.compare_to(executor.first, "lineno")[:10]:
+            print(f"  {stat.size_diff / 1e6:+.2f} MB ({stat.size / 1e6:.2f} MB, {stat.count_diff:+,} blocks) "
+                  f"{code_line(stat.traceback[0])}")
+
+
 # --- the Dask cluster over S3 -------------------------------------------------
 
 
@@ -414,10 +537,43 @@ def wait_for_workers(address: str, env: dict[str, str], seconds: float = 120.0) 
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=seconds + 60)
 
 
-def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, StageFigures], dict[str, tuple[int, list[str]]]]:
+def dask_run(size: str, server: S3Server) -> tuple[dict[str, StageFigures], dict[str, StageFigures],
+                                                 dict[str, tuple[int, list[str]]]]:
     """``size`` (the dedup chain) with its raw files in S3, twice: on the local pool writing to local disk, and on
     the Dask cluster writing to S3; the figures per stage of each, and how each stage's outputs compare
     (:func:`same_outputs`). The document IDs name the source files, so both runs read the same objects."""
+    raw = f"s3://scale/raw/{size}"
+    timed, env, fs = server
+    fs.put(str(build_scale_corpus.DATA / size) + "/", f"scale/raw/{size}/", recursive=True)
+    local_work, remote_work = WORK / f"{size}-s3-local", WORK / f"{size}-s3-dask"
+    for work in (local_work, remote_work):
+        shutil.rmtree(work, ignore_errors=True)
+    config = write_config(local_work, size, raw, "out", f"{{kind: local, workers: {WORKERS}}}")
+    local = {stage: run_stage(config, stage, env=env) for stage in STAGES}
+    remote = {}
+    with dask_cluster(env) as (address, worker_pid):
+        config = write_config(remote_work, size, raw, "s3://scale/out",
+                              f"{{kind: dask, address: '{address}', workers: {WORKERS}}}")
+        for stage in STAGES:
+            before, seconds = Counter(timed.counts), timed.seconds
+            remote[stage] = run_stage(config, stage, env=env, workers_of=worker_pid)
+            remote[stage].requests = Counter(timed.counts) - before
+            remote[stage].store_s = timed.seconds - seconds
+            remote[stage].output_mb = remote_bytes(fs, f"scale/out/{OUTPUTS[stage]}") / 1e6
+            print(f"  {size} on Dask over S3, {stage}: {describe(remote[stage])}", flush=True)
+    fs.get("scale/out/", str(remote_work / "remote") + "/", recursive=True)
+    comparison = {stage: same_outputs(remote_work / "remote", local_work / "out", stage) for stage in STAGES}
+    return local, remote, comparison
+
+
+S3Server = tuple  # what s3_server yields: (TimedRequests, environment, s3fs client)
+
+
+@contextmanager
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server on 127.0.0.1, run by this process, with a bucket ``scale``; yields its request counter
+    (:class:`TimedRequests`), the environment of a process that uses it (this one's is set so too) and an s3fs
+    client of it. One for the whole run: the store clients of this process keep the first endpoint they see."""
     import s3fs
     from moto.server import ThreadedMotoServer
 
@@ -430,32 +586,53 @@ def dask_run(size: str) -> tuple[dict[str, StageFigures], dict[str, StageFigures
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
     env.pop("AWS_PROFILE", None)
     os.environ.update({key: env[key] for key in env if key.startswith("AWS_")})
-    raw = f"s3://scale/raw/{size}"
     try:
         fs = s3fs.S3FileSystem(use_listings_cache=False)
         fs.mkdir("scale")
-        fs.put(str(build_scale_corpus.DATA / size) + "/", f"scale/raw/{size}/", recursive=True)
-        local_work, remote_work = WORK / f"{size}-s3-local", WORK / f"{size}-s3-dask"
-        for work in (local_work, remote_work):
-            shutil.rmtree(work, ignore_errors=True)
-        config = write_config(local_work, size, raw, "out", f"{{kind: local, workers: {WORKERS}}}")
-        local = {stage: run_stage(config, stage, env=env) for stage in STAGES}
-        remote = {}
-        with dask_cluster(env) as (address, worker_pid):
-            config = write_config(remote_work, size, raw, "s3://scale/out",
-                                  f"{{kind: dask, address: '{address}', workers: {WORKERS}}}")
-            for stage in STAGES:
-                before, seconds = Counter(timed.counts), timed.seconds
-                remote[stage] = run_stage(config, stage, env=env, workers_of=worker_pid)
-                remote[stage].requests = Counter(timed.counts) - before
-                remote[stage].store_s = timed.seconds - seconds
-                remote[stage].output_mb = remote_bytes(fs, f"scale/out/{OUTPUTS[stage]}") / 1e6
-                print(f"  {size} on Dask over S3, {stage}: {describe(remote[stage])}", flush=True)
-        fs.get("scale/out/", str(remote_work / "remote") + "/", recursive=True)
-        comparison = {stage: same_outputs(remote_work / "remote", local_work / "out", stage) for stage in STAGES}
+        yield timed, env, fs
     finally:
         server.stop()
-    return local, remote, comparison
+
+
+# stages/export.py's run alone, in a process of its own: export's driver, without the runner around it
+EXPORT_ONLY = """\
+import sys
+from pipeline.config import load_config
+from stages import export
+export.run(load_config(sys.argv[-1]))
+"""
+
+
+def export_s3(sizes: list[str], server: S3Server) -> Iterator[str]:
+    """Export alone over S3 at each size: the tokenizer and shards of its local run (``--sizes SIZE``) uploaded to
+    the server as the stages commit them, then :func:`stages.export.run` in its own process, writing there; its
+    peak resident set and largest anonymous memory (sampled every 50 ms), its CPU and wall seconds, its requests,
+    and whether the files it wrote are byte for byte those of the local run's export."""
+    from pipeline.engine import storage
+
+    for size in sizes:
+        if not (WORK / size / "dedup" / "out" / "export").is_dir():
+            raise SystemExit(f"no local run of {size} ({results.relative(str(WORK / size))}); run --sizes {size} first")
+    timed, env, fs = server
+    for size in sizes:
+        local_out, work, out = WORK / size / "dedup" / "out", WORK / f"{size}-export-s3", f"s3://scale/export-{size}"
+        shutil.rmtree(work, ignore_errors=True)
+        with storage.local_output_dir(f"{out}/shards") as staging:
+            shutil.copytree(local_out / "shards", staging, dirs_exist_ok=True)
+        with storage.output_file(f"{out}/tokenizer/tokenizer.json") as tmp:
+            shutil.copyfile(local_out / "tokenizer" / "tokenizer.json", tmp)
+        config = write_config(work, size, str(build_scale_corpus.DATA / size), out,
+                              f"{{kind: local, workers: {WORKERS}}}")
+        before = Counter(timed.counts)
+        figures = run_stage(config, "export", env=env, command=[sys.executable, "-c", EXPORT_ONLY])
+        requests = ", ".join(f"{n:,} {kind}" for kind, n in sorted((Counter(timed.counts) - before).items()))
+        fs.get(f"scale/export-{size}/export/", str(work / "remote") + "/", recursive=True)
+        remote, local = committed_files(work / "remote"), local_files(local_out / "export")
+        same = sum(remote.get(name) == data for name, data in local.items())
+        yield (f"{size}: export alone over S3, {sum(map(len, local.values())) / 1e6:,.0f} MB exported: resident "
+               f"{figures.driver_peak_mb:.0f} MB ({figures.driver_anon_mb:.0f} anonymous), {figures.cpu_s:.1f} s "
+               f"CPU, {figures.wall_s:.1f} s wall, load {figures.load:.1f}; {same} of {len(local)} files "
+               f"byte-identical to the local run's ({len(remote)} written); S3 requests: {requests}")
 
 
 def remote_bytes(fs, prefix: str) -> int:
@@ -544,6 +721,13 @@ def main() -> None:
     parser.add_argument("--plan", nargs="*", choices=sorted(PLAN_CASES),
                         help="prepare over the builder's many small files and one huge file (and the 1/16 corpus "
                              "beside them): the task plan, the listings, the driver's memory")
+    parser.add_argument("--worker-heap", choices=sorted(build_scale_corpus.SIZES),
+                        help="prepare's first round at this size, its first --tasks tasks in one process: the heap "
+                             "after each task, what releasing the allocators' free memory gives back and costs, "
+                             "then (tracemalloc) what grew between tasks, by line of code")
+    parser.add_argument("--tasks", type=int, default=15, help="the tasks of --worker-heap [%(default)s]")
+    parser.add_argument("--export-s3", nargs="+", choices=sorted(build_scale_corpus.SIZES),
+                        help="export alone over S3 at these sizes, from the shards of their local runs (--sizes)")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "scale.png")
     results.add_arguments(parser)
     args = parser.parse_args()
@@ -552,10 +736,12 @@ def main() -> None:
         build_scale_corpus.write_small_files(100)
         build_scale_corpus.write_huge_file(0.004)
         args.sizes, args.dask, args.plan = list(build_scale_corpus.SIZES), "sixteenth", list(PLAN_CASES)
+        args.worker_heap, args.export_s3 = "sixteenth", ["sixteenth"]
         args.plot = WORK / "scale.png"
-    elif args.sizes is None and args.dask is None and args.plan is None:
+    elif not (args.sizes or args.dask or args.plan is not None or args.worker_heap or args.export_s3):
         args.sizes = list(build_scale_corpus.SIZES)
-    needed = {*(args.sizes or ()), *([args.dask] if args.dask else []), *(args.plan or ())}
+    needed = {*(args.sizes or ()), *(size for size in (args.dask, args.worker_heap) if size), *(args.plan or ()),
+              *(args.export_s3 or ())}
     missing = sorted(name for name in needed if not (build_scale_corpus.DATA / name).is_dir())
     if missing:
         raise SystemExit(f"no corpus for {', '.join(missing)}; run benchmarks/build_scale_corpus.py first")
@@ -563,8 +749,15 @@ def main() -> None:
         run_sizes(sorted(args.sizes, key=list(build_scale_corpus.SIZES).index), args.plot)
     for case in args.plan or ():
         print(plan_case(case), flush=True)
-    if args.dask:
-        report_dask(args.dask, *dask_run(args.dask))
+    if args.dask or args.export_s3:
+        with s3_server() as server:
+            if args.dask:
+                report_dask(args.dask, *dask_run(args.dask, server))
+            for line in export_s3(sorted(args.export_s3 or (), key=list(build_scale_corpus.SIZES).index), server):
+                print(line, flush=True)
+    if args.worker_heap:
+        for trace in (False, True):
+            worker_heap(args.worker_heap, args.tasks, trace)
 
 
 def run_sizes(sizes: list[str], plot_path: Path) -> None:
@@ -578,6 +771,9 @@ def run_sizes(sizes: list[str], plot_path: Path) -> None:
     print(f"plot: {results.relative(str(plot_path.resolve()))}")
 
 
+MODES = ("--dask", "--plan", "--worker-heap", "--export-s3")  # each writes a section of its own, bench_scale_<mode>
+
 if __name__ == "__main__":
-    results.run(next((f"bench_scale_{mode[2:]}" for mode in ("--dask", "--plan") if mode in sys.argv[1:]
-                      and "--sizes" not in sys.argv[1:] and "--smoke" not in sys.argv[1:]), "bench_scale"), main)
+    results.run(next((f"bench_scale_{mode[2:].replace('-', '_')}" for mode in MODES
+                      if mode in sys.argv[1:] and "--sizes" not in sys.argv[1:] and "--smoke" not in sys.argv[1:]),
+                     "bench_scale"), main)

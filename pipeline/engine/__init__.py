@@ -8,6 +8,7 @@ hash cache), ``runner`` (the DVC-like stage runner: staleness reasons, early cut
 interleave; a read-only state dir only reads),
 ``reasons`` (its words for a changed setting), ``run_cache`` (outputs found again by what made them),
 ``stage_log`` (a stage's log file), ``progress`` (bars and progress lines), ``executor`` (partition tasks on a
-local pool or Dask), ``completion`` (records of finished tasks, for a re-run to skip them), ``dask_watch``
-(Dask workers gone silent) and ``pool`` (an order-preserving bounded map). Imports only ``pipeline.errors``.
+local pool or Dask), ``memory`` (a worker's free memory given back between tasks), ``completion`` (records of
+finished tasks, for a re-run to skip them), ``dask_watch`` (Dask workers gone silent) and ``pool`` (an
+order-preserving bounded map). Imports only ``pipeline.errors``.
 """

@@ -41,7 +41,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, as_completed, 
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from pipeline.engine import dask_watch, locations, retries, stage_log, storage
+from pipeline.engine import dask_watch, locations, memory, retries, stage_log, storage
 from pipeline.engine.pool import TreeFold, ctrl_c_held, kill_workers, process_pool, worker_count
 from pipeline.engine.progress import Progress
 from pipeline.errors import ConfigError, DataError, PipelineError
@@ -330,7 +330,8 @@ def _combine_done(combine: Callable[[Any, Any], Any], left: _Done, right: _Done)
 
 def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskContext | None = None) -> _Done:
     """Run one task under the driver's storage deadlines; a failure names the partition and the worker
-    (and keeps its type).
+    (and keeps its type). On a worker, what the allocators hold free is then given back
+    (:func:`pipeline.engine.memory.release_free_memory`), so that a worker's heap is that of its task.
 
     A failure the user can fix is raised anew outside the handler, so that it carries no chain of causes
     to the driver: once ``distributed`` is imported, tblib pickles an exception's whole chain, and a store
@@ -339,7 +340,7 @@ def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskC
     context = context or _TaskContext.here()
     before, started = retries.retried(), time.monotonic()
     try:
-        with retries.using(context.deadlines):
+        with retries.using(context.deadlines), _released_after(context):
             value = function(item)
     except PipelineError as exc:
         failure = stage_log.with_traceback(type(exc)(f"{exc} (partition {label}, on {worker_name()})"), exc)
@@ -354,6 +355,16 @@ def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskC
         return _Done(value, retries.since(before) if os.getpid() != context.driver else {}, worker_name(),
                      time.monotonic() - started, stage_log.describe_result(value))
     raise failure
+
+
+@contextlib.contextmanager
+def _released_after(context: _TaskContext) -> Iterator[None]:
+    """Release the allocators' free memory when the task ends, unless it ran in the driver (a thread pool)."""
+    try:
+        yield
+    finally:
+        if os.getpid() != context.driver:
+            memory.release_free_memory()
 
 
 def worker_name() -> str:

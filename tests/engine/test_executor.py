@@ -1,10 +1,14 @@
-"""Partition tasks on a local executor: result order, the order in which tasks start, and failures."""
+"""Partition tasks on a local executor: result order, the order in which tasks start, failures, and the memory a
+worker gives back between tasks."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from pipeline.engine.executor import Tasks
+from pipeline.engine import memory, retries
+from pipeline.engine.executor import Tasks, _TaskContext, run_task
 from pipeline.engine.pool import process_pool
 from pipeline.errors import StorageError
 
@@ -101,3 +105,49 @@ def test_a_map_reduce_folds_in_item_order_whatever_the_window():
         folds = {window: Tasks(pool, in_flight=window).map_reduce(list, list.__add__, items, labels=labels)
                  for window in (1, 2, 5, 64)}
     assert all(fold == list(range(37)) for fold in folds.values())
+
+
+_kept: list[bytes] = []  # what a worker keeps between tasks, above the blocks a task freed
+
+
+def free_scattered_blocks(megabytes: int) -> None:
+    """Allocate ``megabytes`` in 100 KB blocks (below glibc's mmap threshold: on the heap), each followed by a
+    20 KB block that the worker keeps, and free the 100 KB ones: glibc keeps them between the live blocks, as it
+    kept what prepare's tasks freed."""
+    blocks = []
+    for _ in range(megabytes * 10):
+        blocks.append(bytes(100_000))
+        _kept.append(bytes(20_000))
+    del blocks
+
+
+def anonymous_kilobytes(_item: int) -> int:
+    """This process's anonymous resident memory (``RssAnon``: its heap), in KB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
+
+
+@pytest.mark.skipif(memory._malloc_trim() is None, reason="the C library has no malloc_trim (not glibc)")
+def test_a_worker_gives_back_what_a_task_freed_before_its_next_task():
+    """A worker's heap grew task after task with what the allocators kept of the tasks before (docs/scale.md,
+    "Memory"). Here 27 of the 40 MB a task freed stayed resident beside the 8 MB it kept: 35 MB more after the
+    task than before it, 8 MB more now."""
+    with process_pool(1) as pool:
+        tasks = Tasks(pool)
+        before = tasks.map(anonymous_kilobytes, [0], labels=["before"])[0]
+        tasks.map(free_scattered_blocks, [40], labels=["frees 40 MB"])
+        after = tasks.map(anonymous_kilobytes, [0], labels=["after"])[0]
+    assert after - before < 8_000 + 8_000  # what the task kept, and room for the pool's own
+
+
+def test_the_free_memory_is_released_after_every_task_on_a_worker_and_never_in_the_driver(monkeypatch):
+    releases: list[int] = []
+    monkeypatch.setattr(memory, "release_free_memory", lambda: releases.append(1))
+    elsewhere = _TaskContext(retries.current(), driver=os.getpid() + 1)
+    for item in range(3):
+        run_task(str, str(item), item, elsewhere)
+    with pytest.raises(ValueError):
+        run_task(int, "fails", "x", elsewhere)
+    assert len(releases) == 4
+    run_task(str, "in the driver", 0, _TaskContext.here())
+    assert len(releases) == 4
