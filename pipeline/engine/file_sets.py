@@ -92,25 +92,25 @@ def listing_path(state_dir: Path, stage: str) -> Path:
     return state_dir / LISTINGS_DIR / f"{stage}.jsonl"
 
 
-Record = tuple[str, tuple[list[int], str] | None]  # a listed file: its path, and its stamp and hash (or None)
-
-
 class Listing:
     """The records of a stage's listing (or of an old lock's entry), read forward one glob after another."""
 
-    def __init__(self, digests: Sequence[str], records: Iterator[tuple[int, str, tuple[list[int], str] | None]]):
+    def __init__(self, digests: Sequence[str], records: Iterator[tuple[int, str, tuple[list[int], str]] | None]):
+        """``records`` are ``(glob index, path, (stamp, hash))`` in order; a None ends them early (a torn line)."""
         self.digests = list(digests)  # each glob's digest when the listing was written
+        self.whole = True  # False once a torn or odd line ended it: what it lacks would be named as added
         self._records = records
-        self._next = next(records, None)
+        self._advance()
 
     def take(self, index: int, path: str, gone: Callable[[str], None]) -> tuple[list[int], str] | None:
         """The record of ``path`` in glob ``index``; records of that glob sorted before it go to ``gone``."""
         while self._next is not None and (self._next[0], self._next[1]) < (index, path):
             if self._next[0] == index:
                 gone(self._next[1])
-            self._next = next(self._records, None)
+            self._advance()
         if self._next is not None and self._next[:2] == (index, path):
-            found, self._next = self._next[2], next(self._records, None)
+            found = self._next[2]
+            self._advance()
             return found
         return None
 
@@ -118,8 +118,13 @@ class Listing:
         """Send the records of glob ``index`` not taken to ``gone``."""
         self.take(index + 1, "", gone)
 
+    def _advance(self) -> None:
+        found = next(self._records, _END)
+        self.whole = self.whole and found is not None
+        self._next = None if found is _END else found
 
-EMPTY = Listing((), iter(()))
+
+_END = object()
 
 
 @contextlib.contextmanager
@@ -131,10 +136,9 @@ def read_listing(path: Path) -> Iterator[Listing]:
             handle = stack.enter_context(open(path, encoding="utf-8"))
             header = json.loads(handle.readline())
         except (OSError, ValueError):
-            yield EMPTY
-            return
+            header = None
         if not isinstance(header, dict) or header.get("version") != LISTING_VERSION:
-            yield EMPTY
+            yield Listing((), iter(()))
             return
         yield Listing(header.get("digests", []), _records(handle))
 
@@ -144,9 +148,15 @@ def _records(handle: IO[str]) -> Iterator[tuple[int, str, tuple[list[int], str] 
     """The listing's lines after its header; a torn or odd line ends it."""
     for line in handle:
         try:
-            index, path, *stamp, content = json.loads(line)
+            record = json.loads(line)
         except ValueError:
+            yield None
             return
+        if not (isinstance(record, list) and len(record) >= 3 and type(record[0]) is int
+                and all(isinstance(part, str) for part in (record[1], record[-1]))):
+            yield None
+            return
+        index, path, *stamp, content = record
         yield index, path, (stamp, content)
 
 
@@ -184,6 +194,10 @@ def check(filesets: Sequence[FileSet], listing: Listing, named: Sequence[bool], 
 
         result.digest = digest_of(fileset, records())
         found.append(result)
+    if not listing.whole:  # names only the missing files: the others it lacks would be named as added
+        for result in found:
+            result.counts = Counter({"is missing": result.counts["is missing"]} if result.missing else {})
+            result.named = [(path, how) for path, how in result.named if how == "is missing"]
     return found
 
 

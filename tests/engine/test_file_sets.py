@@ -144,3 +144,17 @@ def test_the_runner_holds_a_few_bytes_per_file_of_a_glob(tmp_path):
     stage's list grows by less than 20 bytes per file (a sorted copy of the list: 8)."""
     fewer, more = _held_checking(tmp_path, 2_000), _held_checking(tmp_path, 20_000)
     assert (more - fewer) / 18_000 < 20, f"{(more - fewer) / 18_000:.0f} bytes per file"
+
+
+def test_a_torn_listing_only_costs_the_names(tmp_path):
+    """The listing only names and saves time: a torn one (an odd line, a cut one) is read up to the tear, and names
+    no file, since those after it would seem added."""
+    make_files(tmp_path, 4)
+    counting_pipeline(tmp_path).run()
+    listing = file_sets.listing_path(tmp_path / "state", "count")
+    header, *records = listing.read_text().splitlines(keepends=True)
+    listing.write_text(header + records[0] + '{"not": "a record"}\n' + records[2][:10])
+    assert counting_pipeline(tmp_path).status()[0].reasons == ()
+    (tmp_path / "raw" / "000000.txt").write_text("edited")
+    (tmp_path / "raw" / "000003.txt").write_text("edited")
+    assert reasons(counting_pipeline(tmp_path)) == ("the files of 'raw/*.txt' changed",)  # not 000001 "added"
