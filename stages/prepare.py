@@ -1,7 +1,7 @@
 """The ``prepare`` stage: raw files (the config's source globs) → ``prepare.output_dir``.
 
-Its dependencies are the files the globs match *now*, so adding, removing or
-editing a raw file makes it stale, as does any key under ``data`` or ``prepare``.
+Its dependencies are the files the globs match *now* (a file set per glob, which the lock records as one digest),
+so adding, removing or editing a raw file makes it stale, as does any key under ``data`` or ``prepare``.
 It scans each glob's base directory, which the runner keeps every output out of.
 """
 
@@ -18,6 +18,7 @@ from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.sources import SourceFile, expand_sources, glob_base
 from pipeline.data.steps import Chain, build_chain
 from pipeline.engine import completion, locations
+from pipeline.engine.file_sets import FileSet
 from pipeline.engine.runner import Stage
 from stages.console import PROGRESS, say
 
@@ -39,8 +40,8 @@ def build(config: Config) -> Stage:
     output = config.out(config.prepare.output_dir)
     return Stage(
         name="prepare",
-        deps=tuple(raw_dependency(file.path, config.project_root) for file in files)
-        + tuple(os.path.relpath(path, config.project_root) for path in code),
+        deps=tuple(os.path.relpath(path, config.project_root) for path in code),
+        file_sets=tuple(raw_files(config, index, source, files) for index, source in enumerate(config.data.sources)),
         outs=(output,),
         params=(*source_params(config), "prepare"),
         run=functools.partial(run, config, files, chain),
@@ -51,6 +52,14 @@ def build(config: Config) -> Stage:
         keys={**bases, output: "prepare.output_dir"},
         listed={file.path: file.stamp for file in files if file.stamp is not None},
     )
+
+
+def raw_files(config: Config, index: int, source: SourceConfig, files: Sequence[SourceFile]) -> FileSet:
+    """The files that source ``index`` matched, as the runner records them: one digest for the glob."""
+    base = glob_base(source.glob)
+    return FileSet(source.glob, raw_dependency(base if locations.is_url(base) else os.path.join(config.here("."), base),
+                                               config.project_root),
+                   tuple(raw_dependency(file.path, config.project_root) for file in files if file.source == index))
 
 
 def raw_dependency(path: str, project_root: str | os.PathLike[str]) -> str:

@@ -62,17 +62,30 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
     anyway (a few ms each locally, more on a network file system).
     """
     target = _file_target(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = temporary_beside(target)
     try:
         yield tmp
-        _apply_umask(tmp, 0o666)  # after the writer: some (safetensors) replace the file with a private one
-        if durable:
-            _fsync_file(tmp)
-        os.replace(tmp, target)
+        commit(tmp, target, durable=durable)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def temporary_beside(path: str | os.PathLike[str]) -> Path:
+    """A new empty temporary file beside ``path`` (its parent created), named as :func:`remove_orphaned_temporaries`
+    finds it once its writer is gone: for a writer that decides only later whether it replaces ``path``
+    (:func:`commit`) or not (it unlinks it)."""
+    target = _file_target(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
+    os.close(fd)
+    return Path(tmp_name)
+
+
+def commit(tmp: str | os.PathLike[str], path: str | os.PathLike[str], *, durable: bool = True) -> None:
+    """Rename the finished temporary ``tmp`` onto ``path`` (``durable``: as :func:`atomic_path`)."""
+    _apply_umask(Path(tmp), 0o666)  # after the writer: some (safetensors) replace the file with a private one
+    if durable:
+        _fsync_file(Path(tmp))
+    os.replace(tmp, path)
 
 
 def _file_target(path: str | os.PathLike[str]) -> Path:

@@ -116,8 +116,19 @@ def content_stamp(location: Location) -> Any:
 
 
 def _stat_stamp(path: Location) -> list[int]:
-    st = os.stat(path)
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    return _stamp_of(os.stat(path))
+
+
+def _stamp_of(found: os.stat_result) -> list[int]:
+    return [found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino]
+
+
+def _content_hash(path: Location, found: os.stat_result) -> str:
+    """The sha256 of the file ``found`` stats, or for anything but a regular file what it is (see
+    :meth:`HashCache.file_hash`)."""
+    if not stat.S_ISREG(found.st_mode):
+        return f"not a regular file: {storage.file_kind(found.st_mode)}"
+    return sha256_file(path)
 
 
 class HashCache:
@@ -144,22 +155,36 @@ class HashCache:
         writes, what it is: never read, so it never blocks, and never equal to the hash a file had, so an
         output replaced by one is modified (and written again by ``run``)."""
         key = os.path.abspath(path)
-        stamp = _stat_stamp(path)
-        packed_stamp = _STAMP.pack(*stamp)
-        cached = self._entries.get(key)
-        if cached is not None and cached[:_STAMP.size] == packed_stamp:
-            return cached[_STAMP.size:].hex()
-        written = _WRITTEN.get(key)
-        if written is not None and written[:_STAMP.size] == packed_stamp:
-            self._entries[key], self._dirty = written, True
-            return written[_STAMP.size:].hex()
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):
-            return f"not a regular file: {storage.file_kind(mode)}"
-        digest = sha256_file(path)
-        self._entries[key] = _packed([*stamp, digest])
-        self._dirty = True
+        found = os.stat(path)
+        packed_stamp = _STAMP.pack(*_stamp_of(found))
+        known = self._known(key, packed_stamp)
+        if known is not None:
+            self._entries[key], self._dirty = known, self._dirty or self._entries.get(key) != known
+            return known[_STAMP.size:].hex()
+        digest = _content_hash(path, found)
+        packed = _packed([*_stamp_of(found), digest]) if stat.S_ISREG(found.st_mode) else None
+        if packed is not None:
+            self._entries[key], self._dirty = packed, True
         return digest
+
+    def file_record(self, path: Location, recorded: tuple[list[int], str] | None = None) -> tuple[list[int], str]:
+        """A file's stamp (its four stat fields) and hash as :meth:`file_hash` gives it: ``recorded`` (a stamp
+        and hash a listing kept, :mod:`pipeline.engine.file_sets`) while the file keeps that stamp, else this
+        cache's or its writer's, else read. Nothing is added to the cache: the listing keeps it, on disk."""
+        found = os.stat(path)
+        stamp = _stamp_of(found)
+        if recorded is not None and recorded[0] == stamp:
+            return recorded
+        known = self._known(os.path.abspath(path), _STAMP.pack(*stamp))
+        return stamp, known[_STAMP.size:].hex() if known is not None else _content_hash(path, found)
+
+    def _known(self, key: str, packed_stamp: bytes) -> bytes | None:
+        """The packed entry (:data:`_ENTRY`) this cache or the file's writer holds for the file at ``key`` while
+        it has ``packed_stamp``, or None."""
+        for entry in (self._entries.get(key), _WRITTEN.get(key)):
+            if entry is not None and entry[:_STAMP.size] == packed_stamp:
+                return entry
+        return None
 
     def tree_hash(self, path: Location) -> str:
         """Hash of a file, or of a directory as its sorted (relative path, file hash) list.

@@ -1,4 +1,5 @@
-"""The reasons the runner gives for a stale stage: which code version, leaf key, dependency or output changed.
+"""The reasons the runner gives for a stale stage: which code version, leaf key, dependency, glob's files or output
+changed.
 
 ``param data.sources[0].field changed "body" → "bdy"``: the key is the leaf that differs (in mappings and
 lists alike), and two long values are cut to where they differ, so that a reason never prints both sides alike.
@@ -7,6 +8,7 @@ lists alike), and two long values are cut to where they differ, so that a reason
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +17,7 @@ from pipeline.engine import atomic
 from pipeline.errors import shorten
 
 if TYPE_CHECKING:
+    from pipeline.engine.file_sets import FileSet, Found
     from pipeline.engine.hashing import HashCache
 
 Locate = Callable[[str], "Path | str"]  # a stage's path as the file system sees it
@@ -50,6 +53,29 @@ def dep_changes(deps: Sequence[str], recorded: Mapping[str, str], cache: HashCac
             changes.append(f"dependency '{shown(dep)}' is missing")
         elif cache.tree_hash(where(dep)) != recorded[dep]:
             changes.append(f"dependency '{shown(dep)}' changed")
+    return changes
+
+
+def file_set_changes(filesets: Sequence[FileSet], recorded: Sequence[Sequence[str]], found: Sequence[Found],
+                     shown: Callable[[str], str]) -> list[str]:
+    """Per glob whose files' digest differs from the recorded one: ``dependency 'raw/a.txt' changed`` (or added,
+    removed, is missing) for the first files, and ``and 41 more of the files of 'raw/*.txt': 40 changed, 1 added``;
+    where the listing that names them is gone, ``the files of 'raw/*.txt' changed``."""
+    changes = [f"dependency glob {name!r} removed" for name, _ in recorded[len(filesets):]]
+    for index, (fileset, result) in enumerate(zip(filesets, found)):
+        if index >= len(recorded) or recorded[index][0] != fileset.name:
+            changes.append(f"dependency glob {fileset.name!r} added")
+            continue
+        if result.digest == recorded[index][1] and result.missing is None:
+            continue
+        if not result.counts:
+            changes.append(f"the files of {fileset.name!r} changed")
+            continue
+        changes += [f"dependency '{shown(path)}' {how}" for path, how in result.named]
+        more = result.counts - Counter(how for _, how in result.named)
+        if more:
+            counted = ", ".join(f"{count:,} {how}" for how, count in sorted(more.items()))
+            changes.append(f"and {sum(more.values()):,} more of the files of {fileset.name!r}: {counted}")
     return changes
 
 

@@ -51,13 +51,16 @@ class RunCache:
         self.root = root
         self.names_root = os.path.abspath(root if names_root is None else names_root)
 
-    def key(self, stage: Stage, params: Mapping[str, Any], deps: Mapping[str, str], stages: Sequence[Stage]) -> str:
-        """What made the outputs, without where they are (see the module's docstring)."""
+    def key(self, stage: Stage, params: Mapping[str, Any], deps: Mapping[str, str], globs: Sequence[Sequence[str]],
+            stages: Sequence[Stage]) -> str:
+        """What made the outputs, without where they are (see the module's docstring); ``globs`` are the
+        ``[glob, digest]`` of the stage's file sets, whose digests name the files from each glob's base."""
         placed = {stage.keys[out] for out in stage.outs if out in stage.keys}
         return canonical_hash({
             "stage": stage.name, "code_version": stage.code_version,
             "params": _without_keys(params, placed),
             "deps": sorted([self._dep_name(dep, stages), digest] for dep, digest in deps.items()),
+            **({"globs": [list(glob) for glob in globs]} if globs else {}),
         })
 
     def reuse(self, key: str, stage: Stage, cache: HashCache) -> Path | None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import difflib
+import functools
 import json
 import os
 import shutil
@@ -40,14 +41,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, local_files, locations, run_lock, stage_log, storage
+from pipeline.engine import atomic, file_sets, local_files, locations, run_lock, stage_log, storage
+from pipeline.engine.file_sets import FileSet, Found
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.locations import Location
-from pipeline.engine.reasons import code_version_changes, dep_changes, out_changes, param_changes
+from pipeline.engine.reasons import (
+    code_version_changes,
+    dep_changes,
+    file_set_changes,
+    out_changes,
+    param_changes,
+)
 from pipeline.engine.run_cache import RunCache
 from pipeline.errors import RunnerError, StorageError
 
-LOCK_VERSION = 1
+LOCK_VERSION = 2  # 2: a glob's files are one digest (``globs``), not a hash each in ``deps``
 OWNERS_VERSION = 1
 MAX_STATE_BYTES = 64 << 20  # lock.json and outputs.json: a few kilobytes per stage
 
@@ -70,6 +78,9 @@ class Stage:
     setting and input of the other way that went or came.
     ``listed`` are the stamps of remote dependencies as the stage's globs listed them, so that telling whether
     they changed costs no request per file.
+    ``file_sets`` are dependencies that are every file a glob matched (prepare's raw files): the lock records one
+    digest per glob and the state dir a listing of the files (:mod:`pipeline.engine.file_sets`), so that the
+    driver holds no record per file.
     """
 
     name: str
@@ -87,6 +98,7 @@ class Stage:
     scratch: tuple[str, ...] = ()
     mode: str = ""
     listed: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    file_sets: tuple[FileSet, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,8 @@ class Pipeline:
         self._upstream = _upstream_map(self.stages)
         self._cache_warned = False
         self._unwritable: str | None = None  # why the state dir takes no file, when a run found it so
+        # stage → its glob digests and files' records, from a lock of version 1, which recorded a hash per file
+        self._version_1: dict[str, tuple[list[str], list[list[tuple[str, str]]]]] = {}
         kept = {f"the state dir {os.fspath(state_dir)!r}": self.state_dir,
                 **({f"the run cache {os.fspath(run_cache)!r}": self.root / run_cache} if run_cache is not None else {})}
         _check_homes(self.stages, self.root, kept)
@@ -154,7 +168,9 @@ class Pipeline:
         report = []
         for stage in self._selected(targets):
             stale_upstream = [name for name in stale if name in self._upstream[stage.name]]
-            reasons = self._reasons(stage, lock.get(stage.name), cache) or [
+            entry = lock.get(stage.name)
+            found = functools.partial(self._check_files, stage, entry, cache, None)
+            reasons = self._reasons(stage, entry, cache, found) or [
                 f"upstream '{name}' is stale" for name in stale_upstream[::-1]][:1]
             if reasons:
                 stale.append(stage.name)
@@ -205,22 +221,37 @@ class Pipeline:
     def _run_if_stale(self, stage: Stage, forced: bool) -> bool:
         lock = self._read_lock()
         cache = self._hash_cache()
-        reasons = ["forced"] if forced else self._reasons(stage, lock.get(stage.name), cache)
-        self._save_cache(cache)
-        if not reasons:
-            leftover = local_files.leftover_note(self.root, stage.scratch)
-            self._log(f"'{stage.name}' is up to date" + (f"; {leftover}" if leftover else ""))
-            return False
+        entry = lock.get(stage.name)
+        pending = self._pending_listing(stage)
+        try:
+            found = self._check_files(stage, entry, cache, pending)
+            reasons = ["forced"] if forced else self._reasons(stage, entry, cache, lambda: found)
+            self._save_cache(cache)
+            if not reasons:
+                self._refresh_listing(stage, lock, pending)
+                leftover = local_files.leftover_note(self.root, stage.scratch)
+                self._log(f"'{stage.name}' is up to date" + (f"; {leftover}" if leftover else ""))
+                return False
+            self._run_stale(stage, forced, reasons, cache, found, pending)
+            return True
+        finally:
+            if pending is not None:
+                pending.discard()
+
+    def _run_stale(self, stage: Stage, forced: bool, reasons: list[str], cache: HashCache, found: list[Found],
+                   pending: file_sets.PendingListing | None) -> None:
         if self._unwritable is not None:
             raise RunnerError(f"'{stage.name}' must run ({'; '.join(reasons)}), but {self._unwritable}; make it "
                               "writable, or run where the project can be written")
         self._log(f"running '{stage.name}': {'; '.join(reasons)}")
-        self._check_deps_exist(stage, cache)
+        self._check_deps_exist(stage, cache, found)
         for out in map(self._where, stage.outs):
             if isinstance(out, str):
                 storage.check_container(out)
         deps = {dep: cache.tree_hash(self._where(dep)) for dep in stage.deps}
-        key = self._runs.key(stage, self._params(stage), deps, self.stages) if self._runs and stage.reusable else None
+        globs = [[fileset.name, result.digest] for fileset, result in zip(stage.file_sets, found)]
+        key = (self._runs.key(stage, self._params(stage), deps, globs, self.stages)
+               if self._runs and stage.reusable else None)
         self._claim(stage)
         with stage_log.recording(stage_log.log_path(self.state_dir, stage.name), stage=stage.name, warn=self._log,
                                  header={**self._log_header, "reason": "; ".join(reasons)}):
@@ -232,31 +263,83 @@ class Pipeline:
                          "version ran there")
                 self._log(reuse)
                 stage_log.note(reuse)
-        outs = self._record(stage, deps, cache)
+        outs = self._record(stage, deps, globs, cache, pending)
         if key is not None:
             self._runs.remember(key, outs)
-        return True
 
-    def _record(self, stage: Stage, deps: dict[str, str], cache: HashCache) -> dict[str, str]:
+    def _record(self, stage: Stage, deps: dict[str, str], globs: list[list[str]], cache: HashCache,
+                pending: file_sets.PendingListing | None) -> dict[str, str]:
         outs = {}
         for out in stage.outs:
             if not cache.exists(self._where(out)):
                 raise RunnerError(f"stage '{stage.name}' finished but did not write its output '{out}'")
             outs[out] = cache.tree_hash(self._where(out))
         self._save_cache(cache)
+        if pending is not None:  # before the lock: a listing that the lock's entry did not record names nothing
+            pending.commit()
         lock = self._read_lock()
         lock[stage.name] = {"code_version": stage.code_version, "deps": deps, "outs": outs,
-                             "params": self._params(stage), **({"mode": stage.mode} if stage.mode else {})}
-        atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
+                            "params": self._params(stage), **({"mode": stage.mode} if stage.mode else {}),
+                            **({"globs": globs} if stage.file_sets else {})}
+        self._write_lock(lock)
         return outs
 
-    def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache) -> list[str]:
+    def _write_lock(self, lock: dict[str, Any]) -> None:
+        atomic.write_json(self.lock_path, {"version": LOCK_VERSION, "stages": lock})
+        self._version_1.clear()
+
+    def _check_files(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache,
+                     pending: file_sets.PendingListing | None) -> list[Found]:
+        """The stage's globs' files now beside its last run's (:func:`pipeline.engine.file_sets.check`), their
+        records written to ``pending`` when given. Changes are named where the listing is the entry's."""
+        if not stage.file_sets:
+            return []
+        recorded = (entry or {}).get("globs", [])
+        with self._previous_listing(stage) as listing:
+            named = [index < len(recorded) and index < len(listing.digests)
+                     and recorded[index] == [fileset.name, listing.digests[index]]
+                     for index, fileset in enumerate(stage.file_sets)]
+            found = file_sets.check(stage.file_sets, listing, named, cache, os.fspath(self.root), pending)
+        if pending is not None:
+            pending.finish([result.digest for result in found])
+        return found
+
+    @contextlib.contextmanager
+    def _previous_listing(self, stage: Stage) -> Iterator[file_sets.Listing]:
+        """The listing of the stage's files as its last run found them: on disk, or from a lock of version 1."""
+        if stage.name in self._version_1:
+            yield file_sets.listed(*self._version_1[stage.name])
+            return
+        with file_sets.read_listing(file_sets.listing_path(self.state_dir, stage.name)) as listing:
+            yield listing
+
+    def _pending_listing(self, stage: Stage) -> file_sets.PendingListing | None:
+        """Where to write the listing of the stage's files now; None for a stage without globs, or where the state
+        dir takes no file."""
+        if not stage.file_sets or self._unwritable is not None:
+            return None
+        return file_sets.PendingListing(file_sets.listing_path(self.state_dir, stage.name))
+
+    def _refresh_listing(self, stage: Stage, lock: dict[str, Any], pending: file_sets.PendingListing | None) -> None:
+        """Put in place the listing of an up-to-date stage's files (the same hashes, their stamps now), and write
+        a lock of version 1 as this version's."""
+        if pending is None:
+            return
+        pending.commit()
+        if stage.name in self._version_1:
+            with contextlib.suppress(OSError):
+                self._write_lock(lock)
+
+    def _reasons(self, stage: Stage, entry: dict[str, Any] | None, cache: HashCache,
+                 found: Callable[[], list[Found]]) -> list[str]:
         if entry is None:
             return ["never run"]
         if stage.mode and entry.get("mode", stage.mode) != stage.mode:
             return [f"switched from {entry['mode']} to {stage.mode}"]
         return (code_version_changes(entry.get("code_version"), stage.code_version)
                 + param_changes(entry.get("params", {}), self._params(stage))
+                + file_set_changes(stage.file_sets, entry.get("globs", []), found() if stage.file_sets else [],
+                                   self._shown)
                 + dep_changes(stage.deps, entry.get("deps", {}), cache, self._where, self._shown)
                 + out_changes(stage.outs, entry.get("outs", {}), cache, self._where, self._shown))
 
@@ -272,8 +355,9 @@ class Pipeline:
     def _params(self, stage: Stage) -> dict[str, Any]:
         return {key: self._param_value(key) for key in stage.params}
 
-    def _check_deps_exist(self, stage: Stage, cache: HashCache) -> None:
-        for dep in stage.deps:
+    def _check_deps_exist(self, stage: Stage, cache: HashCache, found: Sequence[Found]) -> None:
+        missing = [result.missing for result in found if result.missing is not None]
+        for dep in [*missing, *stage.deps]:
             if not cache.exists(self._where(dep)):
                 raise RunnerError(f"stage '{stage.name}' needs '{self._shown(dep)}', which does not exist; "
                                   "restore it or run the stage that makes it")
@@ -297,7 +381,7 @@ class Pipeline:
     def _recover_outputs(self, stages: Sequence[Stage]) -> None:
         """Undo half-finished directory swaps and delete temporaries of killed writers.
 
-        Only temporaries of these outputs (and of the lock and hash cache) whose
+        Only temporaries of these outputs (and of the lock, hash cache and listings) whose
         writer is dead go: a run of another pipeline writing beside them is safe.
         """
         for stage in stages:
@@ -307,7 +391,8 @@ class Pipeline:
                 path = self.root / out
                 atomic.recover_dir(path)
                 atomic.remove_orphaned_temporaries(path)
-        for state_file in (self.lock_path, self.owners_path, self._hash_cache().path):
+        listings = [file_sets.listing_path(self.state_dir, stage.name) for stage in stages if stage.file_sets]
+        for state_file in (self.lock_path, self.owners_path, self._hash_cache().path, *listings):
             atomic.remove_orphaned_temporaries(state_file)
 
     def _check_owned(self, stages: Sequence[Stage]) -> None:
@@ -357,7 +442,26 @@ class Pipeline:
                           "files will be hashed again next time")
 
     def _read_lock(self) -> dict[str, Any]:
-        return _read_state_file(self.lock_path, LOCK_VERSION, "stages", if_corrupt="delete it to re-run every stage")
+        return _read_state_file(self.lock_path, LOCK_VERSION, "stages", if_corrupt="delete it to re-run every stage",
+                                older={1: self._from_version_1})
+
+    def _from_version_1(self, entries: dict[str, Any]) -> dict[str, Any]:
+        """A lock of version 1, which recorded a hash per file of a glob, as this version's: the glob's files one
+        digest, their hashes kept in memory (as that lock held them) to name the changes until the lock is
+        written again."""
+        self._version_1.clear()
+        for stage in self.stages:
+            entry = entries.get(stage.name)
+            if not stage.file_sets or not isinstance(entry, dict) or not isinstance(entry.get("deps"), dict):
+                continue
+            deps = entry["deps"]
+            files = {dep: digest for dep, digest in deps.items() if dep not in stage.deps}
+            digests, records = file_sets.converted(stage.file_sets, files)
+            self._version_1[stage.name] = digests, records
+            globs = [[fileset.name, digest] for fileset, digest in zip(stage.file_sets, digests)]
+            plain = {dep: deps[dep] for dep in stage.deps if dep in deps}
+            entries[stage.name] = {**entry, "deps": plain, "globs": globs}
+        return entries
 
     @contextlib.contextmanager
     def _exclusive(self, *, wait: bool = True) -> Iterator[None]:
@@ -373,8 +477,10 @@ class Pipeline:
             yield
 
 
-def _read_state_file(path: Path, version: int, key: str, *, if_corrupt: str) -> dict[str, Any]:
-    """``key`` of a state file written by this version of lmprep; empty when it is missing or of another version."""
+def _read_state_file(path: Path, version: int, key: str, *, if_corrupt: str,
+                     older: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """``key`` of a state file written by this version of lmprep, or by an older one that ``older`` converts;
+    empty when it is missing or of another version."""
     try:
         data = json.loads(storage.read_bounded(path, MAX_STATE_BYTES, what="state file"))
     except FileNotFoundError:
@@ -383,9 +489,11 @@ def _read_state_file(path: Path, version: int, key: str, *, if_corrupt: str) -> 
         raise RunnerError(f"{exc}; {if_corrupt}") from None
     except ValueError as exc:
         raise RunnerError(f"{path} is corrupt ({exc}); {if_corrupt}") from None
-    if not isinstance(data, dict) or data.get("version") != version:
+    if not isinstance(data, dict):
         return {}
-    return data.get(key, {})
+    if data.get("version") in (older or {}) and isinstance(data.get(key), dict):
+        return older[data["version"]](data[key])
+    return data.get(key, {}) if data.get("version") == version else {}
 
 
 def _check_homes(stages: Sequence[Stage], root: Path, state_dir: Mapping[str, Path]) -> None:
@@ -431,7 +539,9 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
                                                           for label, path in guarded.items())]
     places += [("scanned", stage, path, where(path)) for stage in stages for path in stage.scans]
     places += [("output", stage, path, where(path)) for stage in stages for path in stage.outs]
-    inputs = _Inputs([(stage, path, where(path)) for stage in stages for path in stage.deps], project)
+    outputs = [path for kind, _, _, path in places if kind == "output"]
+    inputs = _Inputs([(stage, path, where(path)) for stage in stages
+                      for path in (*_files_near(stage.file_sets, outputs, where), *stage.deps)], project)
     for position, stage in enumerate(stages):
         later = {other.name for other in stages[position + 1:]}  # the stages that may read what this one writes
         for out in stage.outs:
@@ -448,6 +558,17 @@ def _check_layout(stages: Sequence[Stage], root: Path, guarded: Mapping[str, Pat
                     "output as a whole, so outputs must not overlap inputs, other outputs, the state dir "
                     "or the config file"
                 )
+
+
+def _files_near(filesets: Sequence[FileSet], outputs: Sequence[str], where: Callable[[str], str]) -> Iterator[str]:
+    """The files of the globs that an output might overlap, for :func:`_check_layout`: those of a glob whose base
+    directory an output is, holds or lies inside, or that has a file outside its base (a ``..`` in the pattern).
+    The others' files lie under a base that no output touches, so a driver over a million raw files compares
+    none of them."""
+    for fileset in filesets:
+        base = where(fileset.base)
+        if any(_overlap(output, base, inside_counts=True) for output in outputs) or not fileset.under_base():
+            yield from fileset.paths
 
 
 class _Inputs:
@@ -580,13 +701,21 @@ def direct_upstream(stages: Sequence[Stage]) -> dict[str, list[str]]:
     for stage in stages:
         if stage.name in direct:
             raise RunnerError(f"two stages are named '{stage.name}'")
-        found = {name for dep in stage.deps for out, name in producer.items() if locations.inside(dep, out)}
+        found = {name for out, name in producer.items()
+                 if any(locations.inside(dep, out) for dep in _every_dep(stage))}
         direct[stage.name] = [name for name in direct if name in found]
         for out in stage.outs:
             if out in producer:
                 raise RunnerError(f"'{out}' is an output of both '{producer[out]}' and '{stage.name}'")
             producer[out] = stage.name
     return direct
+
+
+def _every_dep(stage: Stage) -> Iterator[str]:
+    """The stage's dependencies and the files of its globs."""
+    for fileset in stage.file_sets:
+        yield from fileset.paths
+    yield from stage.deps
 
 
 def _upstream_map(stages: Sequence[Stage]) -> dict[str, set[str]]:

@@ -143,7 +143,8 @@ def test_pipeline_on_a_full_tmpfs(small_tmpfs):
         assert errors.startswith("error: out/"), result.stderr
         assert tree_bytes(project / "out") == outputs
 
-    os.utime(project / "raw" / "a.txt")  # the hash cache now has a stamp to save, and cannot
+    os.utime(project / "raw" / "a.txt")  # the listing of prepare's raw files now has a stamp to save, and cannot
+    os.utime(project / "out" / "prepared" / "stats.json")  # nor has the hash cache of the outputs
     for command in (["status"], ["run", "encode"]):
         result = lmprep_process(project, *command)
         assert result.returncode == 0, result.stderr
