@@ -32,7 +32,7 @@ LONGEST_FIRST = ("test_docs.py", "test_odd_outputs.py", "test_dask_faults.py", "
 
 
 def pytest_configure(config):
-    """xdist (3.7 on) hands out --dist loadfile's files by their number of tests unless told not to, which put
+    """xdist (3.5 on) hands out --dist loadfile's files by their number of tests unless told not to, which put
     files of a few long tests (test_read_only_project.py, test_s3_encode_resume.py) last: the order of
     :func:`pytest_collection_modifyitems` is kept instead."""
     if hasattr(config.option, "loadscopereorder"):
