@@ -286,6 +286,14 @@ def start_up_preload(tmp_path: Path, code: str) -> dict[str, str]:
     return {**environment(), "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(preload)])}
 
 
+def held_until(release: Path) -> str:
+    """Preload code that holds a worker's start until ``release`` exists (``DEADLINE`` at most): a test's Ctrl-C
+    lands while the workers start, and they go on once it was sent (a fixed sleep kept the driver waiting for
+    them for seconds after it)."""
+    return (f"import os, time\ndeadline = time.monotonic() + {DEADLINE}\n"
+            f"while not os.path.exists({str(release)!r}) and time.monotonic() < deadline:\n    time.sleep(0.02)\n")
+
+
 def test_a_local_cluster_worker_that_dies_as_it_starts_is_one_line(project, tmp_path):
     """It used to be distributed's "Nanny failed to start." traceback, exit 1."""
     result = subprocess.run([sys.executable, "-m", "stages", "run", "prepare", "--config", "lmprep.yaml",
@@ -300,16 +308,19 @@ def test_a_local_cluster_worker_that_dies_as_it_starts_is_one_line(project, tmp_
 def test_ctrl_c_while_the_local_cluster_starts_is_the_interrupted_line_and_130(project, tmp_path):
     """The driver's Ctrl-C used to land inside distributed's start-up, which then closed a half-started cluster
     and failed an assertion (a traceback) as the interpreter exited."""
+    release = tmp_path / "release"
     command = subprocess.Popen([sys.executable, "-m", "stages", "run", "prepare", "--config", "lmprep.yaml",
                                 *address_option("local")], cwd=project, stderr=subprocess.PIPE, text=True,
-                               env=start_up_preload(tmp_path, "import time\ntime.sleep(3)\n"))
+                               env=start_up_preload(tmp_path, held_until(release)))
     try:
         wait_until(lambda: subprocess.run(["pgrep", "-P", str(command.pid)], capture_output=True).stdout,
                    "the cluster's first worker process")
         time.sleep(0.5)
         command.send_signal(signal.SIGINT)
+        release.touch()
         _, stderr = command.communicate(timeout=DEADLINE)
     finally:
+        release.touch()
         command.kill()
     assert command.returncode == 130, stderr
     assert stderr == "interrupted; the previous outputs are intact\n"
@@ -333,8 +344,9 @@ def test_ctrl_c_at_the_terminal_during_a_local_cluster_is_the_driver_line_alone(
     """A terminal's Ctrl-C reaches the workers too (the driver's process group): each printed a traceback of its
     own (asyncio's KeyboardInterrupt, or one from within an import), 50 to 67 lines before the driver's."""
     (tmp_path / "started").mkdir()
-    preload = f"import os, time\nopen(os.path.join({str(tmp_path / 'started')!r}, str(os.getpid())), 'w')\n" \
-              "time.sleep(5)\n"
+    release = tmp_path / "release"
+    preload = f"import os\nopen(os.path.join({str(tmp_path / 'started')!r}, str(os.getpid())), 'w')\n" \
+              + held_until(release)
     lmprep_command = Path(sys.executable).with_name("lmprep")  # python -m stages: see stages/__main__.py
     command = subprocess.Popen([lmprep_command, "run", "prepare", "--config", "lmprep.yaml",
                                 *address_option("local"), "--set", "executor.workers=2"], cwd=project,
@@ -348,8 +360,10 @@ def test_ctrl_c_at_the_terminal_during_a_local_cluster_is_the_driver_line_alone(
         else:
             wait_until(lambda: len(os.listdir(tmp_path / "started")) == 2, "both workers' preloads")
         os.killpg(command.pid, signal.SIGINT)
+        release.touch()
         _, stderr = command.communicate(timeout=DEADLINE)
     finally:
+        release.touch()
         command.kill()
     assert command.returncode == 130, stderr
     assert stderr == "interrupted; the previous outputs are intact\n"

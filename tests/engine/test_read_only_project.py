@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import files_under, lmprep_environment, lmprep_process
+from conftest import files_under, lmprep_environment, lmprep_process, make_project, tiny_config
 
 # A read-only view of the project: as root, whom permissions do not stop, a read-only bind mount of it onto
 # itself in a mount namespace of the command's own; otherwise the permissions taken away for the command.
@@ -30,16 +30,26 @@ def read_only(project: Path, *args: str) -> subprocess.CompletedProcess:
                           env=lmprep_environment(), capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture
-def finished(tiny_project, tmp_path):
-    """The tiny project after a whole run, and whether a read-only view of it can be made here."""
-    project = tiny_project()
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """The tiny project after a whole run, made once for the module (each test gets a copy), and whether a
+    read-only view of it can be made here."""
+    project = make_project(tmp_path_factory.mktemp("ran"), tiny_config())
     assert lmprep_process(project, "run").returncode == 0
     if os.geteuid() == 0:
         probe = subprocess.run(["unshare", "--mount", "sh", "-c", MOUNTED, str(project), "sh", "-c",
                                 "! touch probe 2>/dev/null"], capture_output=True) if shutil.which("unshare") else None
         if probe is None or probe.returncode != 0 or (project / "probe").exists():
             pytest.skip("running as root without a mount namespace, so nothing here can be made read-only")
+    return project
+
+
+@pytest.fixture
+def finished(ran, tmp_path):
+    """A copy of the run project, a test's own, whose hash cache a ``status`` has saved as the run did for the
+    original: the cache keys on inodes and change times, which a copy's files have new."""
+    project = Path(shutil.copytree(ran, tmp_path / "project", symlinks=True))
+    assert lmprep_process(project, "status").returncode == 0
     return project
 
 

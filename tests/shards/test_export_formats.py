@@ -18,11 +18,17 @@ from pipeline.shards.format import ShardSet, ShardWriter
 from pipeline.shards.manifest import ShardStamp
 from pipeline.shards.origins import Origins
 
-with warnings.catch_warnings():  # megatron-core (pinned in the test extra) warns that Transformer Engine is absent
-    warnings.simplefilter("ignore")
-    from megatron.core.datasets import indexed_dataset
-
 DOCS = [[1, 2, 3], [4, 5], [], [6, 7, 8, 9, 10], [11], [12, 13, 14, 15], [16, 17, 18, 19, 20, 21]]
+
+
+@pytest.fixture(scope="module")
+def indexed_dataset():
+    """megatron-core's reader and writer, imported by the tests that use them rather than as the file is collected:
+    the import takes seconds (torch's compiler and distributed packages), in every worker that collects the file."""
+    with warnings.catch_warnings():  # megatron-core (pinned in the test extra) warns that Transformer Engine is absent
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets import indexed_dataset
+    return indexed_dataset
 
 
 def write_set(directory: Path, docs: list[list[int]], vocab_size: int, *, split: str = "train",
@@ -49,7 +55,7 @@ def documents(shard_set: ShardSet) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("vocab_size", [300, 65_499, 65_500, 70_000])
-def test_megatron_core_reads_every_document_of_the_shards(tmp_path, vocab_size):
+def test_megatron_core_reads_every_document_of_the_shards(tmp_path, vocab_size, indexed_dataset):
     docs = [[vocab_size - 2 - i for i in doc] for doc in DOCS]  # IDs at the top of the vocabulary
     shard_set = write_set(tmp_path / "shards", docs, vocab_size)
     assert len(shard_set.shards) > 1
@@ -66,7 +72,7 @@ def test_megatron_core_reads_every_document_of_the_shards(tmp_path, vocab_size):
     assert dataset.index.dtype == indexed_dataset.DType.optimal_dtype(vocab_size)  # as preprocess_data.py picks
 
 
-def test_the_files_are_byte_for_byte_what_megatron_core_writes(tmp_path):
+def test_the_files_are_byte_for_byte_what_megatron_core_writes(tmp_path, indexed_dataset):
     """megatron-core's own builder, fed each document as ``tools/preprocess_data.py`` feeds it, writes the same
     bytes."""
     for vocab_size in (300, 70_000):
