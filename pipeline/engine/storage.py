@@ -212,6 +212,16 @@ def read_bytes(location: Location) -> bytes:
         return retries.call(location, fs.cat_file, location)
 
 
+def _read_at_most(file: BinaryIO, size: int, most: int) -> bytes:
+    """Up to ``most`` bytes of a file that ``fstat`` found ``size`` bytes long: read for its size first, since a read
+    asks for a buffer of the length it is given (a read of ``most`` would take the whole bound for a small file),
+    then on to ``most`` if the file grew meanwhile."""
+    data = file.read(min(size, most))
+    while len(data) < most and (more := file.read(min(max(len(data), 1 << 16), most - len(data)))):
+        data += more
+    return data
+
+
 def read_bounded(location: Location, limit: int, *, what: str) -> bytes:
     """The bytes of ``what`` (``tokenizer file``), a file of at most ``limit`` bytes; FileTooLargeError naming it and
     the bound for a larger file, and StorageError for anything but a regular file, both before reading.
@@ -233,7 +243,7 @@ def read_bounded(location: Location, limit: int, *, what: str) -> bytes:
                 raise StorageError(f"{what} {os.fspath(location)} is {kind}, not a regular file; give a file")
             _check_size(location, found.st_size, limit, what)
             with open(fd, "rb", closefd=False) as file:
-                data = file.read(limit + 1)
+                data = _read_at_most(file, found.st_size, limit + 1)
         finally:
             os.close(fd)
     _check_size(location, len(data), limit, what)
