@@ -135,12 +135,18 @@ def iter_document_batches(path: str | os.PathLike[str]) -> Iterator[list[str]]:
         yield batch.column(0).to_pylist()
 
 
-def record_batches(path: str | os.PathLike[str], *, mapped: bool = True) -> Iterator[pa.RecordBatch]:
+def record_batches(path: str | os.PathLike[str], *, mapped: bool = True,
+                   content: bytes | None = None) -> Iterator[pa.RecordBatch]:
     """The record batches of a prepared file, memory-mapped or (``mapped=False``) read: mapped pages stay in the
     resident set until the file is closed, so a reader of a whole large file would have its peak RSS grow with it;
+    or parsed from ``content``, the file's bytes a caller read already (the batches are views of them).
     DataError naming a file that is not a prepared one."""
     try:
-        reader = pa.ipc.open_stream(pa.memory_map(str(path)) if mapped else pa.OSFile(str(path)))
+        if content is not None:
+            source = pa.BufferReader(content)
+        else:
+            source = pa.memory_map(str(path)) if mapped else pa.OSFile(str(path))
+        reader = pa.ipc.open_stream(source)
     except (OSError, pa.ArrowInvalid) as exc:
         raise DataError(f"{path}: not a prepared document file ({exc}); re-run 'lmprep run prepare'") from exc
     if reader.schema.field("text").type != pa.large_string():

@@ -13,13 +13,14 @@ process take that digest, under the same stamp, instead of reading the file back
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import stat
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +80,32 @@ def sha256_file(path: Location) -> str:
     path is opened without blocking and checked before a byte is read, and a file that grows meanwhile is
     hashed as it was (a file that grows while it is hashed is being written, and its stamp changes too)."""
     digest = hashlib.sha256()
+    with _regular_file(path) as (handle, left):
+        while left > 0 and (block := handle.read(min(_CHUNK, left))):
+            digest.update(block)
+            left -= len(block)
+    return digest.hexdigest()
+
+
+def read_with_sha256(path: Location) -> tuple[bytes, str]:
+    """A regular file's bytes, as :func:`sha256_file` reads them, and their sha256: for a reader that checks a
+    file against its checksum before it parses it, one read of the file instead of two (its memory is the
+    file's size)."""
+    with _regular_file(path) as (handle, size):
+        data = handle.read(size)
+    return data, sha256_bytes(data)
+
+
+@contextlib.contextmanager
+def _regular_file(path: Location) -> Iterator[tuple[io.BufferedReader, int]]:
+    """The open file and the size it had when opened, opened without blocking; StorageError unless it is a
+    regular file (see :func:`sha256_file`)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with open(fd, "rb") as handle:
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):
             raise StorageError(f"{os.fspath(path)} is {storage.file_kind(found.st_mode)}, not a regular file")
-        left = found.st_size
-        while left > 0 and (block := handle.read(min(_CHUNK, left))):
-            digest.update(block)
-            left -= len(block)
-    return digest.hexdigest()
+        yield handle, found.st_size
 
 
 def sha256_location(location: Location, *, size: int | None = None) -> str:

@@ -125,19 +125,20 @@ def encode_task(task: EncodeTask) -> EncodedBatch:
 
 
 def iter_tasks(source: Path, tokenizer: Tokenizer, tokenizer_path: str, *, bos_id: int | None,
-               eos_id: int | None, task_bytes: int = TASK_BYTES,
-               cache_bytes: int = DEFAULT_CACHE_BYTES) -> Iterator[EncodeTask]:
-    """Cut a prepared file into tasks of about ``task_bytes`` of text (at least one document each)."""
-    for column, origins in _text_columns(source):
+               eos_id: int | None, task_bytes: int = TASK_BYTES, cache_bytes: int = DEFAULT_CACHE_BYTES,
+               content: bytes | None = None) -> Iterator[EncodeTask]:
+    """Cut a prepared file into tasks of about ``task_bytes`` of text (at least one document each); ``content``:
+    the file's bytes, if the caller read them already."""
+    for column, origins in _text_columns(source, content):
         for start, end in _task_bounds(documents.text_offsets(column), task_bytes):
             yield EncodeTask(tokenizer_path, tokenizer.fingerprint, column.slice(start, end - start),
                              origins[start:end], bos_id, eos_id, cache_bytes)
 
 
-def _text_columns(source: Path) -> Iterator[tuple[pa.LargeStringArray, Origins]]:
-    """The ``text`` column of each record batch, undecoded, and its documents' origins; the file is read, not
-    memory-mapped (:func:`pipeline.data.documents.record_batches`)."""
-    for batch in documents.record_batches(source, mapped=False):
+def _text_columns(source: Path, content: bytes | None) -> Iterator[tuple[pa.LargeStringArray, Origins]]:
+    """The ``text`` column of each record batch, undecoded, and its documents' origins; the file is read (or
+    ``content`` parsed), not memory-mapped (:func:`pipeline.data.documents.record_batches`)."""
+    for batch in documents.record_batches(source, mapped=False, content=content):
         sources, ids = documents.document_origins(source, batch)
         try:
             yield batch.column(0), Origins.from_ids(sources, ids)
@@ -182,13 +183,14 @@ class PartJob:
 def encode_part(job: PartJob) -> Manifest:
     """Task: encode one prepared part file into its own shards; return their (unsaved) manifest."""
     with storage.local_copy(job.source) as source:
-        if hashing.sha256_file(source) != job.sha256:
+        content, digest = hashing.read_with_sha256(source)  # one read: checked, then parsed from memory
+        if digest != job.sha256:
             raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
                             f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
         tokenizer = load_tokenizer_cached(job.tokenizer_path, job.stamp.tokenizer_fingerprint)
         writer = ShardWriter(job.scratch.location, job.stamp, shard_tokens=job.shard_tokens, prefix=job.prefix)
         for task in iter_tasks(source, tokenizer, job.tokenizer_path, bos_id=job.bos_id, eos_id=job.eos_id,
-                               task_bytes=job.task_bytes, cache_bytes=job.cache_bytes):
+                               task_bytes=job.task_bytes, cache_bytes=job.cache_bytes, content=content):
             batch = encode_task(task)
             writer.write(batch.ids, batch.offsets, batch.origins)
     manifest = writer.finish()
