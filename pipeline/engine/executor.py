@@ -330,8 +330,8 @@ def _combine_done(combine: Callable[[Any, Any], Any], left: _Done, right: _Done)
 
 def run_task(function: Callable[[_T], _R], label: str, item: _T, context: _TaskContext | None = None) -> _Done:
     """Run one task under the driver's storage deadlines; a failure names the partition and the worker
-    (and keeps its type). On a worker, what the allocators hold free is then given back
-    (:func:`pipeline.engine.memory.release_free_memory`), so that a worker's heap is that of its task.
+    (and keeps its type). On a worker, what the allocators hold free is then given back once it has grown
+    (:func:`pipeline.engine.memory.release_after_task`), so that a worker's heap is that of its task.
 
     A failure the user can fix is raised anew outside the handler, so that it carries no chain of causes
     to the driver: once ``distributed`` is imported, tblib pickles an exception's whole chain, and a store
@@ -364,7 +364,7 @@ def _released_after(context: _TaskContext) -> Iterator[None]:
         yield
     finally:
         if os.getpid() != context.driver:
-            memory.release_free_memory()
+            memory.release_after_task()
 
 
 def worker_name() -> str:
