@@ -21,7 +21,11 @@ the rest (reading the parts, the origins, the special IDs, writing and hashing t
 docs/performance.md). Best of the runs and the median.
 
     python benchmarks/bench_encode_stage.py [--copies 3] [--megabytes 20] [--corpus english,...] [--vocab-size 8192]
-        [--repeats 5] [--smoke]
+        [--repeats 5] [--phases] [--smoke]
+
+``--phases``: then, ``--repeats`` times in a fresh process, every part's task in turn as one worker runs them,
+with the CPU seconds inside each of its steps (:data:`PHASES`) summed: where a worker's time beyond the encoder
+goes.
 
 ``--smoke``: two copies of 0.05 MB of the ``code`` corpus, 300 IDs, each run once, in a temporary directory.
 """
@@ -130,7 +134,69 @@ def encoder_run(work: Path) -> tuple[float, float, float]:
     return measurement["wall"], measurement["cpu"], measurement["rss"]
 
 
-CHILDREN = {"build": build_project, "encoder": encoder_alone}
+PHASES = {  # (module, function): what it is, timed by a wrapper in task_phases
+    ("pipeline.engine.hashing", "read_with_sha256"): "reading the part, its sha256",
+    ("pipeline.shards.corpus", "encode_task"): "decoding the texts",  # less the two below, which it calls
+    ("pipeline.tokenizer.core", "Tokenizer.encode_batch_flat"): "the encoder",
+    ("pipeline.shards.corpus", "add_special_ids"): "EOS, the IDs' dtype",
+    ("pipeline.shards.format", "_write_shard"): "writing the shards (sha256, fsync, rename)",
+    ("pipeline.shards.resume", "save_record"): "the completion records",
+}
+
+
+def task_phases(work: str) -> None:
+    """Every part's task (``corpus.encode_part``) in turn in this process, as a worker runs them, with the CPU
+    seconds spent inside each of ``PHASES`` summed: prints them and the task's total as JSON."""
+    import importlib
+    import shutil
+    import tempfile
+
+    from pipeline.shards import corpus, manifest, resume
+
+    spent = dict.fromkeys(PHASES.values(), 0.0)
+    for (module, name), label in PHASES.items():
+        owner = importlib.import_module(module)
+        *path, attribute = name.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, attribute, _timed(getattr(owner, attribute), spent, label))
+    work = Path(work)
+    tokenizer_path = str((work / "tokenizer" / "tokenizer.json").resolve())
+    tokenizer = corpus.share_tokenizer(tokenizer_path)
+    eos_id = tokenizer.special_tokens[bench_native.EOT]
+    scratch = Path(tempfile.mkdtemp(dir=work))
+    partial = resume.PartialParts(scratch / "shards")
+    jobs = []
+    for split in documents.SPLITS:
+        parts = documents.read_parts(work / "prepared", split)
+        stamp = manifest.ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
+                                    vocab_size=tokenizer.vocab_size, special_ids={"bos": None, "eos": eos_id},
+                                    prepared_fingerprint=documents.split_fingerprint(parts))
+        jobs += [corpus.PartJob(work / "prepared" / part.file, partial.scratch, stamp, f"{split}-{part.index:05d}",
+                                part.sha256, tokenizer_path, 1_000_000, None, eos_id, corpus.TASK_BYTES,
+                                256 * 10**6, 0) for part in parts if part.documents]
+    start = time.process_time()
+    for job in jobs:
+        corpus.encode_part(job)
+    spent["total"] = time.process_time() - start
+    shutil.rmtree(scratch)
+    spent["decoding the texts"] -= spent["the encoder"] + spent["EOS, the IDs' dtype"]
+    phases = sum(seconds for label, seconds in spent.items() if label != "total")
+    spent["the rest: reading the batches, origins, the writer's checks"] = spent["total"] - phases
+    print(json.dumps(spent))
+
+
+def _timed(function, spent: dict[str, float], label: str):
+    def timed(*args, **kwargs):
+        start = time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[label] += time.process_time() - start
+    return timed
+
+
+CHILDREN = {"build": build_project, "encoder": encoder_alone, "phases": task_phases}
 
 
 def child(name: str, *arguments) -> str:
@@ -154,6 +220,7 @@ def main() -> None:
     parser.add_argument("--corpus", default=",".join(bench_native.CORPORA))
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--phases", action="store_true", help="then where a worker's CPU goes, phase by phase")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     results.add_arguments(parser)
     args = parser.parse_args()
@@ -203,7 +270,20 @@ def main() -> None:
         verdict = "" if label == "encoder" else ("yes" if ratio >= GOAL else "no")
         print(f"| {label} | {megabytes / wall:.1f} | {megabytes / cpu:.1f} | {cpu:.2f} ({median:.2f}) "
               f"| {ratio:.2f} | {wall_ratio:.2f} | {beyond} | {rss:.0f} | {verdict} |", flush=True)
+    if args.phases:
+        print_phases(work, args.repeats)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+def print_phases(work: Path, repeats: int) -> None:
+    """Where one worker's CPU goes: :func:`task_phases`, ``repeats`` times, each phase's best and median."""
+    runs = [json.loads(child("phases", str(work)).strip().splitlines()[-1]) for _ in range(repeats)]
+    print("\nOne worker's tasks, every part in turn in one process (CPU s, best (median) of the runs):\n")
+    print("| where | CPU s |")
+    print("| --- | --- |")
+    for label in runs[0]:
+        values = [run[label] for run in runs]
+        print(f"| {label} | {min(values):.3f} ({statistics.median(values):.3f}) |")
 
 
 if __name__ == "__main__":
