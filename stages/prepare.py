@@ -65,8 +65,9 @@ def raw_files(config: Config, index: int, source: SourceConfig, files: Sequence[
 
 def project_names(paths: list[str], base: str, project_root: str) -> Sequence[str]:
     """The raw files under the glob's ``base`` as the runner names them (:func:`raw_dependency`), without a second
-    string per file where the names differ from the glob's strings by their common prefix alone: files whose base
-    lies outside the project (``/srv/data/a.txt`` named ``../../srv/data/a.txt``), none with a ``..`` below it."""
+    string per file where the names differ from the glob's strings by their common prefix alone: where the project
+    root is not at or under the base and no file has a ``..`` below it (``/srv/data/a.txt`` named
+    ``../../srv/data/a.txt``)."""
     if locations.is_url(base):
         return tuple(paths)
     old = locations.path_text(base).rstrip("/") + "/"
