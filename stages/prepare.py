@@ -18,7 +18,7 @@ from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
 from pipeline.data.sources import SourceFile, expand_sources, glob_base
 from pipeline.data.steps import Chain, build_chain
 from pipeline.engine import completion, locations
-from pipeline.engine.file_sets import FileSet
+from pipeline.engine.file_sets import FileSet, Renamed
 from pipeline.engine.runner import Stage
 from stages.console import PROGRESS, say
 
@@ -57,9 +57,29 @@ def build(config: Config) -> Stage:
 def raw_files(config: Config, index: int, source: SourceConfig, files: Sequence[SourceFile]) -> FileSet:
     """The files that source ``index`` matched, as the runner records them: one digest for the glob."""
     base = glob_base(source.glob)
-    return FileSet(source.glob, raw_dependency(base if locations.is_url(base) else os.path.join(config.here("."), base),
-                                               config.project_root),
-                   tuple(raw_dependency(file.path, config.project_root) for file in files if file.source == index))
+    where = base if locations.is_url(base) else os.path.join(config.here("."), base)
+    paths = [file.path for file in files if file.source == index]
+    return FileSet(source.glob, raw_dependency(where, config.project_root),
+                   project_names(paths, where, config.project_root))
+
+
+def project_names(paths: list[str], base: str, project_root: str) -> Sequence[str]:
+    """The raw files under the glob's ``base`` as the runner names them (:func:`raw_dependency`), without a second
+    string per file where the names differ from the glob's strings by their common prefix alone: where the project
+    root is not at or under the base and no file has a ``..`` below it (``/srv/data/a.txt`` named
+    ``../../srv/data/a.txt``)."""
+    if locations.is_url(base):
+        return tuple(paths)
+    old = locations.path_text(base).rstrip("/") + "/"
+    if locations.inside(project_root, base) or not all(path.startswith(old) and not _steps_up(path[len(old):])
+                                                       for path in paths):
+        return tuple(raw_dependency(path, project_root) for path in paths)
+    return Renamed(paths, old, os.path.relpath(base, project_root) + "/")
+
+
+def _steps_up(relative: str) -> bool:
+    """Whether a relative path has a ``..`` component."""
+    return relative == ".." or relative.startswith("../") or relative.endswith("/..") or "/../" in relative
 
 
 def raw_dependency(path: str, project_root: str | os.PathLike[str]) -> str:

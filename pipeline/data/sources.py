@@ -74,11 +74,11 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
             resolved = source.glob if locations.is_url(source.glob) else os.path.normpath(base.resolve() / source.glob)
             looked_for = "" if resolved == source.glob else f" (looked for {resolved})"
             raise DataError(f"{label or f'data.sources[{index}].glob'} {source.glob!r} matches no files{looked_for}")
-        for path in matches:
-            if isinstance(path, Path) and not path.exists():
+        for path in () if locations.is_url(source.glob) else matches:
+            if not os.path.exists(path):
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(os.fspath(path), source, index, os.fspath(base), stamps.get(path))
+        files.extend(_source_file(path, source, index, os.fspath(base), stamps.get(path))
                      for path in matches)
     return files
 

@@ -59,6 +59,39 @@ class FileSet:
         return "" if self.base in ("", ".") else self.base.rstrip("/") + "/"
 
 
+class Renamed(Sequence[str]):
+    """Paths that each begin with ``old``, named with ``new`` in its place, each name made when it is asked for: a
+    stage names raw files outside the project from the project root (``../data/a.txt``) while its glob gave them
+    from elsewhere (``/srv/data/a.txt``), and a second string per file, held for the whole run, took as much
+    memory as the first. Replacing a prefix that every path shares keeps their order: :meth:`sorted` sorts the
+    paths it was given and names them one at a time."""
+
+    def __init__(self, paths: Sequence[str], old: str, new: str):
+        self._paths, self._old, self._new = paths, old, new
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self._named(path) for path in self._paths[index]]
+        return self._named(self._paths[index])
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._named, self._paths)
+
+    def sorted(self) -> Iterator[str]:
+        return map(self._named, sorted(self._paths))
+
+    def _named(self, path: str) -> str:
+        return self._new + path[len(self._old):]
+
+
+def sorted_paths(paths: Sequence[str]) -> Iterator[str]:
+    """``paths`` in sorted order, without a name per path held at once where they are :class:`Renamed`."""
+    return paths.sorted() if isinstance(paths, Renamed) else iter(sorted(paths))
+
+
 def _leaves(relative: str) -> bool:
     """Whether a normalised path relative to a directory leads out of it."""
     return relative == ".." or relative.startswith(("../", "/")) or "/../" in relative or relative.endswith("/..")
@@ -174,7 +207,7 @@ def check(filesets: Sequence[FileSet], listing: Listing, named: Sequence[bool], 
         changed = result.note if named[index] else _ignore
 
         def records(index=index, fileset=fileset, result=result, changed=changed) -> Iterator[tuple[str, str]]:
-            for path in sorted(fileset.paths):
+            for path in sorted_paths(fileset.paths):
                 recorded = listing.take(index, path, lambda path: changed(path, "removed"))
                 try:
                     stamp, content = _record(cache, path if locations.is_url(path) else os.path.join(root, path),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pipeline.engine import locations
@@ -19,24 +20,32 @@ def file_kind(mode: int) -> str:
     return _FILE_KINDS.get(stat.S_IFMT(mode), "not a file")
 
 
-def refuse_odd_matches(files: list[Path], recursive: bool) -> None:
+def refuse_odd_matches(files: Sequence[str], recursive: bool) -> None:
     """Raise naming the first match that is not a regular file (a FIFO would block the read, a device never
     end, and skipping them would drop data without a word), and, under ``**``, a match reached through a
     link to a directory that contains the link: ``glob`` follows it round until the path is too long, so
     every file under it would be read some forty times."""
-    loops: dict[Path, bool] = {}
+    loops: dict[str, bool] = {}
     for path in files:
-        if path.exists() and not path.is_file():
-            raise StorageError(f"{path} matches a source glob but is {file_kind(path.stat().st_mode)}, not a "
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise StorageError(f"{path} matches a source glob but is {file_kind(os.stat(path).st_mode)}, not a "
                                "regular file, so it cannot be read as data; remove it or narrow the glob")
-        for directory in path.parents if recursive else ():
+        for directory in _parents(path) if recursive else ():
             if directory in loops:
                 break  # it, and every directory above it, was checked for an earlier match
-            loops[directory] = directory.is_symlink() and _contains(directory.resolve(), directory.parent)
+            loops[directory] = os.path.islink(directory) and _contains(Path(directory).resolve(),
+                                                                       Path(directory).parent)
             if loops[directory]:
                 raise StorageError(f"{directory} is a symbolic link to {os.readlink(directory)}, a directory "
                                    "that contains it, so a ** glob would read the files under it again and again; "
                                    "remove the link or narrow the glob")
+
+
+def _parents(path: str) -> Iterator[str]:
+    """The directories above ``path``, nearest first, as ``Path(path).parents`` names them."""
+    while (parent := os.path.dirname(path) or ".") != path:
+        yield parent
+        path = parent
 
 
 def _listed(path: Path) -> list[str]:

@@ -86,3 +86,18 @@ def parent(location: Location) -> Path | str:
 def name_of(location: Location) -> str:
     """The last component of ``location``: ``b.jsonl.gz`` of ``s3://bucket/a/b.jsonl.gz``."""
     return PurePosixPath(os.fspath(location)).name if is_url(location) else Path(local(location)).name
+
+
+def path_text(path: str) -> str:
+    """``str(Path(path))`` without building the :class:`~pathlib.Path` (which interns every component of the
+    path, for good): empty and ``.`` components left out, ``..`` kept, a leading ``//`` kept as POSIX does."""
+    root = "//" if path.startswith("//") and not path.startswith("///") else "/" if path.startswith("/") else ""
+    return root + "/".join(part for part in path.split("/") if part not in ("", ".")) or "."
+
+
+def path_order(path: str) -> str:
+    """A sort key of :func:`path_text` strings that orders them as their :class:`~pathlib.Path` s sort,
+    component by component (``a/x`` before ``a-b/x``, which a plain string sort puts first): the components
+    joined by NUL, which sorts before any character a name can hold (``.`` has none). Paths are compared with
+    paths of the same root (all relative, or all absolute)."""
+    return "" if path == "." else path.replace("/", "\0")

@@ -43,7 +43,7 @@ from typing import Any, BinaryIO
 
 from pipeline.engine import atomic, local_files, retries, store_fork  # noqa: F401  (store_fork: at-fork handlers)
 from pipeline.engine.locations import URL as _URL
-from pipeline.engine.locations import Location, absolute, is_url, join, local, name_of
+from pipeline.engine.locations import Location, absolute, is_url, join, local, name_of, path_order, path_text
 from pipeline.errors import FileTooLargeError, StorageError, shorten
 
 SHARED_STORAGE_HINT = ("every worker must see the input and output paths (a shared file system "
@@ -62,21 +62,25 @@ _ATTEMPT_PREFIX = ".attempt-"
 file_kind = local_files.file_kind
 
 
-def glob_files(pattern: str, root: Location) -> list[Path | str]:
-    """Files matching ``pattern``, sorted: a URL pattern as URLs, a local one as ``root`` joined with each match.
-    Local symbolic links whose target is missing are kept (the caller refuses them: they stand for files).
+def glob_files(pattern: str, root: Location) -> list[str]:
+    """Files matching ``pattern``, sorted: a URL pattern as URLs, a local one as ``root`` joined with each match,
+    as the text of its ``Path`` and in the order of ``Path`` s (:func:`~pipeline.engine.locations.path_order`),
+    building none: a ``Path`` per match left some 90 bytes per file in the driver for the whole run (its
+    components, interned). Local symbolic links whose target is missing are kept (the caller refuses them: they
+    stand for files).
 
     Hidden names (temporaries of interrupted writers, attempts of remote outputs) are skipped, as
     ``glob.glob``, unlike ``Path.glob``, skips them.
     """
     if is_url(pattern):
         return sorted(glob_stamps(pattern))
-    base = Path(local(root))
+    base = os.fspath(local(root))
     pattern = os.fspath(local(pattern))
     matches = glob.glob(pattern, root_dir=base, recursive=True)
-    _check_listable(base, os.path.dirname(pattern))
-    files = sorted(p for p in map(base.joinpath, matches) if not p.is_dir())
-    local_files.refuse_odd_matches(files, matches and "**" in pattern)
+    _check_listable(Path(base), os.path.dirname(pattern))
+    files = [path for path in (path_text(os.path.join(base, match)) for match in matches) if not os.path.isdir(path)]
+    files.sort(key=path_order)
+    local_files.refuse_odd_matches(files, bool(matches) and "**" in pattern)
     return files
 
 
