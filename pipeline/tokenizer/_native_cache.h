@@ -117,18 +117,18 @@ class alignas(64) ChunkTable {
     // The IDs of the chunk, or nullptr; *length gets how many. They stay where they are until settle() or
     // an entry added alone.
     const uint32_t *find(const Key &key, size_t *length) const {
-        const Slot *slots = slots_.load(std::memory_order_acquire);
-        const Place place = place_in(slots, key);
+        const SlotArray &array = *slots_.load(std::memory_order_acquire);
+        const Place place = place_in(array, key);
         if (!place.found) return nullptr;
-        const Slot &slot = slots[place.at];
+        const Slot &slot = array.slots[place.at];
         *length = slot.ids_length;
         return inline_id(slot.key_length, slot.ids_length) ? &slot.at : words_.load(std::memory_order_acquire) + slot.at;
     }
 
     // Asks for the slot where a lookup of hash starts, ahead of the lookup (a hint: any hash is fine).
     void prefetch(uint64_t hash) const {
-        const Slot *slots = slots_.load(std::memory_order_acquire);
-        __builtin_prefetch(slots + (hash & mask_of(slots)));
+        const SlotArray &array = *slots_.load(std::memory_order_acquire);
+        __builtin_prefetch(array.slots + (hash & array.mask));
     }
 
     // Adds the chunk unless it is held already (alone: the caller holds the cache exclusively; shared: the
@@ -153,7 +153,7 @@ class alignas(64) ChunkTable {
         words_owned_.reset();
         retired_slots_.clear();
         retired_words_.clear();
-        slots_.store(NO_SLOTS + 1, std::memory_order_release);
+        slots_.store(&NO_SLOTS, std::memory_order_release);
         words_.store(nullptr, std::memory_order_release);
         capacity_ = words_used_ = words_capacity_ = 0;
         nbytes_.store(0, std::memory_order_relaxed);
@@ -165,19 +165,29 @@ class alignas(64) ChunkTable {
     static constexpr size_t PREFIX = 8;  // bytes of the key held in its slot
     static constexpr size_t MIN_SLOTS = 1024, MIN_WORDS = 4096;
     struct Slot {
-        uint64_t prefix;      // the key's first 8 bytes, zero-padded; in a table's first slot, its mask
+        uint64_t prefix;      // the key's first 8 bytes, zero-padded
         uint32_t at;          // its IDs in the arena, then the key's bytes past the prefix; or its one ID
         uint16_t key_length;  // 0: an empty slot (no chunk is empty); stored last, read by taken()
         uint16_t ids_length;
     };
-    // A table's slots come after one that holds their mask, so that a lookup reads both from one pointer.
-    // An empty table's lookups look here: one empty slot.
-    static constexpr Slot NO_SLOTS[2]{{0, 0, 0, 0}, {0, 0, 0, 0}};
+    // A table's slots and their mask, which a lookup reads through one pointer, so that it never pairs an
+    // array with another's mask. (Not a header before the slots: the arrays, as large allocations, start at
+    // the same offset in a page, and 16 such headers would compete for one set of the first-level cache.)
+    struct SlotArray {
+        size_t mask;
+        const Slot *slots;
+    };
+    struct OwnedSlots {
+        std::unique_ptr<Slot[]> slots;
+        SlotArray array;
+    };
+    static constexpr Slot NO_SLOT{0, 0, 0, 0};
+    static constexpr SlotArray NO_SLOTS{0, &NO_SLOT};  // where an empty table's lookups look: one empty slot
 
     void add(const Key &key, const uint32_t *ids, size_t length, Access access) {
         if (key.length == 0 || key.length > UINT16_MAX || length > UINT16_MAX) return;  // not kept
         const size_t entry = key.length + 4 * length + ENTRY_OVERHEAD;
-        if (place_in(own_slots(), key).found) return;
+        if (place_in(published(), key).found) return;
         const size_t words = inline_id(key.length, length) ? 0 : length + (rest_length(key.length) + 3) / 4;
         if (full_ || nbytes() + entry > max_bytes || words_used_ + words > UINT32_MAX) {
             if (access == Access::shared) {
@@ -197,7 +207,7 @@ class alignas(64) ChunkTable {
             if (key.length > PREFIX) std::memcpy(into + length, key.data + PREFIX, key.length - PREFIX);
             words_used_ += words;
         }
-        Slot &slot = own_slots()[place_in(own_slots(), key).at];
+        Slot &slot = slots_owned_->slots[place_in(published(), key).at];
         slot.prefix = key.prefix;
         slot.at = at;
         slot.ids_length = static_cast<uint16_t>(length);
@@ -206,23 +216,23 @@ class alignas(64) ChunkTable {
         count_.store(count() + 1, std::memory_order_relaxed);
     }
 
-    static size_t mask_of(const Slot *slots) { return static_cast<size_t>(slots[-1].prefix); }
     // The slot's key length, 0 if it is empty; once it is not, the rest of the slot may be read.
     static uint16_t taken(const Slot &slot) { return __atomic_load_n(&slot.key_length, __ATOMIC_ACQUIRE); }
     // Most chunks are one ID and a few bytes: the slot holds them whole, and a hit reads nothing else.
     static bool inline_id(size_t key_length, size_t ids_length) { return ids_length == 1 && key_length <= PREFIX; }
     static size_t rest_length(size_t key_length) { return key_length > PREFIX ? key_length - PREFIX : 0; }
-    Slot *own_slots() { return const_cast<Slot *>(slots_.load(std::memory_order_relaxed)); }
+    const SlotArray &published() const { return *slots_.load(std::memory_order_relaxed); }
 
-    // Where a probe of `slots` for the key ended: at the slot that holds it (found), or at the empty one where
+    // Where a probe of `array` for the key ended: at the slot that holds it (found), or at the empty one where
     // it would go. Beside a writer, only what the probe saw tells which: the empty slot may be taken by
     // another key the moment after, and read again then, it would give that key's IDs.
     struct Place {
         size_t at;
         bool found;
     };
-    Place place_in(const Slot *slots, const Key &key) const {
-        const size_t mask = mask_of(slots);
+    Place place_in(const SlotArray &array, const Key &key) const {
+        const Slot *slots = array.slots;
+        const size_t mask = array.mask;
         for (size_t at = key.hash & mask;; at = (at + 1) & mask) {
             const uint16_t length = taken(slots[at]);
             if (length == 0) return {at, false};
@@ -257,9 +267,8 @@ class alignas(64) ChunkTable {
 
     // Old memory that lookups beside the writer may still read is kept until settle(); alone, it goes now.
     // Room to keep it is made before the new memory is published (a failure then leaves the table as it was).
-    template <typename T>
-    void replace(std::unique_ptr<T[]> &owned, std::unique_ptr<T[]> fresh, std::vector<std::unique_ptr<T[]>> &retired,
-                 Access access) {
+    template <typename Owner>
+    void replace(Owner &owned, Owner fresh, std::vector<Owner> &retired, Access access) {
         if (access == Access::shared) retired.emplace_back();
         std::swap(owned, fresh);
         if (access == Access::shared) retired.back() = std::move(fresh);
@@ -267,18 +276,20 @@ class alignas(64) ChunkTable {
 
     void grow(Access access) {
         const size_t capacity = std::max(MIN_SLOTS, 2 * capacity_);
-        std::unique_ptr<Slot[]> grown(new Slot[capacity + 1]());
-        grown[0].prefix = capacity - 1;
-        Slot *into = grown.get() + 1;
+        std::unique_ptr<OwnedSlots> grown(new OwnedSlots{std::unique_ptr<Slot[]>(new Slot[capacity]()), {}});
+        Slot *into = grown->slots.get();
+        grown->array = SlotArray{capacity - 1, into};
+        const Slot *from = published().slots;
         for (size_t s = 0; s < capacity_; s++) {
-            const Slot &slot = own_slots()[s];
+            const Slot &slot = from[s];
             if (slot.key_length == 0) continue;
             size_t at = hash_of(slot) & (capacity - 1);
             while (into[at].key_length != 0) at = (at + 1) & (capacity - 1);
             into[at] = slot;
         }
+        const SlotArray *array = &grown->array;
         replace(slots_owned_, std::move(grown), retired_slots_, access);
-        slots_.store(into, std::memory_order_release);
+        slots_.store(array, std::memory_order_release);
         capacity_ = capacity;
     }
 
@@ -295,16 +306,16 @@ class alignas(64) ChunkTable {
     }
 
     // What lookups read, on a cache line of its own: the writer's lock and counts below change with every entry.
-    std::atomic<const Slot *> slots_{NO_SLOTS + 1};
+    std::atomic<const SlotArray *> slots_{&NO_SLOTS};
     std::atomic<const uint32_t *> words_{nullptr};
     // The writer's (under writer_, or alone).
     alignas(64) std::mutex writer_;
-    std::unique_ptr<Slot[]> slots_owned_;  // the mask's slot, then the slots
+    std::unique_ptr<OwnedSlots> slots_owned_;
     std::unique_ptr<uint32_t[]> words_owned_;
     size_t capacity_ = 0, words_used_ = 0, words_capacity_ = 0;
     std::atomic<size_t> nbytes_{0}, count_{0};  // atomic only so that they may be read beside the writer
     bool full_ = false;
-    std::vector<std::unique_ptr<Slot[]>> retired_slots_;
+    std::vector<std::unique_ptr<OwnedSlots>> retired_slots_;
     std::vector<std::unique_ptr<uint32_t[]>> retired_words_;
 };
 
