@@ -137,7 +137,7 @@ class alignas(64) ChunkTable {
         std::unique_lock<std::mutex> hold(writer_, std::defer_lock);
         if (access == Access::shared) hold.lock();
         add(key, ids, length, access);
-        return full_ || !retired_slots_.empty() || !retired_words_.empty();
+        return unsettled_;
     }
 
     // Frees what lookups may have been reading, and starts over if the bound was reached. No lookup may be
@@ -145,6 +145,7 @@ class alignas(64) ChunkTable {
     void settle() {
         retired_slots_.clear();
         retired_words_.clear();
+        unsettled_ = false;
         if (full_) clear();
     }
 
@@ -158,7 +159,7 @@ class alignas(64) ChunkTable {
         capacity_ = words_used_ = words_capacity_ = 0;
         nbytes_.store(0, std::memory_order_relaxed);
         count_.store(0, std::memory_order_relaxed);
-        full_ = false;
+        full_ = unsettled_ = false;
     }
 
   private:
@@ -191,7 +192,7 @@ class alignas(64) ChunkTable {
         const size_t words = inline_id(key.length, length) ? 0 : length + (rest_length(key.length) + 3) / 4;
         if (full_ || nbytes() + entry > max_bytes || words_used_ + words > UINT32_MAX) {
             if (access == Access::shared) {
-                full_ = true;  // starts over at settle()
+                full_ = unsettled_ = true;  // starts over at settle()
                 return;
             }
             clear();
@@ -271,7 +272,10 @@ class alignas(64) ChunkTable {
     void replace(Owner &owned, Owner fresh, std::vector<Owner> &retired, Access access) {
         if (access == Access::shared) retired.emplace_back();
         std::swap(owned, fresh);
-        if (access == Access::shared) retired.back() = std::move(fresh);
+        if (access == Access::shared) {
+            retired.back() = std::move(fresh);
+            unsettled_ = true;
+        }
     }
 
     void grow(Access access) {
@@ -305,16 +309,18 @@ class alignas(64) ChunkTable {
         words_capacity_ = capacity;
     }
 
-    // What lookups read, on a cache line of its own: the writer's lock and counts below change with every entry.
+    // What lookups read, on a cache line of its own: the writer's fields below change with every entry.
     std::atomic<const SlotArray *> slots_{&NO_SLOTS};
     std::atomic<const uint32_t *> words_{nullptr};
-    // The writer's (under writer_, or alone).
-    alignas(64) std::mutex writer_;
-    std::unique_ptr<OwnedSlots> slots_owned_;
+    // The writer's (under writer_, or alone): what adding any entry reads, on one cache line...
+    alignas(64) std::unique_ptr<OwnedSlots> slots_owned_;
     std::unique_ptr<uint32_t[]> words_owned_;
     size_t capacity_ = 0, words_used_ = 0, words_capacity_ = 0;
     std::atomic<size_t> nbytes_{0}, count_{0};  // atomic only so that they may be read beside the writer
     bool full_ = false;
+    bool unsettled_ = false;  // settle() has work: memory kept for lookups, or full_
+    // ... then what only adding beside lookups, or settling, touches.
+    std::mutex writer_;
     std::vector<std::unique_ptr<OwnedSlots>> retired_slots_;
     std::vector<std::unique_ptr<uint32_t[]>> retired_words_;
 };
