@@ -115,8 +115,8 @@ def test_threads_and_lists_give_the_ids_of_one_text_at_a_time(twins, texts, thre
 
 
 def test_threads_with_thousands_of_new_chunks_each_give_the_ids_of_one_text_at_a_time(twins):
-    """Texts of thousands of distinct words each: every thread's table of new chunks grows many times over
-    before the call adds them all to the cache, and a second call reads them from it."""
+    """Texts of thousands of distinct words each: the cache's tables grow many times over while the threads
+    add their new chunks to them and read them, and a second call reads them from it."""
     rng = random.Random(5)
     texts = [" ".join("".join(rng.choice("abcdefghij") for _ in range(rng.randint(3, 9))) for _ in range(3000))
              for _ in range(6)]
@@ -127,9 +127,23 @@ def test_threads_with_thousands_of_new_chunks_each_give_the_ids_of_one_text_at_a
         assert fast.encode_batch(texts[::-1], threads=2) == want[::-1]  # from the cache the calls filled
 
 
+def test_cold_calls_with_more_threads_than_cores_give_the_ids_of_one_thread(twins):
+    """A cold cache misses nearly every chunk while the other threads add theirs to it: a lookup that missed
+    must not take the entry another thread adds at the slot where its probe ended (the shared cache once did,
+    for about 1 cold two-thread call in 100 under load). The custom pattern hands the native encoder each
+    chunk as a text of its own; more threads than cores are switched in the midst of lookups."""
+    fast, python = next((fast, python) for fast, python in twins if fast.pattern.startswith(r"\w+|"))
+    rng = random.Random(11)
+    texts = [" ".join("".join(rng.choice("abcdefghij") for _ in range(rng.randint(5, 9))) for _ in range(2000))
+             for _ in range(4)]
+    want = python.encode_batch(texts)
+    for call in range(150):
+        assert rebuilt(fast).encode_batch(texts, threads=8) == want, call
+
+
 def test_a_large_call_with_threads_in_rounds_gives_the_ids_of_one_text_at_a_time(byte_tokenizer, tmp_path):
-    """A call over enough text is encoded in rounds (each round's new chunks join the cache before the next):
-    the IDs and the offsets are those of one thread, and a refusal names the text's character."""
+    """A call over megabytes of text, in many pieces handed out as threads come free: the IDs and the offsets
+    are those of one thread, and a refusal names the text's character."""
     from pipeline.tokenizer import Tokenizer
 
     byte_tokenizer.save(tmp_path / "tokenizer.json")
@@ -137,7 +151,7 @@ def test_a_large_call_with_threads_in_rounds_gives_the_ids_of_one_text_at_a_time
     rng = random.Random(7)
     words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 12))) for _ in range(4000)]
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(200, 3000))) for _ in range(600)]
-    assert sum(map(len, texts)) > 3 * 2**20 and len(texts) > 3 * 64  # past the rounds' threshold for 3 threads
+    assert sum(map(len, texts)) > 3 * 2**20 and len(texts) > 3 * 64  # dozens of pieces of about 64K characters
     ids, offsets = fresh().encode_batch_flat(texts, threads=1)
     for threads in (2, 3):
         got_ids, got_offsets = fresh().encode_batch_flat(texts, threads=threads)
