@@ -29,22 +29,34 @@ struct EncoderCore {
     std::unordered_map<uint32_t, uint32_t> *chars;  // char kind: code point -> base ID
     uint32_t unknown;                               // char kind: the ID of a character not in the alphabet
     ChunkCache *cache;
-    std::shared_mutex *lock;  // shared to use the cache beside other threads, exclusive to hold it alone; taken
-                              // without the GIL
+    std::shared_mutex *lock;  // shared to read the cache, exclusive to add to it; taken without the GIL
 };
 
 constexpr size_t BATCH = 32;  // chunks whose keys are made, and slots asked for, before the first lookup
 
-// What one encoding pass (one thread's share of a call) needs besides the encoder: reusable buffers, how it
-// adds the chunks it merges to the cache, and where a text failed.
+// What one encoding pass (one thread's share of a call) needs besides the encoder: reusable buffers, the
+// chunks it merged that the encoder's cache did not hold, and where a text failed.
 struct Pass {
     Splitter splitter;
     std::vector<size_t> ends;
     std::vector<char> keys;  // the UTF-8 of a batch's chunks (not for ASCII text); grows, never shrinks
     std::vector<uint32_t> ids;
-    Access access = Access::shared;  // alone: the call holds the cache exclusively
-    ptrdiff_t surrogate_at = -1;     // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
+    ChunkCache fresh;             // the pass's new chunks, looked up after the cache; added to it at the end
+    bool alone = false;           // the pass holds the cache alone: its new chunks go straight into it
+    ptrdiff_t surrogate_at = -1;  // byte kind: the position of a lone surrogate, which UTF-8 cannot hold
 };
+
+// Add the new chunks of finished passes to the encoder's cache, under the exclusive lock (taken once per
+// call or round, after every thread of it has let go of the shared one): each of the cache's tables by one
+// of `threads` threads, the calling one among them. A table that runs out of memory starts over.
+inline void add_new_chunks(EncoderCore *self, const std::vector<ChunkCache *> &passes, size_t threads) {
+    std::unique_lock<std::shared_mutex> hold(*self->lock);
+    const size_t workers = std::min(threads, ChunkCache::SHARDS);
+    run_ranges(workers, [&](size_t t) {
+        for (size_t s = t; s < ChunkCache::SHARDS; s += workers)
+            for (ChunkCache *fresh : passes) absorb(self->cache->shard(s), fresh->shard(s));
+    });
+}
 
 // A chunk's key: its code points as UTF-8 (in place for ASCII text, else in one of the pass's buffers),
 // with its prefix and hash when the cache may hold it.
@@ -90,6 +102,7 @@ bool batch_keys(const EncoderCore *self, const T *s, size_t start, const size_t 
             key.prefix = prefix_after(readable, key.data, key.length);
             key.hash = hash_key(key.prefix, key.data, key.length);
             self->cache->prefetch(key.hash);
+            if (!pass.alone) pass.fresh.prefetch(key.hash);
         }
         start = end;
     }
@@ -119,12 +132,17 @@ inline void append_ids(std::vector<uint32_t> &out, const uint32_t *ids, size_t l
     out.insert(out.end(), ids, ids + length);
 }
 
-// The IDs of one chunk appended to out: from the cache, or merged (and added to it).
+// The IDs of one chunk appended to out: from the cache, from the pass's new chunks, or merged (and kept
+// among the pass's new chunks).
 template <typename T>
 void encode_chunk(EncoderCore *self, const T *s, size_t start, size_t end, const ChunkKey &key, Pass &pass,
                   std::vector<uint32_t> &out) {
     size_t length;
-    const uint32_t *found = key.cacheable ? self->cache->find(key, &length) : nullptr;
+    const uint32_t *found = nullptr;
+    if (key.cacheable) {
+        found = self->cache->find(key, &length);
+        if (!found && !pass.alone) found = pass.fresh.find(key, &length);
+    }
     if (found) {
         append_ids(out, found, length);
         return;
@@ -132,7 +150,7 @@ void encode_chunk(EncoderCore *self, const T *s, size_t start, size_t end, const
     base_ids(self, s, start, end, key, pass);
     const size_t merged = apply_merges(pass.ids.data(), pass.ids.size(), *self->table);
     append_ids(out, pass.ids.data(), merged);
-    if (key.cacheable) self->cache->insert(key, pass.ids.data(), merged, pass.access);
+    if (key.cacheable) (pass.alone ? *self->cache : pass.fresh).insert(key, pass.ids.data(), merged);
 }
 
 // Whether data[0..n) is UTF-8 (then a chunk's key may be spelt so).
@@ -199,7 +217,7 @@ inline void seed_cache(EncoderCore *self, const std::vector<std::pair<uint32_t, 
         }
         const Key seed{key.data(), length, prefix_of(key.data(), length), 0};
         const Key hashed{seed.data, seed.length, seed.prefix, hash_key(seed.prefix, seed.data, seed.length)};
-        self->cache->insert(hashed, ids.data(), apply_merges(ids.data(), ids.size(), *self->table), Access::alone);
+        self->cache->insert(hashed, ids.data(), apply_merges(ids.data(), ids.size(), *self->table));
     }
 }
 
@@ -311,11 +329,15 @@ inline void reserve_room(const std::vector<TextView> &views, size_t begin, size_
     }
 }
 
-// Encode views[begin..end) into piece, the cache held by the call as pass.access says. Runs without the GIL;
-// never throws (run_ranges relies on it).
-inline void encode_piece(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end, Pass &pass,
-                         Piece &piece) {
+// Encode views[begin..end) into piece: under the cache's shared lock, the new chunks kept in pass.fresh
+// (bounded to a `sharing` share of the cache's bound); or, pass.alone, under the exclusive lock the caller
+// holds, into the cache. Runs without the GIL; never throws (run_ranges relies on it).
+inline void encode_piece(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end,
+                         size_t sharing, Pass &pass, Piece &piece) {
     try {
+        std::shared_lock<std::shared_mutex> hold(*self->lock, std::defer_lock);
+        if (!pass.alone) hold.lock();
+        pass.fresh.bound(self->cache->max_bytes() / sharing);
         reserve_room(views, begin, end, piece);
         for (size_t i = begin; i < end; i++) {
             if (!encode_text(self, views[i], pass, piece.ids)) {
@@ -325,62 +347,91 @@ inline void encode_piece(EncoderCore *self, const std::vector<TextView> &views, 
             }
             piece.ends.push_back(static_cast<int64_t>(piece.ids.size()));
         }
-    } catch (...) {  // bad_alloc, or system_error from a table's writer lock
+    } catch (...) {  // bad_alloc, or system_error from the lock
         piece.out_of_memory = true;
     }
 }
 
-constexpr size_t BLOCK_CHARACTERS = 1 << 16;  // about the size of a piece of a call with threads
+constexpr size_t BLOCK_CHARACTERS = 1 << 16;  // about the size of a piece in a round
 
-// Encode all views into out with passes.size() threads, which take pieces of about BLOCK_CHARACTERS in turn
-// as they come free (a piece needs merging as much as its chunks are new, which its length does not tell);
-// one thread encodes them as one piece. The chunks a thread merges join the cache at once, for every thread.
-// A thread stops taking pieces past one that had trouble.
-inline void encode_pieces(EncoderCore *self, const std::vector<TextView> &views, std::vector<Pass> &passes,
-                          Encoded &out) {
+// Encode views[begin..end) into out with passes.size() threads, which take pieces of about BLOCK_CHARACTERS
+// in turn as they come free (a piece needs merging as much as its chunks are new, which its length does not
+// tell), then add their new chunks to the cache. A thread stops taking pieces past one that had trouble.
+inline void encode_round(EncoderCore *self, const std::vector<TextView> &views, size_t begin, size_t end,
+                         std::vector<Pass> &passes, Encoded &out) {
     const size_t threads = passes.size();
     size_t characters = 0;
-    for (const TextView &text : views) characters += text.length + 1;
-    const size_t wanted = threads == 1 ? 1 : std::max(threads, characters / BLOCK_CHARACTERS);
-    const std::vector<size_t> bounds = balanced_bounds(views.data(), views.size(), wanted);
-    const size_t blocks = bounds.size() - 1;
-    out.pieces.resize(blocks);
+    for (size_t i = begin; i < end; i++) characters += views[i].length + 1;
+    const size_t wanted = std::max(threads, characters / BLOCK_CHARACTERS);
+    const std::vector<size_t> bounds = balanced_bounds(views.data() + begin, end - begin, wanted);
+    const size_t first = out.pieces.size(), blocks = bounds.size() - 1;
+    out.pieces.resize(first + blocks);
     std::atomic<size_t> next{0}, stop{blocks};  // the next piece to take; a piece that had trouble
     run_ranges(threads, [&](size_t t) {
         for (size_t b = next++; b < stop.load(); b = next++) {
-            Piece &piece = out.pieces[b];
-            encode_piece(self, views, bounds[b], bounds[b + 1], passes[t], piece);
+            Piece &piece = out.pieces[first + b];
+            encode_piece(self, views, begin + bounds[b], begin + bounds[b + 1], threads, passes[t], piece);
             for (size_t seen = stop.load(); piece.any() && b < seen && !stop.compare_exchange_weak(seen, b);) {
             }
         }
     });
-    out.gather_trouble(0);
+    std::vector<ChunkCache *> fresh;
+    for (Pass &pass : passes) fresh.push_back(&pass.fresh);
+    add_new_chunks(self, fresh, threads);
+    out.gather_trouble(first);
 }
 
-// Encode all views into out with up to `threads` threads (the calling one among them); the result is the same
-// whatever the number. A one-thread call that finds no other call using the cache holds it alone; otherwise
-// the call holds it shared, beside the others, and when it ends frees, under the exclusive lock, the memory
-// its lookups may have been reading (ChunkTable). Runs without the GIL; never throws.
+constexpr size_t ROUND_MIN_TEXTS = 64, ROUND_MIN_CHARACTERS = 1 << 20;  // per thread, for a call to have rounds
+
+// Where the rounds of a call with threads start (and the last ends): after 1/32, 1/16, ... 1/2 of the
+// characters. Within a round, a chunk the cache lacks is merged by every thread that meets it; the most
+// common chunks come in the first, short rounds, and each round's new chunks join the cache before the
+// next, so the threads repeat little of each other's work. A small call is one round.
+inline std::vector<size_t> round_bounds(const std::vector<TextView> &views, size_t threads) {
+    size_t total = 0;
+    for (const TextView &text : views) total += text.length + 1;
+    std::vector<size_t> bounds{0};
+    if (views.size() < ROUND_MIN_TEXTS * threads || total < ROUND_MIN_CHARACTERS * threads) return {0, views.size()};
+    size_t seen = 0, share = 32;
+    for (size_t i = 0; i < views.size() && share > 1; i++) {
+        seen += views[i].length + 1;
+        if (seen * share >= total) {
+            bounds.push_back(i + 1);
+            while (share > 1 && seen * share >= total) share /= 2;
+        }
+    }
+    if (bounds.back() != views.size()) bounds.push_back(views.size());
+    return bounds;
+}
+
+// Encode all views into out in this thread, as one piece: with the cache held alone if no other call is
+// using it (one lookup per chunk, new chunks added at once), else beside the others.
+inline void encode_alone(EncoderCore *self, const std::vector<TextView> &views, Encoded &out) {
+    std::unique_lock<std::shared_mutex> hold(*self->lock, std::try_to_lock);
+    Pass pass;
+    pass.alone = hold.owns_lock();
+    out.pieces.resize(1);
+    encode_piece(self, views, 0, views.size(), 1, pass, out.pieces[0]);
+    out.gather_trouble(0);
+    if (pass.alone && out.out_of_memory) self->cache->clear();  // out of memory: the cache starts over
+    if (hold.owns_lock()) hold.unlock();
+    else add_new_chunks(self, {&pass.fresh}, 1);
+}
+
+// Encode all views into out with up to `threads` threads (the calling one among them), in rounds; the
+// result is the same whatever the number. Runs without the GIL; never throws.
 inline void encode_all(EncoderCore *self, const std::vector<TextView> &views, size_t threads, Encoded &out) {
     threads = std::max<size_t>(1, std::min(threads, views.size()));
     try {
-        std::vector<Pass> passes(threads);
-        std::unique_lock<std::shared_mutex> alone(*self->lock, std::defer_lock);
-        if (threads == 1 && alone.try_lock()) {
-            passes[0].access = Access::alone;
-            encode_pieces(self, views, passes, out);
-            if (out.out_of_memory) self->cache->clear();  // out of memory: the cache starts over
+        if (threads == 1) {
+            encode_alone(self, views, out);
             return;
         }
-        {
-            std::shared_lock<std::shared_mutex> beside(*self->lock);
-            encode_pieces(self, views, passes, out);
-        }
-        if (self->cache->unsettled()) {
-            std::unique_lock<std::shared_mutex> hold(*self->lock);
-            self->cache->settle();
-        }
-    } catch (...) {  // bad_alloc, or system_error from the lock
+        std::vector<Pass> passes(threads);
+        const std::vector<size_t> rounds = round_bounds(views, threads);
+        for (size_t r = 0; r + 1 < rounds.size() && !out.any(); r++)
+            encode_round(self, views, rounds[r], rounds[r + 1], passes, out);
+    } catch (const std::bad_alloc &) {
         out.out_of_memory = true;
     }
 }
