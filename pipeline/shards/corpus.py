@@ -102,15 +102,16 @@ def load_tokenizer_cached(path: str, fingerprint: str) -> Tokenizer:
 
 
 def share_tokenizer(path: str) -> Tokenizer:
-    """Load the tokenizer into this process's cache before the pool starts its workers.
+    """Load the tokenizer, its encoder built, into this process's cache before the pool starts its workers.
 
-    Forked workers inherit it and skip their own load, a sizeable share of a
+    Forked workers inherit both and skip their own load, a sizeable share of a
     worker's time on a small corpus (docs/performance.md); spawned ones load it
     once. A file whose content was loaded before in this process (by the config's frozen tokenizer, the
     stage, another split: :mod:`pipeline.tokenizer.shared`) is not parsed again, however each names it (the
     tasks name it by its absolute path).
     """
     tokenizer = _TOKENIZERS[str(locations.absolute(path))] = shared.load(path)
+    tokenizer.build_encoder()
     return tokenizer
 
 

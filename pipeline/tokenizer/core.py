@@ -12,6 +12,7 @@ bytes are its two parts joined.
 
 from __future__ import annotations
 
+import functools
 import os
 import types
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -66,7 +67,6 @@ class Tokenizer:
         self._merges = tuple((int(a), int(b)) for a, b in merges)
         self._token_bytes = token_table(tokens, self._special_tokens)
         self._merge_results = results_of_merges(self._token_bytes, self._merges, tokens, unk_id)
-        self._encoder = self._build_encoder()
         self._special_splitters: dict[frozenset[str], regex.Pattern] = {}
         self._fingerprint = self._compute_fingerprint()
 
@@ -365,6 +365,12 @@ class Tokenizer:
         """``text`` cut by the pattern into chunks, each as the base IDs that merging starts from."""
         base_ids = self._base_ids_function()
         return self._encode_checked(lambda t: [base_ids(chunk) for chunk in patterns.splitter(self.pattern)(t)], text)
+
+    def build_encoder(self) -> None:
+        """Build the encoder now, not at the first encode: a process about to fork workers that encode builds it
+        once for them all."""
+        _ = self._encoder
+
     def bound_cache(self, max_bytes: int) -> None:
         """Keep at most about ``max_bytes`` of encoded chunks in memory (the IDs never depend on it)."""
         self._encoder.bound_cache(max_bytes)
@@ -392,9 +398,11 @@ class Tokenizer:
 
     # ---- internals ------------------------------------------------------------------------------
 
-    def _build_encoder(self) -> NativeEncoder | PythonEncoder:
+    @functools.cached_property
+    def _encoder(self) -> NativeEncoder | PythonEncoder:
         """The native encoder when the core is built; else, and for the word kind (no merges: a lookup per
-        chunk), the Python one."""
+        chunk), the Python one. Built at the first encode (:meth:`build_encoder`): training, loading to check a
+        fingerprint or to decode never encode, and building it takes 0.04-0.05 s at 65,536 IDs."""
         rank_of = {pair: rank for rank, pair in enumerate(self.merges)}
         if self.kind != "word":
             fast = native_encoder(self.pattern, self._base_id_table(), self.unk_id, rank_of, self._merge_results)
