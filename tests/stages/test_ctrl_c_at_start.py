@@ -25,10 +25,11 @@ state_dir: state
 
 
 def before_lmprep(err: str) -> bool:
-    """Whether a traceback is the interpreter's alone: importing ``site``, or runpy finding the package, before
-    the first line of lmprep runs."""
+    """Whether a traceback is the interpreter's alone: importing ``site`` (or running the line of a ``.pth``
+    file that ``site`` reports with its traceback, such as the editable install's finder), or runpy finding
+    the package, before the first line of lmprep runs."""
     frames = re.findall(r'^  File "([^"]*)"', err, re.MULTILINE)
-    return err.startswith("Fatal Python error: init_import_site") or (
+    return err.startswith(("Fatal Python error: init_import_site", "Error processing line ")) or (
         bool(frames) and all(frame.startswith("<frozen ") for frame in frames))
 
 
