@@ -29,7 +29,7 @@ from pipeline.engine.executor import Tasks
 from pipeline.errors import DataError, TokenizerError, TokenizerMismatchError
 from pipeline.shards import resume
 from pipeline.shards.format import ShardWriter
-from pipeline.shards.manifest import Manifest, ShardStamp, ids_dtype, join_manifests, shard_name, write_manifest
+from pipeline.shards.manifest import Manifest, ShardStamp, join_manifests, shard_name, write_manifest
 from pipeline.shards.origins import Origins
 from pipeline.tokenizer import Tokenizer, shared
 from pipeline.tokenizer.encoder import DEFAULT_CACHE_BYTES
@@ -121,7 +121,7 @@ def encode_task(task: EncodeTask) -> EncodedBatch:
     tokenizer.bound_cache(task.cache_bytes)
     ids, offsets = tokenizer.encode_batch_flat(task.texts.to_pylist())
     ids, offsets = add_special_ids(ids, offsets, bos_id=task.bos_id, eos_id=task.eos_id,
-                                   dtype=ids_dtype(tokenizer.vocab_size))
+                                   dtype=tokenizer.id_dtype)
     return EncodedBatch(ids, offsets, task.origins)
 
 

@@ -33,8 +33,8 @@ from pipeline.engine import atomic, hashing
 from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason
 from pipeline.shards import megatron
 from pipeline.shards.format import METADATA_PREFIX, ShardSet, shard_schema
-from pipeline.shards.manifest import ids_dtype
 from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer.layout import ids_dtype
 
 NANOGPT_META = "meta.pkl"
 DATA_SUFFIXES = (".parquet", ".bin", ".idx")  # what the formats write, each file with its sidecar

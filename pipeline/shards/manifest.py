@@ -21,18 +21,13 @@ import numpy as np
 
 from pipeline.engine import atomic, locations, storage
 from pipeline.errors import FileTooLargeError, ShardError, counted, describe, json_error_reason
+from pipeline.tokenizer.layout import ids_dtype
 
 FORMAT_VERSION = 2  # 2: the source, file and document columns, and the counts per source
-UINT16_VOCAB_LIMIT = 1 << 16
 MAX_MANIFEST_BYTES = 64 << 20
 """The largest manifest read: about 300,000 shards of about 200 bytes each (a set of a trillion tokens or more)."""
 # A shard damaged in place (bit rot keeps its size and mtime) still looks up to date to the runner.
 REENCODE = "re-encode with 'lmprep run encode --force'"
-
-
-def ids_dtype(vocab_size: int) -> np.dtype:
-    """The narrowest unsigned dtype that holds every ID of a ``vocab_size`` vocabulary."""
-    return np.dtype(np.uint16) if vocab_size <= UINT16_VOCAB_LIMIT else np.dtype(np.uint32)
 
 
 def shard_name(prefix: str, index: int) -> str:

@@ -25,7 +25,7 @@ from pipeline.engine.hashing import canonical_hash
 from pipeline.errors import AlphabetTooLargeError, InvalidUtf8Error, TokenizerError, TokenizerFormatError, counted
 from pipeline.tokenizer import patterns, reference
 from pipeline.tokenizer.encoder import NativeEncoder, PythonEncoder, native_encoder
-from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count, results_of_merges, token_table
+from pipeline.tokenizer.layout import BYTE_IDS, UNKNOWN_ID, base_id_count, ids_dtype, results_of_merges, token_table
 
 KINDS = ("byte", "char", "word")
 UNKNOWN_TEXT = "\ufffd"
@@ -273,7 +273,7 @@ class Tokenizer:
     @property
     def id_dtype(self) -> np.dtype:
         """The smallest unsigned dtype holding every ID."""
-        return np.dtype(np.uint16) if self.vocab_size <= 1 << 16 else np.dtype(np.uint32)
+        return ids_dtype(self.vocab_size)
 
     @property
     def merge_results(self) -> list[int]:

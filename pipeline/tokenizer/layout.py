@@ -9,8 +9,23 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pipeline.errors import TokenizerFormatError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+UINT16_VOCAB_LIMIT = 1 << 16
+
+
+def ids_dtype(vocab_size: int) -> np.dtype:
+    """The narrowest unsigned dtype that holds every ID of a ``vocab_size`` vocabulary: what encoded IDs are
+    stored in (shards, exports). numpy is imported here, not with the module: ``status`` reads the layout alone."""
+    import numpy as np
+
+    return np.dtype(np.uint16) if vocab_size <= UINT16_VOCAB_LIMIT else np.dtype(np.uint32)
+
 
 BYTE_IDS = 256
 UNKNOWN_ID = 0  # the char kind's
