@@ -15,6 +15,7 @@ import click
 
 from pipeline.config import Config
 from pipeline.config.schema import SAMPLING_KEYS, SourceConfig, schema_fields
+from pipeline.data.file_table import SourceFiles, reader_code_files
 from pipeline.data.sources import SourceFile, expand_sources, glob_base
 from pipeline.data.steps import Chain, build_chain
 from pipeline.engine import completion, locations
@@ -34,7 +35,7 @@ CODE_VERSION = 10  # 10: the max_chars cut keeps a last character's composition 
 def build(config: Config) -> Stage:
     files = expand_sources(config.data.sources, root=config.here("."))
     chain = build_chain(config.prepare, config.data.sources, root=config.here("."))
-    code = sorted({*chain.code_files, *(file.code.file for file in files if file.code is not None)})
+    code = sorted({*chain.code_files, *reader_code_files(files)})
     bases = {config.input(glob_base(source.glob)): f"data.sources[{index}].glob"
              for index, source in enumerate(config.data.sources)}
     output = config.out(config.prepare.output_dir)
@@ -50,20 +51,20 @@ def build(config: Config) -> Stage:
         scratch=(output + completion.SUFFIX,),  # what a killed run finished, the first round a finished one kept
         scans=tuple(bases),
         keys={**bases, output: "prepare.output_dir"},
-        listed={file.path: file.stamp for file in files if file.stamp is not None},
+        listed=files.stamps(),
     )
 
 
-def raw_files(config: Config, index: int, source: SourceConfig, files: Sequence[SourceFile]) -> FileSet:
+def raw_files(config: Config, index: int, source: SourceConfig, files: SourceFiles) -> FileSet:
     """The files that source ``index`` matched, as the runner records them: one digest for the glob."""
     base = glob_base(source.glob)
     where = base if locations.is_url(base) else os.path.join(config.here("."), base)
-    paths = [file.path for file in files if file.source == index]
+    paths = files.of_source(index).paths
     return FileSet(source.glob, raw_dependency(where, config.project_root),
                    project_names(paths, where, config.project_root))
 
 
-def project_names(paths: list[str], base: str, project_root: str) -> Sequence[str]:
+def project_names(paths: Sequence[str], base: str, project_root: str) -> Sequence[str]:
     """The raw files under the glob's ``base`` as the runner names them (:func:`raw_dependency`), without a second
     string per file where the names differ from the glob's strings by their common prefix alone: where the project
     root is not at or under the base and no file has a ``..`` below it (``/srv/data/a.txt`` named

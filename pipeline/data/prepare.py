@@ -52,6 +52,7 @@ from pipeline.data import documents
 from pipeline.data.accounting import PrepareStats, SourceTally, Tally, looks_like_a_name
 from pipeline.data.cleaning import clean_text, split_dir, split_of
 from pipeline.data.documents import SPLITS, DocumentWriter, PreparedPart
+from pipeline.data.file_table import per_source, reader_code_files
 from pipeline.data.record import DedupStep, Document, Drop, MetadataField, Rewrite
 from pipeline.data.resume import PrepareRecords, partition_inputs, refuse_tiny_partitions, round_record
 from pipeline.data.sources import Partition, Piece, SourceFile, TextDecoder, plan_partitions, read_partition_pieces
@@ -255,7 +256,7 @@ def _resolve(dedup: DedupStep, records: PrepareRecords, identity: str, *, tasks:
 def _steps_and_readers_files(chain: Chain, files: Sequence[SourceFile]) -> list[str]:
     """The files of the user's code and the steps' own inputs (blocklists, evaluation sets): a record made while
     any of them was other than now is never taken."""
-    return [*chain.code_files, *sorted({file.code.file for file in files if file.code is not None})]
+    return [*chain.code_files, *reader_code_files(files)]
 
 
 def _refuse_empty_train_split(stats: PrepareStats, files: Sequence[SourceFile], val_fraction: float) -> None:
@@ -525,7 +526,7 @@ def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: li
     for round_results in results:
         for result in round_results:
             tally.add(result.tally)
-    count = max([len(source_names), *(file.source + 1 for file in files)])
+    count = max([len(source_names), *(file.source + 1 for file in per_source(files))])
     names = [source_names[i] if i < len(source_names) else f"source {i}" for i in range(count)]
     stats = PrepareStats(files=len(files))
     stats.account(names, tally)
@@ -538,7 +539,8 @@ def _stats(files: Sequence[SourceFile], source_names: Sequence[str], results: li
             stats.characters[split] += result.characters[split]
     stats.rejected = [dataclasses.asdict(result.parts[REJECTED]) for result in written if result.parts]
     unsplit = {path for result in results[0] for _, path in result.unsplit}  # tasks read absolute paths
-    as_given = {found: str(file.path) for file in files if (found := str(locations.absolute(file.path))) in unsplit}
+    as_given = {found: str(file.path) for file in (files if unsplit else ())
+                if (found := str(locations.absolute(file.path))) in unsplit}
     for result in results[0]:
         for separator, path in result.unsplit:
             stats.unsplit.setdefault(separator, []).append(as_given.get(path, path))
@@ -549,7 +551,7 @@ def _absolute(partition: Partition, directory: str) -> Partition:
     """The partition with its local paths made absolute from the driver's working ``directory``, so that a task
     reads the same files from any directory. The task does it, not the driver: the plan holds each raw file as the
     glob gave it, not a second time."""
-    return dataclasses.replace(partition, pieces=tuple(
+    return dataclasses.replace(partition, runs=tuple(
         dataclasses.replace(piece, file=dataclasses.replace(piece.file, path=_absolute_path(piece.file.path,
                                                                                             directory)))
         for piece in partition.pieces))

@@ -34,8 +34,8 @@ Record = tuple[str, dict[str, Any] | None]
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """One raw file and how to read it (``format`` resolved from the extension). The driver holds one per raw
-    file, and a piece for each in the task plan: slots, not a ``__dict__`` each (a third of the size)."""
+    """One raw file and how to read it (``format`` resolved from the extension). The driver keeps the raw files
+    in the columns of a :class:`~pipeline.data.file_table.SourceFiles`, which makes one when it is asked for."""
 
     path: Path | str  # a local path or a URL: a str when a glob matched it (absolute in a task that reads it)
     format: str

@@ -23,14 +23,16 @@ opts into ``replace`` or ``skip`` (drop the document).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
-from typing import Any
 
 from pipeline.config import SourceConfig
+from pipeline.data.file_table import SourceFiles
 from pipeline.data.reading import (
     CHUNK,
     STDIN,
@@ -54,18 +56,18 @@ MIN_PARTITION_BYTES = 2 << 20  # but none below this: a task costs its files and
 
 
 def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[str] = ".",
-                   label: str | None = None) -> list[SourceFile]:
+                   label: str | None = None) -> SourceFiles:
     """Every file matched by the sources' globs, each glob's matches sorted; a glob matching nothing is an
     error naming it as ``label`` (by default its key, ``data.sources[0].glob``) and the glob it resolved to.
 
     Paths are ``root`` joined with the match, so a relative ``root`` gives relative paths; a glob
-    that is a URL (``s3://bucket/raw/**/*.jsonl.gz``) gives URLs. Both are strings: the driver holds one per raw
-    file for the whole run, and a ``Path`` takes four times the memory of its string.
+    that is a URL (``s3://bucket/raw/**/*.jsonl.gz``) gives URLs. Both are strings, kept in the columns of a
+    :class:`~pipeline.data.file_table.SourceFiles`: the driver holds the files for the whole run.
     """
     if not sources:
         raise DataError("data.sources is empty; list at least one glob of raw files in the config")
     base = Path(root)
-    files: list[SourceFile] = []
+    files = SourceFiles()
     for index, source in enumerate(sources):
         _check_searchable(source.glob, base, label or f"data.sources[{index}].glob")
         stamps = storage.glob_stamps(source.glob) if locations.is_url(source.glob) else {}
@@ -78,8 +80,13 @@ def expand_sources(sources: Sequence[SourceConfig], *, root: str | os.PathLike[s
             if not os.path.exists(path):
                 raise DataError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
                                 "fetch the data it stands for, or remove the link")
-        files.extend(_source_file(path, source, index, os.fspath(base), stamps.get(path))
-                     for path in matches)
+        kinds: dict[str, SourceFile] = {}  # format → what the source's files of it share
+        shared = os.path.commonprefix(matches)
+        for path in matches:
+            fmt = _format(path, source)
+            if fmt not in kinds:
+                kinds[fmt] = replace(_source_file(path, fmt, source, index, os.fspath(base)), path=shared)
+            files.add(path, kinds[fmt], stamps.get(path))
     return files
 
 
@@ -132,22 +139,52 @@ _OPTION_ADVICE = {"jsonl": "pass --field NAME", "parquet": "pass --column NAME"}
 
 
 @dataclass(frozen=True)
-class Partition:
-    """What one task reads: consecutive pieces of the corpus. ``index`` is its place in the corpus
-    order; ``size`` its bytes, by which the largest start first."""
+class WholeFiles:
+    """Consecutive whole files that one task reads, with the size of each: how the plan holds a run of small
+    files (``files`` a view of the corpus's table), 8 bytes a file rather than a :class:`Piece` (64) and its size
+    (32). Their pieces are made in the task that reads them."""
 
-    index: int
-    pieces: tuple[Piece, ...]
+    files: Sequence[SourceFile]
+    sizes: array  # of "q"
 
     @property
     def size(self) -> int:
-        return sum(piece.size for piece in self.pieces)
+        return sum(self.sizes)
+
+    @property
+    def pieces(self) -> Iterator[Piece]:
+        return (Piece(file, 0, None, size) for file, size in zip(self.files, self.sizes))
+
+
+@dataclass(frozen=True)
+class Partition:
+    """What one task reads: consecutive pieces of the corpus, held as ``runs``, each a piece of a file or
+    :class:`WholeFiles`. ``index`` is its place in the corpus order; ``size`` its bytes, by which the largest
+    start first."""
+
+    index: int
+    runs: tuple[Piece | WholeFiles, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(run.size for run in self.runs)
+
+    @property
+    def pieces(self) -> Iterator[Piece]:
+        """Its pieces, each made as it is taken."""
+        for run in self.runs:
+            if isinstance(run, Piece):
+                yield run
+            else:
+                yield from run.pieces
 
     def describe(self) -> str:
         """The partition as error messages and logs name it: its piece, or its first and last pieces."""
-        first, last = self.pieces[0], self.pieces[-1]
-        if len(self.pieces) == 1:
+        first, *rest = itertools.islice(self.pieces, 2)
+        if not rest:
             return first.describe()
+        run = self.runs[-1]
+        last = run if isinstance(run, Piece) else Piece(run.files[-1], 0, None, run.sizes[-1])
         return f"{first.describe()} to {last.describe()}, {len({piece.file.path for piece in self.pieces})} files"
 
 
@@ -157,19 +194,59 @@ def plan_partitions(files: Sequence[SourceFile], partition_bytes: int) -> list[P
 
     Reads only file sizes and Parquet footers, so the driver never touches the text.
     """
-    pieces = [piece for file in files for piece in _file_pieces(file, partition_bytes)]
-    size_wanted = partition_size(sum(piece.size for piece in pieces), partition_bytes)
-    if size_wanted < partition_bytes:
-        pieces = [piece for file in files for piece in _file_pieces(file, size_wanted)]
-    groups: list[list[Piece]] = []
-    size = 0
-    for piece in pieces:
-        if not groups or size + piece.size > size_wanted:
-            groups.append([])
-            size = 0
-        groups[-1].append(piece)
-        size += piece.size
-    return [Partition(index, tuple(pieces)) for index, pieces in enumerate(groups)]
+    plan = _packed(files, partition_bytes)
+    size_wanted = partition_size(sum(partition.size for partition in plan), partition_bytes)
+    return plan if size_wanted == partition_bytes else _packed(files, size_wanted)
+
+
+def _packed(files: Sequence[SourceFile], size_wanted: int) -> list[Partition]:
+    """The files cut into pieces of about ``size_wanted`` bytes, packed in order into partitions of at most that
+    (or of one larger piece)."""
+    packer = _Packer(files, size_wanted)
+    for row, file in enumerate(files):
+        for piece in _file_pieces(file, size_wanted):
+            packer.add(row, file, piece)
+    return packer.finish()
+
+
+class _Packer:
+    """Partitions packed piece by piece, each run of whole files kept as :class:`WholeFiles`."""
+
+    def __init__(self, files: Sequence[SourceFile], size_wanted: int):
+        self._files, self._wanted = files, size_wanted
+        self.partitions: list[Partition] = []
+        self._runs: list[Piece | WholeFiles] = []
+        self._size = 0
+        self._first, self._sizes = -1, array("q")  # the run of whole files being packed: its first row, sizes
+
+    def add(self, row: int, file: SourceFile, piece: Piece) -> None:
+        """Pack ``piece`` of ``file``, the file at ``row`` of the files."""
+        if (self._runs or self._sizes) and self._size + piece.size > self._wanted:
+            self._end_partition()
+        if piece.start == 0 and piece.end is None and piece.file is file:
+            if row != self._first + len(self._sizes):
+                self._end_run()
+                self._first = row
+            self._sizes.append(piece.size)
+        else:
+            self._end_run()
+            self._runs.append(piece)
+        self._size += piece.size
+
+    def finish(self) -> list[Partition]:
+        if self._runs or self._sizes:
+            self._end_partition()
+        return self.partitions
+
+    def _end_run(self) -> None:
+        if self._sizes:
+            self._runs.append(WholeFiles(self._files[self._first:self._first + len(self._sizes)], self._sizes))
+        self._first, self._sizes = -1, array("q")
+
+    def _end_partition(self) -> None:
+        self._end_run()
+        self.partitions.append(Partition(len(self.partitions), tuple(self._runs)))
+        self._runs, self._size = [], 0
 
 
 def partition_size(total_bytes: int, partition_bytes: int) -> int:
@@ -206,7 +283,7 @@ def read_partition_pieces(partition: Partition, decoder: TextDecoder) -> Iterato
         yield piece, read_piece_records(piece, decoder, data)
 
 
-def _prefetched(pieces: Sequence[Piece]) -> Iterator[tuple[Piece, bytes | None]]:
+def _prefetched(pieces: Iterable[Piece]) -> Iterator[tuple[Piece, bytes | None]]:
     """Each piece with its bytes when it is a whole remote file of at most ``_PREFETCH_BYTES`` (fetched
     concurrently with its neighbours, ``_PREFETCH_BYTES`` at most at a time), else with None."""
     batch: list[Piece] = []
@@ -267,21 +344,26 @@ def read_document_pieces(file: SourceFile, decoder: TextDecoder) -> Iterator[tup
         yield decoder.decode(held, path=file.path, offset=offset), True
 
 
-def _source_file(path: str, source: SourceConfig, index: int, root: str,
-                 stamp: Mapping[str, Any] | None) -> SourceFile:
+def _format(path: str, source: SourceConfig) -> str:
+    """The reader of a file of ``source``: its own, or the one its ``format`` names or its name tells."""
+    if source.reader is not None:
+        return "custom"
+    return source.format if source.format != "auto" else _format_from_name(path)
+
+
+def _source_file(path: str, fmt: str, source: SourceConfig, index: int, root: str) -> SourceFile:
+    """A file of entry ``index`` of ``data.sources`` read as ``fmt``; what is wrong with the entry names it."""
     key = f"data.sources[{index}]"
     metadata = tuple(parse_field(spec, f"{key}.metadata") for spec in source.metadata)
     if source.reader is not None:
         code = resolve(source.reader, root=root, key=f"{key}.reader")
-        return SourceFile(path, "custom", source.separator, source.field, source=index, metadata=metadata, code=code,
-                          stamp=stamp)
-    fmt = source.format if source.format != "auto" else _format_from_name(path)
+        return SourceFile(path, fmt, source.separator, source.field, source=index, metadata=metadata, code=code)
     if fmt not in READERS:
         raise ConfigError(f"{key}.format {fmt!r} is not a reader; known: auto, {', '.join(READERS)}")
     if metadata and fmt == "txt":
         raise ConfigError(f"{key}.metadata: {path} is read as text, which has no fields to keep; metadata needs "
                           ".jsonl, .parquet or a reader that gives them")
-    return SourceFile(path, fmt, source.separator, source.field, source=index, metadata=metadata, stamp=stamp)
+    return SourceFile(path, fmt, source.separator, source.field, source=index, metadata=metadata)
 
 
 def _format_from_name(path: Path | str) -> str:

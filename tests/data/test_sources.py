@@ -327,9 +327,9 @@ def test_small_files_are_packed_in_corpus_order_up_to_the_partition_size(tmp_pat
         (root / f"{index:02d}.txt").write_text("x" * size)
     files = expand_sources([SourceConfig("*.txt")], root=root)
     partitions = plan_partitions(files, partition_bytes)
-    assert [piece.file for p in partitions for piece in p.pieces] == files
-    assert all(p.size <= partition_bytes or len(p.pieces) == 1 for p in partitions)
-    assert all(a.size + b.pieces[0].size > partition_bytes for a, b in zip(partitions, partitions[1:]))
+    assert [piece.file for p in partitions for piece in p.pieces] == list(files)
+    assert all(p.size <= partition_bytes or len(list(p.pieces)) == 1 for p in partitions)
+    assert all(a.size + next(b.pieces).size > partition_bytes for a, b in zip(partitions, partitions[1:]))
     assert [text for p in partitions for text in read_partition(p, TextDecoder())] == ["x" * n for n in sizes]
 
 
