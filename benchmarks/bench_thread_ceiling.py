@@ -70,10 +70,9 @@ def sha_ceiling(megabytes: int, repeats: int) -> None:
     print(f"1 -> 2 threads: {wall_1 / wall_2:.2f}x wall-clock, two threads' CPU time {cpu_2 / cpu_1:.2f}x one's")
 
 
-
 def encoded(tokenizer_path: str, texts: list[str], threads: int, start, seconds) -> None:
-    """In a forked process: a cold tokenizer (its thread pool started by a throwaway call), then, once every
-    process of the case is ready, the timed encode."""
+    """In a forked process: a throwaway call first (so that what a process does once is not timed), then a
+    cold tokenizer and, once every process of the case is ready, the timed encode."""
     from pipeline.tokenizer import Tokenizer
 
     Tokenizer.load(tokenizer_path).encode_batch_flat(["start the threads"], threads=threads)
