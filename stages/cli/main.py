@@ -189,6 +189,7 @@ def main() -> None:
         cli(prog_name="lmprep")
     finally:
         forget_handled_interrupts()
+        ignore_ctrl_c_while_exiting()
 
 
 def forget_handled_interrupts() -> None:
@@ -198,6 +199,13 @@ def forget_handled_interrupts() -> None:
     exits with 130 (a Ctrl-C landing there once printed the one line and still ended with -2). Running source
     text once more clears that flag; a KeyboardInterrupt that does leave the program sets it again."""
     exec("")  # the empty module: its run resets the flag
+
+
+def ignore_ctrl_c_while_exiting() -> None:
+    """The command's outcome and status are settled: a Ctrl-C landing while the interpreter shuts down (joining
+    threads, flushing streams) could only print its own "Exception ignored" traceback over the command's output
+    and change the status of a command that has already finished."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def escape_undecodable_names() -> None:
