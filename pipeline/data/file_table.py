@@ -85,7 +85,8 @@ class SourceFiles(Sequence[SourceFile]):
         """Each remote file's stamp from its listing, by its path."""
         if self._stamps is None:
             return {}
-        return {file.path: file.stamp for file in self if file.stamp is not None}
+        stamps = self._stamps
+        return {self._path(row): stamps[row] for row in range(self._start, self._stop) if stamps[row] is not None}
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -144,7 +145,10 @@ class _Paths(Sequence[str]):
     def __getitem__(self, index):  # type: ignore[override]
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        return self._files[index].path
+        files = self._files
+        if not -len(files) <= index < len(files):
+            raise IndexError("source file index out of range")
+        return files._path(files._start + index % len(files))
 
     def __iter__(self) -> Iterator[str]:
         files = self._files
