@@ -98,12 +98,16 @@ class SourceFiles(Sequence[SourceFile]):
                 return [self[i] for i in range(start, stop, step)]
             return SourceFiles(self._kinds, self._kind_of, self._paths, self._ends, self._stamps,
                                self._start + start, self._start + max(start, stop))
-        if not -len(self) <= index < len(self):
-            raise IndexError("source file index out of range")
-        return self._file(self._start + index % len(self))
+        return self._file(self._row(index))
 
     def __iter__(self) -> Iterator[SourceFile]:
         return map(self._file, range(self._start, self._stop))
+
+    def _row(self, index: int) -> int:
+        """The table row of this view's ``index``, counted from the end when negative, as a list counts."""
+        if not -len(self) <= index < len(self):
+            raise IndexError("source file index out of range")
+        return self._start + index % len(self)
 
     def _kind(self, index: int) -> SourceFile:
         return self._kinds[self._kind_of[self._start + index]]
@@ -146,9 +150,7 @@ class _Paths(Sequence[str]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         files = self._files
-        if not -len(files) <= index < len(files):
-            raise IndexError("source file index out of range")
-        return files._path(files._start + index % len(files))
+        return files._path(files._row(index))
 
     def __iter__(self) -> Iterator[str]:
         files = self._files
