@@ -16,6 +16,7 @@ import contextlib
 import errno
 import functools
 import json
+import itertools
 import os
 import re
 import shutil
@@ -212,18 +213,27 @@ def _append_json(obj: Any, newline: str, step: str, parts: list[str]) -> None:
 
 
 def _joined_values(values, inner: str, step: str) -> list[str] | None:
-    """Each value's JSON where all are scalars of one type, or all non-empty lists of str (at depth ``inner``)."""
+    """Each value's JSON where all are scalars of one type, or all non-empty lists of str, at depth ``inner``.
+
+    Lists of one length, as a tokenizer's merges are, fill one template each: every string is encoded in one
+    pass, with no join or type check per list."""
     kinds = set(map(type, values))
     if len(kinds) != 1:
         return None
     kind = kinds.pop()
     if kind in _SCALARS:
         return list(map(_SCALARS[kind], values))
-    if kind is list and all(value and set(map(type, value)) == {str} for value in values):
-        deeper = inner + step
-        opening, separator, closing = "[" + deeper, "," + deeper, inner + "]"
-        return [opening + separator.join(map(_encode_str, value)) + closing for value in values]
-    return None
+    lengths = set(map(len, values)) if kind is list else {0}
+    if 0 in lengths or set(map(type, itertools.chain.from_iterable(values))) != {str}:
+        return None
+    deeper = inner + step
+    if len(lengths) == 1:
+        width = lengths.pop()
+        template = "[" + deeper + ("," + deeper).join(["%s"] * width) + inner + "]"
+        encoded = iter(map(_encode_str, itertools.chain.from_iterable(values)))
+        return list(map(template.__mod__, zip(*[encoded] * width)))
+    opening, separator, closing = "[" + deeper, "," + deeper, inner + "]"
+    return [opening + separator.join(map(_encode_str, value)) + closing for value in values]
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ bytes are its two parts joined.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import types
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -64,7 +65,7 @@ class Tokenizer:
         self._stop_reason = stop_reason
         self._coverage_note = coverage_note
         self._special_tokens = dict(special_tokens or {})
-        self._merges = tuple((int(a), int(b)) for a, b in merges)
+        self._merges = _int_pairs(merges)
         self._token_bytes = token_table(tokens, self._special_tokens)
         self._merge_results = results_of_merges(self._token_bytes, self._merges, tokens, unk_id)
         self._special_splitters: dict[frozenset[str], regex.Pattern] = {}
@@ -293,6 +294,11 @@ class Tokenizer:
             raise _invalid_id(token_id, 0, self.vocab_size)
         return self._token_bytes[token_id]
 
+    @property
+    def vocab_bytes(self) -> tuple[bytes, ...]:
+        """Every ID's bytes in ID order: ``token_bytes`` of each, without a check per ID."""
+        return tuple(self._token_bytes)
+
     def render_token(self, token_id: int) -> str:
         """A token for humans: special tokens by name, others quoted with invalid UTF-8 as ``\\xNN``."""
         for name, special_id in self.special_tokens.items():
@@ -498,6 +504,16 @@ class Tokenizer:
     def __repr__(self) -> str:
         return (f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size}, merges={len(self.merges)}, "
                 f"pattern={patterns.pattern_name(self.pattern)!r}, special_tokens={self._special_tokens!r})")
+
+
+def _int_pairs(merges: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """The merges as pairs of Python ints: kept as they are when they already are (three passes of builtins, not
+    a tuple made per merge)."""
+    merges = tuple(merges)
+    if (set(map(type, merges)) <= {tuple} and set(map(len, merges)) <= {2}
+            and set(map(type, itertools.chain.from_iterable(merges))) <= {int}):
+        return merges
+    return tuple((int(a), int(b)) for a, b in merges)
 
 
 def _check_kind(kind: str) -> None:

@@ -31,7 +31,9 @@ of the input HF's stricter reader would refuse (``0`` for ``false``, a missing `
 from __future__ import annotations
 
 import functools
+import itertools
 import json
+import operator
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -90,7 +92,6 @@ def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
         from pipeline.tokenizer import word
 
         return word.to_hf_dict(tokenizer)
-    spell = _byte_speller() if tokenizer.kind == "byte" else _char_speller(tokenizer)
     return {
         "version": "1.0",
         "truncation": None,
@@ -101,7 +102,7 @@ def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
         "pre_tokenizer": _pre_tokenizer_dict(tokenizer),
         "post_processor": None,
         "decoder": _decoder_dict(tokenizer.kind),
-        "model": _model_dict(tokenizer, spell),
+        "model": _model_dict(tokenizer),
     }
 
 
@@ -111,9 +112,17 @@ def _byte_speller():
     return lambda data: data.decode("latin-1").translate(table)
 
 
-def _char_speller(tokenizer: Tokenizer):
+def _spelled(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
+    """The names the file gives the tokens ``ids``: the byte kind's spelled in GPT-2's characters by one
+    ``translate`` of all their bytes, cut where each ends (not a call per token)."""
+    table = tokenizer.vocab_bytes
+    if tokenizer.kind == "byte":
+        datas = list(map(table.__getitem__, ids))
+        ends = list(itertools.accumulate(map(len, datas)))
+        text = _byte_speller()(b"".join(datas))
+        return list(map(text.__getitem__, map(slice, [0, *ends[:-1]], ends)))
     unk = unknown_token_text(tokenizer.alphabet)
-    return lambda data: data.decode("utf-8") if data != b"" else unk
+    return [unk if i == tokenizer.unk_id else table[i].decode("utf-8") for i in ids]
 
 
 def unknown_token_text(alphabet: list[str]) -> str:
@@ -145,21 +154,25 @@ def _decoder_dict(kind: str) -> dict[str, Any]:
     return {"type": "Fuse"}
 
 
-def _model_dict(tokenizer: Tokenizer, spell) -> dict[str, Any]:
+def _model_dict(tokenizer: Tokenizer) -> dict[str, Any]:
+    """The BPE model, its merges as pairs of names, each made by builtins from the names of the IDs."""
     specials = set(tokenizer.special_tokens.values())
     regular = [i for i in range(tokenizer.vocab_size) if i not in specials]
-    names = {i: spell(b"" if i == tokenizer.unk_id else tokenizer.token_bytes(i)) for i in regular}
+    names = _spelled(tokenizer, regular)
+    name_of = dict(zip(regular, names)).__getitem__
+    merges = tokenizer.merges
     return {
         "type": "BPE",
         "dropout": None,
-        "unk_token": names[tokenizer.unk_id] if tokenizer.unk_id is not None else None,
+        "unk_token": name_of(tokenizer.unk_id) if tokenizer.unk_id is not None else None,
         "continuing_subword_prefix": None,
         "end_of_word_suffix": None,
         "fuse_unk": False,
         "byte_fallback": False,
         "ignore_merges": False,
-        "vocab": {names[i]: i for i in regular},
-        "merges": [[names[a], names[b]] for a, b in tokenizer.merges],
+        "vocab": dict(zip(names, regular)),
+        "merges": list(map(list, zip(map(name_of, map(operator.itemgetter(0), merges)),
+                                     map(name_of, map(operator.itemgetter(1), merges))))),
         "lmprep": _metadata(tokenizer),
     }
 
@@ -232,7 +245,8 @@ def from_dict(data: Any) -> Tokenizer:
     _check_model_options(model, kind)
     specials = _read_added_tokens(data.get("added_tokens") or [])
     model_vocab = _read_vocab(model)
-    vocab = {name: i for name, i in model_vocab.items() if i not in specials.values()}
+    special_ids = set(specials.values())
+    vocab = {name: i for name, i in model_vocab.items() if i not in special_ids}
     tokens, unk_id = _decode_vocab(vocab, kind=kind, unk_token=model.get("unk_token"))
     merges = _read_merges(model.get("merges"), vocab)
     tokenizer = Tokenizer(kind=kind, pattern=pattern, tokens=tokens, merges=merges, special_tokens=specials,
@@ -430,18 +444,44 @@ def _decode_vocab(vocab: dict[str, int], *, kind: str, unk_token: Any) -> tuple[
         _require(bad is None, lambda: f"vocab token {describe(bad)} (ID {vocab[bad]}) is not valid Unicode text")
         return {i: (UNKNOWN_TEXT if i == unk_id else name).encode("utf-8") for name, i in vocab.items()}, unk_id
     _require(unk_token is None or isinstance(unk_token, str), f"unk_token {describe(unk_token)} is not a string")
-    table = unicode_to_byte()
-    try:  # a C-level map per token (load of 32k IDs: 0.17-0.21 s -> 0.15 s); the except only names the culprit
-        tokens = {token_id: bytes(map(table.__getitem__, name)) for name, token_id in vocab.items()}
-    except KeyError:
+    datas = _byte_level_bytes(list(vocab))
+    if datas is None:
+        table = unicode_to_byte()
         name, bad = next((name, c) for name in vocab for c in name if c not in table)
         raise TokenizerFormatError(
             f"vocab token {describe(name)} (ID {vocab[name]}) has {bad!r}, which is not a ByteLevel character"
-        ) from None
-    singles = {data for data in tokens.values() if len(data) == 1}
+        )
+    tokens = dict(zip(vocab.values(), datas))
+    singles = set(itertools.compress(datas, map((1).__eq__, map(len, datas))))
     _require(len(singles) == 256, f"byte-level vocab has {len(singles)} of the 256 single bytes; it cannot "
                                   "encode every text")
     return tokens, None
+
+
+def _byte_level_bytes(names: list[str]) -> list[bytes] | None:
+    """The bytes each ByteLevel name spells, by one ``translate`` of all the names, not a map per name; None
+    when a name has a character that is not a ByteLevel one.
+
+    Each ByteLevel character becomes the Latin-1 character of its byte, so one encode gives a byte per
+    character; any other Latin-1 character is deleted and any other character cannot be encoded, so either
+    shows, as a shorter text or an error.
+    """
+    text = "".join(names)
+    try:
+        data = text.translate(_latin1_of_byte_level()).encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+    if len(data) != len(text):
+        return None
+    ends = list(itertools.accumulate(map(len, names)))
+    return list(map(data.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+
+
+@functools.cache
+def _latin1_of_byte_level() -> dict[int, int | None]:
+    """``str.translate``'s table: each ByteLevel character to the Latin-1 character of its byte, each other
+    Latin-1 character to nothing."""
+    return dict.fromkeys(range(256)) | {ord(char): byte for char, byte in unicode_to_byte().items()}
 
 
 def _read_merges(merges: Any, vocab: Mapping[str, int]) -> list[tuple[int, int]]:

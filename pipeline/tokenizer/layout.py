@@ -8,7 +8,8 @@ character of the alphabet (code-point order). Merges follow, then the special to
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pipeline.errors import TokenizerFormatError
@@ -44,17 +45,44 @@ def token_table(tokens: Mapping[int, bytes], special_tokens: Mapping[str, int]) 
         if token_id in table:
             raise TokenizerFormatError(f"special token {name!r} reuses ID {token_id}, which is already a token")
         table[token_id] = name.encode("utf-8")
-    missing = sorted(set(range(len(table))) - set(table))
-    if missing:
+    try:  # n distinct keys that include each of 0..n-1 are exactly those
+        return list(map(table.__getitem__, range(len(table))))
+    except KeyError:
+        missing = min(set(range(len(table))) - set(table))
         raise TokenizerFormatError(
-            f"token IDs are not contiguous: ID {missing[0]} is missing (there are {len(table)} tokens)"
-        )
-    return [table[i] for i in range(len(table))]
+            f"token IDs are not contiguous: ID {missing} is missing (there are {len(table)} tokens)"
+        ) from None
 
 
 def results_of_merges(table: list[bytes], merges: Sequence[tuple[int, int]], tokens: Mapping[int, bytes],
-                   unk_id: int | None) -> list[int]:
-    """The ID each merge produces: the regular token whose bytes are the two parts joined."""
+                      unk_id: int | None) -> list[int]:
+    """The ID each merge produces: the regular token whose bytes are the two parts joined.
+
+    Each check is a pass of builtins over all the merges; the loops that name the token or merge at fault run
+    only when a check fails.
+    """
+    by_bytes = {data: token_id for token_id, data in tokens.items() if token_id != unk_id}
+    if len(by_bytes) != len(tokens) - (unk_id in tokens):
+        _raise_first_repeated_token(tokens, unk_id)
+    regular = tokens.keys() - {unk_id}
+    found = by_bytes.get
+    firsts, seconds = map(table.__getitem__, _parts(merges, 0)), map(table.__getitem__, _parts(merges, 1))
+    results = (list(map(found, map(bytes.__add__, firsts, seconds)))
+               if regular.issuperset(itertools.chain.from_iterable(merges)) else [None])
+    if None in results:  # a merge of an ID that is not a regular token, or one that makes no token: say which
+        _raise_first_bad_merge(table, merges, tokens, unk_id, by_bytes)
+    if len(set(results)) != len(results):
+        raise TokenizerFormatError("two merges make the same token; each merge must create a new token")
+    _check_merge_order(merges, results)
+    return results
+
+
+def _parts(merges: Sequence[tuple[int, int]], side: int) -> Iterable[int]:
+    """Each merge's left (``side`` 0) or right (1) part."""
+    return map(operator.itemgetter(side), merges)
+
+
+def _raise_first_repeated_token(tokens: Mapping[int, bytes], unk_id: int | None) -> None:
     by_bytes: dict[bytes, int] = {}
     for token_id, data in tokens.items():
         if token_id == unk_id:
@@ -62,16 +90,6 @@ def results_of_merges(table: list[bytes], merges: Sequence[tuple[int, int]], tok
         if data in by_bytes:
             raise TokenizerFormatError(f"IDs {by_bytes[data]} and {token_id} are the same token {data!r}")
         by_bytes[data] = token_id
-    regular = tokens.keys() - {unk_id}
-    found = by_bytes.get
-    results = ([found(table[a] + table[b]) for a, b in merges]
-               if regular.issuperset(itertools.chain.from_iterable(merges)) else [None])
-    if None in results:  # a merge of an ID that is not a regular token, or one that makes no token: say which
-        _raise_first_bad_merge(table, merges, tokens, unk_id, by_bytes)
-    if len(set(results)) != len(results):
-        raise TokenizerFormatError("two merges make the same token; each merge must create a new token")
-    _check_merge_order(merges, results, tokens)
-    return results
 
 
 def _raise_first_bad_merge(table: list[bytes], merges: Sequence[tuple[int, int]], tokens: Mapping[int, bytes],
@@ -84,11 +102,15 @@ def _raise_first_bad_merge(table: list[bytes], merges: Sequence[tuple[int, int]]
             raise TokenizerFormatError(f"merge #{rank} ({a}, {b}) makes {joined!r}, which is not in the vocabulary")
 
 
-def _check_merge_order(merges: Sequence[tuple[int, int]], results: list[int], tokens: Mapping[int, bytes]) -> None:
-    """Replaying merges in order needs each part to exist before the merge that uses it."""
-    available = set(tokens) - set(results)
-    for rank, (pair, result) in enumerate(zip(merges, results)):
-        if pair[0] not in available or pair[1] not in available:
-            late = next(part for part in pair if part not in available)
+def _check_merge_order(merges: Sequence[tuple[int, int]], results: list[int]) -> None:
+    """Replaying merges in order needs each part to exist before the merge that uses it: a part that some merge
+    makes must be made at a lower rank than the merge that uses it (a token no merge makes is there from the
+    start, rank -1)."""
+    made_at = dict(zip(results, itertools.count()))
+    if all(all(map(operator.lt, map(made_at.get, _parts(merges, side), itertools.repeat(-1)), itertools.count()))
+           for side in (0, 1)):
+        return
+    for rank, pair in enumerate(merges):
+        late = next((part for part in pair if made_at.get(part, -1) >= rank), None)
+        if late is not None:
             raise TokenizerFormatError(f"merge #{rank} {pair} uses token {late} before the merge that makes it")
-        available.add(result)
