@@ -125,6 +125,8 @@ def _broken(byte_tokenizer, edit):
     (lambda d: d["model"]["merges"].append(["a"]), "exactly two parts"),
     (lambda d: d["model"]["vocab"].update(extra=3), "duplicate ID 3"),
     (lambda d: d["model"]["vocab"].update(extra=100000), "not contiguous"),
+    (lambda d: d["model"]["vocab"].update({"a b": 100000}), r"vocab token 'a b' \(ID 100000\) has ' ', which is not a"),
+    (lambda d: d["model"]["vocab"].update({"a\u4e2d": 100000}), "has '\u4e2d', which is not a ByteLevel character"),
     (lambda d: d["model"].update(dropout=0.1), "dropout=0.1 is not supported"),
     (lambda d: d["model"].update(byte_fallback="yes"), "byte_fallback='yes' is not true or false"),
     (lambda d: d["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix='##'"),
