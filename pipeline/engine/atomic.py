@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import json
 import itertools
+import json
 import os
 import re
 import shutil
