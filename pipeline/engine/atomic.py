@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,15 @@ def _escaped(text: str) -> str:
     return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text) if _SURROGATE.search(text) else text
 
 
+class Preformatted:
+    """A value whose indented JSON its maker writes itself (a tokenizer's vocab and merges, by the native core):
+    ``write(newline, step)`` gives it at the depth ``newline`` (a newline and the current indentation) gives, as
+    :func:`dumps_json` would write the value. Only :func:`dumps_json` with an indent takes it."""
+
+    def __init__(self, write: Callable[[str, str], str]):
+        self.write = write
+
+
 class _NotPlain(Exception):
     """A value :func:`_indented_json` leaves to ``json.dumps``."""
 
@@ -184,6 +193,9 @@ def _append_json(obj: Any, newline: str, step: str, parts: list[str]) -> None:
     kind = type(obj)
     if kind in _SCALARS:
         parts.append(_SCALARS[kind](obj))
+        return
+    if kind is Preformatted:
+        parts.append(obj.write(newline, step))
         return
     if kind is dict:
         if set(map(type, obj)) - {str}:

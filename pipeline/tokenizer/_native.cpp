@@ -2,7 +2,8 @@
 // split. The algorithms, free of the Python API, are in headers: _native_split.h (pre-tokenizers and the
 // split modes), _native_bpe.h (merges), _native_cache.h and _native_encode.h (the encoding pass),
 // _native_train.h (counting and the merge loop), _native_threads.h (the threads of one call) and
-// _native_fault.h (failures the tests inject).
+// _native_fault.h (failures the tests inject); _native_json.h writes a byte-level tokenizer.json's vocab and
+// merges.
 //
 // reference.py is the definition; everything here gives exactly its chunks, IDs and merges, which
 // tests/tokenizer/test_native*.py check on random text. Written against the CPython C API (see
@@ -30,6 +31,7 @@
 #include "_native_cache.h"
 #include "_native_encode.h"
 #include "_native_fault.h"
+#include "_native_json.h"
 #include "_native_split.h"
 #include "_native_train.h"
 
@@ -758,6 +760,98 @@ PyObject *native_split(PyObject *, PyObject *args) {
     return chunks;
 }
 
+// ---- a byte-level tokenizer.json's vocab and merges as JSON text -----------------------------------------
+
+// Views of a sequence of bytes objects, which `held` keeps alive (the caller releases it).
+bool bytes_views(PyObject *sequence, const char *what, PyObject *&held, std::vector<std::string_view> &out) {
+    held = PySequence_Fast(sequence, what);
+    if (!held) return false;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(held);
+    if (!with_gil(what, [&] { out.reserve(static_cast<size_t>(n)); })) return false;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(held, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "%s: item %zd is %.100s, not bytes", what, i, Py_TYPE(item)->tp_name);
+            return false;
+        }
+        out.emplace_back(PyBytes_AS_STRING(item), static_cast<size_t>(PyBytes_GET_SIZE(item)));
+    }
+    return true;
+}
+
+// One spelling of each byte: a sequence of 256 bytes objects.
+bool read_byte_table(PyObject *sequence, std::string (&table)[256]) {
+    const char *what = "a spelling is 256 bytes objects";
+    PyObject *held = nullptr;
+    std::vector<std::string_view> views;
+    bool ok = bytes_views(sequence, what, held, views);
+    if (ok && views.size() != 256) {
+        PyErr_SetString(PyExc_ValueError, what);
+        ok = false;
+    }
+    ok = ok && with_gil(what, [&] {
+        for (size_t b = 0; b < 256; b++) table[b].assign(views[b]);
+    });
+    Py_XDECREF(held);
+    return ok;
+}
+
+bool read_spelling(PyObject *plain, PyObject *escaped, ByteSpelling &spelling) {
+    return read_byte_table(plain, spelling.plain) && read_byte_table(escaped, spelling.escaped);
+}
+
+// The UTF-8 of a str argument.
+bool read_utf8(PyObject *text, std::string &out) {
+    Py_ssize_t size;
+    const char *data = PyUnicode_AsUTF8AndSize(text, &size);
+    if (!data) return false;
+    return with_gil("text", [&] { out.assign(data, static_cast<size_t>(size)); });
+}
+
+PyObject *str_of(const std::string &text) {
+    return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict");
+}
+
+// vocab_json(tokens, regular, plain, escaped, newline, step) -> str
+PyObject *native_vocab_json(PyObject *, PyObject *args) {
+    PyObject *tokens_arg, *regular_arg, *plain, *escaped, *newline_arg, *step_arg;
+    if (!PyArg_ParseTuple(args, "OOOOUU", &tokens_arg, &regular_arg, &plain, &escaped, &newline_arg, &step_arg))
+        return nullptr;
+    PyObject *held = nullptr;
+    std::vector<std::string_view> tokens;
+    std::vector<uint32_t> regular;
+    ByteSpelling spelling;
+    std::string newline, step, text;
+    const bool ok = bytes_views(tokens_arg, "tokens are bytes objects", held, tokens) &&
+                    read_ids(regular_arg, "regular IDs", regular) && read_spelling(plain, escaped, spelling) &&
+                    read_utf8(newline_arg, newline) && read_utf8(step_arg, step) &&
+                    with_gil("vocab_json", [&] { text = vocab_json(tokens, regular, spelling, newline, step); });
+    Py_XDECREF(held);
+    return ok ? str_of(text) : nullptr;
+}
+
+// merges_json(tokens, regular, lefts, rights, plain, escaped, newline, step) -> str
+PyObject *native_merges_json(PyObject *, PyObject *args) {
+    PyObject *tokens_arg, *regular_arg, *lefts_arg, *rights_arg, *plain, *escaped, *newline_arg, *step_arg;
+    if (!PyArg_ParseTuple(args, "OOOOOOUU", &tokens_arg, &regular_arg, &lefts_arg, &rights_arg, &plain, &escaped,
+                          &newline_arg, &step_arg))
+        return nullptr;
+    PyObject *held = nullptr;
+    std::vector<std::string_view> tokens;
+    std::vector<uint32_t> regular, lefts, rights;
+    ByteSpelling spelling;
+    std::string newline, step, text;
+    const bool ok = bytes_views(tokens_arg, "tokens are bytes objects", held, tokens) &&
+                    read_ids(regular_arg, "regular IDs", regular) && read_ids(lefts_arg, "left IDs", lefts) &&
+                    read_ids(rights_arg, "right IDs", rights) && read_spelling(plain, escaped, spelling) &&
+                    read_utf8(newline_arg, newline) && read_utf8(step_arg, step) &&
+                    with_gil("merges_json", [&] {
+                        text = merges_json(tokens, regular, lefts, rights, spelling, newline, step);
+                    });
+    Py_XDECREF(held);
+    return ok ? str_of(text) : nullptr;
+}
+
 // _fail_next(point, after=0): the named point of _native_fault.h throws std::bad_alloc once, when it is
 // reached after `after` passes (for the tests of the failure paths).
 PyObject *native_fail_next(PyObject *, PyObject *args) {
@@ -773,6 +867,14 @@ PyObject *native_fail_next(PyObject *, PyObject *args) {
 PyMethodDef module_methods[] = {
     {"split", native_split, METH_VARARGS,
      "split(mode, text) -> list[str]: the chunks of text under a split mode (a value of SPLIT_MODES)."},
+    {"vocab_json", native_vocab_json, METH_VARARGS,
+     "vocab_json(tokens, regular, plain, escaped, newline, step) -> str: a byte-level tokenizer.json's vocab as "
+     "JSON text, {name: ID} sorted by name, each name the bytes of tokens[ID] spelled by plain (to sort) and escaped "
+     "(to write), two sequences of 256 bytes; items at newline + step, the closing brace at newline."},
+    {"merges_json", native_merges_json, METH_VARARGS,
+     "merges_json(tokens, regular, lefts, rights, plain, escaped, newline, step) -> str: the merges [[left, "
+     "right], ...] as JSON text, named and indented as vocab_json names and indents; ValueError for an ID that is "
+     "not in regular."},
     {"_fail_next", native_fail_next, METH_VARARGS,
      "_fail_next(point, after=0): 'thread_start' or 'without_gil' fails once after `after` passes, as if out of "
      "memory (for tests)."},

@@ -40,7 +40,7 @@ from typing import Any
 
 from pipeline.engine import atomic, storage
 from pipeline.errors import TokenizerError, TokenizerFormatError, describe
-from pipeline.tokenizer import patterns
+from pipeline.tokenizer import backend, patterns
 from pipeline.tokenizer.core import UNKNOWN_TEXT, Tokenizer
 
 FORMAT_VERSION = 1
@@ -80,7 +80,7 @@ def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
 def dumps(tokenizer: Tokenizer) -> bytes:
     """The bytes of the tokenizer's ``tokenizer.json``: the same tokenizer always gives the same bytes, and a file
     lmprep wrote reads back as the tokenizer that gives them again."""
-    data = (atomic.dumps_json(to_dict(tokenizer)) + "\n").encode("utf-8")
+    data = (atomic.dumps_json(_tokenizer_dict(tokenizer, _written_sections)) + "\n").encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         raise TokenizerError(f"the tokenizer's file would take {len(data):,} bytes, more than the {MAX_FILE_BYTES:,} "
                              "lmprep reads back; use a smaller vocabulary")
@@ -88,6 +88,13 @@ def dumps(tokenizer: Tokenizer) -> bytes:
 
 
 def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
+    """The file's content as JSON values."""
+    return _tokenizer_dict(tokenizer, _named_sections)
+
+
+def _tokenizer_dict(tokenizer: Tokenizer, sections) -> dict[str, Any]:
+    """The file's content, the model's vocab and merges made by ``sections`` (given the tokenizer and its regular
+    IDs)."""
     if tokenizer.kind == "word":
         from pipeline.tokenizer import word
 
@@ -102,7 +109,7 @@ def to_dict(tokenizer: Tokenizer) -> dict[str, Any]:
         "pre_tokenizer": _pre_tokenizer_dict(tokenizer),
         "post_processor": None,
         "decoder": _decoder_dict(tokenizer.kind),
-        "model": _model_dict(tokenizer),
+        "model": _model_dict(tokenizer, sections),
     }
 
 
@@ -154,27 +161,56 @@ def _decoder_dict(kind: str) -> dict[str, Any]:
     return {"type": "Fuse"}
 
 
-def _model_dict(tokenizer: Tokenizer) -> dict[str, Any]:
-    """The BPE model, its merges as pairs of names, each made by builtins from the names of the IDs."""
+def _model_dict(tokenizer: Tokenizer, sections) -> dict[str, Any]:
+    """The BPE model, its vocab and merges made by ``sections`` from the regular (not special) IDs."""
     specials = set(tokenizer.special_tokens.values())
     regular = [i for i in range(tokenizer.vocab_size) if i not in specials]
-    names = _spelled(tokenizer, regular)
-    name_of = dict(zip(regular, names)).__getitem__
-    merges = tokenizer.merges
+    vocab, merges = sections(tokenizer, regular)
     return {
         "type": "BPE",
         "dropout": None,
-        "unk_token": name_of(tokenizer.unk_id) if tokenizer.unk_id is not None else None,
+        "unk_token": _spelled(tokenizer, [tokenizer.unk_id])[0] if tokenizer.unk_id is not None else None,
         "continuing_subword_prefix": None,
         "end_of_word_suffix": None,
         "fuse_unk": False,
         "byte_fallback": False,
         "ignore_merges": False,
-        "vocab": dict(zip(names, regular)),
-        "merges": list(map(list, zip(map(name_of, map(operator.itemgetter(0), merges)),
-                                     map(name_of, map(operator.itemgetter(1), merges))))),
+        "vocab": vocab,
+        "merges": merges,
         "lmprep": _metadata(tokenizer),
     }
+
+
+def _named_sections(tokenizer: Tokenizer, regular: list[int]) -> tuple[dict[str, int], list[list[str]]]:
+    """The vocab (name → ID) and the merges as pairs of names, each made by builtins from the names of the IDs."""
+    names = _spelled(tokenizer, regular)
+    name_of = dict(zip(regular, names)).__getitem__
+    merges = tokenizer.merges
+    return dict(zip(names, regular)), list(map(list, zip(map(name_of, map(operator.itemgetter(0), merges)),
+                                                        map(name_of, map(operator.itemgetter(1), merges)))))
+
+
+def _written_sections(tokenizer: Tokenizer, regular: list[int]):
+    """:func:`_named_sections`' two values, but for the byte kind where the native core is built, as the JSON text
+    :func:`atomic.dumps_json` would write for them, which the core writes in one pass (a 65,536-ID tokenizer:
+    about 0.3 s less of Python)."""
+    if tokenizer.kind != "byte" or backend.native is None:
+        return _named_sections(tokenizer, regular)
+    tokens, plain, escaped = tokenizer.vocab_bytes, *_byte_spellings()
+    lefts, rights = (list(map(operator.itemgetter(side), tokenizer.merges)) for side in (0, 1))
+    vocab = atomic.Preformatted(lambda newline, step: backend.native.vocab_json(tokens, regular, plain, escaped,
+                                                                                 newline, step))
+    merges = atomic.Preformatted(lambda newline, step: backend.native.merges_json(
+        tokens, regular, lefts, rights, plain, escaped, newline, step))
+    return vocab, merges
+
+
+@functools.cache
+def _byte_spellings() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """Each byte's GPT-2 character as UTF-8, and as a JSON string writes it (inside its quotes)."""
+    chars = [byte_to_unicode()[b] for b in range(256)]
+    return (tuple(char.encode("utf-8") for char in chars),
+            tuple(atomic.dumps_json(char, indent=None)[1:-1].encode("utf-8") for char in chars))
 
 
 def _metadata(tokenizer: Tokenizer) -> dict[str, Any]:
