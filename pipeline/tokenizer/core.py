@@ -93,10 +93,12 @@ class Tokenizer:
         else:
             characters = enumerate(alphabet, start=UNKNOWN_ID + 1)
             tokens = {UNKNOWN_ID: UNKNOWN_TEXT.encode()} | {i: c.encode() for i, c in characters}
-        for new_id, (a, b) in enumerate(merges, start=len(tokens)):
-            if a not in tokens or b not in tokens:
-                raise TokenizerFormatError(f"merge #{new_id - len(tokens)} ({a}, {b}) uses an ID not defined before it")
-            tokens[new_id] = tokens[a] + tokens[b]
+        base = len(tokens)
+        try:  # the IDs defined so far are the keys: a part defined later is a KeyError
+            for new_id, (a, b) in enumerate(merges, start=base):
+                tokens[new_id] = tokens[a] + tokens[b]
+        except KeyError:
+            raise TokenizerFormatError(f"merge #{new_id - base} ({a}, {b}) uses an ID not defined before it") from None
         specials = {token: len(tokens) + i for i, token in enumerate(_check_special_names(special_tokens))}
         unk_id = UNKNOWN_ID if kind == "char" else None
         return cls(kind=kind, pattern=pattern, tokens=tokens, merges=merges, special_tokens=specials,

@@ -64,6 +64,8 @@ def results_of_merges(table: list[bytes], merges: Sequence[tuple[int, int]], tok
     by_bytes = {data: token_id for token_id, data in tokens.items() if token_id != unk_id}
     if len(by_bytes) != len(tokens) - (unk_id in tokens):
         _raise_first_repeated_token(tokens, unk_id)
+    if (in_order := _results_in_merge_order(table, merges, tokens, unk_id)) is not None:
+        return in_order
     regular = tokens.keys() - {unk_id}
     found = by_bytes.get
     firsts, seconds = map(table.__getitem__, _parts(merges, 0)), map(table.__getitem__, _parts(merges, 1))
@@ -75,6 +77,25 @@ def results_of_merges(table: list[bytes], merges: Sequence[tuple[int, int]], tok
         raise TokenizerFormatError("two merges make the same token; each merge must create a new token")
     _check_merge_order(merges, results)
     return results
+
+
+def _results_in_merge_order(table: list[bytes], merges: Sequence[tuple[int, int]], tokens: Mapping[int, bytes],
+                             unk_id: int | None) -> list[int] | None:
+    """The results in the trainer's layout, where merge k makes the k-th of the last ``len(merges)`` regular IDs
+    from parts below it, checked without a lookup by bytes (what a file lmprep wrote, or ``from_merges``, gives);
+    None when the merges are not in that layout, for :func:`results_of_merges` to find each result by its bytes.
+    The caller has checked that no two regular tokens share their bytes."""
+    first = len(tokens) - len(merges)
+    made = range(first, len(tokens))
+    if first < 0 or max(tokens, default=-1) != len(tokens) - 1:  # some regular ID is past a special token's
+        return None
+    lefts, rights = list(_parts(merges, 0)), list(_parts(merges, 1))
+    parts = itertools.chain(lefts, rights)
+    if (min(parts, default=0) < 0 or unk_id in lefts or unk_id in rights
+            or not all(map(operator.lt, lefts, made)) or not all(map(operator.lt, rights, made))):
+        return None
+    joined = map(bytes.__add__, map(table.__getitem__, lefts), map(table.__getitem__, rights))
+    return list(made) if all(map(operator.eq, joined, itertools.islice(table, first, None))) else None
 
 
 def _parts(merges: Sequence[tuple[int, int]], side: int) -> Iterable[int]:

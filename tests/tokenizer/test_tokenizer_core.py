@@ -194,6 +194,23 @@ def test_the_ids_each_merge_makes():
     assert _with_merges([(97, 98), (256, 99)]).merge_results == [256, 257]
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.randoms(use_true_random=False), st.booleans())
+def test_merge_results_are_the_same_in_any_id_layout(byte_tokenizer, rng, special_first):
+    """The trainer's layout is checked without a lookup by bytes; shuffling the IDs the merges make (and putting
+    the special token before them) takes the lookup, and both must find the same tokens."""
+    merged = list(range(256, 256 + len(byte_tokenizer.merges)))
+    new_id = dict(zip(merged, rng.sample(merged, len(merged)), strict=True))
+    if special_first:
+        new_id = {old: moved + 1 for old, moved in new_id.items()}
+    renamed = new_id.get
+    tokens = {renamed(i, i): byte_tokenizer.token_bytes(i) for i in range(256 + len(merged))}
+    merges = [(renamed(a, a), renamed(b, b)) for a, b in byte_tokenizer.merges]
+    special = {SPECIAL: 256 if special_first else byte_tokenizer.vocab_size - 1}
+    shuffled = Tokenizer(kind="byte", pattern="", tokens=tokens, merges=merges, special_tokens=special)
+    assert shuffled.merge_results == [new_id[i] for i in byte_tokenizer.merge_results]
+
+
 def test_special_tokens_get_ids_after_the_merges(byte_tokenizer):
     assert byte_tokenizer.special_tokens == {SPECIAL: byte_tokenizer.vocab_size - 1}
     assert byte_tokenizer.vocab_size == 256 + len(byte_tokenizer.merges) + 1
