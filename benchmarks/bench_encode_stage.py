@@ -2,9 +2,12 @@
 
 The corpus is ``bench_native.py``'s three (english, multilingual, code: built once from what is installed),
 ``--copies`` times over, each document prefixed with its copy's number so that prepare (``steps: []``) keeps
-every one, as JSON Lines; the project's tokenizer is frozen (``tokenizer.path``): a byte tokenizer of
-``--vocab-size`` IDs trained once on the first 2 MB of each corpus. The project is prepared once, under
-benchmarks/.data. Then, alternating, ``--repeats`` times:
+every one, as JSON Lines. With ``--scale SIZE`` it is ``build_scale_corpus.py``'s corpus of that size instead
+(man pages, documentation, kernel and GCC sources in its three formats, no line repeated: the encoder's chunk
+cache meets new text throughout, as it does on a real corpus). The project's tokenizer is frozen
+(``tokenizer.path``): a byte tokenizer of ``--vocab-size`` IDs trained once on the first 2 MB of each corpus (6 MB
+of the scale corpus). The project is prepared once, under benchmarks/.data. Then, alternating, ``--repeats``
+times:
 
 - ``encoder``: in a fresh process, every prepared document of both splits read into memory (untimed), then
   ``Tokenizer.encode_batch_flat`` over each part's documents, one thread, from a cold cache: the CPU
@@ -22,6 +25,7 @@ docs/performance.md). Best of the runs and the median.
 
     python benchmarks/bench_encode_stage.py [--copies 3] [--megabytes 20] [--corpus english,...] [--vocab-size 8192]
         [--repeats 5] [--phases] [--smoke]
+    python benchmarks/build_scale_corpus.py --install && python benchmarks/bench_encode_stage.py --scale quarter
 
 ``--phases``: then, ``--repeats`` times in a fresh process, every part's task in turn as one worker runs them,
 with the CPU seconds inside each of its steps (:data:`PHASES`) summed: where a worker's time beyond the encoder
@@ -42,6 +46,7 @@ import time
 from pathlib import Path
 
 import bench_native
+import build_scale_corpus
 import results
 
 from pipeline.data import documents
@@ -52,8 +57,7 @@ GOAL = 0.8
 CONFIG = """\
 data:
   sources:
-    - glob: raw/*.jsonl
-      field: text
+{sources}
 prepare:
   steps: []
   output_dir: prepared
@@ -68,12 +72,26 @@ run_cache_dir: null
 """
 
 
-def build_project(work: str, corpora: list[str], megabytes: float, copies: int, vocab_size: int) -> None:
-    """The project under ``work``, prepared and encoded once."""
+def build_project(work: str, corpora: list[str], megabytes: float, copies: int, vocab_size: int,
+                  scale: str | None) -> None:
+    """The project under ``work`` (of the copies of ``corpora``, or of the ``scale`` corpus), prepared and encoded
+    once."""
     work = Path(work)
     config = work / "config.yaml"
     if (work / "shards").exists():
         return
+    work.mkdir(parents=True, exist_ok=True)
+    if scale:
+        sources, training = scale_corpus(scale)
+    else:
+        sources, training = copied_corpora(work, corpora, megabytes, copies)
+    tokenizer = bench_native.tokenizer_file(scale or "mixed", training, vocab_size)
+    config.write_text(CONFIG.format(sources=sources, tokenizer=tokenizer), encoding="utf-8")
+    subprocess.run([LMPREP, "run", "encode", "--config", str(config)], cwd=work, check=True, capture_output=True)
+
+
+def copied_corpora(work: Path, corpora: list[str], megabytes: float, copies: int) -> tuple[str, list[str]]:
+    """The sources of ``copies`` copies of each of ``corpora``, written under ``work``, and the tokenizer's text."""
     (work / "raw").mkdir(parents=True, exist_ok=True)
     training = []
     for name in corpora:
@@ -82,9 +100,21 @@ def build_project(work: str, corpora: list[str], megabytes: float, copies: int, 
         for copy in range(copies):
             with open(work / "raw" / f"{name}-{copy}.jsonl", "w", encoding="utf-8") as out:
                 out.writelines(json.dumps({"text": f"{copy} {text}"}) + "\n" for text in texts)
-    tokenizer = bench_native.tokenizer_file("mixed", training, vocab_size)
-    config.write_text(CONFIG.format(tokenizer=tokenizer), encoding="utf-8")
-    subprocess.run([LMPREP, "run", "encode", "--config", str(config)], cwd=work, check=True, capture_output=True)
+    return "    - {glob: raw/*.jsonl, field: text}", training
+
+
+def scale_corpus(size: str) -> tuple[str, list[str]]:
+    """The sources of the scale corpus of ``size`` where it lies, and the tokenizer's text: its first documents."""
+    directory = build_scale_corpus.DATA / size
+    if not directory.is_dir():
+        raise SystemExit(f"{directory} is missing: run python benchmarks/build_scale_corpus.py first")
+    training, size_bytes = [], 0
+    for text in build_scale_corpus.corpus_texts(directory):
+        training.append(text)
+        size_bytes += len(text.encode())
+        if size_bytes >= 3 * TRAINING_MB * 1e6:
+            break
+    return build_scale_corpus.source_lines(size, str(directory.resolve())), training
 
 
 LAUNCHER = """
@@ -219,6 +249,8 @@ def main() -> None:
     parser.add_argument("--megabytes", type=float, default=20.0, help="of each of bench_native's corpora")
     parser.add_argument("--corpus", default=",".join(bench_native.CORPORA))
     parser.add_argument("--vocab-size", type=int, default=8192)
+    parser.add_argument("--scale", choices=sorted(build_scale_corpus.SIZES),
+                        help="build_scale_corpus.py's corpus of that size instead of the copies")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--phases", action="store_true", help="then where a worker's CPU goes, phase by phase")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -231,15 +263,17 @@ def main() -> None:
     if args.smoke:
         args.copies, args.megabytes, args.vocab_size, args.repeats, args.corpus = 2, 0.05, 300, 1, "code"
     corpora = args.corpus.split(",")
-    name = f"encode-stage-{'-'.join(corpora)}-{args.megabytes:g}MB-{args.copies}x-{args.vocab_size}"
-    work = results.data_dir() / name
+    name = (f"scale-{args.scale}" if args.scale else f"{'-'.join(corpora)}-{args.megabytes:g}MB-{args.copies}x")
+    work = results.data_dir() / f"encode-stage-{name}-{args.vocab_size}"
     config = work / "config.yaml"
-    child("build", str(work), corpora, args.megabytes, args.copies, args.vocab_size)
+    child("build", str(work), corpora, args.megabytes, args.copies, args.vocab_size, args.scale)
+    what = (f"build_scale_corpus.py's {args.scale} corpus" if args.scale
+            else f"{args.copies} copies of bench_native's {', '.join(corpora)}")
     megabytes = prepared_megabytes(work)
     parts = sum(len(documents.read_parts(work / "prepared", split)) for split in documents.SPLITS)
     print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the start")
-    print(f"corpus: {megabytes:.1f} MB prepared in {parts} parts ({args.copies} copies of bench_native's "
-          f"{', '.join(corpora)}); {args.vocab_size:,} IDs; {args.repeats} runs each, alternating")
+    print(f"corpus: {megabytes:.1f} MB prepared in {parts} parts ({what}); {args.vocab_size:,} IDs; "
+          f"{args.repeats} runs each, alternating")
     encode = [LMPREP, "run", "encode", "--config", str(config)]
     runs = {"encoder": lambda: encoder_run(work),
             **{f"stage, {n} worker{'s' * (n > 1)}": (lambda n=n: measured([*encode, "--force", "--set",
@@ -286,5 +320,11 @@ def print_phases(work: Path, repeats: int) -> None:
         print(f"| {label} | {min(values):.3f} ({statistics.median(values):.3f}) |")
 
 
+def section_name(argv: list[str]) -> str:
+    """The results section: a ``--scale`` run has one of its own per size, beside the copies' section."""
+    scale = next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--scale"), None)
+    return f"bench_encode_stage, --scale {scale}" if scale and "--smoke" not in argv else "bench_encode_stage"
+
+
 if __name__ == "__main__":
-    results.run("bench_encode_stage", main)
+    results.run(section_name(sys.argv[1:]), main)

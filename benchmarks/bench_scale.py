@@ -104,9 +104,6 @@ CHAINS = {  # docs/curation.md's chain, and its de-duplication alone
 # man pages are not the web pages its rules are for), so the stages after prepare run on the dedup chain's output
 ROWS = (("prepare, curation chain", "curation", "prepare"), ("prepare, dedup only", "dedup", "prepare"),
         ("tokenizer", "dedup", "tokenizer"), ("encode", "dedup", "encode"), ("export", "dedup", "export"))
-SOURCES = {"txt": '    - {{glob: "{raw}/*.txt", separator: "<|endoftext|>"}}',
-           "jsonl.gz": '    - {{glob: "{raw}/*.jsonl.gz", field: text}}',
-           "parquet": '    - {{glob: "{raw}/*.parquet", field: text}}'}
 OUTPUTS = {"prepare": "prepared", "tokenizer": "tokenizer", "encode": "shards", "export": "export"}
 TASK_LINE = re.compile(r"^task .*: done on .* in ([\d.]+) s")
 
@@ -206,12 +203,10 @@ def tree_bytes(path: Path) -> int:
 
 
 def write_config(work: Path, size: str, raw: str, out: str, executor: str, chain: str = "dedup") -> Path:
-    """The config of one run of ``size`` (a source for each format its directory holds: a smoke run's tiny
-    corpus may lack one) with its raw files at ``raw`` and its outputs under ``out``."""
+    """The config of one run of ``size`` with its raw files at ``raw`` and its outputs under ``out``."""
     work.mkdir(parents=True, exist_ok=True)
     path = work / "lmprep.yaml"
-    formats = [kind for kind in SOURCES if any((build_scale_corpus.DATA / size).glob(f"*.{kind}"))]
-    sources = "\n".join(SOURCES[kind].format(raw=raw) for kind in formats)
+    sources = build_scale_corpus.source_lines(size, raw)
     steps = "\n".join(f"    - {step}" for step in CHAINS[chain])
     path.write_text(CONFIG.format(sources=sources, steps=steps, out=out, executor=executor, workers=WORKERS,
                                   vocab=1024 if results.SMOKE else 65536), "utf-8")

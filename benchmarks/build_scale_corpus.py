@@ -299,6 +299,18 @@ def write_huge_file(gigabytes: float) -> None:
     print(f"huge: one .jsonl file of {written / 1e9:.2f} GB ({round_} passes over the full corpus's .jsonl.gz)")
 
 
+SOURCE_LINES = {"txt": '    - {{glob: "{raw}/*.txt", separator: "<|endoftext|>"}}',
+                "jsonl.gz": '    - {{glob: "{raw}/*.jsonl.gz", field: text}}',
+                "parquet": '    - {{glob: "{raw}/*.parquet", field: text}}'}
+
+
+def source_lines(size: str, raw: str) -> str:
+    """The ``data.sources`` lines of a config that reads ``size``'s files from ``raw`` (where they are, or a
+    copy of them): one source for each format the size's directory holds (a smoke run's corpus may lack one)."""
+    formats = [kind for kind in FORMATS if any((DATA / size).glob(f"*.{kind}"))]
+    return "\n".join(SOURCE_LINES[kind].format(raw=raw) for kind in formats)
+
+
 def corpus_texts(directory: Path) -> Iterator[str]:
     for path in sorted(directory.glob("*.jsonl.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as lines:
