@@ -9,6 +9,9 @@ shared machine the best is the cost of the command, the median what the load mad
 0.3 s of CPU for each but the last row: ``status`` with a stale ``train`` stage (``--set train.steps=…``),
 whose warning reads the checkpoint (docs/performance.md). The no-op ``make`` is this checkout's Makefile on
 the copy (``CONFIG=``), skipped when its install step is stale (it would reinstall, not measure a no-op).
+``status (frozen tokenizer)`` is the shipped project with ``tokenizer.path`` set to a byte tokenizer of
+``--frozen-vocab`` IDs (trained once on 6 MB of ``bench_native.py``'s English), its outputs beside the first's:
+every command reads a frozen tokenizer's settings from its file.
 """
 
 from __future__ import annotations
@@ -56,22 +59,53 @@ def make_is_a_no_op() -> bool:
     return subprocess.run(["make", "-q", "-C", str(ROOT), ".venv/.installed"], capture_output=True).returncode == 0
 
 
+def frozen_config(config: Path, vocab_size: int, megabytes: float) -> Path:
+    """A config beside ``config`` that extends it with a frozen tokenizer of ``vocab_size`` IDs and writes its
+    outputs and state under ``frozen/``; a short training run. The tokenizer is made in a child process: a
+    command forked from this one would count its memory in the peak RSS."""
+    made = subprocess.run([sys.executable, __file__, "--frozen-child", f"{vocab_size},{megabytes}"],
+                          capture_output=True, text=True, check=True)
+    frozen = config.with_name("frozen.yaml")
+    frozen.write_text(f"extends: {config.name}\noutput_root: ../frozen\nrun_cache_dir: null\n"
+                      f"tokenizer: {{path: {made.stdout.strip()}, vocab_size: null}}\ntrain: {{steps: 2}}\n",
+                      encoding="utf-8")
+    return frozen
+
+
+def frozen_tokenizer(vocab_size: int, megabytes: float) -> Path:
+    import bench_native
+
+    texts = bench_native.unique_lines(bench_native.english_documents(), megabytes)
+    return bench_native.tokenizer_file("english", texts, vocab_size)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--frozen-vocab", type=int, default=65536, help="IDs of the frozen tokenizer's row")
+    parser.add_argument("--frozen-child", help=argparse.SUPPRESS)
     results.add_arguments(parser)
     args = parser.parse_args()
+    if args.frozen_child:
+        vocab_size, megabytes = args.frozen_child.split(",")
+        print(frozen_tokenizer(int(vocab_size), float(megabytes)))
+        return
+    if args.smoke:
+        args.frozen_vocab = 300
     project = results.data_dir() / "startup"
     config = copy_project(project)
     if args.smoke:  # a short first run: the shipped config, training 2 steps
         config = config.with_name("smoke.yaml")
         config.write_text("extends: default.yaml\ntrain:\n  steps: 2\n")
     subprocess.run([LMPREP, "run", "--config", str(config)], cwd=project, check=True, capture_output=True)
+    frozen = frozen_config(config, args.frozen_vocab, 0.2 if args.smoke else 6.0)
+    subprocess.run([LMPREP, "run", "--config", str(frozen)], cwd=project, check=True, capture_output=True)
     commands = {
         "lmprep --version": [LMPREP, "--version"],
         "lmprep status (up to date)": [LMPREP, "status", "--config", str(config)],
         "lmprep run (nothing stale)": [LMPREP, "run", "--config", str(config)],
         "make (nothing stale)": ["make", "-s", "-C", str(ROOT), f"CONFIG={config}"],
+        f"lmprep status (frozen tokenizer, {args.frozen_vocab:,} IDs)": [LMPREP, "status", "--config", str(frozen)],
         "lmprep status (train stale)": [LMPREP, "status", "--config", str(config), "--set", "train.steps=1000"],
     }
     if not make_is_a_no_op():

@@ -25,7 +25,7 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
     from pipeline.tokenizer import Tokenizer
 
     try:
-        identity = _content_identity(path)  # before loading: a file replaced meanwhile is loaded again next time
+        identity = content_identity(path)  # before loading: a file replaced meanwhile is loaded again next time
     except OSError:
         return Tokenizer.load(path)  # which says what is wrong with it
     if identity not in _LOADED:
@@ -33,7 +33,7 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
     return _LOADED[identity]
 
 
-def _content_identity(path: str | os.PathLike[str]) -> str:
+def content_identity(path: str | os.PathLike[str]) -> str:
     """What changes when the file's bytes change: their sha256, or a remote file's URL, size and ETag."""
     if locations.is_url(path):
         return hashing.canonical_hash([os.fspath(path), storage.stamp(path)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.config import load_config, load_config_with_origins, parse_config
+from pipeline.config.frozen import FROM_FILE
 from pipeline.errors import ConfigError
 from pipeline.tokenizer import Tokenizer
 from stages.cli.main import cli
@@ -151,3 +153,52 @@ def test_a_run_loads_the_frozen_file_once_however_it_is_named(tmp_path, monkeypa
     shared = corpus.share_tokenizer(str(tmp_path / "copy.json"))
     assert config.tokenizer.kind == "byte" and shared.fingerprint == frozen.fingerprint
     assert [Path(path).name for path in loads] == ["frozen.json"]
+
+
+def memo_of(project: Path) -> dict:
+    return json.loads((project / ".lmprep" / "tokenizer-files.json").read_text("utf-8"))
+
+
+def refuse_loading(monkeypatch) -> None:
+    def refuse(path):
+        raise AssertionError(f"{path} was loaded")
+
+    monkeypatch.setattr("pipeline.tokenizer.shared.load", refuse)
+
+
+def test_a_project_remembers_what_the_file_says_by_its_content(project, char_tokenizer, monkeypatch):
+    """Every command reads the config: once the state dir knows a file's bytes, the file is not loaded again, and
+    the settings, their origins and the refusals are the same as a load gives."""
+    (project / ".lmprep").mkdir()
+    config, origins = load_config_with_origins(write(project, "output: out/tok.json"))
+    assert [entry["vocab_size"] for entry in memo_of(project).values()] == [char_tokenizer.vocab_size]
+    with monkeypatch.context() as patched:
+        refuse_loading(patched)
+        remembered, remembered_origins = load_config_with_origins(write(project, "output: out/tok.json"))
+        assert remembered == config
+        assert [remembered_origins.of(f"tokenizer.{key}") for key in FROM_FILE] == [
+            origins.of(f"tokenizer.{key}") for key in FROM_FILE] == ["tokenizer.path frozen.json"] * len(FROM_FILE)
+        with pytest.raises(ConfigError, match=re.escape("tokenizer.kind 'byte' contradicts tokenizer.path "
+                                                        "'frozen.json', a char tokenizer")):
+            load_config(write(project, "kind: byte"))
+    Tokenizer.train(TEXTS, vocab_size=270, workers=1).save(project / "frozen.json")  # other bytes: loaded again
+    tok = load_config(write(project, "output: out/tok.json")).tokenizer
+    assert (tok.kind, tok.vocab_size, tok.special_tokens) == ("byte", 270, ())
+    assert len(memo_of(project)) == 2
+
+
+@pytest.mark.parametrize("memo", ["[]", "{", '{"abc": {"kind": "byte"}}', "fifo"])
+def test_a_memo_that_is_not_one_lmprep_wrote_is_ignored_and_replaced(project, char_tokenizer, memo):
+    (project / ".lmprep").mkdir()
+    path = project / ".lmprep" / "tokenizer-files.json"
+    if memo == "fifo":
+        os.mkfifo(path)  # never opened for reading: it would block
+    else:
+        path.write_text(memo, "utf-8")
+    assert load_config(write(project, "output: out/tok.json")).tokenizer.vocab_size == char_tokenizer.vocab_size
+    assert [entry["kind"] for entry in memo_of(project).values()] == ["char"]
+
+
+def test_a_project_that_has_not_run_gets_no_state_dir_from_reading_its_config(project):
+    load_config(write(project, "output: out/tok.json"))
+    assert not (project / ".lmprep").exists()

@@ -45,3 +45,12 @@ def test_status_and_a_no_op_run_load_no_heavy_module(tiny_project):
 def test_status_loads_no_heavy_module_whatever_the_steps(tiny_project):
     (tiny_project() / "lmprep.yaml").write_text(tiny_config(prepare={"steps": STEPS}))
     assert heavy_modules("status", "--config", "lmprep.yaml") == []
+
+
+def test_status_with_a_frozen_tokenizer_loads_no_heavy_module_once_the_project_knows_the_file(tiny_project):
+    """Every command reads a frozen tokenizer's settings: the state dir remembers them by the file's content."""
+    tiny_project()
+    lmprep("run", "tokenizer", "--config", "lmprep.yaml")
+    frozen = ("--set", "tokenizer.path=out/tokenizer.json")
+    assert "numpy" in heavy_modules("status", "--config", "lmprep.yaml", *frozen)  # loaded once, then remembered
+    assert heavy_modules("status", "--config", "lmprep.yaml", *frozen) == []
