@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pipeline.config import frozen
 from stages.cli.main import cli
 
 CONFIG = """\
@@ -78,8 +79,9 @@ def project(trained, tmp_path, monkeypatch) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file's bytes, but the run lock's pid and the hash cache (inodes change on copy)."""
-    skipped = {".lmprep/run.lock", ".lmprep/hashes.json"}
+    """Every file's bytes, but the run lock's pid, the hash cache (inodes change on copy) and the memo of the
+    tokenizer files' settings, which any command that reads a config naming a tokenizer file may write."""
+    skipped = {".lmprep/run.lock", ".lmprep/hashes.json", f".lmprep/{frozen.MEMO}"}
     return {rel: (root / rel).read_bytes()
             for rel in (str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) if rel not in skipped}
 
