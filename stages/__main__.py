@@ -23,12 +23,22 @@ elif __name__ == "__main__":
 
 def main() -> None:
     _signal.signal(_signal.SIGINT, interrupted_while_loading)  # until the command runs: see stages.cli.main
+    one_blas_thread()
     try:
         from stages.cli.main import main as run_cli
     except KeyboardInterrupt:
         sys.stderr.write(INTERRUPTED_MESSAGE + "\n")
         sys.exit(INTERRUPTED_STATUS)
     run_cli()
+
+
+def one_blas_thread() -> None:
+    """numpy's OpenBLAS starts a thread per core as numpy loads, and each spins for about 0.1 s of CPU before it
+    sleeps; lmprep calls no BLAS routine and runs its work in processes (one per core), so, as Dask's workers do,
+    it asks for one thread, unless the user chose a number (docs/performance.md). Before any import of numpy."""
+    import os  # loaded with the interpreter: no file is read
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 if __name__ == "__main__":

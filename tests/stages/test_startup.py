@@ -5,6 +5,7 @@ benchmarks/bench_startup.py's, in docs/performance.md)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -54,3 +55,30 @@ def test_status_with_a_frozen_tokenizer_loads_no_heavy_module_once_the_project_k
     frozen = ("--set", "tokenizer.path=out/tokenizer.json")
     assert "numpy" in heavy_modules("status", "--config", "lmprep.yaml", *frozen)  # loaded once, then remembered
     assert heavy_modules("status", "--config", "lmprep.yaml", *frozen) == []
+
+
+BLAS_THREADS = """
+import contextlib, io, os, sys
+from stages.__main__ import main
+sys.argv = ["lmprep", "--version"]
+with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+    main()
+import numpy  # as a command that encodes or exports loads it
+print(len(os.listdir("/proc/self/task")), os.environ["OPENBLAS_NUM_THREADS"])
+"""
+
+
+def blas_threads(environment: dict[str, str]) -> tuple[int, str]:
+    """The threads of a process that ran the ``lmprep`` entry point and then loaded numpy, and the OpenBLAS thread
+    count its environment asked for."""
+    done = subprocess.run([sys.executable, "-c", BLAS_THREADS], capture_output=True, text=True, check=True,
+                          env=environment)
+    threads, asked = done.stdout.split()
+    return int(threads), asked
+
+
+def test_the_command_loads_numpy_without_blas_threads_unless_the_user_chose_a_number():
+    """OpenBLAS would start a spinning thread per core; lmprep asks for none beside the main one."""
+    environment = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    assert blas_threads(environment) == (1, "1")
+    assert blas_threads({**environment, "OPENBLAS_NUM_THREADS": "2"})[1] == "2"
