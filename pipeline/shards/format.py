@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline.data.documents import arrow_view, numpy_view
 from pipeline.engine import atomic, hashing, locations, storage
 from pipeline.errors import ShardError, TokenizerMismatchError, json_error_reason, shorten
 from pipeline.shards.manifest import (
@@ -168,20 +169,12 @@ def _shard_metadata(stamp: ShardStamp, *, rows: int, tokens: int) -> dict[str, s
     return {METADATA_PREFIX + key: atomic.dumps_json(value, indent=None) for key, value in fields.items()}
 
 
-def _arrow_view(array: np.ndarray) -> pa.Array:
-    """A zero-copy Arrow array over a contiguous numpy array.
-
-    ``pa.array`` would do the same but imports pandas on its first call, a cost
-    in CPU (docs/performance.md) in a process that never uses pandas.
-    """
-    return pa.Array.from_buffers(pa.from_numpy_dtype(array.dtype), len(array), [None, pa.py_buffer(array)])
-
 
 def _write_shard(path: Path | str, values: np.ndarray, offsets: np.ndarray, origins: Origins,
                  metadata: dict[str, str]) -> str:
     """Write one shard atomically and return its sha256."""
     schema = shard_schema(values.dtype, metadata)
-    column = pa.ListArray.from_arrays(_arrow_view(offsets), _arrow_view(values), type=schema.field(COLUMN).type)
+    column = pa.ListArray.from_arrays(arrow_view(offsets), arrow_view(values), type=schema.field(COLUMN).type)
     with storage.output_file(path) as tmp, open(tmp, "wb") as handle:
         hashed = hashing.HashingWriter(handle)
         with pa.PythonFile(hashed, mode="w") as sink, pa.ipc.new_stream(sink, schema) as writer:
@@ -244,10 +237,10 @@ def open_shard(path: str | os.PathLike[str], *, name: str | os.PathLike[str] | N
         raise ShardError(f"{named}: cannot read shard ({shorten(str(exc), 300)}); {REENCODE}") from None
     batch = _single_batch(named, reader.schema, batches)
     column = batch.column(0)
-    offsets = column.offsets.to_numpy(zero_copy_only=True)
-    tokens = column.values.to_numpy(zero_copy_only=True)[offsets[0] : offsets[-1]]
+    offsets = numpy_view(column.offsets)
+    tokens = numpy_view(column.values)[offsets[0] : offsets[-1]]
     return Shard(path=named, tokens=tokens, offsets=offsets, metadata=_parse_metadata(named, reader.schema),
-                 sources=batch.column(SOURCE).to_numpy(zero_copy_only=True), batch=batch)
+                 sources=numpy_view(batch.column(SOURCE)), batch=batch)
 
 
 def _single_batch(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> pa.RecordBatch:
@@ -264,7 +257,7 @@ def _single_batch(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) 
         raise ShardError(f"{path}: the input_ids column contains nulls")
     for origin in FIELDS:
         values = batch.column(origin.name)
-        negative = origin.name != FILE and len(values) and values.to_numpy(zero_copy_only=True).min() < 0
+        negative = origin.name != FILE and len(values) and numpy_view(values).min() < 0
         if values.null_count or negative:
             raise ShardError(f"{path}: the {origin.name} column holds nulls or negative values; {REENCODE}")
     return batch

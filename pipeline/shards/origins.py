@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipeline.data.documents import text_column
+from pipeline.data.documents import arrow_view, text_column
 
 SOURCE, FILE, DOCUMENT = "source", "file", "document"
 FIELDS = (pa.field(SOURCE, pa.int32(), nullable=False),
@@ -70,7 +70,8 @@ class Origins:
         index = {file: i for i, file in enumerate(distinct)}
         indices = np.fromiter((index[file] for file in self.files), dtype=np.int32, count=len(self.files))
         dictionary = text_column(list(distinct))
-        return [_view(self.sources), pa.DictionaryArray.from_arrays(_view(indices), dictionary), _view(self.numbers)]
+        return [arrow_view(self.sources), pa.DictionaryArray.from_arrays(arrow_view(indices), dictionary),
+                arrow_view(self.numbers)]
 
 
 def source_counts(sources: np.ndarray, lengths: np.ndarray) -> SourceCounts:
@@ -96,9 +97,3 @@ def renamed_file(document_id: str, rename: Callable[[str], str]) -> str:
     piece, _, number = document_id.rpartition("#")
     file, part = _PIECE.fullmatch(piece).groups()
     return f"{rename(file)}{part}#{number}"
-
-
-def _view(array: np.ndarray) -> pa.Array:
-    """A zero-copy Arrow array over a contiguous numpy array (``pa.array`` would import pandas)."""
-    array = np.ascontiguousarray(array)
-    return pa.Array.from_buffers(pa.from_numpy_dtype(array.dtype), len(array), [None, pa.py_buffer(array)])

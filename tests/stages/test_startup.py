@@ -25,9 +25,9 @@ print(json.dumps(sorted(name for name in %r if name in sys.modules)))
 """
 
 
-def heavy_modules(*args: str) -> list[str]:
-    """The heavy modules loaded in a process that ran ``lmprep ARGS``."""
-    done = subprocess.run([sys.executable, "-c", LOADED % (HEAVY,), *args], capture_output=True, text=True,
+def heavy_modules(*args: str, among: tuple[str, ...] = HEAVY) -> list[str]:
+    """The heavy modules (of ``among``) loaded in a process that ran ``lmprep ARGS``."""
+    done = subprocess.run([sys.executable, "-c", LOADED % (among,), *args], capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -55,6 +55,14 @@ def test_status_with_a_frozen_tokenizer_loads_no_heavy_module_once_the_project_k
     frozen = ("--set", "tokenizer.path=out/tokenizer.json")
     assert "numpy" in heavy_modules("status", "--config", "lmprep.yaml", *frozen)  # loaded once, then remembered
     assert heavy_modules("status", "--config", "lmprep.yaml", *frozen) == []
+
+
+def test_commands_that_read_shards_load_no_pandas(tiny_project):
+    """pyarrow's ``to_numpy`` imports pandas where it is installed (0.3 s of CPU); the shard reader takes views."""
+    tiny_project()
+    lmprep("run", "encode", "--config", "lmprep.yaml")
+    assert heavy_modules("locate", "train", "0", "--config", "lmprep.yaml", among=("pandas",)) == []
+    assert heavy_modules("run", "export", "--force", "--config", "lmprep.yaml", among=("pandas",)) == []
 
 
 BLAS_THREADS = """
