@@ -125,9 +125,9 @@ def prepared_figures(directory: str | os.PathLike[str], sources: int, tokenizer:
         for part in documents.read_parts(location, split):
             with storage.local_copy(locations.join(location, part.file)) as path, pa.OSFile(str(path), "rb") as file:
                 for batch in pa.ipc.open_stream(file):
-                    text, source = batch.column("text"), batch.column("source").to_numpy(zero_copy_only=False)
-                    _add_histogram(histogram, source, pc.utf8_length(text).to_numpy(zero_copy_only=False))
-                    byte_lengths = pc.binary_length(text).to_numpy(zero_copy_only=False)
+                    text, source = batch.column("text"), documents.numpy_view(batch.column("source"))
+                    _add_histogram(histogram, source, documents.numpy_view(pc.utf8_length(text)))
+                    byte_lengths = documents.numpy_view(pc.binary_length(text))
                     for value in np.unique(source):
                         mask = source == value
                         text_bytes[int(value)] += int(byte_lengths[mask].sum())
@@ -155,7 +155,7 @@ def _sample_scripts(scripts: dict[str, dict[str, Any]], taken: Counter[int], tok
             taken[int(which)] += len(picked)
     if not rows:
         return
-    chosen = text.take(pa.array(sorted(rows), type=pa.int64()))
+    chosen = text.take(documents.arrow_view(np.array(sorted(rows), dtype=np.int64)))
     for value in pc.utf8_slice_codeunits(chosen, 0, SCRIPT_CHARS).to_pylist():
         if not value.strip():
             continue

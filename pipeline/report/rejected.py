@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.data import documents
 from pipeline.engine import storage
 
 MAX_TEXT_CHARS = 2_000  # of each sampled text (and of the duplicate it repeats) on the page
@@ -155,7 +156,7 @@ def attach_originals(sample: RejectedSample, parts: Iterable[str]) -> None:
                 wanted.setdefault(item.duplicate_of, []).append(item)
     if not wanted:
         return
-    ids = pa.array(sorted(wanted), type=pa.large_string())
+    ids = documents.text_column(sorted(wanted))
     for batch in _batches(parts, columns=("text", "document")):
         hits = pc.is_in(batch.column("document"), value_set=ids)
         if not pc.any(hits).as_py():

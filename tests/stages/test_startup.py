@@ -57,12 +57,14 @@ def test_status_with_a_frozen_tokenizer_loads_no_heavy_module_once_the_project_k
     assert heavy_modules("status", "--config", "lmprep.yaml", *frozen) == []
 
 
-def test_commands_that_read_shards_load_no_pandas(tiny_project):
-    """pyarrow's ``to_numpy`` imports pandas where it is installed (0.3 s of CPU); the shard reader takes views."""
+def test_commands_that_read_arrow_files_load_no_pandas(tiny_project):
+    """pyarrow's ``to_numpy`` and ``pa.array`` import pandas where it is installed (0.3 s of CPU); lmprep makes and
+    takes views of the buffers instead."""
     tiny_project()
     lmprep("run", "encode", "--config", "lmprep.yaml")
     assert heavy_modules("locate", "train", "0", "--config", "lmprep.yaml", among=("pandas",)) == []
     assert heavy_modules("run", "export", "--force", "--config", "lmprep.yaml", among=("pandas",)) == []
+    assert heavy_modules("report", "--config", "lmprep.yaml", among=("pandas",)) == []
 
 
 BLAS_THREADS = """
