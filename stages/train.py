@@ -108,7 +108,8 @@ def preview(config: Config, stale_upstream: Sequence[str]) -> str | None:
     Judged on the tokenizer and shards as they are now. A stale stage before this one runs first and may
     change them, and with them the name the checkpoint is set aside under (a new tokenizer's checkpoint
     goes to ``<dir>-<old fingerprint>``), so the warning then names no new directory.
-    A remote checkpoint is judged on its header alone (two ranged reads), never downloaded.
+    The checkpoint is judged without torch: on its header and, for a local one, its tensors' checksums; a
+    remote one on its header alone (two ranged reads), never downloaded.
     """
     from pipeline.model.checkpoint import checkpoint_exists
     from pipeline.model.homes import set_aside_path
@@ -126,7 +127,7 @@ def preview(config: Config, stale_upstream: Sequence[str]) -> str | None:
     except PipelineError:  # a missing or broken input: the run itself will say what is wrong
         return None
     plan = plan_resume(directory, tokenizer=tokenizer, settings=settings_here(config),
-                       shard_fingerprint=shards, header_only=locations.is_url(directory))
+                       shard_fingerprint=shards, header_only=True)
     if plan.action != "set_aside":
         return None
     if stale_upstream:

@@ -40,13 +40,15 @@ changed where two fingerprints alone would not.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from safetensors import SafetensorError, safe_open
 
@@ -281,6 +283,22 @@ def read_header(path: Location) -> CheckpointHeader:
     return _header(file, *_local_header(file))
 
 
+def read_sealed_header(path: Location) -> CheckpointHeader:
+    """A checkpoint's header and, for a local one, its tensors' bytes checked against their checksums, as
+    :func:`read_checkpoint` checks them, without importing torch or holding more than one tensor (a remote
+    one's tensors are not downloaded). What only building the model tells (NaN weights, an optimizer state that
+    does not fit it) is left to :func:`read_checkpoint`."""
+    header = read_header(path)
+    if not isinstance(header.path, Path):
+        return header
+    if sys.byteorder != "little":  # the checksums are of the bytes torch holds, which the file's are not
+        read_checkpoint(path)
+        return header
+    with open(header.path, "rb") as handle:
+        integrity.verify_stored_tensors(header.path, header.checksums, _stored_tensors(header.path, handle))
+    return header
+
+
 def read_checkpoint(path: Location) -> Checkpoint:
     """Read a checkpoint without checking its tokenizer (use :func:`load_checkpoint`).
 
@@ -431,22 +449,59 @@ def _header_size(head: bytes) -> int:
 
 
 def _remote_header(file: str, head: bytes, rest: bytes) -> tuple[str | None, dict[str, tuple[int, ...]]]:
-    """:func:`_local_header` from a remote file's first 8 bytes and (at least) the header after them, as the
-    safetensors format lays it out: the header's length, little-endian, then the header, a JSON object of
-    ``__metadata__`` (text to text) and each tensor's dtype, shape and offsets. No library reads it over ranges."""
-    length = _header_size(head)
-    if not 0 < length <= len(rest):
-        raise CheckpointError(_unreadable_message(file, "no safetensors header", head))
+    """:func:`_local_header` from a remote file's first 8 bytes and (at least) the header after them. No library
+    reads a safetensors header over ranges."""
+    header = _parsed_header(file, head, rest)
     try:
-        header = json.loads(rest[:length])
         raw = header.get("__metadata__", {}).get(_METADATA_KEY)
         if raw is not None and not isinstance(raw, str):
             raise TypeError("the metadata is not text")
         shapes = {name: tuple(int(size) for size in entry["shape"])
                   for name, entry in header.items() if name != "__metadata__"}
-    except (*_MALFORMED, RecursionError) as exc:
+    except _MALFORMED as exc:
         raise CheckpointError(_unreadable_message(file, f"malformed header: {type(exc).__name__}", head)) from None
     return raw, shapes
+
+
+def _parsed_header(file: Location, head: bytes, rest: bytes) -> dict[str, Any]:
+    """A safetensors header from a file's first 8 bytes and (at least) the header after them, as the format lays
+    it out: the header's length, little-endian, then the header, a JSON object of ``__metadata__`` (text to text)
+    and each tensor's dtype, shape and offsets into the data after the header."""
+    length = _header_size(head)
+    if not 0 < length <= len(rest):
+        raise CheckpointError(_unreadable_message(file, "no safetensors header", head))
+    try:
+        header = json.loads(rest[:length])
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(_unreadable_message(file, f"malformed header: {type(exc).__name__}", head)) from None
+    if not isinstance(header, dict):
+        raise CheckpointError(_unreadable_message(file, "malformed header: not an object", head))
+    return header
+
+
+def _stored_tensors(file: Path, handle: BinaryIO) -> dict[str, tuple[str, list[int], Callable[[], bytes]]]:
+    """Each tensor of the safetensors file open as ``handle``: its dtype code, shape and a reader of its bytes."""
+    head = handle.read(8)
+    header = _parsed_header(file, head, handle.read(_header_size(head)))
+    start, size = 8 + _header_size(head), os.fstat(handle.fileno()).st_size
+    stored = {}
+    try:
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = (start + int(offset) for offset in entry["data_offsets"])
+            if entry["dtype"] not in integrity.TORCH_DTYPES or not start <= begin <= end <= size:
+                raise ValueError(f"tensor {name}: dtype {entry['dtype']!r}, or its bytes are outside the file")
+            read = functools.partial(_read_range, handle, begin, end - begin)
+            stored[name] = (entry["dtype"], [int(length) for length in entry["shape"]], read)
+    except _MALFORMED as exc:
+        raise CheckpointError(_unreadable_message(file, f"malformed header: {type(exc).__name__}", head)) from None
+    return stored
+
+
+def _read_range(handle: BinaryIO, offset: int, size: int) -> bytes:
+    handle.seek(offset)
+    return handle.read(size)
 
 
 def _read_tensors(file: Path) -> dict[str, torch.Tensor]:

@@ -18,6 +18,7 @@ tensors took.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -68,13 +69,42 @@ def verify_metadata(file: Location, metadata: Mapping[str, Any]) -> dict[str, st
 
 def verify_tensors(file: Location, checksums: Mapping[str, str], tensors: Mapping[str, torch.Tensor]) -> None:
     """Every tensor must be one that ``checksums`` lists, with the dtype, shape and bytes it records."""
-    if sorted(tensors) != sorted(checksums):
-        raise CheckpointError(f"checkpoint {file} is damaged: it holds the tensors {sorted(tensors)} but its "
+    _verify(file, checksums, {name: (str(tensor.dtype), list(tensor.shape), functools.partial(tensor_checksum, tensor))
+                              for name, tensor in tensors.items()})
+
+
+# safetensors' dtype codes, as torch spells the dtypes in a tensor's checksum
+TORCH_DTYPES = {"F64": "torch.float64", "F32": "torch.float32", "F16": "torch.float16", "BF16": "torch.bfloat16",
+                "F8_E4M3": "torch.float8_e4m3fn", "F8_E5M2": "torch.float8_e5m2", "I64": "torch.int64",
+                "I32": "torch.int32", "I16": "torch.int16", "I8": "torch.int8", "U64": "torch.uint64",
+                "U32": "torch.uint32", "U16": "torch.uint16", "U8": "torch.uint8", "BOOL": "torch.bool"}
+
+
+def verify_stored_tensors(file: Location, checksums: Mapping[str, str],
+                          stored: Mapping[str, tuple[str, list[int], Callable[[], bytes]]]) -> None:
+    """:func:`verify_tensors` of tensors as a safetensors file stores them (little-endian, as torch holds them on
+    this machine), ``name -> (dtype code, shape, a function that reads its bytes)``: the same checks, without
+    loading torch, one tensor's bytes in memory at a time."""
+    _verify(file, checksums, {name: (TORCH_DTYPES[code], shape, functools.partial(stored_checksum, code, shape, read))
+                              for name, (code, shape, read) in stored.items()})
+
+
+def stored_checksum(code: str, shape: list[int], read: Callable[[], bytes]) -> str:
+    """:func:`tensor_checksum` of a tensor as safetensors stores it: its dtype code, shape and bytes (``read()``)."""
+    return _sha256(f"{TORCH_DTYPES[code]} {shape}\n".encode(), read())
+
+
+def _verify(file: Location, checksums: Mapping[str, str],
+            found: Mapping[str, tuple[str, list[int], Callable[[], str]]]) -> None:
+    """Each of ``found``, ``name -> (dtype, shape, its checksum when called)``, must be listed in ``checksums``
+    with that checksum, and every one listed must be found."""
+    if sorted(found) != sorted(checksums):
+        raise CheckpointError(f"checkpoint {file} is damaged: it holds the tensors {sorted(found)} but its "
                               f"checksums list {sorted(checksums)}; {_RETRAIN}")
-    for name, tensor in tensors.items():
-        if tensor_checksum(tensor) != checksums[name]:
-            raise CheckpointError(f"checkpoint {file} is damaged: tensor {name} ({tensor.dtype}, shape "
-                                  f"{list(tensor.shape)}) does not match its checksum; {_RETRAIN}")
+    for name, (dtype, shape, checksum) in found.items():
+        if checksum() != checksums[name]:
+            raise CheckpointError(f"checkpoint {file} is damaged: tensor {name} ({dtype}, shape "
+                                  f"{shape}) does not match its checksum; {_RETRAIN}")
 
 
 def companion_checksums(files: Mapping[str, bytes]) -> dict[str, str]:

@@ -51,7 +51,7 @@ from pipeline.model.checkpoint import (
     checkpoint_exists,
     checkpoint_file,
     read_checkpoint,
-    read_header,
+    read_sealed_header,
 )
 
 if TYPE_CHECKING:
@@ -77,13 +77,14 @@ def plan_resume(
 ) -> ResumePlan:
     """Decide whether the checkpoint in ``directory`` can be continued on the shards ``shard_fingerprint``.
 
-    ``retrain`` sets any checkpoint aside (``--force``). ``header_only`` judges from the checkpoint's header,
-    without reading its tensors (for ``status``, which must not download a remote checkpoint).
+    ``retrain`` sets any checkpoint aside (``--force``). ``header_only`` judges from the checkpoint's header and
+    the checksums of a local one's tensors, without importing torch (for ``status``, which must not download a
+    remote checkpoint and answers in a fraction of a second; docs/faults.md says what only a run finds).
     """
     if not checkpoint_exists(directory):
         return ResumePlan("fresh", "no previous checkpoint")
     try:
-        checkpoint = read_header(directory) if header_only else read_checkpoint(directory)
+        checkpoint = read_sealed_header(directory) if header_only else read_checkpoint(directory)
         recorded = checkpoint.train_config
     except CheckpointError as exc:
         return ResumePlan("set_aside", f"the previous checkpoint is unreadable ({exc})", tag="unreadable")

@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 
 from pipeline.errors import CheckpointError, TokenizerMismatchError
 from pipeline.model import checkpoint as ckpt
+from pipeline.model import integrity
 from pipeline.model.bigram import BigramLM, ModelConfig
 
 # "th" then "the" vs "he" then "the": same vocab size, different meanings.
@@ -219,6 +220,36 @@ def test_a_flipped_byte_in_the_tensor_data_is_refused_on_every_load(tmp_path):
     with pytest.raises(CheckpointError, match=r"checkpoint .* is damaged: tensor \S+ \(torch\.\w+, shape \[.*\]\) "
                                               r"does not match its checksum; retrain it"):
         ckpt.load_checkpoint(path, TOKENIZER_A)
+
+
+def test_the_sealed_header_checks_every_tensor_as_a_full_read_does_without_torch(tmp_path, monkeypatch):
+    """``status`` judges a checkpoint by its sealed header: every tensor's checksum taken from the file's bytes, as
+    ``read_checkpoint`` takes it from the loaded tensors (float32 weights, AdamW's scalar steps, the uint8 RNG)."""
+    model, optimizer = trained_optimizer()
+    path = _save(tmp_path, optimizer=optimizer, model=model)
+    monkeypatch.setattr(ckpt, "_read_tensors", lambda file: pytest.fail("a tensor was loaded"))
+    header = ckpt.read_sealed_header(path)
+    assert (header.step, header.tokenizer) == (7, ckpt.read_header(path).tokenizer)
+    with open(path, "rb") as handle:
+        stored = ckpt._stored_tensors(path, handle)
+        assert {code for code, _, _ in stored.values()} == {"F32", "U8"}
+        assert {name: integrity.stored_checksum(*entry) for name, entry in stored.items()} == header.checksums
+
+
+@pytest.mark.parametrize("damage", ["a flipped byte", "a shape that lies"])
+def test_the_sealed_header_refuses_damaged_tensors_as_a_full_read_does(tmp_path, damage):
+    model, optimizer = trained_optimizer()
+    path = _save(tmp_path, optimizer=optimizer, model=model)
+    if damage == "a flipped byte":
+        flip_byte(path, 3)
+    else:
+        entry = f'"optimizer.0.exp_avg":{{"dtype":"F32","shape":[{TOKENIZER_A.vocab_size},4]'.encode()
+        path.write_bytes(path.read_bytes().replace(entry, entry.replace(b"[258,4]", b"[4,258]")))
+    with pytest.raises(CheckpointError) as full:
+        ckpt.read_checkpoint(path)
+    with pytest.raises(CheckpointError) as sealed:
+        ckpt.read_sealed_header(path)
+    assert str(sealed.value) == str(full.value) and "does not match its checksum" in str(full.value)
 
 
 def test_changed_metadata_is_refused_even_by_a_header_only_read(tmp_path):

@@ -199,6 +199,19 @@ def test_status_warns_when_running_would_set_the_checkpoint_aside(project):
     assert "warning" not in lmprep("status", "--set", "train.steps=5").output  # raising steps resumes
 
 
+def test_status_warns_that_a_damaged_checkpoint_will_be_set_aside_as_the_run_then_does(project):
+    assert lmprep("run").exit_code == 0
+    checkpoint = project / "out" / "ckpt" / "checkpoint.safetensors"
+    data = bytearray(checkpoint.read_bytes())
+    data[-3] ^= 0xFF  # in the last tensor's bytes: the header is intact
+    checkpoint.write_bytes(bytes(data))
+    status = lmprep("status").output
+    assert "does not match its checksum; retrain it with `lmprep run train`): running it will move out/ckpt to " \
+           "out/ckpt-unreadable and train from scratch" in status, status
+    ran = lmprep("run")
+    assert ran.exit_code == 0 and "moved the old checkpoint to out/ckpt-unreadable" in ran.output, ran.output
+
+
 def test_status_names_the_free_directory_the_run_will_set_the_checkpoint_aside_to(project):
     assert lmprep("run").exit_code == 0
     (project / "out" / "ckpt-old-lr").mkdir()  # an earlier checkpoint set aside for the same reason

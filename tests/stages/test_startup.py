@@ -57,6 +57,13 @@ def test_status_with_a_frozen_tokenizer_loads_no_heavy_module_once_the_project_k
     assert heavy_modules("status", "--config", "lmprep.yaml", *frozen) == []
 
 
+def test_status_judges_the_checkpoint_of_a_stale_train_stage_without_torch(tiny_project):
+    """Its warning (the run would set the checkpoint aside) reads the checkpoint's header and checksums only."""
+    tiny_project()
+    lmprep("run", "--config", "lmprep.yaml")
+    assert heavy_modules("status", "--config", "lmprep.yaml", "--set", "train.lr=0.5", among=("torch",)) == []
+
+
 def test_commands_that_read_arrow_files_load_no_pandas(tiny_project):
     """pyarrow's ``to_numpy`` and ``pa.array`` import pandas where it is installed (0.3 s of CPU); lmprep makes and
     takes views of the buffers instead."""
