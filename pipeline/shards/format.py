@@ -169,7 +169,6 @@ def _shard_metadata(stamp: ShardStamp, *, rows: int, tokens: int) -> dict[str, s
     return {METADATA_PREFIX + key: atomic.dumps_json(value, indent=None) for key, value in fields.items()}
 
 
-
 def _write_shard(path: Path | str, values: np.ndarray, offsets: np.ndarray, origins: Origins,
                  metadata: dict[str, str]) -> str:
     """Write one shard atomically and return its sha256."""
