@@ -32,7 +32,9 @@ engine (so that what a process does once, such as starting a thread pool, is not
 cold start (a freshly loaded tokenizer: lmprep's cache holds only the tokens' own texts, as gigatok's
 does; HF's is empty); best of the rounds, in wall-clock seconds and in CPU seconds (all threads of the
 process, which a busy machine disturbs less). ``× gigatok`` is the ratio of CPU seconds to gigatok's
-with the same API and threads, the fastest peer's. ``lmprep native, warm cache`` encodes a second
+with the same API and threads, the fastest peer's, best against best; beside it the same ratio round by round
+(each pair measured in one round), its median and range: this machine's speed drifts between sittings by more
+than the margins in question, and a paired ratio cancels what drifts slower than a round. ``lmprep native, warm cache`` encodes a second
 time with the cache full (split and lookups, no merges). Then the encode stage end to end (prepared
 Arrow text → shards, ``encode_corpus`` over 1 and 2 worker processes) against nanoGPT's way (tiktoken
 ``encode_ordinary`` per document, EOT appended, numpy ``uint16``, one ``.bin``, in as many processes),
@@ -58,6 +60,7 @@ import json
 import multiprocessing
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -340,31 +343,43 @@ def encode_table(name: str, corpus: Path, tokenizer: Path, megabytes: float, arg
         if engine == "lmprep native":
             configs += [("lmprep native, warm cache", "flat", threads, True) for threads in THREADS]
     runs: dict[tuple[str, str, int], list[dict]] = {}
-    for _ in range(args.repeats):  # rounds of every engine in turn, so that a busy spell hits them alike
+    for round_ in range(args.repeats):  # rounds of every engine in turn, so that a busy spell hits them alike
         for label, api, threads, warm in configs:
             engine = "lmprep native" if warm else label
             result = measure(engine, api, threads, corpus, tokenizer, 1, warm=warm)
             if result:
-                runs.setdefault((label, api, threads), []).append(result)
+                runs.setdefault((label, api, threads), []).append(result | {"round": round_})
     measured = {key: best_of(results) for key, results in runs.items()}
     reference = measured[("tiktoken", "flat", 1)]
     fastest = "gigatok" if ("gigatok", "flat", 1) in measured else "tiktoken"
     print(f"\n{name}: best of {args.repeats} rounds (each engine in turn); × tiktoken and × {fastest}: against "
           "them with the same API and threads")
     print(f"| engine | API | threads | MB/s | × tiktoken | MB per CPU s | × tiktoken | × {fastest} (CPU) "
-          "| 1 → 2 threads (wall) | peak RSS MB (at start) | same IDs |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          f"| × {fastest} (CPU) per round: median (min–max) | 1 → 2 threads (wall) | peak RSS MB (at start) "
+          "| same IDs |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (engine, api, threads), result in measured.items():
         peer = measured.get(("tiktoken", api, threads), reference)
-        ahead = measured.get((fastest, api, threads), measured[(fastest, "flat", 1)])
+        ahead_key = (fastest, api, threads) if (fastest, api, threads) in measured else (fastest, "flat", 1)
+        ahead = measured[ahead_key]
         one = measured.get((engine, api, 1))
         scaling = f"{one['wall'] / result['wall']:.2f}×" if threads == 2 and one else ""
         same = "yes" if result["digest"] == reference["digest"] else "NO"
         print(f"| {engine} | {api} | {threads} | {megabytes / result['wall']:.1f} "
               f"| {peer['wall'] / result['wall']:.2f} "
               f"| {megabytes / result['cpu']:.1f} | {peer['cpu'] / result['cpu']:.2f} "
-              f"| {ahead['cpu'] / result['cpu']:.2f} | {scaling} "
-              f"| {result['peak_rss']:.0f} ({result['start_rss']:.0f}) | {same} |", flush=True)
+              f"| {ahead['cpu'] / result['cpu']:.2f} | {paired_ratios(runs[ahead_key], runs[(engine, api, threads)])} "
+              f"| {scaling} | {result['peak_rss']:.0f} ({result['start_rss']:.0f}) | {same} |", flush=True)
+
+
+def paired_ratios(peer: list[dict], engine: list[dict]) -> str:
+    """The peer's CPU time over the engine's, round by round (each pair measured minutes apart at most, so that
+    the machine's drift between sittings cancels): the median and the range, the spread a best-of hides."""
+    peer_cpu = {result["round"]: result["cpu"] for result in peer}
+    ratios = sorted(peer_cpu[result["round"]] / result["cpu"] for result in engine if result["round"] in peer_cpu)
+    if not ratios:
+        return ""
+    return f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f})"
 
 
 # ---- the encode stage end to end, against nanoGPT's way -----------------------------------------------
