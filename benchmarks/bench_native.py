@@ -32,10 +32,11 @@ engine (so that what a process does once, such as starting a thread pool, is not
 cold start (a freshly loaded tokenizer: lmprep's cache holds only the tokens' own texts, as gigatok's
 does; HF's is empty); best of the rounds, in wall-clock seconds and in CPU seconds (all threads of the
 process, which a busy machine disturbs less). ``× gigatok`` is the ratio of CPU seconds to gigatok's
-with the same API and threads, the fastest peer's, best against best; beside it the same ratio round by round
-(each pair measured in one round), its median and range: this machine's speed drifts between sittings by more
-than the margins in question, and a paired ratio cancels what drifts slower than a round. ``lmprep native, warm cache`` encodes a second
-time with the cache full (split and lookups, no merges). Then the encode stage end to end (prepared
+with the same API and threads, the fastest peer's, best against best; beside it the same ratio round by
+round (each pair measured in one round), its median and range, and so for 1 → 2 threads: this machine's
+speed drifts between sittings by more than the margins in question, and a paired ratio cancels what drifts
+slower than a round. ``lmprep native, warm cache`` encodes a second time with the cache full (split and
+lookups, no merges). Then the encode stage end to end (prepared
 Arrow text → shards, ``encode_corpus`` over 1 and 2 worker processes) against nanoGPT's way (tiktoken
 ``encode_ordinary`` per document, EOT appended, numpy ``uint16``, one ``.bin``, in as many processes),
 CPU seconds of the processes included, token streams compared.
@@ -355,7 +356,8 @@ def encode_table(name: str, corpus: Path, tokenizer: Path, megabytes: float, arg
     print(f"\n{name}: best of {args.repeats} rounds (each engine in turn); × tiktoken and × {fastest}: against "
           "them with the same API and threads")
     print(f"| engine | API | threads | MB/s | × tiktoken | MB per CPU s | × tiktoken | × {fastest} (CPU) "
-          f"| × {fastest} (CPU) per round: median (min–max) | 1 → 2 threads (wall) | peak RSS MB (at start) "
+          f"| × {fastest} (CPU) per round: median (min–max) | 1 → 2 threads (wall; per round) "
+          "| peak RSS MB (at start) "
           "| same IDs |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (engine, api, threads), result in measured.items():
@@ -363,7 +365,10 @@ def encode_table(name: str, corpus: Path, tokenizer: Path, megabytes: float, arg
         ahead_key = (fastest, api, threads) if (fastest, api, threads) in measured else (fastest, "flat", 1)
         ahead = measured[ahead_key]
         one = measured.get((engine, api, 1))
-        scaling = f"{one['wall'] / result['wall']:.2f}×" if threads == 2 and one else ""
+        scaling = ""
+        if threads == 2 and one:
+            per_round = paired_ratios(runs[(engine, api, 1)], runs[(engine, api, 2)], "wall")
+            scaling = f"{one['wall'] / result['wall']:.2f}× ({per_round})"
         same = "yes" if result["digest"] == reference["digest"] else "NO"
         print(f"| {engine} | {api} | {threads} | {megabytes / result['wall']:.1f} "
               f"| {peer['wall'] / result['wall']:.2f} "
@@ -372,11 +377,11 @@ def encode_table(name: str, corpus: Path, tokenizer: Path, megabytes: float, arg
               f"| {scaling} | {result['peak_rss']:.0f} ({result['start_rss']:.0f}) | {same} |", flush=True)
 
 
-def paired_ratios(peer: list[dict], engine: list[dict]) -> str:
-    """The peer's CPU time over the engine's, round by round (each pair measured minutes apart at most, so that
-    the machine's drift between sittings cancels): the median and the range, the spread a best-of hides."""
-    peer_cpu = {result["round"]: result["cpu"] for result in peer}
-    ratios = sorted(peer_cpu[result["round"]] / result["cpu"] for result in engine if result["round"] in peer_cpu)
+def paired_ratios(peer: list[dict], engine: list[dict], time: str = "cpu") -> str:
+    """The peer's time over the engine's, round by round (each pair measured a minute apart at most, so that the
+    machine's drift between sittings cancels): the median and the range, the spread a best-of hides."""
+    peer_time = {result["round"]: result[time] for result in peer}
+    ratios = sorted(peer_time[result["round"]] / result[time] for result in engine if result["round"] in peer_time)
     if not ratios:
         return ""
     return f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f})"
