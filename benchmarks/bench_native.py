@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import gettext
 import hashlib
 import json
@@ -188,10 +189,19 @@ def flat(lists: list[list[int]]) -> np.ndarray:
 
 
 def lmprep_engine(path: Path, api: str, threads: int):
-    fresh = lambda: Tokenizer.load(path)  # noqa: E731
+    fresh = functools.partial(built_tokenizer, path)
     if api == "flat":
         return fresh, lambda tok, texts: tok.encode_batch_flat(texts, threads=threads)[0]
     return fresh, lambda tok, texts: tok.encode_batch(texts, threads=threads)
+
+
+def built_tokenizer(path: Path) -> Tokenizer:
+    """A loaded tokenizer with its native encoder built, as every peer's constructor builds its tables: a
+    ``Tokenizer`` builds it at its first encode, which would time the build (the cache's seeding among it) in
+    lmprep's call alone."""
+    tokenizer = Tokenizer.load(path)
+    tokenizer.build_encoder()
+    return tokenizer
 
 
 def tiktoken_engine(path: Path, api: str, threads: int):
