@@ -49,6 +49,7 @@ def every_stage_ran(tmp_path_factory):
     return project
 
 
+@pytest.mark.slow  # eight runs of the whole pipeline's stages, about 50 s of CPU: the tier CI runs second
 @pytest.mark.parametrize("kind", ["fifo", "zero"])
 @pytest.mark.parametrize("output", ["shards/train-00000.arrow", "shards/train.manifest.json", "prepared/parts.json",
                                     "ckpt/checkpoint.safetensors"])
