@@ -131,7 +131,7 @@ def write_documents(path: str | os.PathLike[str], texts: Iterable[str], *, sourc
             writer.write(text, source, f"{name}#{number}")
 
 
-def document_origins(path: str | os.PathLike[str], batch: pa.RecordBatch) -> tuple[np.ndarray, list[str]]:
+def document_origins(path: str | os.PathLike[str], batch: pa.RecordBatch) -> tuple[np.ndarray, pa.LargeStringArray]:
     """The ``source`` and ``document`` columns of a kept part's record batch; DataError naming the file without them."""
     names = batch.schema.names
     for wanted in ORIGIN_FIELDS:
@@ -141,7 +141,7 @@ def document_origins(path: str | os.PathLike[str], batch: pa.RecordBatch) -> tup
     column = batch.column("source")
     if column.null_count:
         raise DataError(f"{path}: its 'source' column has nulls; re-run 'lmprep run prepare'")
-    return numpy_view(column), batch.column("document").to_pylist()
+    return numpy_view(column), batch.column("document")
 
 
 def iter_document_batches(path: str | os.PathLike[str]) -> Iterator[list[str]]:

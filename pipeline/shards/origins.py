@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipeline.data.documents import arrow_view, text_column
+from pipeline.data.documents import arrow_view, numpy_view
 
 SOURCE, FILE, DOCUMENT = "source", "file", "document"
 FIELDS = (pa.field(SOURCE, pa.int32(), nullable=False),
@@ -29,28 +29,35 @@ SourceCounts = tuple[tuple[int, int, int], ...]
 
 @dataclass(frozen=True)
 class Origins:
-    """The source, file and number of each document of a run of documents."""
+    """The source, file and number of each document of a run of documents.
+
+    The files stay an Arrow string array, one per document, and are parsed, sliced, joined and
+    dictionary-encoded by Arrow's kernels: a Python loop over the documents of a part was several percent of
+    the encode stage.
+    """
 
     sources: np.ndarray  # int32
-    files: Sequence[str]
+    files: pa.Array  # large_string, one per document
     numbers: np.ndarray  # int64
 
     @classmethod
-    def from_ids(cls, sources: np.ndarray, ids: Sequence[str]) -> Origins:
+    def from_ids(cls, sources: np.ndarray, ids: pa.LargeStringArray) -> Origins:
         """From prepare's document IDs, ``<file>#<number>``; ValueError naming an ID of another form."""
-        files, numbers = [], np.empty(len(ids), dtype=np.int64)
-        for row, document_id in enumerate(ids):
-            file, hash_sign, number = document_id.rpartition("#")
-            if not hash_sign or not number.isdigit():
-                raise ValueError(f"document ID {document_id!r} is not <file>#<number>")
-            files.append(file)
-            numbers[row] = int(number)
-        return cls(np.asarray(sources, dtype=np.int32), files, numbers)
+        import pyarrow.compute as pc  # the encode stage's tasks alone: its import costs the shard readers 25 ms
+
+        pieces = pc.split_pattern(ids, "#", max_splits=1, reverse=True)  # [file, number], or [ID] without a '#'
+        numbers = None
+        if not ids.null_count and pc.all(pc.equal(pc.list_value_length(pieces), 2)).as_py():
+            numbers = _as_int64(pc.list_element(pieces, 1))
+        if numbers is None:
+            raise ValueError(f"document ID {_first_malformed(ids)!r} is not <file>#<number>")
+        return cls(np.asarray(sources, dtype=np.int32), pc.list_element(pieces, 0), numbers)
 
     @classmethod
     def numbered(cls, count: int, *, source: int = 0, file: str = "documents") -> Origins:
         """``count`` documents of one source, numbered from 0 in ``file`` (tests, benchmarks, other producers)."""
-        return cls(np.full(count, source, dtype=np.int32), [file] * count, np.arange(count, dtype=np.int64))
+        return cls(np.full(count, source, dtype=np.int32), pa.repeat(pa.scalar(file, pa.large_string()), count),
+                   np.arange(count, dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -61,17 +68,38 @@ class Origins:
     @staticmethod
     def join(parts: Sequence[Origins]) -> Origins:
         return Origins(np.concatenate([part.sources for part in parts]).astype(np.int32, copy=False),
-                       [file for part in parts for file in part.files],
+                       pa.concat_arrays([part.files for part in parts]),
                        np.concatenate([part.numbers for part in parts]).astype(np.int64, copy=False))
 
     def columns(self) -> list[pa.Array]:
         """The ``source``, ``file`` (each distinct file once, in order of first appearance) and ``document`` columns."""
-        distinct = dict.fromkeys(self.files)
-        index = {file: i for i, file in enumerate(distinct)}
-        indices = np.fromiter((index[file] for file in self.files), dtype=np.int32, count=len(self.files))
-        dictionary = text_column(list(distinct))
-        return [arrow_view(self.sources), pa.DictionaryArray.from_arrays(arrow_view(indices), dictionary),
+        files = self.files.dictionary_encode()
+        return [arrow_view(self.sources),
+                pa.DictionaryArray.from_arrays(files.indices, files.dictionary),
                 arrow_view(self.numbers)]
+
+
+_DOCUMENT_ID = re.compile(r"(?P<file>.*)#(?P<number>[0-9]{1,19})", re.DOTALL)
+"""The file is everything before the last ``#``, which a number follows: 1 to 19 ASCII digits, within int64.
+:meth:`Origins.from_ids` reads it with Arrow's kernels, and this pattern names the first ID that breaks it."""
+
+
+def _as_int64(numbers: pa.LargeStringArray) -> np.ndarray | None:
+    """The numbers as int64; None unless each is 1 to 19 ASCII digits within int64's range."""
+    import pyarrow.compute as pc
+
+    if not pc.all(pc.ascii_is_decimal(numbers)).as_py() or (pc.max(pc.binary_length(numbers)).as_py() or 0) > 19:
+        return None
+    try:
+        return numpy_view(pc.cast(numbers, pa.int64()))
+    except pa.ArrowInvalid:  # past int64
+        return None
+
+
+def _first_malformed(ids: pa.LargeStringArray) -> str | None:
+    return next(document_id for document_id in ids.to_pylist()
+                if document_id is None or not (match := _DOCUMENT_ID.fullmatch(document_id))
+                or int(match["number"]) >= 1 << 63)
 
 
 def source_counts(sources: np.ndarray, lengths: np.ndarray) -> SourceCounts:
