@@ -2,7 +2,8 @@
 ``lmprep locate``: where a token of the shards comes from.
 
 They are the stages the config declares (``export.output_dir``, ``stats.output_dir``);
-the options are shorthands for those keys, so the runner tracks the outputs like any other.
+the options are shorthands for those keys, so the runner tracks the outputs like any other. The library modules
+that read Arrow files (numpy, pyarrow) are imported inside the commands, not with ``--help`` or a usage error.
 """
 
 from __future__ import annotations
@@ -14,13 +15,9 @@ from typing import Any
 import click
 
 from pipeline.config import EXPORT_FORMATS, Config
-from pipeline.data.accounting import source_table, source_warnings
-from pipeline.data.documents import SPLITS, document_metadata
-from pipeline.data.prepare import STATS_FILE
+from pipeline.data.cleaning import SPLITS
 from pipeline.engine import locations, storage
 from pipeline.errors import ConfigError
-from pipeline.shards.format import ShardSet
-from pipeline.shards.origins import renamed_file
 from stages import stats as stats_stage
 from stages.cli.options import config_options
 from stages.cli.pipeline import make_pipeline, run_pipeline
@@ -61,6 +58,9 @@ def export_command(formats: tuple[str, ...], output_dir: str | None, force: bool
 def stats_command(top: int | None, output_dir: str | None, force: bool, config: Config) -> None:
     """Run the stats stage, then print per split: documents, tokens, bytes per token, the most frequent tokens;
     and per source what prepare read, kept and dropped (by step and rule)."""
+    from pipeline.data.accounting import source_table, source_warnings
+    from pipeline.data.prepare import STATS_FILE
+
     config = with_section(config, "stats", top=top, output_dir=config.output_value(output_dir) if output_dir else None)
     run_stage(config, "stats", force)
     summary = json.loads(storage.read_bytes(stats_stage.committed_path(config, stats_stage.SUMMARY_FILE)))
@@ -109,6 +109,10 @@ def locate_command(split: str, token: int, row: bool, config: Config) -> None:
     """Say where token TOKEN of SPLIT (its position in the split's token stream, as in the exported train.bin)
     comes from: its shard and row, the source in data.sources and the document ID (the raw file, or the part of
     it one task read, then # and the document's number there), with paths as they open from here."""
+    from pipeline.data.documents import document_metadata
+    from pipeline.shards.format import ShardSet
+    from pipeline.shards.origins import renamed_file
+
     shard_set = ShardSet.open(config.output_path(config.encode.output_dir), split, verify=False)
     try:
         shard, index = shard_set.locate_row(token) if row else shard_set.locate(token)

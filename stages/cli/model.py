@@ -1,6 +1,7 @@
 """``lmprep sample``, ``lmprep check`` and ``lmprep stamp``: use a checkpoint, always through the tokenizer guard.
 
-torch is imported inside the commands, so the rest of the CLI starts without it. A checkpoint may be a
+torch and ``Tokenizer`` (numpy) are imported inside the commands, so that ``--help`` and the rest of the CLI
+start without them. A checkpoint may be a
 URL (a directory ``lmprep run train`` wrote to object storage, or its ``checkpoint.safetensors``): ``sample``
 reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header (whose
 checksum it verifies; ``--verify`` reads and verifies the tensors too). ``check`` also takes a model trained
@@ -18,12 +19,12 @@ import click
 
 from pipeline.config import Config
 from pipeline.errors import CheckpointError, TokenizerMismatchError, describe
-from pipeline.tokenizer import Tokenizer
 from stages.cli.options import config_options
 
 if TYPE_CHECKING:
     from pipeline.model.checkpoint import Checkpoint
     from pipeline.model.foreign import ForeignModel
+    from pipeline.tokenizer import Tokenizer
 
 
 SAMPLE_SEPARATOR = "---"
@@ -56,6 +57,7 @@ def sample(prompt: str, max_tokens: int, temperature: float, top_k: int | None, 
 
     from pipeline.model.bigram import generate
     from pipeline.model.checkpoint import load_checkpoint, read_header, tokenizer_beside
+    from pipeline.tokenizer import Tokenizer
 
     checkpoint_path = checkpoint_path or config.output_path(config.train.output_dir)
     read_header(checkpoint_path)  # the files beside it, tokenizer.json among them, have their checksums
@@ -117,6 +119,8 @@ def check(checkpoint_path: str, tokenizer_path: str | None, verify: bool, config
     save_pretrained directory, a nanoGPT ckpt.pt or its directory), or an export directory (each file's sidecar).
     Of a checkpoint it reads only the header (milliseconds whatever its size), whose metadata checksum it
     verifies; with --verify it loads the whole checkpoint, so a damaged tensor is an error as in sample."""
+    from pipeline.tokenizer import Tokenizer
+
     tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
     guard = guard_of(checkpoint_path, verify=verify)
     tokenizer = Tokenizer.load(tokenizer_path)
@@ -168,6 +172,7 @@ def stamp(model_path: str, tokenizer_path: str | None, force: bool, config: Conf
     MODEL is a transformers save_pretrained directory or a nanoGPT ckpt.pt (or its directory), trained on
     lmprep's exports. Its vocabulary size is read from its config.json or checkpoint, never by running code."""
     from pipeline.model import foreign
+    from pipeline.tokenizer import Tokenizer
 
     tokenizer_path = tokenizer_path or config.output_path(config.tokenizer.output)
     tokenizer = Tokenizer.load(tokenizer_path)

@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,13 +21,22 @@ from pipeline.config import Config, TokenizerConfig
 from pipeline.data.sources import SourceFile, TextDecoder, expand_arguments, read_document_pieces, read_documents
 from pipeline.engine import locations, storage
 from pipeline.errors import DataError, InvalidUtf8Error, TokenizerError, counted
-from pipeline.tokenizer import Tokenizer
-from pipeline.tokenizer.patterns import chunk_aligned, pattern_name, resolve_pattern
 from stages.cli.options import config_options
 from stages.registry import stage_outputs
 
+if TYPE_CHECKING:
+    from pipeline.tokenizer import Tokenizer
+
 # Digits beyond 30 make no ID (and int() refuses over 4,300): such a token stays text, an invalid ID.
 _INTEGER = re.compile(r"[+-]?0*\d{1,30}")
+
+def load_tokenizer(path: str | None, config: Config) -> Tokenizer:
+    """The tokenizer at ``path``, or the config's ``tokenizer.output``. ``Tokenizer`` (numpy and ``regex``) is
+    imported by the commands that use one, not with ``--help`` or a usage error."""
+    from pipeline.tokenizer import Tokenizer
+
+    return Tokenizer.load(path or config.output_path(config.tokenizer.output))
+
 
 tokenizer_option = click.option(
     "--tokenizer", "tokenizer_path", metavar="PATH", type=click.Path(dir_okay=False),
@@ -140,6 +149,9 @@ def train_command(files, out, force, field, separator, on_decode_error, config, 
     """Train on FILE... read as data.sources reads them: paths or globs of .txt, .jsonl (--field) or
     .parquet (--column) files, each optionally .gz, or - for standard input. Each document is one
     training sequence (a whole .txt file, unless --separator says otherwise)."""
+    from pipeline.tokenizer import Tokenizer
+    from pipeline.tokenizer.patterns import chunk_aligned, resolve_pattern
+
     settings = with_given_options(config.tokenizer, given)
     out = out or config.output_path(settings.output)
     if not force:
@@ -206,7 +218,7 @@ def encode_command(text, file_paths, field, separator, on_decode_error, tokenize
     stay plain text."""
     if (text is None) == (not file_paths):
         raise click.UsageError("give either TEXT or --file PATH")
-    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
+    tokenizer = load_tokenizer(tokenizer_path, config)
     if text is not None:
         click.echo(" ".join(map(str, tokenizer.encode(text))))
         return
@@ -223,7 +235,7 @@ def encode_command(text, file_paths, field, separator, on_decode_error, tokenize
 @config_options(optional=True)
 def decode_command(ids, replace, tokenizer_path, config: Config) -> None:
     """Print the text of ID... (negative or unknown IDs are an error naming the first one)."""
-    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
+    tokenizer = load_tokenizer(tokenizer_path, config)
     values = [int(token) if _INTEGER.fullmatch(token) else token for token in ids]
     try:
         text = tokenizer.decode(values, errors="replace" if replace else "strict")
@@ -240,7 +252,7 @@ def fingerprint_command(tokenizer_path, config: Config) -> None:
 
     PATH is the same as --tokenizer PATH.
     """
-    click.echo(Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output)).fingerprint)
+    click.echo(load_tokenizer(tokenizer_path, config).fingerprint)
 
 
 @tokenizer_group.command("export")
@@ -257,7 +269,7 @@ def export_command(tokenizer_path, fmt, out, config: Config) -> None:
     """
     from pipeline.tokenizer.tiktoken_export import loading_snippet
 
-    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
+    tokenizer = load_tokenizer(tokenizer_path, config)
     tokenizer.export_tiktoken(out)
     click.echo(f"wrote {out}; this Python code loads it:", err=True)
     click.echo(loading_snippet(tokenizer, out), nl=False)
@@ -277,7 +289,7 @@ def eval_command(files, tokenizer_paths, field, separator, on_decode_error, conf
     tokens that are unknown: text it cannot give back.
     """
     tokenizer_paths = tokenizer_paths or (config.output_path(config.tokenizer.output),)
-    tokenizers = [Tokenizer.load(path) for path in tokenizer_paths]
+    tokenizers = [load_tokenizer(path, config) for path in tokenizer_paths]
     reader = SourceReader(files, field=field, separator=separator, on_decode_error=on_decode_error, config=config)
     unknown = any(tokenizer.unk_id is not None for tokenizer in tokenizers)
     counted = [_count(list(reader.documents(file)), tokenizers) for file in reader.files]
@@ -346,7 +358,9 @@ def inspect_command(tokenizer_path, shown, config: Config) -> None:
 
     PATH is the same as --tokenizer PATH.
     """
-    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
+    from pipeline.tokenizer.patterns import pattern_name
+
+    tokenizer = load_tokenizer(tokenizer_path, config)
     click.echo(f"kind: {tokenizer.kind}")
     click.echo(f"vocab size: {tokenizer.vocab_size:,} ({len(tokenizer.merges):,} merges, "
                f"{counted(len(tokenizer.special_tokens), 'special token')})")
@@ -374,7 +388,7 @@ def trace_command(text, max_steps, as_json, tokenizer_path, config: Config) -> N
     """
     from pipeline.tokenizer import trace
 
-    tokenizer = Tokenizer.load(tokenizer_path or config.output_path(config.tokenizer.output))
+    tokenizer = load_tokenizer(tokenizer_path, config)
     result = trace.trace(tokenizer, text, max_steps=max_steps)
     if as_json:
         click.echo(json.dumps(trace.to_json(tokenizer, text, result), ensure_ascii=False))

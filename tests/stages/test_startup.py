@@ -43,6 +43,14 @@ def test_status_and_a_no_op_run_load_no_heavy_module(tiny_project):
     assert heavy_modules("run", "--config", "lmprep.yaml") == []
 
 
+def test_help_and_usage_errors_load_no_heavy_module():
+    """``lmprep --help`` imports every command's module (for its line of help): none loads numpy, pyarrow,
+    regex or torch before its command runs."""
+    assert heavy_modules("--help") == []
+    assert heavy_modules("tokenizer", "encode", "--help") == []
+    assert heavy_modules("locate", "train") == []  # a usage error: TOKEN is missing
+
+
 def test_status_loads_no_heavy_module_whatever_the_steps(tiny_project):
     (tiny_project() / "lmprep.yaml").write_text(tiny_config(prepare={"steps": STEPS}))
     assert heavy_modules("status", "--config", "lmprep.yaml") == []
