@@ -85,8 +85,10 @@ class Scratch:
         sha256) and returned ``result`` (JSON); called last, in the task or, for a driver's step, the driver."""
         record = {"version": RECORD_VERSION, "job": identity, "files": dict(files), "result": result}
         # not fsynced: a record that a crash of the machine loses or tears is not taken (its check fails), and its
-        # task runs again, as does one whose files lost bytes (their checksums fail)
-        storage.write_json(self._record(name), {**record, "check": hashing.canonical_hash(record)}, durable=False)
+        # task runs again, as does one whose files lost bytes (their checksums fail); on one line, as json's C
+        # encoder writes it (an encode task writes one per part)
+        storage.write_json(self._record(name), {**record, "check": hashing.canonical_hash(record)}, durable=False,
+                           indent=None)
 
     def finished_many(self, jobs: Sequence[tuple[str, str]]) -> list[tuple[Any] | None]:
         """:meth:`finished` for each ``(name, identity)``, several at a time: a remote store answers each

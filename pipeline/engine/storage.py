@@ -389,10 +389,10 @@ def write_bytes(location: Location, data: bytes, *, durable: bool = True) -> Non
         retries.call(location, fs.pipe_file, os.fspath(location), data)
 
 
-def write_json(location: Location, obj: Any, *, durable: bool = True) -> None:
+def write_json(location: Location, obj: Any, *, durable: bool = True, indent: int | None = 2) -> None:
     """Replace the file with ``obj`` as the project's JSON (:func:`pipeline.engine.atomic.dumps_json`), atomically
-    (``durable``: as :func:`write_bytes`)."""
-    write_bytes(location, (atomic.dumps_json(obj) + "\n").encode("utf-8"), durable=durable)
+    (``durable``: as :func:`write_bytes`; ``indent=None``: on one line, for files no one reads by eye)."""
+    write_bytes(location, (atomic.dumps_json(obj, indent=indent) + "\n").encode("utf-8"), durable=durable)
 
 
 def make_dir(location: Location) -> None:

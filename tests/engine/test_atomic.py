@@ -43,6 +43,20 @@ def test_a_failed_write_leaves_the_previous_file(tmp_path):
     assert path.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
 
 
+def test_a_file_named_without_a_directory_is_written_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    atomic.write_text("out.txt", "new")
+    atomic.link_file("out.txt", "link.txt")
+    assert sorted(os.listdir(tmp_path)) == ["link.txt", "out.txt"] and (tmp_path / "link.txt").read_text() == "new"
+
+
+def test_a_failed_link_leaves_the_previous_file_and_no_temporary(tmp_path):
+    atomic.write_text(tmp_path / "out.txt", "old")
+    with pytest.raises(FileNotFoundError):
+        atomic.link_file(tmp_path / "missing.txt", tmp_path / "out.txt")
+    assert os.listdir(tmp_path) == ["out.txt"] and (tmp_path / "out.txt").read_text() == "old"
+
+
 def test_directory_swap_is_all_or_nothing(tmp_path, umask_022):
     target = tmp_path / "shards"
     with atomic.atomic_dir(target) as staging:
