@@ -20,7 +20,7 @@ import json
 import os
 import stat
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,12 +87,17 @@ def sha256_file(path: Location) -> str:
     return digest.hexdigest()
 
 
-def read_with_sha256(path: Location) -> tuple[bytes, str]:
+def read_with_sha256(path: Location, *, known: tuple[Sequence[int], str] | None = None) -> tuple[bytes, str]:
     """A regular file's bytes, as :func:`sha256_file` reads them, and their sha256: for a reader that checks a
     file against its checksum before it parses it, one read of the file instead of two (its memory is the
-    file's size)."""
+    file's size). ``known``: a stamp and the sha256 a hash cache holds for the file under it
+    (:func:`vouched_stamp`); while the open file keeps that stamp, before and after the read, its bytes are not
+    hashed again, as the runner judges an input unchanged."""
     with _regular_file(path) as (handle, size):
+        stamp = _stamp_of(os.fstat(handle.fileno()))
         data = handle.read(size)
+        if known is not None and list(known[0]) == stamp == _stamp_of(os.fstat(handle.fileno())):
+            return data, known[1]
     return data, sha256_bytes(data)
 
 
@@ -146,6 +151,34 @@ def _content_hash(path: Location, found: os.stat_result) -> str:
     if not stat.S_ISREG(found.st_mode):
         return f"not a regular file: {storage.file_kind(found.st_mode)}"
     return sha256_file(path)
+
+
+_VOUCHING: list[HashCache] = []  # the hash caches of the stages running in this process
+
+
+@contextlib.contextmanager
+def vouching(cache: HashCache) -> Iterator[None]:
+    """While a stage runs, let its code ask what ``cache`` (the runner's, which has just hashed the stage's inputs)
+    knows of a file: :func:`vouched_stamp`."""
+    _VOUCHING.append(cache)
+    try:
+        yield
+    finally:
+        _VOUCHING.remove(cache)
+
+
+def vouched_stamp(path: Location, digest: str) -> list[int] | None:
+    """The stamp (size, mtime, ctime, inode) under which the hash cache of a stage running in this process, or the
+    file's writer (:func:`remember`), knows that the local file ``path`` has the sha256 ``digest``; None where
+    none does, and for a remote file. A task that finds the file with that stamp has those bytes
+    (:func:`read_with_sha256`)."""
+    if locations.is_url(path):
+        return None
+    key = os.path.abspath(path)
+    for entry in (*(cache._entries.get(key) for cache in _VOUCHING), _WRITTEN.get(key)):
+        if entry is not None and entry[_STAMP.size:].hex() == digest:
+            return list(_STAMP.unpack(entry[:_STAMP.size]))
+    return None
 
 
 class HashCache:

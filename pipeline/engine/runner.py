@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import atomic, file_sets, local_files, locations, run_lock, stage_log, storage
+from pipeline.engine import atomic, file_sets, hashing, local_files, locations, run_lock, stage_log, storage
 from pipeline.engine.file_sets import FileSet, Found
 from pipeline.engine.hashing import HashCache
 from pipeline.engine.locations import Location
@@ -257,7 +257,8 @@ class Pipeline:
                                  header={**self._log_header, "reason": "; ".join(reasons)}):
             reused = self._runs.reuse(key, stage, cache) if key is not None and not forced else None
             if reused is None:
-                (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
+                with hashing.vouching(cache):  # what it hashed of the inputs, the stage's tasks need not hash again
+                    (stage.run_forced if forced and stage.run_forced is not None else stage.run)()
             else:
                 reuse = (f"'{stage.name}' reused from {locations.openable(reused)}: the same inputs, settings and code "
                          "version ran there")

@@ -172,6 +172,7 @@ class PartJob:
     task_bytes: int
     cache_bytes: int
     code_version: int
+    vouched: list[int] | None = None  # the stamp under which the driver's hash cache knows the part has sha256
 
     @property
     def identity(self) -> str:
@@ -184,7 +185,8 @@ class PartJob:
 def encode_part(job: PartJob) -> Manifest:
     """Task: encode one prepared part file into its own shards; return their (unsaved) manifest."""
     with storage.local_copy(job.source) as source:
-        content, digest = hashing.read_with_sha256(source)  # one read: checked, then parsed from memory
+        # one read: checked (hashed unless the file keeps the stamp the driver vouched for), then parsed from memory
+        content, digest = hashing.read_with_sha256(source, known=(job.vouched, job.sha256) if job.vouched else None)
         if digest != job.sha256:
             raise DataError(f"{job.source}: changed since it was prepared (checksum differs from "
                             f"{documents.PARTS_FILE}); re-run 'lmprep run prepare'")
@@ -226,11 +228,12 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
             stamps[split] = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
                                        vocab_size=tokenizer.vocab_size, special_ids={"bos": bos_id, "eos": eos_id},
                                        prepared_fingerprint=documents.split_fingerprint(parts))
-            jobs += [PartJob(locations.join(prepared, part.file), partial.scratch, stamps[split],
-                             f"{split}-{part.index:05d}", part.sha256, path, shard_tokens, bos_id, eos_id, task_bytes,
-                             cache_bytes, code_version)
-                     for part in parts if part.documents]
-            sizes += [part.bytes for part in parts if part.documents]
+            for part in (part for part in parts if part.documents):
+                source = locations.join(prepared, part.file)
+                jobs.append(PartJob(source, partial.scratch, stamps[split], f"{split}-{part.index:05d}", part.sha256,
+                                    path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes, code_version,
+                                    hashing.vouched_stamp(source, part.sha256)))
+                sizes.append(part.bytes)
         results = _encode_parts(jobs, sizes, partial, tasks=tasks, progress=progress, notify=notify)
         manifests = []
         for split, stamp in stamps.items():

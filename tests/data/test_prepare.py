@@ -199,7 +199,8 @@ def test_only_the_output_files_are_fsynced_not_the_intermediate_ones(raw, monkey
 
     synced: list[Path] = []
     real_fsync = pipeline.engine.atomic._fsync_file
-    monkeypatch.setattr(pipeline.engine.atomic, "_fsync_file", lambda path: (synced.append(path), real_fsync(path)))
+    monkeypatch.setattr(pipeline.engine.atomic, "_fsync_file",
+                        lambda path: (synced.append(Path(path)), real_fsync(path)))
     prepare(raw, partition_bytes=40)
     assert synced and not [path for path in synced if ".work" in path.parts]
 

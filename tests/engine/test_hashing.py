@@ -115,3 +115,25 @@ def test_a_digest_its_writer_gave_is_taken_while_the_file_keeps_its_stamp(tmp_pa
     path.write_bytes(b"other!")  # the same size: the change time tells
     os.utime(path, ns=(0, 0))
     assert cache.file_hash(path) == "read again"
+
+
+def test_a_task_takes_the_digest_the_running_stages_cache_vouches_for_while_the_file_keeps_its_stamp(tmp_path):
+    """The encode stage's tasks read each part once: the runner hashed it just before the stage ran, so a task that
+    opens it with the stamp the runner's cache holds does not hash it again; a part edited since is hashed."""
+    from pipeline.engine import hashing
+
+    path = tmp_path / "part.arrow"
+    path.write_bytes(b"documents")
+    digest = hashlib.sha256(b"documents").hexdigest()
+    cache = HashCache(tmp_path / "hashes.json")
+    assert cache.file_hash(path) == digest and hashing.vouched_stamp(path, digest) is None  # no stage running
+    with hashing.vouching(cache):
+        stamp = hashing.vouched_stamp(path, digest)
+        assert hashing.vouched_stamp(path, "0" * 64) is None  # the cache holds another digest for it
+    assert stamp == [len(b"documents"), *(getattr(os.stat(path), field) for field in ("st_mtime_ns", "st_ctime_ns",
+                                                                                   "st_ino"))]
+    # with the stamp, the vouched digest is taken as it is (here one the bytes do not have, to show it)
+    assert hashing.read_with_sha256(path, known=(stamp, "vouched")) == (b"documents", "vouched")
+    rewrite_until_ctime_moves(path, b"DOCUMENTS", stamp[2])
+    assert hashing.read_with_sha256(path, known=(stamp, digest)) == (b"DOCUMENTS",
+                                                                     hashlib.sha256(b"DOCUMENTS").hexdigest())

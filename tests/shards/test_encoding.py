@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import random
@@ -15,8 +16,9 @@ import pytest
 from conftest import reference_ids
 
 from pipeline.data import documents
+from pipeline.engine import hashing
 from pipeline.engine.executor import Tasks
-from pipeline.errors import TokenizerError
+from pipeline.errors import DataError, TokenizerError
 from pipeline.shards import corpus
 from pipeline.shards.corpus import add_special_ids, encode_corpus
 from pipeline.shards.format import ShardSet
@@ -137,6 +139,21 @@ def test_an_interrupted_encode_leaves_the_previous_set(tmp_path, prepared, token
         encode(prepared, output, tokenizer_path, executor, shard_tokens=50)
     assert {path.name: path.read_bytes() for path in output.iterdir()} == before
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("vouching", [False, True], ids=["alone", "under-the-runners-cache"])
+def test_a_part_whose_bytes_are_not_those_parts_json_lists_is_refused(tmp_path, prepared, tokenizer_path, vouching):
+    """A task checks its part against ``parts.json``: by hashing it, or by its stamp where the running stage's hash
+    cache vouches for the listed digest, which it does not for bytes it hashed to another digest."""
+    part = next(path for path in sorted((prepared / "train").glob("*.arrow")) if path.stat().st_size > 1000)
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 1
+    part.write_bytes(bytes(data))
+    cache = hashing.HashCache(tmp_path / "hashes.json")
+    cache.tree_hash(prepared)
+    with ThreadPoolExecutor(1) as executor, hashing.vouching(cache) if vouching else contextlib.nullcontext(), \
+            pytest.raises(DataError, match=f"{re.escape(str(part))}: changed since it was prepared"):
+        encode(prepared, tmp_path / "shards", tokenizer_path, executor)
 
 
 def test_an_eos_id_outside_the_vocabulary_is_refused(tmp_path, prepared, tokenizer_path):
