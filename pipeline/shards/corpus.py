@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  # loaded once, before the pool forks the workers that parse IDs with it
 
 from pipeline.data import documents
 from pipeline.engine import completion, hashing, locations, storage

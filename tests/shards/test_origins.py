@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -63,3 +66,14 @@ def test_the_file_column_holds_each_file_of_its_rows_once_in_order_of_first_appe
     assert files.dictionary.to_pylist() == ["a", "b", "c", "documents"]
     assert files.to_pylist() == ["a", "b", "c", "documents", "documents"]
     assert sources.to_pylist() == [1, 2, 3, 0, 0] and numbers.to_pylist() == [1, 2, 3, 0, 1]
+
+
+def test_reading_origins_loads_no_pandas():
+    """pyarrow converts a Python value given to a kernel through pandas, which it imports (0.2 s in every worker)."""
+    script = ("import sys, numpy as np\n"
+              "from pipeline.data.documents import text_column\n"
+              "from pipeline.shards.origins import Origins\n"
+              "Origins.from_ids(np.zeros(2, np.int32), text_column(['a#1', 'b#2'])).columns()\n"
+              "print('pandas' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
