@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 # Digits beyond 30 make no ID (and int() refuses over 4,300): such a token stays text, an invalid ID.
 _INTEGER = re.compile(r"[+-]?0*\d{1,30}")
 
+
 def load_tokenizer(path: str | None, config: Config) -> Tokenizer:
     """The tokenizer at ``path``, or the config's ``tokenizer.output``. ``Tokenizer`` (numpy and ``regex``) is
     imported by the commands that use one, not with ``--help`` or a usage error."""
