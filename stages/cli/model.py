@@ -2,11 +2,10 @@
 
 torch and ``Tokenizer`` (numpy) are imported inside the commands, so that ``--help`` and the rest of the CLI
 start without them. A checkpoint may be a URL (a directory ``lmprep run train`` wrote to object storage, or its
-``checkpoint.safetensors``): ``sample``
-reads the checkpoint and the tokenizer kept beside it, ``check`` only the checkpoint's header (whose
-checksum it verifies; ``--verify`` reads and verifies the tensors too). ``check`` also takes a model trained
-elsewhere (a ``transformers`` directory, a nanoGPT ``ckpt.pt``) that ``stamp`` marked with its tokenizer
-(:mod:`pipeline.model.foreign`), and an export directory, whose sidecars name the tokenizer.
+``checkpoint.safetensors``): ``sample`` reads the checkpoint and the tokenizer kept beside it, ``check`` only
+the checkpoint's header (whose checksum it verifies; ``--verify`` reads and verifies the tensors too). ``check``
+also takes a model trained elsewhere (a ``transformers`` directory, a nanoGPT ``ckpt.pt``) that ``stamp`` marked
+with its tokenizer (:mod:`pipeline.model.foreign`), and an export directory, whose sidecars name the tokenizer.
 """
 
 from __future__ import annotations
