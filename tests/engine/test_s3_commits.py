@@ -17,6 +17,7 @@ from pipeline.engine import storage
 pytest.importorskip("s3fs")
 
 
+@pytest.mark.slow  # about 18 s: a stage on the store run, interrupted and run again
 def test_an_interrupted_stage_leaves_the_commit_and_its_finished_tasks_for_the_next_run(s3, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     corpus(s3)

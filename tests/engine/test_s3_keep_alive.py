@@ -137,6 +137,7 @@ def run_through(endpoint: str, project: Path, *args: str) -> subprocess.Complete
                           env={**os.environ, "PYTHONPATH": str(REPO), "AWS_ENDPOINT_URL": endpoint})
 
 
+@pytest.mark.slow  # about 14 s: every stage through a proxy that holds connections open
 def test_a_keep_alive_endpoint_never_hangs_a_run(s3, s3_server, tmp_path):
     put_corpus(s3)
     write_store_config(tmp_path, raw=s3.url("raw/*.jsonl.gz"), prepared=s3.url("prepared"),

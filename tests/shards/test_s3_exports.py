@@ -208,6 +208,7 @@ def test_an_output_url_inside_another_stage_output_url_is_refused_in_one_line(s3
                              "must not overlap inputs, other outputs, the state dir or the config file\n")
 
 
+@pytest.mark.slow  # about 13 s: the pipeline and its exports on the store
 def test_a_shard_set_read_from_the_store_is_memory_mapped_not_held_in_the_heap(s3, tmp_path):
     """Each remote shard was read into a bytes object and kept, so export's driver held every shard at once (1.8 GB
     of heap for 1 GB of text); now each is downloaded to a temporary file and mapped, and the export is the

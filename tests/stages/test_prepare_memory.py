@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CONFIG = """\
 data: {{sources: [{{glob: "{raw}/**/*.txt"}}]}}
 prepare: {{output_dir: out/prepared}}
@@ -48,6 +50,7 @@ def _held_per_plan(root: Path, files: int) -> int:
     return int(held)
 
 
+@pytest.mark.slow  # about 13 s: the plan of many raw files, measured
 def test_the_driver_holds_few_bytes_per_raw_file(tmp_path):
     """A Path per match (its components interned) and a second name per file for the runner (``../raw/...``
     beside the glob's absolute path) made it some 460 bytes per file here, and a list of SourceFile with a
