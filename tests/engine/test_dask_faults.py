@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow  # about 50 s of clusters started and killed: the tier CI runs second
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 1.5  # executor.timeout in these tests
