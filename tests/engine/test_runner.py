@@ -82,6 +82,23 @@ def test_first_run_runs_everything_then_nothing(ws):
     assert "'report' is up to date" in ws.log
 
 
+def test_a_running_stage_can_ask_what_the_runner_hashed_of_its_inputs(ws):
+    """The encode stage's tasks take the digest of a part the runner hashed just before, while the file keeps the
+    stamp it had then, instead of hashing it again: the runner vouches for its inputs while the stage runs."""
+    from pipeline.engine import hashing
+
+    raw = ws.root / "raw.txt"
+    digest = hashing.sha256_file(raw)
+    seen = []
+
+    def run():
+        seen.append(hashing.vouched_stamp(raw, digest))
+        atomic.write_text(ws.root / "out" / "upper.txt", "HELLO")
+
+    ws.pipeline(prepare=Stage("prepare", ("raw.txt",), ("out/upper.txt",), ("prepare",), run)).run(["prepare"])
+    assert seen == [hashing.content_stamp(raw)] and hashing.vouched_stamp(raw, digest) is None  # not after it
+
+
 def test_lock_file_records_hashes_and_params(ws):
     ws.pipeline().run()
     lock = json.loads((ws.root / ".state" / "lock.json").read_text())
