@@ -229,7 +229,9 @@ def encode_corpus(prepared_dir: str | os.PathLike[str], output_dir: str | os.Pat
             stamps[split] = ShardStamp(split=split, tokenizer_fingerprint=tokenizer.fingerprint,
                                        vocab_size=tokenizer.vocab_size, special_ids={"bos": bos_id, "eos": eos_id},
                                        prepared_fingerprint=documents.split_fingerprint(parts))
-            for part in (part for part in parts if part.documents):
+            for part in parts:
+                if not part.documents:
+                    continue
                 source = locations.join(prepared, part.file)
                 jobs.append(PartJob(source, partial.scratch, stamps[split], f"{split}-{part.index:05d}", part.sha256,
                                     path, shard_tokens, bos_id, eos_id, task_bytes, cache_bytes, code_version,

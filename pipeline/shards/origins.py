@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipeline.data.documents import arrow_view, numpy_view
+from pipeline.data.documents import arrow_view, numpy_view, text_column
 
 SOURCE, FILE, DOCUMENT = "source", "file", "document"
 FIELDS = (pa.field(SOURCE, pa.int32(), nullable=False),
@@ -60,7 +60,7 @@ class Origins:
     @classmethod
     def numbered(cls, count: int, *, source: int = 0, file: str = "documents") -> Origins:
         """``count`` documents of one source, numbered from 0 in ``file`` (tests, benchmarks, other producers)."""
-        return cls(np.full(count, source, dtype=np.int32), pa.repeat(pa.scalar(file, pa.large_string()), count),
+        return cls(np.full(count, source, dtype=np.int32), text_column([file] * count),
                    np.arange(count, dtype=np.int64))
 
     def __len__(self) -> int:
