@@ -8,7 +8,6 @@ cannot hold).
 
 from __future__ import annotations
 
-import gc
 import random
 from array import array
 from functools import partial
@@ -113,27 +112,6 @@ def test_threads_and_lists_give_the_ids_of_one_text_at_a_time(twins, texts, thre
         assert all(type(i) is int for ids in lists for i in ids)
         ids, offsets = flat
         assert [ids[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == want, fast
-
-
-@pytest.mark.parametrize("enabled", [True, False])
-def test_no_collection_runs_while_the_lists_are_made_and_the_collector_is_left_as_it_was(twins, enabled):
-    """Thousands of lists would set off collections that traverse every young list's IDs; the collector is
-    held off while they are made, then left enabled or disabled as the caller had it."""
-    fast = twins[0][0]
-    texts = [f"text {n} of many" for n in range(5000)]
-    collections = []
-    callback = lambda phase, info: collections.append(phase)  # noqa: E731
-    gc.callbacks.append(callback)
-    was = gc.isenabled()
-    try:
-        gc.enable() if enabled else gc.disable()
-        lists = fast.encode_batch(texts)
-        assert gc.isenabled() is enabled
-    finally:
-        gc.callbacks.remove(callback)
-        gc.enable() if was else gc.disable()
-    assert collections == []
-    assert lists == [fast.encode_ordinary(text) for text in texts]
 
 
 def test_threads_with_thousands_of_new_chunks_each_give_the_ids_of_one_text_at_a_time(twins):
