@@ -430,6 +430,9 @@ def _piece(tokenizer: TokenizerLike, id: int) -> str:
 def _local_header(file: Path) -> tuple[str | None, dict[str, tuple[int, ...]]]:
     """The raw lmprep metadata and every tensor's shape, from a local file's header alone."""
     if not file.is_file():
+        if file.name == CHECKPOINT_FILE and file.parent.is_file():  # a file given where its directory would be
+            raise CheckpointError(f"{file.parent} is not a checkpoint: give a .safetensors file or the directory "
+                                  f"that holds {CHECKPOINT_FILE}")
         raise CheckpointError(
             f"no checkpoint at {file}; train one with `lmprep run train` or give the path of an existing checkpoint"
         )

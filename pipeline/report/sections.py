@@ -53,7 +53,7 @@ def gather(config: Config, stages: Sequence[str], *, origin: Callable[[str], str
     metrics_path = locations.join(config.output_path(config.train.output_dir), METRICS_FILE)
     metrics = _read(sections["training"], lambda: inputs.read_jsonl(
         locations.join(inputs.output_location(config.output_path(config.train.output_dir)), METRICS_FILE),
-        "training metrics", "the train stage"))
+        "training log", "the train stage"))
     figures = _documents(config, tokenizer, sections["documents"])
     with _as_written(prepared_path):
         _dropped(config, prepared, sections["dropped"])

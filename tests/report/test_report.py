@@ -121,7 +121,7 @@ def test_a_corrupt_json_file_is_one_line_naming_it(small):
     with open(small / "out" / "ckpt" / "metrics.jsonl", "a") as metrics:
         metrics.write("{not json\n")
     code, lines = report("--out", "r.html")
-    assert code == 2 and len(lines) == 1 and "metrics.jsonl line 3: the training metrics is not valid JSON" in lines[0]
+    assert code == 2 and len(lines) == 1 and "metrics.jsonl line 3: the training log is not valid JSON" in lines[0]
 
 
 def test_a_missing_stats_output_leaves_the_page_with_the_reason(small):

@@ -202,6 +202,16 @@ def test_check_of_a_missing_checkpoint_says_to_give_its_path(trained, tmp_path):
                              "with `lmprep run train` or give the path of an existing checkpoint\n")
 
 
+def test_a_file_given_as_a_checkpoint_is_named_as_not_one(trained):
+    """A file that is not a .safetensors one (the tokenizer, say) is named as given, not as a directory."""
+    root, _, config = trained
+    result = invoke("sample", "--config", config, "--checkpoint", root / "tok.json", "--tokenizer", root / "tok.json",
+                    "--prompt", "")
+    assert result.exit_code == 2
+    assert result.output == (f"error: {root / 'tok.json'} is not a checkpoint: give a .safetensors file or the "
+                             "directory that holds checkpoint.safetensors\n")
+
+
 @pytest.fixture
 def project(tiny_project):
     """A tiny project whose whole pipeline has run once."""
