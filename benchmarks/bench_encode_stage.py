@@ -22,9 +22,9 @@ The goal is a stage at 0.8 or more of the encoder: MB per CPU second of the stag
 (``× encoder (CPU)``, best against best; for N workers the encoder's MB/s × N is the same ratio); the wall-clock
 ratio is shown too, though a loaded machine blurs it. Beside it, the same ratio round by round (each stage run
 against the encoder run just before it), its median and range: this project's machines drift by more than the
-margin within minutes, which a best-of hides, so the verdict (``0.8×``) goes by that median. What the stage spends beyond the encoder is split into start-up and
-the rest (reading the parts, the origins, the special IDs, writing and hashing the shards,
-docs/performance.md). Best of the runs and the median.
+margin within minutes, which a best-of hides, so the verdict (``0.8×``) goes by that median. What the stage
+spends beyond the encoder is split into start-up and the rest (reading the parts, the origins, the special IDs,
+writing and hashing the shards, docs/performance.md). Best of the runs and the median.
 
     python benchmarks/bench_encode_stage.py [--copies 3] [--megabytes 20] [--corpus english,...] [--vocab-size 8192]
         [--repeats 5] [--phases] [--smoke]
