@@ -77,10 +77,10 @@ def glob_files(pattern: str, root: Location) -> list[str]:
     base = os.fspath(local(root))
     pattern = os.fspath(local(pattern))
     matches = glob.glob(pattern, root_dir=base, recursive=True)
-    _check_listable(Path(base), os.path.dirname(pattern))
     files = [path for path in (path_text(os.path.join(base, match)) for match in matches) if not os.path.isdir(path)]
     files.sort(key=path_order)
-    local_files.refuse_odd_matches(files, bool(matches) and "**" in pattern)
+    local_files.refuse_odd_matches(files, bool(matches) and "**" in pattern)  # first: a link loop's own message
+    _check_listable(Path(base), os.path.dirname(pattern))  # (listing a loop forty deep can fail on its own)
     return files
 
 
