@@ -188,8 +188,8 @@ def main() -> None:
     try:
         cli(prog_name="lmprep")
     finally:
+        ignore_ctrl_c_while_exiting()  # first: a Ctrl-C landing in the next step's exec would be a traceback
         forget_handled_interrupts()
-        ignore_ctrl_c_while_exiting()
 
 
 def forget_handled_interrupts() -> None:
@@ -204,8 +204,15 @@ def forget_handled_interrupts() -> None:
 def ignore_ctrl_c_while_exiting() -> None:
     """The command's outcome and status are settled: a Ctrl-C landing while the interpreter shuts down (joining
     threads, flushing streams) could only print its own "Exception ignored" traceback over the command's output
-    and change the status of a command that has already finished."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    and change the status of a command that has already finished. ``signal.signal`` runs the handler of a
+    Ctrl-C that has just landed before it changes it: that KeyboardInterrupt is dropped, and the change made
+    again."""
+    while True:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def escape_undecodable_names() -> None:
